@@ -1,0 +1,5 @@
+"""LevelDB KVStore via plyvel: the default for ``cortexdb serve``."""
+
+from .store import LevelDBStore
+
+__all__ = ["LevelDBStore"]

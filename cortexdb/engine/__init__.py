@@ -1,0 +1,1 @@
+"""The engine: actors, derivation, storage seams.  Public names are re-exported by ``cortexdb``."""

@@ -1,0 +1,86 @@
+"""RFC 3339 timestamps and ISO 8601 durations, the only time formats on the wire.
+
+``parse_rfc3339`` is strict about the shape (date, ``T``, time, offset or ``Z``) and returns an
+aware UTC datetime; ``format_ts`` writes ``Z`` with the fraction only when it is not zero.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from functools import lru_cache
+
+from ..errors import InvalidTimestamp
+
+UTC = dt.UTC
+
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
+)
+_DURATION = re.compile(
+    r"^P(?:(?P<years>\d+)Y)?(?:(?P<months>\d+)M)?(?:(?P<weeks>\d+)W)?(?:(?P<days>\d+)D)?"
+    r"(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
+)
+
+
+def try_parse_rfc3339(text: str) -> dt.datetime | None:
+    if not isinstance(text, str):
+        return None
+    return _parse_cached(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse_cached(text: str) -> dt.datetime | None:
+    match = _RFC3339.match(text)
+    if not match:
+        return None
+    year, month, day, hour, minute, second, fraction, offset = match.groups()
+    micro = int((fraction[1:] + "000000")[:6]) if fraction else 0
+    if offset in ("Z", "z"):
+        tz = UTC
+    else:
+        sign = 1 if offset[0] == "+" else -1
+        hours, minutes = int(offset[1:3]), int(offset[4:6])
+        if hours > 23 or minutes > 59:
+            return None
+        tz = dt.timezone(sign * dt.timedelta(hours=hours, minutes=minutes))
+    try:
+        value = dt.datetime(
+            int(year), int(month), int(day), int(hour), int(minute), min(int(second), 59), micro, tz
+        )
+    except ValueError:
+        return None
+    return value.astimezone(UTC)
+
+
+def parse_rfc3339(text: str, *, field: str = "timestamp") -> dt.datetime:
+    value = try_parse_rfc3339(text)
+    if value is None:
+        raise InvalidTimestamp(
+            f"{field} is not an RFC 3339 timestamp", details={"field": field, "value": str(text)[:64]}
+        )
+    return value
+
+
+def format_ts(value: dt.datetime) -> str:
+    value = value.astimezone(UTC)
+    text = value.strftime("%Y-%m-%dT%H:%M:%S")
+    if value.microsecond:
+        text += f".{value.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """ISO 8601 duration (``P30D``, ``PT5M``); years and months count as 365 and 30 days."""
+    match = _DURATION.match(text or "")
+    if not match or text in ("P", "PT"):
+        raise ValueError(f"not an ISO 8601 duration: {text!r}")
+    parts = {k: float(v) for k, v in match.groupdict().items() if v}
+    days = parts.get("years", 0) * 365 + parts.get("months", 0) * 30 + parts.get("days", 0)
+    return dt.timedelta(
+        weeks=parts.get("weeks", 0),
+        days=days,
+        hours=parts.get("hours", 0),
+        minutes=parts.get("minutes", 0),
+        seconds=parts.get("seconds", 0),
+    )
