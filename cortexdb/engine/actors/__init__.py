@@ -1,0 +1,1 @@
+"""Actors: the scope supervisor and actors, the lifecycle bus and the node services."""

@@ -1,0 +1,297 @@
+"""The node-wide lifecycle bus (DESIGN §3, reference §8.9, §10.4, §13).
+
+- ids: ``lce_`` UUID v7, reserved when a stage builds its batch and *published in id order*:
+  a record becomes visible only after every earlier reserved id is published or aborted, so a
+  subscriber that resumes ``since_lifecycle_id`` never skips one that was still in flight;
+- persistence: the stage that emits a record writes it in the same atomic batch as its results
+  (``put_op``); the bus keeps a replay window of ``window`` seconds by arrival time;
+- fan-out: each subscription has a bounded buffer; publishing never waits.  A subscriber whose
+  buffer overflows receives ``lagging`` and is closed — the pipeline never stalls for it;
+- waiters: ``wait_stage(event_id, stage)`` for the ``wait=`` modes.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import trio
+
+from .. import keys
+from ..model import LifecycleEvent, dumps, loads
+from ..spi.kv import Put
+
+STAGE_SEQ = {"captured": 0, "extracted": 1, "indexed": 2, "consolidated": 3, "compressed": 4}
+PIPELINE_STAGES = ("captured", "extracted", "indexed", "consolidated", "compressed")
+DEFAULT_BUFFER = 10_000
+
+
+@attrs.frozen
+class LifecycleFilter:
+    scope: str | None = None  # the scope and everything below it
+    event_id: str | None = None
+    batch_id: str | None = None
+    job_id: str | None = None
+    events: frozenset[str] | None = None  # stage / event-type names
+
+    def matches(self, record: LifecycleEvent) -> bool:
+        if self.events is not None and record.stage not in self.events and record.stage != "lagging":
+            return False
+        if self.event_id is not None and record.event_id != self.event_id:
+            return False
+        if self.batch_id is not None and record.batch_id != self.batch_id:
+            return False
+        if self.job_id is not None and record.job_id != self.job_id:
+            return False
+        if self.scope is not None:
+            scope = record.scope or ""
+            if not (scope == self.scope or scope.startswith(self.scope + "/")):
+                return False
+        return True
+
+
+class Subscription:
+    """An async iterator of lifecycle records; closed after ``lagging`` or ``close()``."""
+
+    def __init__(self, bus: LifecycleBus, filter_: LifecycleFilter, capacity: int) -> None:
+        self._bus = bus
+        self.filter = filter_
+        self._capacity = capacity
+        self._buffer: collections.deque[LifecycleEvent] = collections.deque()
+        self._wakeup = trio.Event()
+        self.closed = False
+        self.lagged = False
+        self.last_id: str | None = None
+
+    def _offer(self, record: LifecycleEvent) -> None:
+        if self.closed or self.lagged:
+            return
+        if self.last_id is not None and record.lifecycle_id <= self.last_id:
+            return
+        if len(self._buffer) >= self._capacity:
+            behind = len(self._buffer)
+            self._buffer.clear()
+            self.lagged = True
+            self._buffer.append(self._bus.lagging_record(behind, self.filter.scope))
+            self._bus._unsubscribe(self)
+        else:
+            self._buffer.append(record)
+        self._wakeup.set()
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> LifecycleEvent:
+        while not self._buffer:
+            if self.closed or self.lagged:
+                raise StopAsyncIteration
+            self._wakeup = trio.Event()
+            await self._wakeup.wait()
+        record = self._buffer.popleft()
+        if record.stage != "lagging":
+            self.last_id = record.lifecycle_id
+        return record
+
+    def receive_nowait(self) -> LifecycleEvent | None:
+        if not self._buffer:
+            return None
+        record = self._buffer.popleft()
+        if record.stage != "lagging":
+            self.last_id = record.lifecycle_id
+        return record
+
+    def close(self) -> None:
+        self.closed = True
+        self._bus._unsubscribe(self)
+        self._wakeup.set()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class LifecycleBus:
+    def __init__(self, store, ids, clock, *, window_seconds: float = 3600.0) -> None:
+        self._store = store
+        self._ids = ids
+        self._clock = clock
+        self.window = dt.timedelta(seconds=window_seconds)
+        self._reserved: dict[str, LifecycleEvent | None] = {}  # id -> record (None = aborted)
+        self._ready: set[str] = set()
+        self._order: collections.deque[str] = collections.deque()
+        self._subscribers: set[Subscription] = set()
+        self._waiters: dict[tuple[str, str], trio.Event] = {}
+        self.published_upto: str | None = None
+        self.published_count = 0
+
+    # -- emission ------------------------------------------------------------------------------
+    def reserve(
+        self,
+        stage: str,
+        *,
+        scope: str | None,
+        event_id: str | None = None,
+        payload: dict[str, Any] | None = None,
+        batch_id: str | None = None,
+        job_id: str | None = None,
+        seq: int | None = None,
+    ) -> LifecycleEvent:
+        record = LifecycleEvent(
+            lifecycle_id=self._ids.new("lce"),
+            stage=stage,
+            ts=self._clock.now(),
+            scope=scope,
+            event_id=event_id,
+            seq=STAGE_SEQ.get(stage) if seq is None and event_id else seq,
+            batch_id=batch_id,
+            job_id=job_id,
+            payload=payload or {},
+        )
+        self._reserved[record.lifecycle_id] = record
+        self._order.append(record.lifecycle_id)
+        return record
+
+    @staticmethod
+    def put_op(record: LifecycleEvent) -> Put:
+        return Put(keys.lifecycle(record.lifecycle_id), dumps(record))
+
+    def commit(self, records: Iterable[LifecycleEvent]) -> None:
+        for record in records:
+            self._ready.add(record.lifecycle_id)
+        self._drain()
+
+    def abort(self, records: Iterable[LifecycleEvent]) -> None:
+        for record in records:
+            if record.lifecycle_id in self._reserved:
+                self._reserved[record.lifecycle_id] = None
+                self._ready.add(record.lifecycle_id)
+        self._drain()
+
+    def _drain(self) -> None:
+        while self._order and self._order[0] in self._ready:
+            lce_id = self._order.popleft()
+            self._ready.discard(lce_id)
+            record = self._reserved.pop(lce_id)
+            if record is not None:
+                self._publish(record)
+
+    def _publish(self, record: LifecycleEvent) -> None:
+        self.published_upto = record.lifecycle_id
+        self.published_count += 1
+        for subscriber in list(self._subscribers):
+            if subscriber.filter.matches(record):
+                subscriber._offer(record)
+        if record.event_id is not None:
+            stage = f"{record.stage}@{record.scope}" if record.payload.get("foreign") else record.stage
+            waiter = self._waiters.pop((record.event_id, stage), None)
+            if waiter is not None:
+                waiter.set()
+
+    def lagging_record(self, behind: int, scope: str | None) -> LifecycleEvent:
+        return LifecycleEvent(
+            lifecycle_id=self._ids.new("lce"),
+            stage="lagging",
+            ts=self._clock.now(),
+            scope=scope,
+            payload={"behind_by": behind, "resume_from": self.published_upto},
+        )
+
+    # -- waiting -------------------------------------------------------------------------------
+    def stage_waiter(self, event_id: str, stage: str) -> trio.Event:
+        key = (event_id, stage)
+        waiter = self._waiters.get(key)
+        if waiter is None:
+            waiter = self._waiters[key] = trio.Event()
+        return waiter
+
+    def release_event(self, event_id: str) -> None:
+        """Wake every waiter of one event (it was cancelled or failed for good)."""
+        for key in [k for k in self._waiters if k[0] == event_id]:
+            self._waiters.pop(key).set()
+
+    # -- subscribing ---------------------------------------------------------------------------
+    async def subscribe(
+        self,
+        filter_: LifecycleFilter | None = None,
+        *,
+        since_lifecycle_id: str | None = None,
+        capacity: int = DEFAULT_BUFFER,
+    ) -> Subscription:
+        """Subscribe to live records; with ``since_lifecycle_id``, replay what followed it first."""
+        subscription = Subscription(self, filter_ or LifecycleFilter(), capacity)
+        watermark = self.published_upto
+        self._subscribers.add(subscription)
+        if since_lifecycle_id is not None and watermark is not None and since_lifecycle_id < watermark:
+            replay = await self.history(subscription.filter, after=since_lifecycle_id, upto=watermark)
+            live = list(subscription._buffer)
+            # the replay is owed in full; the live backlog keeps its own head-room on top of it
+            subscription._capacity = capacity + len(replay)
+            subscription._buffer = collections.deque(replay)
+            for record in live:
+                subscription._offer(record)
+        return subscription
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        self._subscribers.discard(subscription)
+
+    async def history(
+        self,
+        filter_: LifecycleFilter,
+        *,
+        after: str | None = None,
+        upto: str | None = None,
+        limit: int | None = None,
+    ) -> list[LifecycleEvent]:
+        """Published records in id order within the replay window: ``after < id <= upto``."""
+        upto = upto or self.published_upto
+        if upto is None:
+            return []
+        cutoff = self._clock.now() - self.window
+        start = keys.lifecycle(after) + b"\x01" if after else keys.LIFECYCLE_PREFIX
+        out: list[LifecycleEvent] = []
+        async for key, raw in self._store.scan(prefix=keys.LIFECYCLE_PREFIX, start=start,
+                                               stop=keys.lifecycle(upto) + b"\x01"):  # fmt: skip
+            record = loads(raw, LifecycleEvent)
+            if record.ts < cutoff or not filter_.matches(record):
+                continue
+            out.append(record)
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    async def get(self, lifecycle_id: str) -> LifecycleEvent | None:
+        raw = await self._store.get(keys.lifecycle(lifecycle_id))
+        return loads(raw, LifecycleEvent) if raw else None
+
+    async def restore(self) -> None:
+        """After a restart: the newest persisted record is the publication watermark."""
+        async for key, _ in self._store.scan(prefix=keys.LIFECYCLE_PREFIX, reverse=True, limit=1):
+            self.published_upto = keys.last_part(key)
+
+    async def prune(self) -> int:
+        """Delete persisted records that arrived before the replay window; returns how many."""
+        from ..spi.kv import Delete
+
+        cutoff = self._clock.now() - self.window
+        doomed = []
+        async for key, raw in self._store.scan(prefix=keys.LIFECYCLE_PREFIX, limit=100_000):
+            record = loads(raw, LifecycleEvent)
+            if record.ts >= cutoff:
+                break
+            doomed.append(Delete(key))
+        if doomed:
+            await self._store.write(doomed)
+        return len(doomed)
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "subscribers": len(self._subscribers),
+            "reserved": len(self._order),
+            "published": self.published_count,
+            "waiters": len(self._waiters),
+        }

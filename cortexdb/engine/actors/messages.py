@@ -1,0 +1,132 @@
+"""The closed set of messages a ScopeActor accepts (frozen attrs records).
+
+A request carries its ``reply`` slot; the actor answers it exactly once, with a value or a
+``CortexError``.  Nothing else is ever put in a mailbox.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+
+from ...errors import CortexError, Internal
+
+
+class ReplySlot:
+    """A one-shot reply: the requester awaits ``wait()``; the actor calls ``set`` or ``fail``."""
+
+    __slots__ = ("_done", "_error", "_value")
+
+    def __init__(self) -> None:
+        self._done = trio.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self._done.is_set()
+
+    def set(self, value: Any) -> None:
+        if not self._done.is_set():
+            self._value = value
+            self._done.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self._done.is_set():
+            self._error = error
+            self._done.set()
+
+    async def wait(self) -> Any:
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+@attrs.frozen
+class CaptureItem:
+    """One validated experience, ready to become an event."""
+
+    envelope: Any  # envelope.ValidEnvelope
+    identities: Any  # envelope.Identities
+    tenant_id: str
+    idempotency: Any = None  # services.Reservation or None
+    batch_id: str | None = None
+    wait_for: tuple[str, ...] = ()  # lifecycle stages the requester will wait on
+
+
+@attrs.frozen
+class Capture:
+    items: tuple[CaptureItem, ...]
+    sync: bool
+    reply: ReplySlot
+
+
+@attrs.frozen
+class ReadLayer:
+    layer: str  # events | event | episodes | facts | timeline | beliefs | belief | event_state
+    query: dict[str, Any]
+    reply: ReplySlot
+
+
+@attrs.frozen
+class CancelEvent:
+    event_id: str
+    caller: str
+    reply: ReplySlot
+
+
+@attrs.frozen
+class ForeignConsolidate:
+    """Facts extracted in ``source_scope`` to be consolidated into this scope (consolidate_into)."""
+
+    source_scope: str
+    event_id: str
+    payload: dict[str, Any]
+    reply: ReplySlot
+
+
+@attrs.frozen
+class ForeignDerived:
+    """Records another scope derived from one of this scope's events (derives back-pointers)."""
+
+    event_id: str
+    derives: tuple[str, ...]
+    scope: str
+
+
+@attrs.frozen
+class Flush:
+    """Answer once every queued derivation is done; ``seal`` also seals the open episode."""
+
+    seal: bool
+    reply: ReplySlot
+
+
+@attrs.frozen
+class Rebuild:
+    reply: ReplySlot
+
+
+@attrs.frozen
+class Ping:
+    reply: ReplySlot
+
+
+@attrs.frozen
+class Stop:
+    pass
+
+
+Message = Capture | ReadLayer | CancelEvent | ForeignConsolidate | ForeignDerived | Flush | Rebuild | Ping | Stop
+
+MESSAGE_TYPES = (Capture, ReadLayer, CancelEvent, ForeignConsolidate, ForeignDerived, Flush, Rebuild, Ping, Stop)
+
+
+def fail_message(message: Message, error: CortexError | None = None) -> None:
+    """Answer a message that will never be handled (actor crashed or engine stopping)."""
+    reply = getattr(message, "reply", None)
+    if reply is not None:
+        reply.fail(error or Internal("the scope actor stopped before handling this request"))

@@ -1,0 +1,918 @@
+"""The derivation lane of a ScopeActor: extract → index → consolidate → compress.
+
+The lane is one Trio task, a child of its actor, so slow derivation never blocks the mailbox.
+It exclusively owns the scope's derived state (facts, beliefs, episodes, the text index) and the
+per-event pipeline state (``X`` keys) once an event is captured.  It takes events in WAL order,
+in batches; each stage writes its results, the events' new state and its lifecycle records in
+one atomic batch, then publishes.  An event keeps a ``P`` marker until its last step, so a
+restarted actor resumes exactly the unfinished stages.  Control items (cancel, foreign
+consolidation, derives back-pointers, flush, rebuild) run between batches.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from .. import keys
+from ..derive import beliefs as belief_math
+from ..derive import episodes as episode_rules
+from ..derive.facts import noisy_or, object_key, resolve
+from ..envelope import provenance_source
+from ..model import (
+    Belief,
+    CausalLink,
+    ConfidenceInterval,
+    Episode,
+    Event,
+    Fact,
+    LifecycleEvent,
+    RevisionPolicy,
+    SupportRef,
+    TypedRef,
+    TypedValue,
+    dumps,
+    loads,
+    to_wire,
+)
+from ..retrieve.text_index import TextIndex
+from ..spi.extractor import Extraction, ExtractionContext, TermRef
+from ..spi.kv import Delete, Put
+from ..temporal import format_ts, parse_duration, parse_rfc3339
+from .messages import ReplySlot
+
+if TYPE_CHECKING:
+    from .scope_actor import ScopeActor
+
+log = logging.getLogger("cortexdb.pipeline")
+
+STEPS = ("captured", "extracted", "indexed", "consolidated", "episode")
+
+
+def event_text(event: Event) -> str:
+    content = event.content
+    text = content.get("text")
+    if isinstance(text, str):
+        return text
+    kind = content.get("kind")
+    if kind == "triple":
+        return f"{content.get('subject')} {content.get('predicate')} {content.get('object')}"
+    if kind == "json":
+        return json.dumps(content.get("data"), ensure_ascii=False)[:100_000]
+    return ""
+
+
+def fact_text(fact: Fact) -> str:
+    obj = fact.object
+    value = obj.name if obj.type != "literal" else obj.value
+    negation = "not " if fact.polarity < 0 else ""
+    return f"{fact.subject.name or fact.subject.id} {negation}{fact.predicate.replace('_', ' ')} {value}"
+
+
+@attrs.define
+class Assertion:
+    """An extracted fact with its terms resolved: what fact resolution works on."""
+
+    subject: TypedRef
+    predicate: str
+    object: TypedValue
+    confidence: float
+    single_valued: bool
+    polarity: int
+    extractor: str
+    source: str
+    valid_from: dt.datetime
+    entity_ids: tuple[str, ...] = ()
+
+
+@attrs.define
+class Control:
+    kind: str  # cancel | foreign | derived | flush | rebuild
+    event_id: str | None = None
+    payload: Any = None
+    reply: ReplySlot | None = None
+
+
+class StageBatch:
+    """Writes, lifecycle records and entity references accumulated by one stage."""
+
+    def __init__(self) -> None:
+        self.ops: list[Put | Delete] = []
+        self.records: list[LifecycleEvent] = []
+        self.entity_ids: set[str] = set()
+
+
+class Pipeline:
+    def __init__(self, actor: ScopeActor) -> None:
+        self.actor = actor
+        ctx = actor.ctx
+        self.ctx = ctx
+        self.scope = actor.scope
+        self.queue: collections.deque[str] = collections.deque()
+        self.events: dict[str, Event] = {}
+        self.controls: collections.deque[Control] = collections.deque()
+        self._wakeup = trio.Event()
+        self.stopping = False
+        self.busy = False
+        self.processed = 0
+        # derived-state caches; coherent because this lane is the only writer of the scope's keys
+        self._facts: dict[str, Fact] = {}
+        self._fact_ids: dict[tuple[str, str], list[str]] = {}
+        self._beliefs: dict[str, Belief | None] = {}  # claim key -> belief (None = none stored)
+        self._deferred: set[str] = set()  # claim keys whose revision waits on the policy gate
+        self._episode: Episode | None = None
+        self._episode_loaded = False
+        self._last_activity: dt.datetime | None = None
+        self._last_sealed: str | None = None
+        self._flush_waiters: list[tuple[ReplySlot, bool]] = []
+        self.text_index = TextIndex()
+
+    # -- feeding -------------------------------------------------------------------------------
+    def enqueue(self, event: Event) -> None:
+        self.events[event.id] = event
+        self.queue.append(event.id)
+        self._wakeup.set()
+
+    def control(self, item: Control) -> None:
+        self.controls.append(item)
+        self._wakeup.set()
+
+    def stop(self) -> None:
+        self.stopping = True
+        self._wakeup.set()
+
+    @property
+    def idle(self) -> bool:
+        return not self.queue and not self.controls and not self.busy
+
+    # -- the lane ------------------------------------------------------------------------------
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        await self._restore()
+        task_status.started()
+        while not self.stopping:
+            if not self.queue and not self.controls:
+                self._answer_flushes()
+                self._wakeup = trio.Event()
+                with trio.move_on_after(self.ctx.config.episode_idle_check):
+                    await self._wakeup.wait()
+                if not self.queue and not self.controls and not self.stopping:
+                    await self._seal_if_idle()
+                continue
+            self.busy = True
+            try:
+                while self.controls and not self.stopping:
+                    await self._handle_control(self.controls.popleft())
+                if self.queue and not self.stopping:
+                    size = self.ctx.config.pipeline_batch
+                    batch = [self.queue.popleft() for _ in range(min(size, len(self.queue)))]
+                    await self._process(batch)
+            finally:
+                self.busy = False
+            await trio.lowlevel.checkpoint()
+
+    def _answer_flushes(self) -> None:
+        waiters, self._flush_waiters = self._flush_waiters, []
+        for reply, _ in waiters:
+            reply.set(True)
+
+    async def _restore(self) -> None:
+        """Rebuild the text index and requeue unfinished events after a (re)start."""
+        store = self.ctx.store
+        cancelled: set[str] = set()
+        pending: list[str] = []
+        async for key, _ in store.scan(prefix=keys.pending_prefix(self.scope)):
+            pending.append(keys.last_part(key))
+        pending_set = set(pending)
+        async for _, raw in store.scan(prefix=keys.events_prefix(self.scope)):
+            event = loads(raw, Event)
+            if event.id in pending_set:
+                continue
+            state = await self.read_state(event.id)
+            if state and state.get("cancelled"):
+                cancelled.add(event.id)
+                continue
+            self.text_index.add(event.id, event_text(event))
+        async for _, raw in store.scan(prefix=keys.facts_prefix(self.scope)):
+            fact = loads(raw, Fact)
+            if not fact.excluded_from_recall:
+                self.text_index.add(fact.id, fact_text(fact))
+        for event_id in pending:
+            raw = await store.get(keys.event(self.scope, event_id))
+            if raw is not None:
+                self.enqueue(loads(raw, Event))
+        async for key, raw in store.scan(prefix=keys.foreign_work_prefix(self.scope)):
+            work = json.loads(raw)
+            self.control(Control("foreign", event_id=keys.last_part(key), payload=work))
+
+    # -- state ---------------------------------------------------------------------------------
+    async def read_state(self, event_id: str) -> dict[str, Any] | None:
+        raw = await self.ctx.store.get(keys.event_state(event_id))
+        return json.loads(raw) if raw else None
+
+    @staticmethod
+    def state_op(event_id: str, state: dict[str, Any]) -> Put:
+        return Put(keys.event_state(event_id), json.dumps(state, separators=(",", ":")).encode())
+
+    async def _commit(self, batch: StageBatch) -> None:
+        ctx = self.ctx
+        ops = batch.ops + ctx.entities.pending_ops(batch.entity_ids)
+        ops += [ctx.bus.put_op(record) for record in batch.records]
+        try:
+            await ctx.store.write(ops)
+        except BaseException:
+            ctx.bus.abort(batch.records)
+            raise
+        ctx.bus.commit(batch.records)
+        ctx.entities.mark_persisted(batch.entity_ids)
+
+    # -- one batch -----------------------------------------------------------------------------
+    async def _process(self, batch_ids: list[str]) -> None:
+        events: list[Event] = []
+        states: dict[str, dict[str, Any]] = {}
+        for event_id in batch_ids:
+            event = self.events.pop(event_id, None)
+            state = await self.read_state(event_id)
+            if event is None or state is None:
+                continue
+            events.append(event)
+            states[event_id] = state
+        work = [e for e in events if not states[e.id].get("cancelled")]
+        for stage, runner in (
+            ("extracted", self._extract),
+            ("indexed", self._index),
+            ("consolidated", self._consolidate),
+            ("episode", self._compress),
+        ):
+            todo = [e for e in work if stage not in states[e.id]["done"] and not states[e.id].get("cancelled")]
+            if todo:
+                started = trio.current_time()
+                await runner(todo, states, started)
+        self.processed += len(events)
+
+    def _finish_stage(self, batch: StageBatch, event: Event, state: dict, stage: str, started: float,
+                      payload: dict[str, Any] | None) -> None:  # fmt: skip
+        state["done"].append(stage)
+        state.setdefault("elapsed_ms", {})[_ELAPSED_NAME[stage]] = round((trio.current_time() - started) * 1000, 3)
+        if payload is not None:
+            record = self.ctx.bus.reserve(stage, scope=self.scope, event_id=event.id, payload=payload,
+                                          batch_id=event.batch_id)  # fmt: skip
+            state["lce"].append(record.lifecycle_id)
+            batch.records.append(record)
+
+    # -- extract -------------------------------------------------------------------------------
+    async def _extract(self, events: list[Event], states: dict, started: float) -> None:
+        batch = StageBatch()
+        touched_facts: dict[str, Fact] = {}
+        for event in events:
+            state = states[event.id]
+            directives = event.directives or {}
+            wanted = directives.get("extract")
+            want_facts = wanted is None or "facts" in wanted
+            want_entities = wanted is None or "entities" in wanted
+            floor = float(directives.get("confidence_floor") or 0.0)
+            try:
+                extraction = self.ctx.extractor.extract(
+                    ExtractionContext(
+                        content=event.content,
+                        modality=event.modality,
+                        subject_id=event.subject["id"],
+                        observed_actor_id=event.actor,
+                        labels=tuple(event.context.get("labels") or ()) if isinstance(event.context.get("labels"), list) else (),
+                    )
+                )
+            except Exception as exc:  # an extractor bug must not stall the scope
+                log.warning("extractor failed on %s: %r", event.id, exc)
+                state["errors"].append({"stage": "extracted", "error": "EXTRACTOR_FAILED", "message": repr(exc)[:500]})
+                extraction = Extraction()
+            intake: list[dict[str, Any]] = []
+            entity_ids: set[str] = set()
+            source = provenance_source(event.modality, event.actor)
+            valid_from = parse_rfc3339(event.context["observed_at"])
+            extractor_name = getattr(self.ctx.extractor, "name", type(self.ctx.extractor).__name__)
+            for candidate in extraction.facts if want_facts else ():
+                if candidate.confidence < floor:
+                    intake.append({"status": "rejected", "predicate": candidate.predicate,
+                                   "reason": "below_confidence_floor", "confidence": candidate.confidence})  # fmt: skip
+                    continue
+                assertion = await self._assertion(event, candidate, extractor_name, source, valid_from)
+                entity_ids.update(assertion.entity_ids)
+                outcome = await self.apply_assertion(assertion, event.id, touched_facts)
+                intake.append(outcome)
+            if want_entities:
+                for term in extraction.entities:
+                    entity = await self.ctx.entities.resolve(event.tenant_id, term)
+                    entity_ids.add(entity.id)
+            batch.entity_ids.update(entity_ids)
+            fact_ids = [item["fact_id"] for item in intake if "fact_id" in item]
+            for fact_id in fact_ids:
+                if fact_id not in state["derives"]:
+                    state["derives"].append(fact_id)
+            state["intake"] = intake
+            state["touched"] = sorted({(touched_facts[f].subject.id, touched_facts[f].predicate) for f in fact_ids})
+            state["superseded"] = sorted({s for item in intake for s in item.get("superseded", ())})
+            payload = {
+                "event_id": event.id,
+                "derived": {"facts": len(set(fact_ids)), "entities": len(entity_ids), "beliefs": 0, "episodes": 0},
+                "intake": intake,
+            }
+            if extraction.unread:
+                payload["unread"] = f"content kind {event.content.get('kind')!r} is not read by {extractor_name}"
+            self._finish_stage(batch, event, state, "extracted", started, payload)
+        self._fact_ops(batch, touched_facts)
+        batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
+        await self._commit(batch)
+
+    async def _term(self, tenant: str, term: TermRef) -> tuple[Any, str]:
+        entity = await self.ctx.entities.resolve(tenant, term)
+        return entity, entity.id
+
+    async def _assertion(self, event: Event, candidate, extractor_name: str, source: str,
+                         valid_from: dt.datetime) -> Assertion:  # fmt: skip
+        subject_entity = await self.ctx.entities.resolve(event.tenant_id, candidate.subject)
+        entity_ids = [subject_entity.id]
+        if isinstance(candidate.object_value, TermRef):
+            obj_entity = await self.ctx.entities.resolve(event.tenant_id, candidate.object_value)
+            entity_ids.append(obj_entity.id)
+            obj = TypedValue(type="entity", id=obj_entity.id, name=obj_entity.name)
+        else:
+            obj = TypedValue(type="literal", datatype=candidate.datatype, value=candidate.object_value,
+                             unit=candidate.unit)  # fmt: skip
+        return Assertion(
+            subject=TypedRef(type="entity", id=subject_entity.id, name=subject_entity.name),
+            predicate=candidate.predicate,
+            object=obj,
+            confidence=candidate.confidence,
+            single_valued=candidate.single_valued,
+            polarity=candidate.polarity,
+            extractor=f"{extractor_name}/{candidate.pattern}",
+            source=source,
+            valid_from=valid_from,
+            entity_ids=tuple(entity_ids),
+        )
+
+    async def facts_for(self, subject_id: str, predicate: str) -> list[Fact]:
+        key = (subject_id, predicate)
+        ids = self._fact_ids.get(key)
+        if ids is None:
+            ids = []
+            prefix = keys.fact_index_prefix(self.scope, subject_id, predicate)
+            async for index_key, _ in self.ctx.store.scan(prefix=prefix):
+                ids.append(keys.last_part(index_key))
+            self._fact_ids[key] = ids
+        out = []
+        for fact_id in ids:
+            fact = self._facts.get(fact_id)
+            if fact is None:
+                raw = await self.ctx.store.get(keys.fact(self.scope, fact_id))
+                if raw is None:
+                    continue
+                fact = self._facts[fact_id] = loads(raw, Fact)
+            out.append(fact)
+        return out
+
+    async def apply_assertion(self, assertion: Assertion, event_id: str, touched: dict[str, Fact]) -> dict[str, Any]:
+        """Resolve one assertion against the scope's facts (DESIGN §6); never drops anything."""
+        existing = await self.facts_for(assertion.subject.id, assertion.predicate)
+        current = [f for f in existing if f.recorded_to is None and not f.excluded_from_recall]
+        key = object_key(assertion.object)
+        decision = resolve(object_key_=key, polarity=assertion.polarity, single_valued=assertion.single_valued,
+                           valid_from=assertion.valid_from, current=current)  # fmt: skip
+        now = self.ctx.clock.now()
+        if decision.reinforce is not None:
+            fact = self._facts[decision.reinforce]
+            if event_id not in fact.supports:  # replaying the same evidence must not count twice
+                fact.supports.append(event_id)
+                fact.confidence = noisy_or(fact.confidence, assertion.confidence)
+                fact.reinforcements += 1
+                if assertion.valid_from < fact.valid_from:
+                    fact.valid_from = assertion.valid_from
+            touched[fact.id] = fact
+            return {"fact_id": fact.id, "status": "reinforced"}
+        fact = Fact(
+            id=self.ctx.ids.new("fact"),
+            scope=self.scope,
+            subject=assertion.subject,
+            predicate=assertion.predicate,
+            object=assertion.object,
+            supports=[event_id],
+            valid_from=assertion.valid_from,
+            valid_to=decision.valid_to,
+            recorded_from=now,
+            confidence=round(assertion.confidence, 4),
+            extractor=assertion.extractor,
+            source=assertion.source,
+            single_valued=assertion.single_valued,
+            polarity=assertion.polarity,
+            status=decision.status,
+            conflicts_with=list(decision.conflicts_with),
+        )
+        for old_id in decision.supersede:
+            old = self._facts[old_id]
+            old.valid_to = assertion.valid_from
+            old.recorded_to = now
+            old.superseded_by = fact.id
+            fact.supersedes = fact.supersedes or old_id
+            touched[old.id] = old
+        for other_id in decision.conflicts_with:
+            other = self._facts[other_id]
+            if fact.id not in other.conflicts_with:
+                other.conflicts_with.append(fact.id)
+            touched[other.id] = other
+        self._facts[fact.id] = fact
+        self._fact_ids.setdefault((fact.subject.id, fact.predicate), []).append(fact.id)
+        touched[fact.id] = fact
+        outcome: dict[str, Any] = {"fact_id": fact.id, "status": decision.status}
+        if decision.supersede:
+            outcome["superseded"] = list(decision.supersede)
+        if decision.conflicts_with:
+            outcome["conflicts_with"] = list(decision.conflicts_with)
+        return outcome
+
+    def _fact_ops(self, batch: StageBatch, touched: dict[str, Fact]) -> None:
+        for fact in touched.values():
+            batch.ops.append(Put(keys.fact(self.scope, fact.id), dumps(fact)))
+            batch.ops.append(Put(keys.fact_index(self.scope, fact.subject.id, fact.predicate, fact.id), b""))
+
+    # -- index ---------------------------------------------------------------------------------
+    async def _index(self, events: list[Event], states: dict, started: float) -> None:
+        batch = StageBatch()
+        for event in events:
+            state = states[event.id]
+            self.text_index.add(event.id, event_text(event))
+            layers = ["events"]
+            facts = [self._facts[f] for f in state["derives"] if f.startswith("fact_") and f in self._facts]
+            for fact in facts:
+                self.text_index.add(fact.id, fact_text(fact))
+            if facts:
+                layers.append("facts")
+            self._finish_stage(batch, event, state, "indexed", started,
+                               {"event_id": event.id, "layers_indexed": layers, "indexes": ["text"]})  # fmt: skip
+        batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
+        await self._commit(batch)
+
+    # -- consolidate ---------------------------------------------------------------------------
+    async def _consolidate(self, events: list[Event], states: dict, started: float) -> None:
+        batch = StageBatch()
+        for event in events:
+            state = states[event.id]
+            directives = event.directives or {}
+            wanted = directives.get("extract")
+            summary = {"created": [], "revised": [], "deleted": [], "deferred": []}
+            if wanted is None or "beliefs" in wanted:
+                touched = [tuple(pair) for pair in state.get("touched", ())]
+                await self.revise_beliefs(batch, touched, event.id, summary)
+            for belief_id in summary["created"] + summary["revised"]:
+                if belief_id not in state["derives"]:
+                    state["derives"].append(belief_id)
+            intake = state.get("intake", ())
+            payload: dict[str, Any] = {
+                "event_id": event.id,
+                "beliefs_updated": len(summary["created"]) + len(summary["revised"]),
+                "beliefs_created": len(summary["created"]),
+                "beliefs_deleted": len(summary["deleted"]),
+                "beliefs_deferred": len(summary["deferred"]),
+                "conflicts_resolved": sum(1 for item in intake if item.get("superseded")),
+                "conflicts_detected": sum(1 for item in intake if item["status"] == "conflict_detected"),
+                "superseded_facts": state.get("superseded", []),
+                "intake": intake,
+            }
+            target = directives.get("consolidate_into")
+            if target and target != self.scope:
+                await self._hand_off(event, state, target)
+                payload["consolidate_into"] = {"scope": target, "status": "queued"}
+            self._finish_stage(batch, event, state, "consolidated", started, payload)
+        batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
+        await self._commit(batch)
+
+    async def _hand_off(self, event: Event, state: dict, target: str) -> None:
+        """Durably queue this event's assertions for consolidation into another scope."""
+        facts = [self._facts[f] for f in state["derives"] if f.startswith("fact_") and f in self._facts]
+        payload = {
+            "source_scope": self.scope,
+            "tenant_id": event.tenant_id,
+            "want_beliefs": (event.directives.get("extract") is None or "beliefs" in event.directives["extract"]),
+            "assertions": [
+                {
+                    "subject": to_wire(f.subject), "predicate": f.predicate, "object": to_wire(f.object),
+                    "confidence": f.confidence, "single_valued": f.single_valued, "polarity": f.polarity,
+                    "extractor": f.extractor, "source": f.source, "valid_from": format_ts(f.valid_from),
+                }
+                for f in facts
+                if event.id in f.supports
+            ],
+        }  # fmt: skip
+        await self.actor.ctx.supervisor.consolidate_foreign(target, self.scope, event.id, payload)
+        state.setdefault("foreign", [])
+        if target not in state["foreign"]:
+            state["foreign"].append(target)
+
+    async def revise_beliefs(self, batch: StageBatch, touched, event_id: str, summary: dict) -> None:
+        pairs = set(touched)
+        for claim in list(self._deferred):
+            subject_id, predicate, _ = claim.split("\x1f")
+            pairs.add((subject_id, predicate))
+        for subject_id, predicate in sorted(pairs):
+            facts = await self.facts_for(subject_id, predicate)
+            await self._revise_pair(batch, subject_id, predicate, facts, summary)
+
+    async def _belief_for(self, claim: str) -> Belief | None:
+        if claim in self._beliefs:
+            return self._beliefs[claim]
+        belief = None
+        raw_id = await self.ctx.store.get(keys.belief_claim(self.scope, claim))
+        if raw_id is not None:
+            raw = await self.ctx.store.get(keys.belief(self.scope, raw_id.decode()))
+            belief = loads(raw, Belief) if raw else None
+        self._beliefs[claim] = belief
+        return belief
+
+    async def _revise_pair(self, batch: StageBatch, subject_id: str, predicate: str, facts: list[Fact],
+                           summary: dict) -> None:  # fmt: skip
+        now = self.ctx.clock.now()
+        floor = self.ctx.config.confidence_floor
+        live = [f for f in facts if f.recorded_to is None and f.valid_to is None and not f.excluded_from_recall]
+        claims: dict[str, Fact] = {}
+        for fact in sorted(facts, key=lambda f: f.recorded_from):
+            if fact.polarity > 0 and not fact.excluded_from_recall:
+                claims[object_key(fact.object)] = fact  # latest positive assertion represents the claim
+        results: dict[str, Belief] = {}
+        for okey, representative in claims.items():
+            claim = f"{subject_id}\x1f{predicate}\x1f{okey}"
+            supporting = [f for f in live if object_key(f.object) == okey and f.polarity > 0]
+            against = [
+                f for f in live
+                if (object_key(f.object) == okey and f.polarity < 0)
+                or (f.single_valued and object_key(f.object) != okey and f.polarity > 0)
+            ]  # fmt: skip
+            weight_for = sum(f.confidence for f in supporting)
+            weight_against = sum(f.confidence for f in against)
+            mean, lower, upper = belief_math.posterior(weight_for, weight_against)
+            stance = belief_math.stance(mean, weight_against)
+            total = (weight_for + weight_against) or 1.0
+            supports = [SupportRef(type="fact", id=f.id, weight=round(f.confidence / total, 4), polarity="supports")
+                        for f in supporting]  # fmt: skip
+            supports += [SupportRef(type="fact", id=f.id, weight=round(f.confidence / total, 4), polarity="against")
+                         for f in against]  # fmt: skip
+            belief = await self._belief_for(claim)
+            if belief_math.should_delete(mean, stance, floor, weight_for, weight_against):
+                if belief is not None:
+                    self._delete_belief(batch, claim, belief, now, "below_confidence_floor" if weight_for or weight_against else "no_remaining_evidence")
+                    summary["deleted"].append(belief.id)
+                self._deferred.discard(claim)
+                continue
+            interval = ConfidenceInterval(lower=round(lower, 4), upper=round(upper, 4), method="beta_posterior",
+                                          level=belief_math.LEVEL)  # fmt: skip
+            valid_from = min((f.valid_from for f in supporting), default=representative.valid_from)
+            evidence = {"for": round(weight_for, 4), "against": round(weight_against, 4)}
+            if belief is None:
+                belief_id = self.ctx.ids.new("belief")
+                belief = Belief(
+                    id=belief_id, scope=self.scope,
+                    claim={"subject": to_wire(representative.subject), "predicate": predicate,
+                           "object": to_wire(representative.object)},
+                    stance=stance, confidence=round(mean, 4), confidence_interval=interval,
+                    supports=supports, valid_from=valid_from, recorded_from=now, last_revised_at=now,
+                    why_url=f"/v1/beliefs/why?belief_id={belief_id}", evidence=evidence,
+                )  # fmt: skip
+                summary["created"].append(belief.id)
+                batch.ops.append(Put(keys.belief_claim(self.scope, claim), belief.id.encode()))
+            else:
+                belief.supports = supports
+                belief.evidence = evidence
+                belief.valid_from = valid_from
+                policy = belief.revision_policy
+                changed = abs(mean - belief.confidence) >= policy.min_evidence_delta or stance != belief.stance
+                if changed:
+                    if self._gated(belief, now):
+                        belief.partial, belief.partial_reason = True, "revision_in_progress"
+                        self._deferred.add(claim)
+                        summary["deferred"].append(belief.id)
+                    else:
+                        belief.confidence = round(mean, 4)
+                        belief.confidence_interval = interval
+                        belief.stance = stance
+                        belief.revision_count += 1
+                        belief.last_revised_at = now
+                        hour_ago = now - dt.timedelta(hours=1)
+                        belief.revision_times = [t for t in belief.revision_times if t > hour_ago] + [now]
+                        belief.partial, belief.partial_reason = False, None
+                        self._deferred.discard(claim)
+                        summary["revised"].append(belief.id)
+            self._beliefs[claim] = belief
+            results[okey] = belief
+        # rival claims of a single-valued predicate are in tension with each other
+        for okey, belief in results.items():
+            contradicts = []
+            for other_key, other in results.items():
+                if other_key == okey or not claims[okey].single_valued:
+                    continue
+                mine = [f for f in facts if object_key(f.object) == okey]
+                theirs = [f for f in facts if object_key(f.object) == other_key]
+                if any(f.superseded_by in {t.id for t in theirs} for f in mine) or any(
+                    t.superseded_by in {f.id for f in mine} for t in theirs
+                ):
+                    resolution = "newer_wins"
+                elif any(t.id in f.conflicts_with for f in mine for t in theirs):
+                    resolution = "unresolved"
+                else:
+                    resolution = "higher_confidence_wins"
+                contradicts.append({"belief_id": other.id, "tension": belief_math.tension(belief.confidence, other.confidence),
+                                    "resolution": resolution})  # fmt: skip
+            belief.contradicts = contradicts
+            batch.ops.append(Put(keys.belief(self.scope, belief.id), dumps(belief)))
+
+    def _gated(self, belief: Belief, now: dt.datetime) -> bool:
+        policy: RevisionPolicy = belief.revision_policy
+        cooldown = parse_duration(policy.cooldown)
+        if cooldown and now - belief.last_revised_at < cooldown:
+            return True
+        hour_ago = now - dt.timedelta(hours=1)
+        return sum(1 for t in belief.revision_times if t > hour_ago) >= policy.max_revisions_per_hour
+
+    def _delete_belief(self, batch: StageBatch, claim: str, belief: Belief, now: dt.datetime, reason: str) -> None:
+        batch.ops.append(Delete(keys.belief(self.scope, belief.id)))
+        batch.ops.append(Delete(keys.belief_claim(self.scope, claim)))
+        note = {"belief_id": belief.id, "deleted_at": format_ts(now), "reason": reason, "confidence": belief.confidence}
+        batch.ops.append(Put(keys.belief_deleted(self.scope, belief.id), json.dumps(note).encode()))
+        self._beliefs[claim] = None
+
+    # -- compress (episodes) --------------------------------------------------------------------
+    async def _load_episode(self) -> None:
+        if self._episode_loaded:
+            return
+        self._episode_loaded = True
+        raw_id = await self.ctx.store.get(keys.open_episode(self.scope, "main"))
+        if raw_id is not None:
+            raw = await self.ctx.store.get(keys.episode(self.scope, raw_id.decode()))
+            self._episode = loads(raw, Episode) if raw else None
+
+    async def _compress(self, events: list[Event], states: dict, started: float) -> None:
+        await self._load_episode()
+        config = self.ctx.config
+        gap = dt.timedelta(seconds=config.episode_gap_seconds)
+        batch = StageBatch()
+        dirty: dict[str, Episode] = {}
+        now = self.ctx.clock.now()
+        for event in events:
+            state = states[event.id]
+            observed = parse_rfc3339(event.context["observed_at"])
+            session = event.observed_actor.get("session")
+            episode = self._episode
+            if episode is not None and episode_rules.closes_window(
+                strategy=config.episode_strategy, gap=gap, max_events=config.episode_max_events,
+                episode_events=len(episode.events), episode_ended_at=episode.ended_at,
+                episode_session=episode.session, observed_at=observed, session=session,
+            ):  # fmt: skip
+                self._seal(batch, episode, now)
+                dirty[episode.id] = episode
+                predecessor = episode.id
+                episode = None
+            else:
+                predecessor = episode.causal_predecessor if episode else None
+            text = event_text(event)
+            if episode is None:
+                episode = Episode(
+                    id=self.ctx.ids.new("ep"), scope=self.scope,
+                    name=episode_rules.title(text, event.context.get("intent"), f"{event.modality} episode"),
+                    summary="", events=[], supports=[], started_at=observed, ended_at=observed,
+                    valid_from=observed, recorded_from=now, strategy=config.episode_strategy,
+                    session=session, causal_predecessor=predecessor or self._last_sealed,
+                    opening=text or None,
+                )  # fmt: skip
+                batch.ops.append(Put(keys.open_episode(self.scope, "main"), episode.id.encode()))
+            self._episode = episode
+            episode.events.append(event.id)
+            episode.supports.append(event.id)
+            episode.started_at = min(episode.started_at, observed)
+            episode.valid_from = episode.started_at
+            episode.ended_at = max(episode.ended_at, observed)
+            if event.actor not in episode.actors_involved:
+                episode.actors_involved.append(event.actor)
+            if any(d.startswith("fact_") for d in state["derives"]):
+                episode.informative_events += 1
+            if text:
+                episode.closing = text
+            role = episode_rules.role_of(text, len(episode.events) - 1, len(episode.events), sealed=False)
+            episode.causal_chain.append(CausalLink(event=event.id, role=role))
+            self._describe(episode)
+            dirty[episode.id] = episode
+            state["episode_id"] = episode.id
+            if episode.id not in state["derives"]:
+                state["derives"].append(episode.id)
+            self._finish_stage(batch, event, state, "episode", started, None)
+            batch.ops.append(Delete(keys.pending(self.scope, event.id)))
+        self._last_activity = now
+        for episode in dirty.values():
+            batch.ops.append(Put(keys.episode(self.scope, episode.id), dumps(episode)))
+        batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
+        await self._commit(batch)
+
+    @staticmethod
+    def _describe(episode: Episode) -> None:
+        count = len(episode.events)
+        episode.centrality_score = round(episode.informative_events / count, 4) if count else 0.0
+        episode.summary = episode_rules.summary(
+            count, episode.opening, episode.closing, episode.actors_involved,
+            format_ts(episode.started_at), format_ts(episode.ended_at),
+        )  # fmt: skip
+
+    def _seal(self, batch: StageBatch, episode: Episode, now: dt.datetime) -> None:
+        episode.status = "compressed"
+        episode.sealed_at = now
+        episode.partial, episode.partial_reason = False, None
+        if len(episode.causal_chain) > 1:
+            episode.causal_chain[-1].role = "outcome"
+        self._describe(episode)
+        batch.ops.append(Delete(keys.open_episode(self.scope, "main")))
+        last_event = episode.events[-1]
+        record = self.ctx.bus.reserve(
+            "compressed", scope=self.scope, event_id=last_event,
+            payload={"episode_id": episode.id, "understanding_ids": [], "event_count": len(episode.events)},
+        )  # fmt: skip
+        batch.records.append(record)
+        self._last_sealed = episode.id
+        if self._episode is episode:
+            self._episode = None
+
+    async def seal_open_episode(self) -> str | None:
+        await self._load_episode()
+        episode = self._episode
+        if episode is None:
+            return None
+        batch = StageBatch()
+        self._seal(batch, episode, self.ctx.clock.now())
+        batch.ops.append(Put(keys.episode(self.scope, episode.id), dumps(episode)))
+        await self._commit(batch)
+        return episode.id
+
+    async def _seal_if_idle(self) -> None:
+        if self._episode is None or self._last_activity is None:
+            return
+        idle = self.ctx.clock.now() - self._last_activity
+        if idle > dt.timedelta(seconds=self.ctx.config.episode_gap_seconds):
+            await self.seal_open_episode()
+
+    # -- control items -------------------------------------------------------------------------
+    async def _handle_control(self, item: Control) -> None:
+        handler = getattr(self, f"_control_{item.kind}")
+        try:
+            result = await handler(item)
+        except Exception as exc:
+            if item.reply is not None:
+                item.reply.fail(exc)
+                return
+            raise
+        if item.reply is not None and item.kind not in ("flush", "rebuild"):
+            item.reply.set(result)
+
+    async def _control_flush(self, item: Control) -> None:
+        """Answered once the lane is idle; with ``payload`` (seal) the open episode is sealed
+        after every queued event has been through the pipeline."""
+        if item.payload:
+            await self._drain_queue()
+            await self.seal_open_episode()
+        self._flush_waiters.append((item.reply, bool(item.payload)))
+
+    async def _drain_queue(self) -> None:
+        while self.queue and not self.stopping:
+            size = self.ctx.config.pipeline_batch
+            await self._process([self.queue.popleft() for _ in range(min(size, len(self.queue)))])
+
+    async def _control_cancel(self, item: Control) -> dict[str, Any]:
+        event_id = item.event_id
+        state = await self.read_state(event_id)
+        if state is None:
+            raise KeyError(event_id)
+        order = ("extracted", "indexed", "consolidated", "compressed")
+        done = state["done"]
+        completed = ["captured"] + [s for s in order if s in done or (s == "compressed" and "episode" in done)]
+        cancelled = [s for s in order if s not in completed]
+        batch = StageBatch()
+        if not state.get("cancelled"):
+            state["cancelled"] = True
+            state["stages_cancelled"] = cancelled
+            self.text_index.remove(event_id)
+            if event_id in self.events:
+                self.events.pop(event_id)
+                try:
+                    self.queue.remove(event_id)
+                except ValueError:
+                    pass
+            # records this event already produced are excluded too (not deleted, §8.9.5)
+            touched: dict[str, Fact] = {}
+            for record_id in state["derives"]:
+                if record_id.startswith("fact_"):
+                    fact = self._facts.get(record_id)
+                    if fact is None:
+                        raw = await self.ctx.store.get(keys.fact(self.scope, record_id))
+                        fact = loads(raw, Fact) if raw else None
+                    if fact is not None and fact.supports == [event_id]:
+                        fact.excluded_from_recall = True
+                        self._facts[fact.id] = fact
+                        self.text_index.remove(fact.id)
+                        touched[fact.id] = fact
+            self._fact_ops(batch, touched)
+            batch.ops.append(Delete(keys.pending(self.scope, event_id)))
+            batch.ops.append(self.state_op(event_id, state))
+            await self._commit(batch)
+            self.ctx.bus.release_event(event_id)
+        return {
+            "event_id": event_id,
+            "stages_cancelled": state.get("stages_cancelled", cancelled),
+            "stages_already_completed": completed,
+            "excluded_from_recall": True,
+        }
+
+    async def _control_derived(self, item: Control) -> None:
+        state = await self.read_state(item.event_id)
+        if state is None:
+            return
+        added = [d for d in item.payload if d not in state["derives"]]
+        if added:
+            state["derives"].extend(added)
+            await self.ctx.store.write([self.state_op(item.event_id, state)])
+
+    async def _control_foreign(self, item: Control) -> None:
+        """Consolidate another scope's assertions about one of its events into this scope."""
+        work = item.payload
+        event_id = item.event_id
+        batch = StageBatch()
+        touched: dict[str, Fact] = {}
+        intake = []
+        for raw in work["assertions"]:
+            subject = TypedRef(**raw["subject"])
+            obj = TypedValue(**raw["object"])
+            assertion = Assertion(
+                subject=subject, predicate=raw["predicate"], object=obj, confidence=raw["confidence"],
+                single_valued=raw["single_valued"], polarity=raw["polarity"], extractor=raw["extractor"],
+                source=raw["source"], valid_from=parse_rfc3339(raw["valid_from"]),
+            )  # fmt: skip
+            intake.append(await self.apply_assertion(assertion, event_id, touched))
+        self._fact_ops(batch, touched)
+        for fact_id in {i["fact_id"] for i in intake}:
+            fact = self._facts[fact_id]
+            self.text_index.add(fact.id, fact_text(fact))
+        summary = {"created": [], "revised": [], "deleted": [], "deferred": []}
+        if work.get("want_beliefs", True):
+            pairs = {(self._facts[i["fact_id"]].subject.id, self._facts[i["fact_id"]].predicate) for i in intake}
+            await self.revise_beliefs(batch, sorted(pairs), event_id, summary)
+        derives = sorted({i["fact_id"] for i in intake} | set(summary["created"]) | set(summary["revised"]))
+        record = self.ctx.bus.reserve(
+            "consolidated", scope=self.scope, event_id=event_id,
+            payload={"event_id": event_id, "foreign": True, "source_scope": work["source_scope"],
+                     "beliefs_updated": len(summary["created"]) + len(summary["revised"]),
+                     "beliefs_created": len(summary["created"]), "beliefs_deleted": len(summary["deleted"]),
+                     "conflicts_resolved": sum(1 for i in intake if i.get("superseded")),
+                     "conflicts_detected": sum(1 for i in intake if i["status"] == "conflict_detected"),
+                     "superseded_facts": sorted({s for i in intake for s in i.get("superseded", ())}),
+                     "intake": intake, "derives": derives},
+        )  # fmt: skip
+        batch.records.append(record)
+        batch.ops.append(Delete(keys.foreign_work(self.scope, event_id)))
+        await self._commit(batch)
+        if derives:
+            await self.actor.ctx.supervisor.notify_derived(work["source_scope"], event_id, derives, self.scope)
+
+    async def _control_rebuild(self, item: Control) -> None:
+        """Replay this scope's events into fresh derived layers."""
+        store = self.ctx.store
+        for prefix in keys.derived_prefixes(self.scope):
+            doomed = [Delete(key) async for key, _ in store.scan(prefix=prefix)]
+            for start in range(0, len(doomed), 10_000):
+                await store.write(doomed[start : start + 10_000])
+        self._facts.clear()
+        self._fact_ids.clear()
+        self._beliefs.clear()
+        self._deferred.clear()
+        self._episode, self._episode_loaded = None, True
+        self.text_index = TextIndex()
+        self.queue.clear()
+        self.events.clear()
+        ops: list[Put] = []
+        async for _, raw in store.scan(prefix=keys.events_prefix(self.scope)):
+            event = loads(raw, Event)
+            state = await self.read_state(event.id) or {}
+            if state.get("cancelled"):
+                continue
+            fresh = {"scope": self.scope, "done": ["captured"], "lce": state.get("lce", [])[:1],
+                     "derives": [], "errors": [], "cancelled": False, "batch_id": event.batch_id}  # fmt: skip
+            ops.append(self.state_op(event.id, fresh))
+            ops.append(Put(keys.pending(self.scope, event.id), b""))
+            self.enqueue(event)
+            if len(ops) >= 10_000:
+                await store.write(ops)
+                ops = []
+        if ops:
+            await store.write(ops)
+        await self._drain_queue()
+        await self.seal_open_episode()
+        item.reply.set(True)
+
+
+_ELAPSED_NAME = {"extracted": "extract", "indexed": "index", "consolidated": "consolidate", "episode": "compress"}

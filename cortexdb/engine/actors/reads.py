@@ -1,0 +1,304 @@
+"""Layer reads served by a ScopeActor (as child tasks): events, episodes, facts, beliefs.
+
+Reads go to the store, never to the derivation lane's caches, so they only ever see committed
+state.  Lists page with opaque, stable base64url cursors that name the last key returned.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ...errors import CortexError, NotFound, ResourceDeleted
+from .. import keys
+from ..model import Belief, Episode, Event, Fact, loads, to_wire
+from ..temporal import format_ts
+
+
+class InvalidCursor(CortexError):
+    error_code = "INVALID_CURSOR"
+    http_status = 400
+
+
+def encode_cursor(key: bytes) -> str:
+    raw = json.dumps({"after": key.hex()}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None, prefix: bytes) -> bytes | None:
+    if not cursor:
+        return None
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        key = bytes.fromhex(json.loads(base64.urlsafe_b64decode(padded))["after"])
+    except Exception:
+        raise InvalidCursor("the cursor is not one this server issued", details={"cursor": cursor[:128]}) from None
+    if not key.startswith(prefix):
+        raise InvalidCursor("the cursor belongs to a different listing", details={"cursor": cursor[:128]})
+    return key
+
+
+async def page(store, prefix: bytes, query: dict, convert: Callable[[bytes, bytes], Any],
+               keep: Callable[[Any], bool] | None = None, *, limit: int) -> dict[str, Any]:  # fmt: skip
+    after = decode_cursor(query.get("cursor"), prefix)
+    start = after + b"\x00" if after is not None else None
+    items: list[tuple[bytes, Any]] = []
+    async for key, raw in store.scan(prefix=prefix, start=start):
+        record = await convert(key, raw)
+        if record is None or (keep is not None and not keep(record)):
+            continue
+        items.append((key, record))
+        if len(items) > limit:
+            break
+    has_more = len(items) > limit
+    items = items[:limit]
+    return {
+        "items": [record for _, record in items],
+        "next_cursor": encode_cursor(items[-1][0]) if has_more else None,
+        "has_more": has_more,
+    }
+
+
+def _time(query: dict, name: str) -> dt.datetime | None:
+    return query.get(name)
+
+
+# -- facts --------------------------------------------------------------------------------------
+def fact_visible(fact: Fact, at: dt.datetime, include_superseded: bool) -> bool:
+    """§12.3 and §18.2 item 1: ``as_of`` clips both axes; ``include_superseded`` lifts the
+    "still current at T" upper bounds so superseded versions recorded by T come back too."""
+    if fact.recorded_from > at or fact.valid_from > at:
+        return False
+    if include_superseded:
+        return True
+    if fact.recorded_to is not None and fact.recorded_to <= at:
+        return False
+    return fact.valid_to is None or fact.valid_to > at
+
+
+async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
+    ctx = actor.ctx
+    store = ctx.store
+    scope = actor.scope
+    limit = query.get("limit") or ctx.config.read_default_limit
+    now = ctx.clock.now()
+
+    async def state_of(event_id: str) -> dict[str, Any]:
+        raw = await store.get(keys.event_state(event_id))
+        return json.loads(raw) if raw else {}
+
+    async def event_wire(raw: bytes) -> dict[str, Any]:
+        event = loads(raw, Event)
+        wire = to_wire(event)
+        state = await state_of(event.id)
+        wire["derives"] = state.get("derives", [])
+        wire["excluded_from_recall"] = bool(state.get("cancelled"))
+        return wire
+
+    if layer == "event":
+        raw = await store.get(keys.event(scope, query["event_id"]))
+        if raw is None:
+            raise NotFound(f"no event {query['event_id']} in {scope}", details={"event_id": query["event_id"]})
+        return await event_wire(raw)
+
+    if layer == "events":
+        since, until = _time(query, "since"), _time(query, "until")
+        rec_since, rec_until = _time(query, "recorded_since"), _time(query, "recorded_until")
+        actor_filter, modality = query.get("observed_actor"), query.get("modality")
+        include_excluded = bool(query.get("include_excluded"))
+
+        async def convert(key, raw):
+            return await event_wire(raw)
+
+        def keep(wire):
+            from ..temporal import parse_rfc3339
+
+            if wire["excluded_from_recall"] and not include_excluded:
+                return False
+            if actor_filter and wire["actor"] != actor_filter:
+                return False
+            if modality and wire["modality"] != modality:
+                return False
+            if since or until:
+                observed = parse_rfc3339(wire["context"]["observed_at"])
+                if (since and observed < since) or (until and observed >= until):
+                    return False
+            if rec_since or rec_until:
+                recorded = parse_rfc3339(wire["context"]["recorded_at"])
+                if (rec_since and recorded < rec_since) or (rec_until and recorded >= rec_until):
+                    return False
+            return True
+
+        return await page(store, keys.events_prefix(scope), query, convert, keep, limit=limit)
+
+    if layer == "event_state":
+        event_id = query["event_id"]
+        if await store.get(keys.event(scope, event_id)) is None:
+            raise NotFound(f"no event {event_id} in {scope}", details={"event_id": event_id})
+        state = await state_of(event_id)
+        done = state.get("done", [])
+        completed = [s for s in ("captured", "extracted", "indexed", "consolidated") if s in done]
+        episode_id = state.get("episode_id")
+        if episode_id:
+            raw = await store.get(keys.episode(scope, episode_id))
+            if raw is not None and loads(raw, Episode).status == "compressed":
+                completed.append("compressed")
+        cancelled = bool(state.get("cancelled"))
+        pending = [] if cancelled else [
+            s for s in ("captured", "extracted", "indexed", "consolidated", "compressed") if s not in completed
+        ]  # fmt: skip
+        view = {
+            "event_id": event_id,
+            "scope": scope,
+            "stages_completed": completed,
+            "stages_pending": pending,
+            "lifecycle_event_ids": state.get("lce", []),
+            "derives": state.get("derives", []),
+            "errors": state.get("errors", []),
+            "excluded_from_recall": cancelled,
+            "elapsed_ms": state.get("elapsed_ms", {}),
+        }
+        if cancelled:
+            view["stages_cancelled"] = state.get("stages_cancelled", [])
+        if state.get("foreign"):
+            view["consolidated_into"] = state["foreign"]
+        return view
+
+    if layer in ("facts", "fact", "timeline"):
+        at = query.get("as_of") or now
+        include_superseded = bool(query.get("include_superseded"))
+        min_confidence = query.get("min_confidence")
+        predicate = query.get("predicate")
+        subject_id = query.get("subject_id")
+
+        async def load_fact(fact_id: str) -> Fact | None:
+            raw = await store.get(keys.fact(scope, fact_id))
+            return loads(raw, Fact) if raw else None
+
+        if layer == "fact":
+            fact = await load_fact(query["fact_id"])
+            if fact is None:
+                raise NotFound(f"no fact {query['fact_id']} in {scope}", details={"fact_id": query["fact_id"]})
+            return to_wire(fact)
+
+        if layer == "timeline":
+            facts = []
+            async for key, _ in store.scan(prefix=keys.fact_index_prefix(scope, subject_id, predicate)):
+                fact = await load_fact(keys.last_part(key))
+                if fact is not None and not fact.excluded_from_recall:
+                    facts.append(fact)
+            facts.sort(key=lambda f: (f.valid_from, f.recorded_from, f.id))
+            return {
+                "subject": {"id": subject_id, "name": facts[0].subject.name if facts else None},
+                "predicate": predicate,
+                "timeline": [
+                    {
+                        "fact_id": f.id,
+                        "value": f.object.value if f.object.type == "literal" else {"id": f.object.id, "name": f.object.name},
+                        "polarity": f.polarity,
+                        "valid_from": format_ts(f.valid_from),
+                        "valid_to": format_ts(f.valid_to) if f.valid_to else None,
+                        "recorded_from": format_ts(f.recorded_from),
+                        "recorded_to": format_ts(f.recorded_to) if f.recorded_to else None,
+                        "supersedes": f.supersedes,
+                        "superseded_by": f.superseded_by,
+                        "status": f.status,
+                        "confidence": f.confidence,
+                    }
+                    for f in facts
+                ],
+            }
+
+        def keep_fact(fact: Fact) -> bool:
+            if fact.excluded_from_recall or not fact_visible(fact, at, include_superseded):
+                return False
+            if predicate and fact.predicate != predicate:
+                return False
+            return min_confidence is None or fact.confidence >= min_confidence
+
+        if subject_id:
+            prefix = keys.fact_index_prefix(scope, subject_id, predicate)
+
+            async def convert(key, raw):
+                fact = await load_fact(keys.last_part(key))
+                return fact
+        else:
+            prefix = keys.facts_prefix(scope)
+
+            async def convert(key, raw):
+                return loads(raw, Fact)
+
+        result = await page(store, prefix, query, convert, keep_fact, limit=limit)
+        result["items"] = [to_wire(f) for f in result["items"]]
+        return result
+
+    if layer in ("beliefs", "belief"):
+        if layer == "belief":
+            belief_id = query["belief_id"]
+            raw = await store.get(keys.belief(scope, belief_id))
+            if raw is None:
+                note = await store.get(keys.belief_deleted(scope, belief_id))
+                if note is not None:
+                    raise ResourceDeleted(f"belief {belief_id} was deleted", details=json.loads(note))
+                raise NotFound(f"no belief {belief_id} in {scope}", details={"belief_id": belief_id})
+            return to_wire(loads(raw, Belief))
+        at = query.get("as_of") or now
+        about, min_confidence = query.get("about"), query.get("min_confidence")
+        include_deprecated = bool(query.get("include_deprecated"))
+
+        def keep_belief(belief: Belief) -> bool:
+            if belief.excluded_from_recall or (belief.stance == "deprecated" and not include_deprecated):
+                return False
+            if belief.recorded_from > at or belief.valid_from > at:
+                return False
+            if belief.recorded_to is not None and belief.recorded_to <= at:
+                return False
+            if about:
+                obj = belief.claim.get("object", {})
+                if belief.claim["subject"].get("id") != about and obj.get("id") != about:
+                    return False
+            return min_confidence is None or belief.confidence >= min_confidence
+
+        async def convert(key, raw):
+            return loads(raw, Belief)
+
+        result = await page(store, keys.beliefs_prefix(scope), query, convert, keep_belief, limit=limit)
+        result["items"] = [to_wire(b) for b in result["items"]]
+        return result
+
+    if layer in ("episodes", "episode"):
+        if layer == "episode":
+            raw = await store.get(keys.episode(scope, query["episode_id"]))
+            if raw is None:
+                raise NotFound(f"no episode {query['episode_id']} in {scope}", details={"episode_id": query["episode_id"]})
+            return to_wire(loads(raw, Episode))
+        overlap_from, overlap_to = query.get("overlapping_from"), query.get("overlapping_to")
+        actor_filter = query.get("actor")
+        with_chain = query.get("with_causal_chain", True)
+
+        def keep_episode(episode: Episode) -> bool:
+            if episode.excluded_from_recall:
+                return False
+            if actor_filter and actor_filter not in episode.actors_involved:
+                return False
+            if overlap_from and episode.ended_at < overlap_from:
+                return False
+            return not (overlap_to and episode.started_at >= overlap_to)
+
+        async def convert(key, raw):
+            return loads(raw, Episode)
+
+        result = await page(store, keys.episodes_prefix(scope), query, convert, keep_episode, limit=limit)
+        wires = []
+        for episode in result["items"]:
+            wire = to_wire(episode)
+            if not with_chain:
+                wire.pop("causal_chain", None)
+            wires.append(wire)
+        result["items"] = wires
+        return result
+
+    raise NotFound(f"unknown layer {layer!r}")

@@ -1,0 +1,270 @@
+"""ScopeActor: the one owner of a scope partition's keys (DESIGN §3).
+
+Two sequential lanes share nothing mutable:
+- the *mailbox lane* (this module) takes messages in order.  Captures are group-committed:
+  every capture already waiting in the mailbox joins one atomic write (``sync`` if any asks for
+  it), so throughput grows with load while each capture still waits for its own durability;
+- the *derivation lane* (``pipeline.Pipeline``) owns derived state and per-event pipeline state.
+Reads run as child tasks against the store, so a large scan never blocks the mailbox.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import attrs
+import trio
+
+from ...errors import CortexError, Internal, NotFound, WalUnavailable
+from .. import keys
+from ..model import Event, Scope, dumps
+from ..spi.kv import Put
+from ..temporal import format_ts
+from . import reads
+from .messages import (
+    CancelEvent,
+    Capture,
+    Flush,
+    ForeignConsolidate,
+    ForeignDerived,
+    Ping,
+    ReadLayer,
+    Rebuild,
+    ReplySlot,
+    Stop,
+    fail_message,
+)
+from .pipeline import Control, Pipeline
+
+log = logging.getLogger("cortexdb.actor")
+
+
+@attrs.frozen
+class Captured:
+    """What a capture returns to the engine for one item."""
+
+    event: Event
+    waiters: dict[str, trio.Event]
+
+
+class ScopeActor:
+    def __init__(self, ctx, scope: str, receive: trio.MemoryReceiveChannel) -> None:
+        self.ctx = ctx
+        self.scope = scope
+        self._receive = receive
+        self.pipeline = Pipeline(self)
+        self.inflight: set[ReplySlot] = set()
+        self._scope_known = False
+        self._reads = 0
+        self.handled = 0
+        self.nursery: trio.Nursery | None = None
+
+    # -- lifetime ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            await nursery.start(self.pipeline.run)
+            try:
+                await self._mailbox()
+            finally:
+                self.pipeline.stop()
+
+    def fail_inflight(self, error: CortexError) -> None:
+        for reply in list(self.inflight):
+            reply.fail(error)
+        self.inflight.clear()
+        for reply, _ in self.pipeline._flush_waiters:
+            reply.fail(error)
+        for item in self.pipeline.controls:
+            if item.reply is not None:
+                item.reply.fail(error)
+
+    async def _mailbox(self) -> None:
+        config = self.ctx.config
+        while True:
+            with trio.move_on_after(config.idle_timeout) as idle:
+                message = await self._receive.receive()
+            if idle.cancelled_caught:
+                if self.pipeline.idle and not self._reads and self._receive.statistics().current_buffer_used == 0:
+                    self._receive.close()  # senders now see BrokenResourceError and respawn us
+                    return
+                continue
+            batch = [message]
+            while len(batch) < config.capture_group:
+                try:
+                    batch.append(self._receive.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            index = 0
+            while index < len(batch):
+                message = batch[index]
+                if isinstance(message, Capture):
+                    group = [message]
+                    index += 1
+                    while index < len(batch) and isinstance(batch[index], Capture):
+                        group.append(batch[index])
+                        index += 1
+                    await self._capture(group)
+                    continue
+                index += 1
+                if isinstance(message, Stop):
+                    for rest in batch[index:]:
+                        fail_message(rest, Internal("the engine is shutting down", retriable=True))
+                    return
+                await self._dispatch(message)
+            self.handled += len(batch)
+
+    async def _dispatch(self, message) -> None:
+        if isinstance(message, ReadLayer):
+            self._reads += 1
+            self.inflight.add(message.reply)
+            self.nursery.start_soon(self._serve_read, message)
+        elif isinstance(message, Ping):
+            await self._ping(message)
+        elif isinstance(message, Flush):
+            self.pipeline.control(Control("flush", payload=message.seal, reply=message.reply))
+        elif isinstance(message, Rebuild):
+            self.pipeline.control(Control("rebuild", reply=message.reply))
+        elif isinstance(message, CancelEvent):
+            await self._cancel(message)
+        elif isinstance(message, ForeignConsolidate):
+            await self._foreign(message)
+        elif isinstance(message, ForeignDerived):
+            self.pipeline.control(Control("derived", event_id=message.event_id, payload=list(message.derives)))
+        else:  # the message set is closed; anything else is a programming error
+            raise TypeError(f"unexpected message {message!r}")
+
+    async def _ping(self, message: Ping) -> None:
+        message.reply.set({"scope": self.scope, "handled": self.handled})
+
+    # -- capture -------------------------------------------------------------------------------
+    async def _capture(self, group: list[Capture]) -> None:
+        ctx = self.ctx
+        now = ctx.clock.now()
+        recorded_at = format_ts(now)
+        ops: list[Put] = []
+        records = []
+        reservations = []
+        answers: list[tuple[Capture, list[Captured]]] = []
+        for message in group:
+            self.inflight.add(message.reply)
+            captured: list[Captured] = []
+            for item in message.items:
+                envelope, identities = item.envelope, item.identities
+                event_id = ctx.ids.new("evt")
+                offset = ctx.wal.next()
+                context = dict(envelope.context)
+                context["recorded_at"] = recorded_at
+                event = Event(
+                    id=event_id, scope=self.scope, tenant_id=item.tenant_id, caller=identities.caller,
+                    actor=identities.observed_actor["id"], observed_actor=identities.observed_actor,
+                    subject=identities.subject, modality=envelope.modality, content=envelope.content,
+                    context=context, directives=envelope.directives, wal_offset=offset,
+                    idempotency_key=envelope.idempotency_key, batch_id=item.batch_id,
+                )  # fmt: skip
+                record = ctx.bus.reserve(
+                    "captured", scope=self.scope, event_id=event_id, batch_id=item.batch_id,
+                    payload={"event_id": event_id, "actor": event.actor, "modality": event.modality,
+                             "wal_offset": offset},
+                )  # fmt: skip
+                records.append(record)
+                state = {"scope": self.scope, "done": ["captured"], "lce": [record.lifecycle_id],
+                         "derives": [], "errors": [], "cancelled": False, "batch_id": item.batch_id}  # fmt: skip
+                ops.append(Put(keys.event(self.scope, event_id), dumps(event)))
+                ops.append(Put(keys.wal(offset), keys.wal_value(self.scope, event_id)))
+                ops.append(Put(keys.event_state(event_id), json.dumps(state, separators=(",", ":")).encode()))
+                ops.append(Put(keys.pending(self.scope, event_id), b""))
+                ops.append(ctx.bus.put_op(record))
+                if item.idempotency is not None:
+                    reservations.append(item.idempotency)
+                    ops.append(ctx.idempotency.record_op(item.idempotency, {
+                        "event_id": event_id, "wal_offset": offset, "scope": self.scope,
+                        "batch_id": item.batch_id}))  # fmt: skip
+                waiters = {stage: ctx.bus.stage_waiter(event_id, stage) for stage in item.wait_for}
+                captured.append(Captured(event, waiters))
+            answers.append((message, captured))
+        ops.extend(await self._scope_ops(group, now))
+        try:
+            await ctx.store.write(ops, sync=any(message.sync for message in group))
+        except BaseException as exc:
+            ctx.bus.abort(records)
+            for reservation in reservations:
+                ctx.idempotency.abort(reservation)
+            error = exc if isinstance(exc, CortexError) else WalUnavailable(f"the WAL write failed: {exc!r}")
+            for message in group:
+                message.reply.fail(error)
+                self.inflight.discard(message.reply)
+            if not isinstance(exc, CortexError):
+                raise  # cancellation, or a bug: the supervisor restarts the actor
+            return
+        ctx.bus.commit(records)
+        for reservation in reservations:
+            ctx.idempotency.complete(reservation)
+        for message, captured in answers:
+            for item in captured:
+                self.pipeline.enqueue(item.event)
+            message.reply.set(captured)
+            self.inflight.discard(message.reply)
+
+    async def _scope_ops(self, group: list[Capture], now) -> list[Put]:
+        """Auto-register the scope on its first write (writer = owner); track ``last_write_at``."""
+        if not self._scope_known:
+            raw = await self.ctx.store.get(keys.scope_record(self.scope))
+            if raw is None:
+                first = group[0].items[0]
+                self._scope_record = Scope(
+                    path=self.scope, tenant_id=first.tenant_id,
+                    members=[{"actor": first.identities.caller, "role": "owner"}],
+                    auto_provisioned=True, registered_at=now, created_by=first.identities.caller,
+                )  # fmt: skip
+            else:
+                from ..model import loads
+
+                self._scope_record = loads(raw, Scope)
+            self._scope_known = True
+        self._scope_record.last_write_at = now
+        return [Put(keys.scope_record(self.scope), dumps(self._scope_record))]
+
+    # -- other requests ------------------------------------------------------------------------
+    async def _serve_read(self, message: ReadLayer) -> None:
+        try:
+            result = await reads.serve(self, message.layer, message.query)
+        except CortexError as exc:
+            message.reply.fail(exc)
+        except Exception as exc:
+            log.exception("read of %s in %s failed", message.layer, self.scope)
+            message.reply.fail(Internal(f"the read failed: {exc!r}"))
+        else:
+            message.reply.set(result)
+        finally:
+            self._reads -= 1
+            self.inflight.discard(message.reply)
+
+    async def _cancel(self, message: CancelEvent) -> None:
+        raw = await self.ctx.store.get(keys.event(self.scope, message.event_id))
+        if raw is None:
+            message.reply.fail(NotFound(f"no event {message.event_id} in scope {self.scope}",
+                                        details={"event_id": message.event_id}))  # fmt: skip
+            return
+        self.pipeline.control(Control("cancel", event_id=message.event_id, reply=message.reply))
+
+    async def _foreign(self, message: ForeignConsolidate) -> None:
+        """Accept consolidation work from another scope: persist it, queue it, acknowledge."""
+        payload = {**message.payload, "source_scope": message.source_scope}
+        await self.ctx.store.write([Put(keys.foreign_work(self.scope, message.event_id),
+                                        json.dumps(payload, separators=(",", ":")).encode())])  # fmt: skip
+        self.pipeline.control(Control("foreign", event_id=message.event_id, payload=payload))
+        message.reply.set(True)
+
+    def statistics(self) -> dict[str, Any]:
+        channel = self._receive.statistics()
+        return {
+            "scope": self.scope,
+            "mailbox_used": channel.current_buffer_used,
+            "mailbox_capacity": channel.max_buffer_size,
+            "senders_waiting": channel.tasks_waiting_send,
+            "pipeline_queue": len(self.pipeline.queue),
+            "processed": self.pipeline.processed,
+        }

@@ -1,0 +1,29 @@
+"""Engine configuration: every knob has a production default."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class EngineConfig:
+    tenant_id: str = "default"
+    default_caller: str = "user:local"
+    mailbox_size: int = 1024  # bounded: a full mailbox makes senders wait (backpressure)
+    capture_group: int = 512  # most captures one group commit takes from the mailbox
+    pipeline_batch: int = 256  # most events one derivation batch processes per stage
+    idle_timeout: float = 300.0  # seconds without messages or work before an actor stops
+    restart_backoff_max: float = 5.0
+    episode_strategy: str = "time_gap"  # time_gap | session
+    episode_gap_seconds: float = 1800.0
+    episode_max_events: int = 500
+    episode_idle_check: float = 60.0  # how often an idle pipeline checks for episodes to seal
+    confidence_floor: float = 0.3  # tenant confidence floor for beliefs (§7.4)
+    lifecycle_window_seconds: float = 3600.0
+    subscriber_buffer: int = 10_000
+    idempotency_ttl_seconds: float = 86_400.0
+    maintenance_interval: float = 60.0
+    bulk_max_items: int = 1000
+    read_default_limit: int = 50
+    read_max_limit: int = 1000
+    recovery_scan_chunk: int = 10_000

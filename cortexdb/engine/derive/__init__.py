@@ -1,0 +1,1 @@
+"""Pure derivation functions: extractors, entity normalisation, fact resolution, belief math, episodes."""

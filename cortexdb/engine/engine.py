@@ -1,0 +1,574 @@
+"""The Engine facade: the one door every operation enters through (DESIGN §2).
+
+A request is validated, its identities resolved, its capabilities checked once (policy hook),
+and it is handed to the actor that owns its scope.  The engine owns the root nursery: the
+supervisor, the maintenance task and every actor live inside it, so nothing outlives
+``open_engine``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import trio
+
+from ..backends import open_store
+from ..errors import CortexError, IdempotencyConflict, InvalidEnvelope, NotFound, PolicyDenied
+from . import keys
+from .actors.bus import LifecycleBus, LifecycleFilter, Subscription
+from .actors.messages import Capture, CaptureItem, CancelEvent, Flush, Ping, ReadLayer, Rebuild
+from .actors.services import EntityResolver, IdempotencyTable, Replay, WalSequencer, body_hash
+from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
+from .clock import Clock, SystemClock
+from .config import EngineConfig
+from .derive.rules import RuleExtractor
+from .envelope import resolve_identities, validate_envelope
+from .ids import IdGenerator
+from .model import LifecycleEvent, to_wire
+from .policy.hook import AllowAll, PolicyHook
+from .scopes import canonical_scope
+from .temporal import parse_rfc3339
+
+log = logging.getLogger("cortexdb.engine")
+
+WAIT_MODES = (None, "captured", "indexed", "consolidated")
+ORDERINGS = ("strict_temporal", "batch_throughput")
+FAMILY_EXPERIENCE = "/v1/experience"
+FAMILY_BULK = "/v1/experience/bulk"
+
+
+@attrs.frozen
+class ExperienceResult:
+    """The answer to one write (reference §8.1)."""
+
+    event_id: str
+    status: str  # captured | indexed | consolidated | cancelled
+    wal_offset: int
+    scope: str
+    replay: bool = False
+    stages_completed: tuple[str, ...] | None = None
+    derives: tuple[str, ...] | None = None
+    elapsed_ms: dict[str, float] | None = None
+
+    @property
+    def lifecycle_stream(self) -> str:
+        return f"/v1/lifecycle/stream?event_id={self.event_id}"
+
+    def to_wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "event_id": self.event_id,
+            "status": self.status,
+            "wal_offset": self.wal_offset,
+            "lifecycle_stream": self.lifecycle_stream,
+        }
+        if self.stages_completed is not None:
+            body["stages_completed"] = list(self.stages_completed)
+            body["derives"] = list(self.derives or ())
+            body["elapsed_ms"] = dict(self.elapsed_ms or {})
+        return body
+
+
+@attrs.frozen
+class BulkResult:
+    """The answer to a bulk write (reference §8.2): always asynchronous."""
+
+    batch_id: str
+    accepted: int
+    replayed: int
+    scope: str
+    ordering: str
+
+    @property
+    def lifecycle_stream(self) -> str:
+        return f"/v1/lifecycle/stream?batch_id={self.batch_id}"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "accepted": self.accepted,
+            "replayed": self.replayed,
+            "ordering": self.ordering,
+            "lifecycle_stream": self.lifecycle_stream,
+        }
+
+
+@attrs.define
+class NodeContext:
+    """What every actor shares: node services and configuration (no mutable shared state)."""
+
+    store: Any
+    clock: Clock
+    ids: IdGenerator
+    config: EngineConfig
+    bus: LifecycleBus
+    wal: WalSequencer
+    idempotency: IdempotencyTable
+    entities: EntityResolver
+    extractor: Any
+    policy: PolicyHook
+    supervisor: ScopeSupervisor | None = None
+
+
+class Engine:
+    """An open CortexDB engine.  Create it with ``open_engine``."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        self._ctx = ctx
+        self.config = ctx.config
+        self.clock = ctx.clock
+        self._supervisor = ScopeSupervisor(ctx)
+        ctx.supervisor = self._supervisor
+
+    @property
+    def store(self):
+        return self._ctx.store
+
+    # -- lifetime ------------------------------------------------------------------------------
+    async def _start(self, nursery: trio.Nursery) -> None:
+        ctx = self._ctx
+        await ctx.wal.restore(ctx.store)
+        await ctx.bus.restore()
+        await nursery.start(self._supervisor.run)
+        nursery.start_soon(self._maintenance)
+        for scope in await self._scopes_with_pending_work():
+            await self._supervisor.request(scope, Ping)  # spawning the actor resumes its pipeline
+
+    async def _scopes_with_pending_work(self) -> list[str]:
+        scopes: list[str] = []
+        for table in (b"P", b"FW"):
+            start = table + keys.SEP
+            while True:
+                found = None
+                async for key, _ in self.store.scan(prefix=table + keys.SEP, start=start, limit=1):
+                    found = key
+                if found is None:
+                    break
+                scope = found[len(table) + 1 :].split(keys.SEP, 1)[0].decode()
+                if scope not in scopes:
+                    scopes.append(scope)
+                start = table + keys.SEP + scope.encode() + b"\x01"
+        return scopes
+
+    async def _maintenance(self) -> None:
+        while True:
+            await trio.sleep(self.config.maintenance_interval)
+            try:
+                await self._ctx.bus.prune()
+                await self._ctx.idempotency.prune()
+            except CortexError as exc:  # the store is closing; the next round will tell
+                log.warning("maintenance skipped: %s", exc)
+
+    async def _stop(self) -> None:
+        await self._supervisor.stop()
+
+    # -- writing -------------------------------------------------------------------------------
+    def _check(self, caller: str, capability: str, scope: str) -> None:
+        self._ctx.policy.check(caller, capability, scope)
+
+    def _authorise_write(self, caller: str, envelope, identities) -> None:
+        self._check(caller, "scope.write", envelope.scope)
+        if identities.observed_actor["id"] != caller:
+            self._check(caller, "scope.write.on_behalf_of", envelope.scope)
+        if identities.subject["id"] != identities.observed_actor["id"]:
+            self._check(caller, "scope.write.about_other", envelope.scope)
+        target = envelope.directives.get("consolidate_into")
+        if target:
+            try:
+                self._check(caller, "scope.write", target)
+            except PolicyDenied as exc:
+                raise InvalidEnvelope(
+                    "directives.consolidate_into",
+                    "the caller lacks scope.write on the consolidation target",
+                    capability="scope.write",
+                    denied_by_tier=exc.details.get("denied_by_tier"),
+                ) from None
+
+    async def experience(
+        self,
+        envelope: dict[str, Any],
+        *,
+        caller: str | None = None,
+        tenant_id: str | None = None,
+        wait: str | None = None,
+    ) -> ExperienceResult:
+        """Capture one experience (§8.1); ``wait`` is None | captured | indexed | consolidated."""
+        if wait not in WAIT_MODES:
+            raise InvalidEnvelope("wait", f"must be one of {[w for w in WAIT_MODES if w]} or omitted")
+        started = trio.current_time()
+        caller = caller or self.config.default_caller
+        tenant = tenant_id or self.config.tenant_id
+        valid = validate_envelope(envelope)
+        identities = resolve_identities(caller, valid)
+        self._authorise_write(caller, valid, identities)
+        reservation = None
+        if valid.idempotency_key is not None:
+            claim = await self._ctx.idempotency.begin(tenant, caller, FAMILY_EXPERIENCE, valid.idempotency_key,
+                                                      body_hash(envelope))  # fmt: skip
+            if isinstance(claim, Replay):
+                return await self._replayed(claim.record, wait)
+            reservation = claim
+        wait_for = self._wait_stages(wait, valid.directives, valid.scope)
+        item = CaptureItem(valid, identities, tenant, reservation, None, wait_for)
+        try:
+            captured = await self._supervisor.request(
+                valid.scope, lambda reply: Capture((item,), wait is not None, reply)
+            )
+        except BaseException:
+            if reservation is not None:
+                self._ctx.idempotency.abort(reservation)
+            raise
+        result = captured[0]
+        capture_ms = round((trio.current_time() - started) * 1000, 3)
+        if wait in (None, "captured"):
+            return ExperienceResult(event_id=result.event.id, status="captured", wal_offset=result.event.wal_offset,
+                                    scope=valid.scope)  # fmt: skip
+        for waiter in result.waiters.values():
+            await waiter.wait()
+        return await self._settled(valid.scope, result.event.id, result.event.wal_offset, wait, capture_ms)
+
+    @staticmethod
+    def _wait_stages(wait: str | None, directives: dict, scope: str) -> tuple[str, ...]:
+        if wait == "indexed":
+            return ("indexed",)
+        if wait == "consolidated":
+            target = directives.get("consolidate_into")
+            if target and target != scope:
+                return ("consolidated", f"consolidated@{target}")
+            return ("consolidated",)
+        return ()
+
+    async def _settled(self, scope: str, event_id: str, offset: int, wait: str, capture_ms: float | None,
+                       replay: bool = False) -> ExperienceResult:  # fmt: skip
+        view = await self.memory_event(event_id, scope=scope)
+        done = view["stages_completed"]
+        status = wait if wait in done else ("cancelled" if view["excluded_from_recall"] else done[-1])
+        elapsed = dict(view.get("elapsed_ms", {}))
+        elapsed.pop("compress", None)
+        if capture_ms is not None:
+            elapsed = {"capture": capture_ms, **elapsed}
+        return ExperienceResult(
+            event_id=event_id, status=status, wal_offset=offset, scope=scope, replay=replay,
+            stages_completed=tuple(s for s in done if s != "compressed"), derives=tuple(view["derives"]),
+            elapsed_ms=elapsed,
+        )  # fmt: skip
+
+    async def _replayed(self, record: dict[str, Any], wait: str | None) -> ExperienceResult:
+        scope, event_id, offset = record["scope"], record["event_id"], record["wal_offset"]
+        if wait in (None, "captured"):
+            return ExperienceResult(event_id=event_id, status="captured", wal_offset=offset, scope=scope, replay=True)
+        stage = "indexed" if wait == "indexed" else "consolidated"
+        waiter = self._ctx.bus.stage_waiter(event_id, stage)
+        view = await self.memory_event(event_id, scope=scope)
+        if stage not in view["stages_completed"] and not view["excluded_from_recall"]:
+            await waiter.wait()
+        return await self._settled(scope, event_id, offset, wait, None, replay=True)
+
+    async def experience_bulk(
+        self,
+        request: dict[str, Any],
+        *,
+        caller: str | None = None,
+        tenant_id: str | None = None,
+    ) -> BulkResult:
+        """Capture up to ``bulk_max_items`` experiences into one scope in one atomic write (§8.2)."""
+        caller = caller or self.config.default_caller
+        tenant = tenant_id or self.config.tenant_id
+        if not isinstance(request, dict):
+            raise InvalidEnvelope("$", "the bulk request must be a JSON object")
+        unknown = request.keys() - {"scope", "actor", "observed_actor", "subject", "items", "directives", "ordering"}
+        if unknown:
+            raise InvalidEnvelope(sorted(unknown)[0], "is not a field of the bulk request")
+        items = request.get("items")
+        limit = self.config.bulk_max_items
+        if not isinstance(items, list) or not items:
+            raise InvalidEnvelope("items", "must be a non-empty array")
+        if len(items) > limit:
+            raise InvalidEnvelope("items", f"has {len(items)} items; at most {limit} are allowed per call",
+                                  max_items=limit)  # fmt: skip
+        ordering = request.get("ordering") or "strict_temporal"
+        if ordering not in ORDERINGS:
+            raise InvalidEnvelope("ordering", f"must be one of {list(ORDERINGS)}")
+        shared_directives = request.get("directives") or {}
+        if not isinstance(shared_directives, dict):
+            raise InvalidEnvelope("directives", "must be an object")
+        envelopes = []
+        for index, raw in enumerate(items):
+            if not isinstance(raw, dict):
+                raise InvalidEnvelope(f"items[{index}]", "must be an object")
+            envelope = {k: v for k, v in raw.items()}
+            envelope["scope"] = request.get("scope")
+            actor = raw.get("observed_actor") or request.get("observed_actor") or request.get("actor")
+            if actor is not None:
+                envelope["observed_actor"] = actor
+            subject = raw.get("subject") or request.get("subject")
+            if subject is not None:
+                envelope["subject"] = subject
+            if shared_directives or raw.get("directives"):
+                envelope["directives"] = {**shared_directives, **(raw.get("directives") or {})}
+            try:
+                valid = validate_envelope(envelope)
+            except InvalidEnvelope as exc:
+                field = exc.details["field"]
+                prefixed = field if field in ("scope", "directives") or field.startswith("directives.") and "directives" not in raw else f"items[{index}].{field}"
+                raise InvalidEnvelope(prefixed, exc.details["reason"], item=index) from None
+            identities = resolve_identities(caller, valid)
+            self._authorise_write(caller, valid, identities)
+            envelopes.append((envelope, valid, identities))
+        if ordering == "strict_temporal":
+            envelopes.sort(key=lambda entry: parse_rfc3339(entry[1].context["observed_at"]))
+        scope = envelopes[0][1].scope
+        batch_id = self._ctx.ids.new("batch")
+        capture_items: list[CaptureItem] = []
+        reservations = []
+        seen: dict[str, str] = {}
+        replayed = 0
+        try:
+            for envelope, valid, identities in envelopes:
+                reservation = None
+                key = valid.idempotency_key
+                if key is not None:
+                    digest = body_hash(envelope)
+                    if key in seen:
+                        if seen[key] != digest:
+                            raise IdempotencyConflict("an idempotency key appears twice in this batch with different bodies",
+                                                      details={"idempotency_key": key})  # fmt: skip
+                        replayed += 1
+                        continue
+                    seen[key] = digest
+                    claim = await self._ctx.idempotency.begin(tenant, caller, FAMILY_BULK, key, digest)
+                    if isinstance(claim, Replay):
+                        replayed += 1
+                        continue
+                    reservation = claim
+                    reservations.append(claim)
+                capture_items.append(CaptureItem(valid, identities, tenant, reservation, batch_id))
+            if capture_items:
+                await self._supervisor.request(scope, lambda reply: Capture(tuple(capture_items), False, reply))
+        except BaseException:
+            for reservation in reservations:
+                if not reservation.done.is_set():
+                    self._ctx.idempotency.abort(reservation)
+            raise
+        return BulkResult(batch_id=batch_id, accepted=len(capture_items), replayed=replayed, scope=scope,
+                          ordering=ordering)  # fmt: skip
+
+    async def experience_by_idempotency_key(self, key: str, *, caller: str | None = None,
+                                            tenant_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """The event a (live) idempotency key produced, from a single or a bulk write."""
+        caller = caller or self.config.default_caller
+        tenant = tenant_id or self.config.tenant_id
+        for family in (FAMILY_EXPERIENCE, FAMILY_BULK):
+            record = await self._ctx.idempotency.lookup(tenant, caller, family, key)
+            if record is not None:
+                event = await self.get_event(record["scope"], record["event_id"])
+                return {"event_id": record["event_id"], "wal_offset": record["wal_offset"],
+                        "scope": record["scope"], "batch_id": record.get("batch_id"), "event": event}  # fmt: skip
+        raise NotFound("no live write used this idempotency key", details={"idempotency_key": key})
+
+    # -- reading -------------------------------------------------------------------------------
+    async def _read(self, scope: str, layer: str, **query: Any) -> Any:
+        scope = canonical_scope(scope)
+        limit = query.get("limit")
+        if limit is not None:
+            if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+                raise InvalidQuery("limit must be a positive integer", details={"field": "limit"})
+            if limit > self.config.read_max_limit:
+                raise InvalidQuery(f"limit may be at most {self.config.read_max_limit}",
+                                   details={"field": "limit", "max": self.config.read_max_limit})  # fmt: skip
+        for name in ("as_of", "since", "until", "recorded_since", "recorded_until", "overlapping_from", "overlapping_to"):
+            value = query.get(name)
+            if isinstance(value, str):
+                query[name] = parse_rfc3339(value, field=name)
+        return await self._supervisor.request(scope, lambda reply: ReadLayer(layer, query, reply))
+
+    async def get_event(self, scope: str, event_id: str) -> dict[str, Any]:
+        return await self._read(scope, "event", event_id=event_id)
+
+    async def events(self, scope: str, **filters: Any) -> dict[str, Any]:
+        """A page of events: ``since``/``until`` (observed), ``recorded_since``/``recorded_until``,
+        ``observed_actor``, ``modality``, ``include_excluded``, ``limit``, ``cursor``."""
+        return await self._read(scope, "events", **filters)
+
+    async def episodes(self, scope: str, **filters: Any) -> dict[str, Any]:
+        return await self._read(scope, "episodes", **filters)
+
+    async def get_episode(self, scope: str, episode_id: str) -> dict[str, Any]:
+        return await self._read(scope, "episode", episode_id=episode_id)
+
+    async def _subject_id(self, subject: str | None, tenant: str | None) -> str | None:
+        if subject is None:
+            return None
+        entity = await self._ctx.entities.find(tenant or self.config.tenant_id, subject)
+        return entity.id if entity else f"unknown:{subject}"
+
+    async def facts(self, scope: str, *, subject: str | None = None, tenant_id: str | None = None,
+                    **filters: Any) -> dict[str, Any]:  # fmt: skip
+        """A page of facts; ``subject`` is an ``ent_`` id, an actor id or a name.  ``as_of`` and
+        ``include_superseded`` follow §12.3 / §18.2 item 1."""
+        return await self._read(scope, "facts", subject_id=await self._subject_id(subject, tenant_id), **filters)
+
+    async def get_fact(self, scope: str, fact_id: str) -> dict[str, Any]:
+        return await self._read(scope, "fact", fact_id=fact_id)
+
+    async def facts_timeline(self, scope: str, *, subject: str, predicate: str,
+                             tenant_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """The supersession chain of (subject, predicate), ordered by valid time (§8.7.4)."""
+        subject_id = await self._subject_id(subject, tenant_id)
+        return await self._read(scope, "timeline", subject_id=subject_id, predicate=predicate)
+
+    async def beliefs(self, scope: str, *, about: str | None = None, tenant_id: str | None = None,
+                      **filters: Any) -> dict[str, Any]:  # fmt: skip
+        return await self._read(scope, "beliefs", about=await self._subject_id(about, tenant_id), **filters)
+
+    async def get_belief(self, scope: str, belief_id: str) -> dict[str, Any]:
+        return await self._read(scope, "belief", belief_id=belief_id)
+
+    async def scope(self, path: str) -> dict[str, Any]:
+        from .model import Scope, loads
+
+        raw = await self.store.get(keys.scope_record(canonical_scope(path)))
+        if raw is None:
+            raise NotFound(f"scope {path} has never been written to", details={"path": path})
+        return to_wire(loads(raw, Scope))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def _home_scope(self, event_id: str) -> str:
+        import json
+
+        raw = await self.store.get(keys.event_state(event_id))
+        if raw is None:
+            raise NotFound(f"no memory event {event_id}", details={"event_id": event_id})
+        return json.loads(raw)["scope"]
+
+    async def memory_event(self, event_id: str, *, scope: str | None = None) -> dict[str, Any]:
+        """The aggregate state of one memory event (§8.9.3)."""
+        scope = scope or await self._home_scope(event_id)
+        return await self._read(scope, "event_state", event_id=event_id)
+
+    async def lifecycle_event(self, lifecycle_id: str) -> dict[str, Any]:
+        record = await self._ctx.bus.get(lifecycle_id)
+        if record is None:
+            raise NotFound(f"no lifecycle event {lifecycle_id} in the replay window", details={"lifecycle_id": lifecycle_id})
+        return lifecycle_wire(record)
+
+    async def lifecycle(self, *, since_lifecycle_id: str | None = None, limit: int = 100,
+                        **filters: Any) -> list[dict[str, Any]]:  # fmt: skip
+        """Catch-up: published lifecycle rows after ``since_lifecycle_id``, in lce order (§8.9.4)."""
+        records = await self._ctx.bus.history(make_filter(**filters), after=since_lifecycle_id, limit=limit)
+        return [lifecycle_wire(r) for r in records]
+
+    @asynccontextmanager
+    async def subscribe(self, *, since_lifecycle_id: str | None = None, capacity: int | None = None,
+                        **filters: Any) -> AsyncIterator[Subscription]:  # fmt: skip
+        """Live lifecycle records (``LifecycleEvent``) matching the filters, resuming after
+        ``since_lifecycle_id``.  A subscriber that falls ``capacity`` records behind receives a
+        ``lagging`` record and its iteration ends."""
+        subscription = await self._ctx.bus.subscribe(
+            make_filter(**filters), since_lifecycle_id=since_lifecycle_id,
+            capacity=capacity or self.config.subscriber_buffer,
+        )  # fmt: skip
+        try:
+            yield subscription
+        finally:
+            subscription.close()
+
+    async def cancel(self, event_id: str, *, caller: str | None = None) -> dict[str, Any]:
+        """Cancel the queued stages of a captured event; it is excluded from recall (§8.9.5)."""
+        caller = caller or self.config.default_caller
+        scope = await self._home_scope(event_id)
+        event = await self.get_event(scope, event_id)
+        self._check(caller, "scope.write", scope)
+        if event["caller"] != caller:
+            self._check(caller, "policy.administer.scope", scope)
+        return await self._supervisor.request(scope, lambda reply: CancelEvent(event_id, caller, reply))
+
+    # -- operations ----------------------------------------------------------------------------
+    async def flush(self, scope: str | None = None, *, seal: bool = False) -> None:
+        """Wait until queued derivations are done (in one scope, or in every live actor);
+        ``seal`` also seals the open episode(s)."""
+        scopes = [canonical_scope(scope)] if scope else list(self._supervisor._handles)
+        for name in scopes:
+            await self._supervisor.request(name, lambda reply: Flush(seal, reply))
+
+    async def rebuild(self, scope: str) -> None:
+        """Replay a scope's WAL into fresh derived layers (§2.1: every derived layer is reproducible)."""
+        await self._supervisor.request(canonical_scope(scope), Rebuild)
+
+    async def ping(self, scope: str) -> dict[str, Any]:
+        return await self._supervisor.request(canonical_scope(scope), Ping)
+
+    def statistics(self) -> SupervisorStatistics:
+        return self._supervisor.statistics()
+
+    @property
+    def wal_offset(self) -> int:
+        return self._ctx.wal.last
+
+
+class InvalidQuery(CortexError):
+    error_code = "INVALID_QUERY"
+    http_status = 400
+
+
+def make_filter(*, scope: str | None = None, event_id: str | None = None, batch_id: str | None = None,
+                job_id: str | None = None, events: Any = None) -> LifecycleFilter:  # fmt: skip
+    kinds = frozenset(events.split(",") if isinstance(events, str) else events) if events else None
+    return LifecycleFilter(scope=canonical_scope(scope) if scope else None, event_id=event_id,
+                           batch_id=batch_id, job_id=job_id, events=kinds)  # fmt: skip
+
+
+def lifecycle_wire(record: LifecycleEvent) -> dict[str, Any]:
+    wire = to_wire(record)
+    return {k: v for k, v in wire.items() if v is not None}
+
+
+@asynccontextmanager
+async def open_engine(
+    backend: str = "memory",
+    path: str | None = None,
+    *,
+    config: EngineConfig | None = None,
+    clock: Clock | None = None,
+    id_seed: int | None = None,
+    extractor: Any = None,
+    policy: PolicyHook | None = None,
+    store: Any = None,
+) -> AsyncIterator[Engine]:
+    """Open an engine on ``memory`` or ``leveldb`` (at ``path``) for the duration of the block.
+
+    ``clock`` and ``id_seed`` make recorded times and ids deterministic for tests; ``store``
+    plugs in any ``KVStore`` (a third-party backend) instead of ``backend``/``path``.
+    """
+    config = config or EngineConfig()
+    clock = clock or SystemClock()
+    owned = store is None
+    store = store if store is not None else await open_store(backend, path)
+    ids = IdGenerator(clock, seed=id_seed)
+    ctx = NodeContext(
+        store=store, clock=clock, ids=ids, config=config,
+        bus=LifecycleBus(store, ids, clock, window_seconds=config.lifecycle_window_seconds),
+        wal=WalSequencer(),
+        idempotency=IdempotencyTable(store, clock, config.idempotency_ttl_seconds),
+        entities=EntityResolver(store, ids, clock),
+        extractor=extractor or RuleExtractor(),
+        policy=policy or AllowAll(),
+    )  # fmt: skip
+    try:
+        async with trio.open_nursery() as nursery:
+            engine = Engine(ctx)
+            await engine._start(nursery)
+            try:
+                yield engine
+            finally:
+                with trio.CancelScope(shield=True):
+                    await engine._stop()
+                nursery.cancel_scope.cancel()
+    finally:
+        if owned:
+            with trio.CancelScope(shield=True):
+                await store.close()
+

@@ -1,0 +1,280 @@
+"""Experience envelope validation (reference §3.5.3) and identity resolution (§3.5.1).
+
+This is the capture path's validator: hand-written because it runs on every write and must cost
+microseconds (a generic JSON Schema validator costs ~100x more).  ``tests/test_schemas.py``
+checks that it accepts and rejects the same documents as ``schemas/experience_envelope.schema.json``.
+Every rejection is ``INVALID_ENVELOPE`` with ``details.field`` (a dotted path) and
+``details.reason``; scope grammar errors are ``INVALID_SCOPE_GRAMMAR`` naming the segment.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+from ..errors import InvalidEnvelope, InvalidScopeGrammar
+from .scopes import canonical_scope
+from .temporal import try_parse_rfc3339
+
+MODALITIES = frozenset({"conversation", "document", "tool_result", "observation", "feedback", "imported"})
+CONTENT_KINDS = frozenset({"message", "text", "json", "blob_ref", "triple"})
+ROLES = frozenset({"user", "assistant", "tool", "system"})
+EXTRACT_STAGES = frozenset({"facts", "entities", "beliefs", "episodes"})
+EMBED_MODES = frozenset({"lazy", "eager", "none"})
+TOP_LEVEL = frozenset(
+    {"scope", "observed_actor", "subject", "modality", "content", "context", "directives", "idempotency_key"}
+)
+MAX_TEXT = 1_000_000
+MAX_IDEMPOTENCY_KEY = 64
+MAX_LIST = 1000
+ACTOR_ID = re.compile(r"^[a-z][a-z0-9_]*:[^\s/]{1,256}$")
+EVENT_ID = re.compile(r"^evt_[0-9a-f-]{36}$")
+MODALITY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+@attrs.frozen
+class Identities:
+    caller: str
+    observed_actor: dict[str, Any]
+    subject: dict[str, Any]
+
+
+def _fail(field: str, reason: str):
+    raise InvalidEnvelope(field, reason)
+
+
+def _obj(value: Any, field: str, *, required: bool) -> dict | None:
+    if value is None:
+        if required:
+            _fail(field, "is required")
+        return None
+    if not isinstance(value, dict):
+        _fail(field, "must be an object")
+    return value
+
+
+def _string(value: Any, field: str, *, required: bool = False, max_len: int = 4096) -> str | None:
+    if value is None:
+        if required:
+            _fail(field, "is required")
+        return None
+    if not isinstance(value, str):
+        _fail(field, "must be a string")
+    if required and not value:
+        _fail(field, "must not be empty")
+    if len(value) > max_len:
+        _fail(field, f"is longer than {max_len} characters")
+    return value
+
+
+def _timestamp(value: Any, field: str, *, required: bool) -> None:
+    if value is None:
+        if required:
+            _fail(field, "is required")
+        return
+    if not isinstance(value, str) or try_parse_rfc3339(value) is None:
+        _fail(field, "must be an RFC 3339 timestamp (e.g. 2026-05-13T15:42:00Z)")
+
+
+def _scope(value: Any, field: str) -> str:
+    if value is None:
+        _fail(field, "is required")
+    if not isinstance(value, str):
+        _fail(field, "must be a string")
+    try:
+        return canonical_scope(value)
+    except InvalidScopeGrammar as exc:
+        exc.details["field"] = field
+        raise
+
+
+def _actor(value: Any, field: str) -> dict | None:
+    actor = _obj(value, field, required=False)
+    if actor is None:
+        return None
+    actor_id = actor.get("id")
+    if not isinstance(actor_id, str) or not ACTOR_ID.match(actor_id):
+        _fail(f"{field}.id", "must be an actor id of the form type:id (e.g. user:alice)")
+    kind = actor.get("type")
+    if kind is not None:
+        if not isinstance(kind, str):
+            _fail(f"{field}.type", "must be a string")
+        if kind != actor_id.split(":", 1)[0]:
+            _fail(f"{field}.type", f"does not match the type of id {actor_id!r}")
+    _string(actor.get("session"), f"{field}.session", max_len=256)
+    return actor
+
+
+def validate_content(content: Any, field: str = "content") -> dict:
+    content = _obj(content, field, required=True)
+    kind = content.get("kind")
+    if kind is None:
+        _fail(f"{field}.kind", "is required")
+    if kind not in CONTENT_KINDS:
+        _fail(f"{field}.kind", f"must be one of {sorted(CONTENT_KINDS)}")
+    if kind in ("message", "text"):
+        text = _string(content.get("text"), f"{field}.text", required=True, max_len=MAX_TEXT)
+        del text
+    elif "text" in content:
+        _string(content.get("text"), f"{field}.text", max_len=MAX_TEXT)
+    if kind == "message":
+        role = content.get("role")
+        if role is None:
+            _fail(f"{field}.role", "is required for kind message")
+        if role not in ROLES:
+            _fail(f"{field}.role", f"must be one of {sorted(ROLES)}")
+    elif "role" in content and content["role"] is not None and content["role"] not in ROLES:
+        _fail(f"{field}.role", f"must be one of {sorted(ROLES)}")
+    if kind == "json" and not isinstance(content.get("data"), dict | list):
+        _fail(f"{field}.data", "is required for kind json and must be an object or array")
+    if kind == "triple":
+        for part in ("subject", "predicate"):
+            _string(content.get(part), f"{field}.{part}", required=True, max_len=1024)
+        if "object" not in content or content["object"] is None:
+            _fail(f"{field}.object", "is required for kind triple")
+        if isinstance(content["object"], dict | list):
+            _fail(f"{field}.object", "must be a string, number or boolean")
+        confidence = content.get("confidence")
+        if confidence is not None and (
+            not isinstance(confidence, int | float) or isinstance(confidence, bool) or not 0 <= confidence <= 1
+        ):
+            _fail(f"{field}.confidence", "must be a number between 0 and 1")
+    if kind == "blob_ref":
+        _string(content.get("blob_id"), f"{field}.blob_id", required=True, max_len=128)
+    media = content.get("media")
+    if media is not None:
+        if not isinstance(media, list) or len(media) > MAX_LIST:
+            _fail(f"{field}.media", f"must be an array of at most {MAX_LIST} blob references")
+        for index, item in enumerate(media):
+            if not isinstance(item, dict) or not isinstance(item.get("blob_id"), str):
+                _fail(f"{field}.media[{index}]", "must be an object with a blob_id")
+    return content
+
+
+def validate_context(context: Any, field: str = "context") -> dict:
+    context = _obj(context, field, required=True)
+    _timestamp(context.get("observed_at"), f"{field}.observed_at", required=True)
+    _timestamp(context.get("source_recorded_at"), f"{field}.source_recorded_at", required=False)
+    preceded = context.get("preceded_by")
+    if preceded is not None:
+        if not isinstance(preceded, list) or len(preceded) > MAX_LIST:
+            _fail(f"{field}.preceded_by", f"must be an array of at most {MAX_LIST} event ids")
+        for index, item in enumerate(preceded):
+            if not isinstance(item, str) or not EVENT_ID.match(item):
+                _fail(f"{field}.preceded_by[{index}]", "must be a memory event id (evt_...)")
+    labels = context.get("labels")
+    if labels is not None:
+        if isinstance(labels, list):
+            if len(labels) > MAX_LIST:
+                _fail(f"{field}.labels", f"has more than {MAX_LIST} labels")
+            for index, label in enumerate(labels):
+                if not isinstance(label, str) or len(label) > 1024:
+                    _fail(f"{field}.labels[{index}]", "must be a string of at most 1024 characters")
+        elif isinstance(labels, dict):
+            for name, value in labels.items():
+                if not isinstance(value, str | int | float | bool) and value is not None:
+                    _fail(f"{field}.labels.{name}", "must be a string, number, boolean or null")
+        else:
+            _fail(f"{field}.labels", "must be an array of strings or an object of scalars")
+    _string(context.get("intent"), f"{field}.intent", max_len=256)
+    return context
+
+
+def validate_directives(directives: Any, field: str = "directives") -> dict:
+    directives = _obj(directives, field, required=False)
+    if directives is None:
+        return {}
+    extract = directives.get("extract")
+    if extract is not None:
+        if not isinstance(extract, list) or any(stage not in EXTRACT_STAGES for stage in extract):
+            _fail(f"{field}.extract", f"must be an array drawn from {sorted(EXTRACT_STAGES)}")
+    if directives.get("consolidate_into") is not None:
+        directives = {**directives, "consolidate_into": _scope(directives["consolidate_into"], f"{field}.consolidate_into")}
+    floor = directives.get("confidence_floor")
+    if floor is not None and (
+        not isinstance(floor, int | float) or isinstance(floor, bool) or not 0 <= floor <= 1
+    ):
+        _fail(f"{field}.confidence_floor", "must be a number between 0 and 1")
+    ttl = directives.get("ttl_for_belief_layer")
+    if ttl is not None:
+        from .temporal import parse_duration
+
+        try:
+            parse_duration(ttl if isinstance(ttl, str) else "")
+        except ValueError:
+            _fail(f"{field}.ttl_for_belief_layer", "must be an ISO 8601 duration (e.g. P30D)")
+    embed = directives.get("embed")
+    if embed is not None and embed not in EMBED_MODES:
+        _fail(f"{field}.embed", f"must be one of {sorted(EMBED_MODES)}")
+    return directives
+
+
+def validate_idempotency_key(value: Any, field: str = "idempotency_key") -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        _fail(field, "must be a non-empty string")
+    if len(value) > MAX_IDEMPOTENCY_KEY:
+        _fail(field, f"is longer than {MAX_IDEMPOTENCY_KEY} characters")
+    return value
+
+
+def validate_modality(value: Any, field: str = "modality") -> str:
+    if value is None:
+        _fail(field, "is required")
+    if not isinstance(value, str) or not MODALITY.match(value):
+        _fail(field, "must be a lowercase identifier (known: " + ", ".join(sorted(MODALITIES)) + ")")
+    return value
+
+
+@attrs.frozen
+class ValidEnvelope:
+    scope: str
+    observed_actor: dict | None
+    subject: dict | None
+    modality: str
+    content: dict
+    context: dict
+    directives: dict
+    idempotency_key: str | None
+
+
+def validate_envelope(body: Any) -> ValidEnvelope:
+    """Check one envelope; return it with the scope in canonical form."""
+    if not isinstance(body, dict):
+        raise InvalidEnvelope("$", "the envelope must be a JSON object")
+    unknown = body.keys() - TOP_LEVEL
+    if unknown:
+        name = sorted(unknown)[0]
+        _fail(name, "is not a field of the experience envelope")
+    return ValidEnvelope(
+        scope=_scope(body.get("scope"), "scope"),
+        observed_actor=_actor(body.get("observed_actor"), "observed_actor"),
+        subject=_actor(body.get("subject"), "subject"),
+        modality=validate_modality(body.get("modality")),
+        content=validate_content(body.get("content")),
+        context=validate_context(body.get("context")),
+        directives=validate_directives(body.get("directives")),
+        idempotency_key=validate_idempotency_key(body.get("idempotency_key")),
+    )
+
+
+def resolve_identities(caller: str, envelope: ValidEnvelope) -> Identities:
+    """caller from the token; observed_actor defaults to caller; subject to observed_actor."""
+    observed = envelope.observed_actor or {"id": caller}
+    observed = {"type": observed["id"].split(":", 1)[0], **observed}
+    subject = envelope.subject or {"id": observed["id"], "type": observed["type"]}
+    subject = {"type": subject["id"].split(":", 1)[0], **subject}
+    return Identities(caller=caller, observed_actor=observed, subject=subject)
+
+
+def provenance_source(modality: str, observed_actor_id: str) -> str:
+    """human | agent | import — who asserted what an event says (DESIGN §10)."""
+    if modality == "imported":
+        return "import"
+    kind = observed_actor_id.split(":", 1)[0]
+    if kind in ("agent", "service", "system", "app"):
+        return "agent"
+    return "human"

@@ -1,0 +1,25 @@
+"""attrs records for every layer and the one cattrs converter.  Pure: no I/O."""
+
+from .records import (
+    Belief,
+    CausalLink,
+    Concept,
+    ConfidenceInterval,
+    Entity,
+    Episode,
+    Event,
+    Fact,
+    LifecycleEvent,
+    RevisionPolicy,
+    Scope,
+    SupportRef,
+    TypedRef,
+    TypedValue,
+)
+from .converter import converter, dumps, loads, to_wire, from_wire
+
+__all__ = [
+    "Belief", "CausalLink", "Concept", "ConfidenceInterval", "Entity", "Episode", "Event", "Fact",
+    "LifecycleEvent", "RevisionPolicy", "Scope", "SupportRef", "TypedRef", "TypedValue",
+    "converter", "dumps", "from_wire", "loads", "to_wire",
+]  # fmt: skip

@@ -1,0 +1,249 @@
+"""Record shapes of reference §7 (and §8.9, §13) as attrs classes.
+
+Field names are the wire names, except the ``_partial`` triple, which attrs cannot spell as an
+init argument: it is ``partial`` / ``partial_reason`` / ``progress`` here and renamed to
+``_partial`` / ``_partial_reason`` / ``_progress`` by the converter.  Times are aware UTC
+datetimes; the converter writes them as RFC 3339.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import attrs
+
+Timestamp = dt.datetime
+
+
+@attrs.define(kw_only=True)
+class Event:
+    """A WAL entry (§7.1): immutable once captured, except ``derives`` and the recall exclusion."""
+
+    id: str
+    scope: str
+    tenant_id: str
+    caller: str
+    actor: str  # the observed actor's id (who performed the experience)
+    observed_actor: dict[str, Any]
+    subject: dict[str, Any]
+    modality: str
+    content: dict[str, Any]
+    context: dict[str, Any]  # as submitted, plus server-owned ``recorded_at``
+    directives: dict[str, Any] = attrs.field(factory=dict)
+    derives: list[str] = attrs.field(factory=list)
+    wal_offset: int
+    idempotency_key: str | None = None
+    batch_id: str | None = None
+    excluded_from_recall: bool = False
+
+
+@attrs.define(kw_only=True)
+class TypedRef:
+    """A subject reference: an entity or a concept."""
+
+    type: str = "entity"
+    id: str
+    name: str | None = None
+
+
+@attrs.define(kw_only=True)
+class TypedValue:
+    """A fact's object: a literal (``datatype`` + ``value``) or an entity/concept reference."""
+
+    type: str  # literal | entity | concept
+    datatype: str | None = None
+    value: Any = None
+    id: str | None = None
+    name: str | None = None
+    unit: str | None = None
+
+
+@attrs.define(kw_only=True)
+class Fact:
+    id: str
+    scope: str
+    subject: TypedRef
+    predicate: str
+    object: TypedValue
+    supports: list[str]
+    valid_from: Timestamp
+    valid_to: Timestamp | None = None
+    recorded_from: Timestamp
+    recorded_to: Timestamp | None = None
+    confidence: float
+    extractor: str
+    source: str  # human | agent | import | derived (provenance of the assertion)
+    superseded_by: str | None = None
+    supersedes: str | None = None
+    conflicts_with: list[str] = attrs.field(factory=list)
+    single_valued: bool = True
+    polarity: int = 1
+    status: str = "accepted"  # intake status at creation: accepted | conflict_detected
+    reinforcements: int = 0
+    excluded_from_recall: bool = False
+    partial: bool = False
+    partial_reason: str | None = None
+    progress: float | None = None
+
+
+@attrs.define(kw_only=True)
+class ConfidenceInterval:
+    lower: float
+    upper: float
+    method: str
+    level: float
+
+
+@attrs.define(kw_only=True)
+class SupportRef:
+    type: str  # fact | episode | event
+    id: str
+    weight: float
+    polarity: str  # supports | against
+
+
+@attrs.define(kw_only=True)
+class RevisionPolicy:
+    trigger: str = "new_supporting_evidence_or_contradiction"
+    min_evidence_delta: float = 0.05
+    cooldown: str = "PT0S"
+    max_revisions_per_hour: int = 3600
+
+
+@attrs.define(kw_only=True)
+class Belief:
+    id: str
+    scope: str
+    claim: dict[str, Any]  # {subject: TypedRef wire, predicate, object: TypedValue wire}
+    stance: str
+    confidence: float
+    confidence_interval: ConfidenceInterval
+    calibration: dict[str, Any] | None = None
+    supports: list[SupportRef] = attrs.field(factory=list)
+    contradicts: list[dict[str, Any]] = attrs.field(factory=list)
+    revision_policy: RevisionPolicy = attrs.field(factory=RevisionPolicy)
+    valid_from: Timestamp
+    valid_to: Timestamp | None = None
+    recorded_from: Timestamp
+    recorded_to: Timestamp | None = None
+    last_revised_at: Timestamp
+    revision_count: int = 0
+    revision_times: list[Timestamp] = attrs.field(factory=list)
+    source: str = "derived"
+    supporting_evidence_redacted: bool = False
+    supporting_evidence_redacted_fraction: float = 0.0
+    why_url: str
+    evidence: dict[str, float] = attrs.field(factory=dict)  # {"for": w, "against": w}
+    excluded_from_recall: bool = False
+    partial: bool = False
+    partial_reason: str | None = None
+    progress: float | None = None
+
+
+@attrs.define(kw_only=True)
+class CausalLink:
+    event: str
+    role: str  # trigger | context | decision | outcome
+
+
+@attrs.define(kw_only=True)
+class Episode:
+    id: str
+    scope: str
+    name: str
+    summary: str
+    events: list[str]
+    supports: list[str]
+    started_at: Timestamp
+    ended_at: Timestamp
+    valid_from: Timestamp
+    valid_to: Timestamp | None = None
+    recorded_from: Timestamp
+    recorded_to: Timestamp | None = None
+    actors_involved: list[str] = attrs.field(factory=list)
+    centrality_score: float = 0.0
+    causal_chain: list[CausalLink] = attrs.field(factory=list)
+    strategy: str = "time_gap"
+    session: str | None = None
+    status: str = "open"  # open | compressed
+    sealed_at: Timestamp | None = None
+    causal_predecessor: str | None = None
+    informative_events: int = 0  # events that yielded at least one fact (for centrality_score)
+    opening: str | None = None  # first statement, for the summary
+    closing: str | None = None  # latest statement, for the summary
+    excluded_from_recall: bool = False
+    partial: bool = True
+    partial_reason: str | None = "episode_open"
+    progress: float | None = None
+
+
+@attrs.define(kw_only=True)
+class Concept:
+    id: str
+    scope: str
+    name: str
+    canonical_id: str | None = None
+    version: int = 1
+    previous_version: str | None = None
+    derived_from: list[str] = attrs.field(factory=list)
+    summary: str | None = None
+    summary_embedding: list[float] | None = None
+    synthesis_inputs: dict[str, Any] = attrs.field(factory=dict)
+    supported_by: dict[str, Any] = attrs.field(factory=dict)
+    supports: list[str] = attrs.field(factory=list)
+    edges: list[dict[str, Any]] = attrs.field(factory=list)
+    valid_from: Timestamp
+    valid_to: Timestamp | None = None
+    recorded_from: Timestamp
+    recorded_to: Timestamp | None = None
+    last_synthesized_at: Timestamp | None = None
+    stance: str = "uncertain"
+    confidence: float = 0.0
+    staleness_score: float = 0.0
+    staleness_reason: str | None = None
+    support_loss_fraction: float = 0.0
+    coverage_score: float = 0.0
+    partial: bool = True
+    partial_reason: str | None = "no_implementation_yet"
+    progress: float | None = None
+
+
+@attrs.define(kw_only=True)
+class Entity:
+    """A tenant-scoped resolved entity (``ent_``) with its normalised aliases."""
+
+    id: str
+    tenant_id: str
+    name: str
+    aliases: list[str]
+    kind: str = "entity"  # entity | actor
+    actor_id: str | None = None
+    created_at: Timestamp
+
+
+@attrs.define(kw_only=True)
+class Scope:
+    path: str
+    tenant_id: str
+    members: list[dict[str, str]] = attrs.field(factory=list)
+    policies: dict[str, Any] = attrs.field(factory=dict)
+    auto_provisioned: bool = True
+    registered_at: Timestamp
+    created_by: str
+    last_write_at: Timestamp | None = None
+
+
+@attrs.define(kw_only=True)
+class LifecycleEvent:
+    """One lifecycle row (§8.9.2, §13); ``stage`` is the catalog's event name."""
+
+    lifecycle_id: str
+    stage: str
+    ts: Timestamp
+    scope: str | None
+    event_id: str | None = None
+    seq: int | None = None  # per-memory-event sequence number (0 = captured)
+    batch_id: str | None = None
+    job_id: str | None = None
+    payload: dict[str, Any] = attrs.field(factory=dict)

@@ -1,0 +1,1 @@
+"""Retrieval: text and vector indexes, embedders, scoring."""

@@ -1,0 +1,91 @@
+"""An incremental BM25 Okapi inverted index (the ``TextIndex`` of the index stage).
+
+rank-bm25's ``BM25Okapi`` must be rebuilt to add a document and scores every document per query;
+this index adds and removes documents in O(tokens) and scores only documents that share a query
+term.  Scores follow BM25Okapi's formula exactly (k1, b, and the epsilon floor for negative idf),
+so rank-bm25 serves as the reference in tests.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+_TOKEN = re.compile(r"[0-9a-z]+")
+
+
+def tokenize(text: str) -> list[str]:
+    return _TOKEN.findall(text.casefold())
+
+
+class TextIndex:
+    def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
+        self.k1, self.b, self.epsilon = k1, b, epsilon
+        self._postings: dict[str, dict[str, int]] = {}
+        self._lengths: dict[str, int] = {}
+        self._total_length = 0
+        self._average_idf: float | None = None
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def __contains__(self, doc_id: str) -> bool:
+        return doc_id in self._lengths
+
+    def add(self, doc_id: str, text: str) -> None:
+        if doc_id in self._lengths:
+            self.remove(doc_id)
+        tokens = tokenize(text)
+        self._lengths[doc_id] = len(tokens)
+        self._total_length += len(tokens)
+        for term, count in Counter(tokens).items():
+            self._postings.setdefault(term, {})[doc_id] = count
+        self._average_idf = None
+
+    def remove(self, doc_id: str) -> None:
+        length = self._lengths.pop(doc_id, None)
+        if length is None:
+            return
+        self._total_length -= length
+        empty = []
+        for term, docs in self._postings.items():
+            if docs.pop(doc_id, None) is not None and not docs:
+                empty.append(term)
+        for term in empty:
+            del self._postings[term]
+        self._average_idf = None
+
+    def _raw_idf(self, doc_freq: int) -> float:
+        n = len(self._lengths)
+        return math.log(n - doc_freq + 0.5) - math.log(doc_freq + 0.5)
+
+    def _idf(self, term: str) -> float:
+        docs = self._postings.get(term)
+        if not docs:
+            return 0.0
+        idf = self._raw_idf(len(docs))
+        if idf < 0:
+            if self._average_idf is None:
+                total = sum(self._raw_idf(len(d)) for d in self._postings.values())
+                self._average_idf = total / len(self._postings)
+            idf = self.epsilon * self._average_idf
+        return idf
+
+    def search(self, query: str, limit: int | None = None) -> list[tuple[str, float]]:
+        """Documents sharing a query term, best first, with their BM25 Okapi scores."""
+        if not self._lengths:
+            return []
+        avg_len = self._total_length / len(self._lengths) or 1.0
+        scores: dict[str, float] = {}
+        k1, b = self.k1, self.b
+        for term in tokenize(query):
+            docs = self._postings.get(term)
+            if not docs:
+                continue
+            idf = self._idf(term)
+            for doc_id, tf in docs.items():
+                norm = k1 * (1 - b + b * self._lengths[doc_id] / avg_len)
+                scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
+        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+        return ranked if limit is None else ranked[:limit]
