@@ -36,6 +36,8 @@ from .temporal import parse_rfc3339
 log = logging.getLogger("cortexdb.engine")
 
 WAIT_MODES = (None, "captured", "indexed", "consolidated")
+STAGE_ORDER = ("captured", "extracted", "indexed", "consolidated")
+STAGE_TIMING = {"extracted": "extract", "indexed": "index", "consolidated": "consolidate"}
 ORDERINGS = ("strict_temporal", "batch_throughput")
 FAMILY_EXPERIENCE = "/v1/experience"
 FAMILY_BULK = "/v1/experience/bulk"
@@ -243,17 +245,26 @@ class Engine:
 
     async def _settled(self, scope: str, event_id: str, offset: int, wait: str, capture_ms: float | None,
                        replay: bool = False) -> ExperienceResult:  # fmt: skip
+        """The result of a ``wait=indexed|consolidated`` write: the stages up to the one waited
+        for, what they derived, and how long each took (later stages may already be running)."""
         view = await self.memory_event(event_id, scope=scope)
-        done = view["stages_completed"]
-        status = wait if wait in done else ("cancelled" if view["excluded_from_recall"] else done[-1])
-        elapsed = dict(view.get("elapsed_ms", {}))
-        elapsed.pop("compress", None)
-        if capture_ms is not None:
-            elapsed = {"capture": capture_ms, **elapsed}
+        upto = STAGE_ORDER.index(wait)
+        done = [s for s in view["stages_completed"] if s in STAGE_ORDER and STAGE_ORDER.index(s) <= upto]
+        reached = wait in done
+        status = wait if reached else ("cancelled" if view["excluded_from_recall"] else done[-1])
+        by_stage = view.get("derives_by_stage", {})
+        derives: list[str] = []
+        for stage in done + (["foreign"] if wait == "consolidated" else []):
+            derives.extend(d for d in by_stage.get(stage, ()) if d not in derives)
+        timings = view.get("elapsed_ms", {})
+        elapsed = {"capture": capture_ms} if capture_ms is not None else {}
+        for stage in done[1:]:
+            name = STAGE_TIMING[stage]
+            if name in timings:
+                elapsed[name] = timings[name]
         return ExperienceResult(
             event_id=event_id, status=status, wal_offset=offset, scope=scope, replay=replay,
-            stages_completed=tuple(s for s in done if s != "compressed"), derives=tuple(view["derives"]),
-            elapsed_ms=elapsed,
+            stages_completed=tuple(done), derives=tuple(derives), elapsed_ms=elapsed,
         )  # fmt: skip
 
     async def _replayed(self, record: dict[str, Any], wait: str | None) -> ExperienceResult:

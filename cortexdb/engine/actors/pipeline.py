@@ -106,6 +106,7 @@ class StageBatch:
         self.ops: list[Put | Delete] = []
         self.records: list[LifecycleEvent] = []
         self.entity_ids: set[str] = set()
+        self.committed = False
 
 
 class Pipeline:
@@ -222,6 +223,7 @@ class Pipeline:
     async def _commit(self, batch: StageBatch) -> None:
         ctx = self.ctx
         ops = batch.ops + ctx.entities.pending_ops(batch.entity_ids)
+        batch.committed = True
         ops += [ctx.bus.put_op(record) for record in batch.records]
         try:
             await ctx.store.write(ops)
@@ -252,7 +254,12 @@ class Pipeline:
             todo = [e for e in work if stage not in states[e.id]["done"] and not states[e.id].get("cancelled")]
             if todo:
                 started = trio.current_time()
-                await runner(todo, states, started)
+                batch = StageBatch()
+                try:
+                    await runner(todo, states, started, batch)
+                except BaseException:
+                    self.ctx.bus.abort(batch.records)  # never leave the bus waiting on us
+                    raise
         self.processed += len(events)
 
     def _finish_stage(self, batch: StageBatch, event: Event, state: dict, stage: str, started: float,
@@ -266,8 +273,7 @@ class Pipeline:
             batch.records.append(record)
 
     # -- extract -------------------------------------------------------------------------------
-    async def _extract(self, events: list[Event], states: dict, started: float) -> None:
-        batch = StageBatch()
+    async def _extract(self, events: list[Event], states: dict, started: float, batch: StageBatch) -> None:
         touched_facts: dict[str, Fact] = {}
         for event in events:
             state = states[event.id]
@@ -313,6 +319,7 @@ class Pipeline:
             for fact_id in fact_ids:
                 if fact_id not in state["derives"]:
                     state["derives"].append(fact_id)
+            state.setdefault("stage_derives", {})["extracted"] = sorted(set(fact_ids))
             state["intake"] = intake
             state["touched"] = sorted({(touched_facts[f].subject.id, touched_facts[f].predicate) for f in fact_ids})
             state["superseded"] = sorted({s for item in intake for s in item.get("superseded", ())})
@@ -327,10 +334,6 @@ class Pipeline:
         self._fact_ops(batch, touched_facts)
         batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
         await self._commit(batch)
-
-    async def _term(self, tenant: str, term: TermRef) -> tuple[Any, str]:
-        entity = await self.ctx.entities.resolve(tenant, term)
-        return entity, entity.id
 
     async def _assertion(self, event: Event, candidate, extractor_name: str, source: str,
                          valid_from: dt.datetime) -> Assertion:  # fmt: skip
@@ -389,6 +392,7 @@ class Pipeline:
             if event_id not in fact.supports:  # replaying the same evidence must not count twice
                 fact.supports.append(event_id)
                 fact.confidence = noisy_or(fact.confidence, assertion.confidence)
+                fact.evidence_weight = round(fact.evidence_weight + assertion.confidence, 4)
                 fact.reinforcements += 1
                 if assertion.valid_from < fact.valid_from:
                     fact.valid_from = assertion.valid_from
@@ -405,6 +409,7 @@ class Pipeline:
             valid_to=decision.valid_to,
             recorded_from=now,
             confidence=round(assertion.confidence, 4),
+            evidence_weight=round(assertion.confidence, 4),
             extractor=assertion.extractor,
             source=assertion.source,
             single_valued=assertion.single_valued,
@@ -440,8 +445,7 @@ class Pipeline:
             batch.ops.append(Put(keys.fact_index(self.scope, fact.subject.id, fact.predicate, fact.id), b""))
 
     # -- index ---------------------------------------------------------------------------------
-    async def _index(self, events: list[Event], states: dict, started: float) -> None:
-        batch = StageBatch()
+    async def _index(self, events: list[Event], states: dict, started: float, batch: StageBatch) -> None:
         for event in events:
             state = states[event.id]
             self.text_index.add(event.id, event_text(event))
@@ -457,8 +461,7 @@ class Pipeline:
         await self._commit(batch)
 
     # -- consolidate ---------------------------------------------------------------------------
-    async def _consolidate(self, events: list[Event], states: dict, started: float) -> None:
-        batch = StageBatch()
+    async def _consolidate(self, events: list[Event], states: dict, started: float, batch: StageBatch) -> None:
         for event in events:
             state = states[event.id]
             directives = event.directives or {}
@@ -470,6 +473,7 @@ class Pipeline:
             for belief_id in summary["created"] + summary["revised"]:
                 if belief_id not in state["derives"]:
                     state["derives"].append(belief_id)
+            state.setdefault("stage_derives", {})["consolidated"] = summary["created"] + summary["revised"]
             intake = state.get("intake", ())
             payload: dict[str, Any] = {
                 "event_id": event.id,
@@ -484,9 +488,11 @@ class Pipeline:
             }
             target = directives.get("consolidate_into")
             if target and target != self.scope:
-                await self._hand_off(event, state, target)
                 payload["consolidate_into"] = {"scope": target, "status": "queued"}
+            # reserve our record first: the target's record is then published after it
             self._finish_stage(batch, event, state, "consolidated", started, payload)
+            if target and target != self.scope:
+                await self._hand_off(event, state, target)
         batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
         await self._commit(batch)
 
@@ -550,14 +556,14 @@ class Pipeline:
                 if (object_key(f.object) == okey and f.polarity < 0)
                 or (f.single_valued and object_key(f.object) != okey and f.polarity > 0)
             ]  # fmt: skip
-            weight_for = sum(f.confidence for f in supporting)
-            weight_against = sum(f.confidence for f in against)
+            weight_for = sum(_weight(f) for f in supporting)
+            weight_against = sum(_weight(f) for f in against)
             mean, lower, upper = belief_math.posterior(weight_for, weight_against)
             stance = belief_math.stance(mean, weight_against)
             total = (weight_for + weight_against) or 1.0
-            supports = [SupportRef(type="fact", id=f.id, weight=round(f.confidence / total, 4), polarity="supports")
+            supports = [SupportRef(type="fact", id=f.id, weight=round(_weight(f) / total, 4), polarity="supports")
                         for f in supporting]  # fmt: skip
-            supports += [SupportRef(type="fact", id=f.id, weight=round(f.confidence / total, 4), polarity="against")
+            supports += [SupportRef(type="fact", id=f.id, weight=round(_weight(f) / total, 4), polarity="against")
                          for f in against]  # fmt: skip
             belief = await self._belief_for(claim)
             if belief_math.should_delete(mean, stance, floor, weight_for, weight_against):
@@ -652,11 +658,10 @@ class Pipeline:
             raw = await self.ctx.store.get(keys.episode(self.scope, raw_id.decode()))
             self._episode = loads(raw, Episode) if raw else None
 
-    async def _compress(self, events: list[Event], states: dict, started: float) -> None:
+    async def _compress(self, events: list[Event], states: dict, started: float, batch: StageBatch) -> None:
         await self._load_episode()
         config = self.ctx.config
         gap = dt.timedelta(seconds=config.episode_gap_seconds)
-        batch = StageBatch()
         dirty: dict[str, Episode] = {}
         now = self.ctx.clock.now()
         for event in events:
@@ -683,7 +688,7 @@ class Pipeline:
                     summary="", events=[], supports=[], started_at=observed, ended_at=observed,
                     valid_from=observed, recorded_from=now, strategy=config.episode_strategy,
                     session=session, causal_predecessor=predecessor or self._last_sealed,
-                    opening=text or None,
+                    opening=text or None, partial=True, partial_reason="episode_open",
                 )  # fmt: skip
                 batch.ops.append(Put(keys.open_episode(self.scope, "main"), episode.id.encode()))
             self._episode = episode
@@ -703,6 +708,7 @@ class Pipeline:
             self._describe(episode)
             dirty[episode.id] = episode
             state["episode_id"] = episode.id
+            state.setdefault("stage_derives", {})["episode"] = [episode.id]
             if episode.id not in state["derives"]:
                 state["derives"].append(episode.id)
             self._finish_stage(batch, event, state, "episode", started, None)
@@ -836,6 +842,8 @@ class Pipeline:
         added = [d for d in item.payload if d not in state["derives"]]
         if added:
             state["derives"].extend(added)
+            foreign = state.setdefault("stage_derives", {}).setdefault("foreign", [])
+            foreign.extend(d for d in added if d not in foreign)
             await self.ctx.store.write([self.state_op(item.event_id, state)])
 
     async def _control_foreign(self, item: Control) -> None:
@@ -913,6 +921,11 @@ class Pipeline:
         await self._drain_queue()
         await self.seal_open_episode()
         item.reply.set(True)
+
+
+def _weight(fact: Fact) -> float:
+    """A fact's evidence for a belief: every observation asserting it counts."""
+    return fact.evidence_weight or fact.confidence
 
 
 _ELAPSED_NAME = {"extracted": "extract", "indexed": "index", "consolidated": "consolidate", "episode": "compress"}

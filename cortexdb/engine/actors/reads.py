@@ -69,13 +69,21 @@ def _time(query: dict, name: str) -> dt.datetime | None:
 # -- facts --------------------------------------------------------------------------------------
 def fact_visible(fact: Fact, at: dt.datetime, include_superseded: bool) -> bool:
     """§12.3 and §18.2 item 1: ``as_of`` clips both axes; ``include_superseded`` lifts the
-    "still current at T" upper bounds so superseded versions recorded by T come back too."""
+    "still current at T" upper bounds so superseded versions recorded by T come back too.
+
+    A supersession writes ``valid_to`` and ``recorded_to`` together, so when T precedes
+    ``recorded_to`` the system did not yet know that ``valid_to``: the fact is judged as it was
+    recorded then (open-ended).  A ``valid_to`` known from the start (late-arriving history)
+    has no ``recorded_to`` and always applies.
+    """
     if fact.recorded_from > at or fact.valid_from > at:
         return False
     if include_superseded:
         return True
-    if fact.recorded_to is not None and fact.recorded_to <= at:
-        return False
+    if fact.recorded_to is not None:
+        if fact.recorded_to <= at:
+            return False
+        return True  # current at T; its valid_to was learnt later
     return fact.valid_to is None or fact.valid_to > at
 
 
@@ -157,6 +165,7 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
             "stages_pending": pending,
             "lifecycle_event_ids": state.get("lce", []),
             "derives": state.get("derives", []),
+            "derives_by_stage": state.get("stage_derives", {}),
             "errors": state.get("errors", []),
             "excluded_from_recall": cancelled,
             "elapsed_ms": state.get("elapsed_ms", {}),

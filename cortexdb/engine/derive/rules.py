@@ -89,9 +89,15 @@ def _object(value: str, *, prefer_entity: bool) -> tuple[Any, str]:
     if datatype != "string":
         return literal, datatype
     stripped = re.sub(r"^(?:the|a|an) ", "", value, flags=re.I)
-    if prefer_entity or stripped[:1].isupper():
+    if prefer_entity or _looks_like_a_name(stripped):
         return TermRef(stripped), "entity"
     return value, "string"
+
+
+def _looks_like_a_name(value: str) -> bool:
+    """Capitalised words (``Acme Corp``, ``Rex``), not shouting (``BLUE``) or a sentence."""
+    words = value.split()
+    return 0 < len(words) <= 4 and all(w[:1].isupper() for w in words) and not value.isupper()
 
 
 def _unit_predicate(unit: str) -> str:

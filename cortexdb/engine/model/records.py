@@ -81,6 +81,7 @@ class Fact:
     polarity: int = 1
     status: str = "accepted"  # intake status at creation: accepted | conflict_detected
     reinforcements: int = 0
+    evidence_weight: float = 0.0  # summed confidence of every observation asserting it
     excluded_from_recall: bool = False
     partial: bool = False
     partial_reason: str | None = None
@@ -174,7 +175,7 @@ class Episode:
     closing: str | None = None  # latest statement, for the summary
     excluded_from_recall: bool = False
     partial: bool = True
-    partial_reason: str | None = "episode_open"
+    partial_reason: str | None = None  # "episode_open" while the window is open
     progress: float | None = None
 
 
@@ -205,7 +206,7 @@ class Concept:
     support_loss_fraction: float = 0.0
     coverage_score: float = 0.0
     partial: bool = True
-    partial_reason: str | None = "no_implementation_yet"
+    partial_reason: str | None = None
     progress: float | None = None
 
 
