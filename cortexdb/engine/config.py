@@ -14,6 +14,7 @@ class EngineConfig:
     pipeline_batch: int = 256  # most events one derivation batch processes per stage
     idle_timeout: float = 300.0  # seconds without messages or work before an actor stops
     restart_backoff_max: float = 5.0
+    shutdown_grace: float = 10.0  # how long a graceful stop waits for actors before cancelling them
     episode_strategy: str = "time_gap"  # time_gap | session
     episode_gap_seconds: float = 1800.0
     episode_max_events: int = 500

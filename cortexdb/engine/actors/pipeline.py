@@ -548,14 +548,13 @@ class Pipeline:
             if fact.polarity > 0 and not fact.excluded_from_recall:
                 claims[object_key(fact.object)] = fact  # latest positive assertion represents the claim
         results: dict[str, Belief] = {}
+        live_keyed = [(object_key(f.object), f) for f in live]
+        positive_single = [(k, f) for k, f in live_keyed if f.polarity > 0 and f.single_valued]
         for okey, representative in claims.items():
             claim = f"{subject_id}\x1f{predicate}\x1f{okey}"
-            supporting = [f for f in live if object_key(f.object) == okey and f.polarity > 0]
-            against = [
-                f for f in live
-                if (object_key(f.object) == okey and f.polarity < 0)
-                or (f.single_valued and object_key(f.object) != okey and f.polarity > 0)
-            ]  # fmt: skip
+            supporting = [f for k, f in live_keyed if k == okey and f.polarity > 0]
+            against = [f for k, f in live_keyed if k == okey and f.polarity < 0]
+            against += [f for k, f in positive_single if k != okey]
             weight_for = sum(_weight(f) for f in supporting)
             weight_against = sum(_weight(f) for f in against)
             mean, lower, upper = belief_math.posterior(weight_for, weight_against)
@@ -613,23 +612,26 @@ class Pipeline:
             self._beliefs[claim] = belief
             results[okey] = belief
         # rival claims of a single-valued predicate are in tension with each other
+        by_claim: dict[str, list[Fact]] = {}
+        for fact in facts:
+            by_claim.setdefault(object_key(fact.object), []).append(fact)
+        ids = {okey: {f.id for f in group} for okey, group in by_claim.items()}
+        successors = {okey: {f.superseded_by for f in group if f.superseded_by} for okey, group in by_claim.items()}
+        rivals = {okey: {c for f in group for c in f.conflicts_with} for okey, group in by_claim.items()}
         for okey, belief in results.items():
             contradicts = []
-            for other_key, other in results.items():
-                if other_key == okey or not claims[okey].single_valued:
-                    continue
-                mine = [f for f in facts if object_key(f.object) == okey]
-                theirs = [f for f in facts if object_key(f.object) == other_key]
-                if any(f.superseded_by in {t.id for t in theirs} for f in mine) or any(
-                    t.superseded_by in {f.id for f in mine} for t in theirs
-                ):
-                    resolution = "newer_wins"
-                elif any(t.id in f.conflicts_with for f in mine for t in theirs):
-                    resolution = "unresolved"
-                else:
-                    resolution = "higher_confidence_wins"
-                contradicts.append({"belief_id": other.id, "tension": belief_math.tension(belief.confidence, other.confidence),
-                                    "resolution": resolution})  # fmt: skip
+            if claims[okey].single_valued:
+                for other_key, other in results.items():
+                    if other_key == okey:
+                        continue
+                    if successors[okey] & ids[other_key] or successors[other_key] & ids[okey]:
+                        resolution = "newer_wins"
+                    elif rivals[okey] & ids[other_key]:
+                        resolution = "unresolved"
+                    else:
+                        resolution = "higher_confidence_wins"
+                    contradicts.append({"belief_id": other.id, "tension": belief_math.tension(belief.confidence, other.confidence),
+                                        "resolution": resolution})  # fmt: skip
             belief.contradicts = contradicts
             batch.ops.append(Put(keys.belief(self.scope, belief.id), dumps(belief)))
 

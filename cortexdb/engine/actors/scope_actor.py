@@ -97,6 +97,11 @@ class ScopeActor:
                     batch.append(self._receive.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
+            # every request taken from the mailbox is ours to answer, even if we crash
+            for taken in batch:
+                reply = getattr(taken, "reply", None)
+                if reply is not None:
+                    self.inflight.add(reply)
             index = 0
             while index < len(batch):
                 message = batch[index]
@@ -115,6 +120,7 @@ class ScopeActor:
                     return
                 await self._dispatch(message)
             self.handled += len(batch)
+            self.inflight = {reply for reply in self.inflight if not reply.answered}
 
     async def _dispatch(self, message) -> None:
         if isinstance(message, ReadLayer):

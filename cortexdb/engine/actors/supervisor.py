@@ -158,8 +158,11 @@ class ScopeSupervisor:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
         self._closing = True
-        for handle in handles:
-            await handle.exited.wait()
+        with trio.move_on_after(self.ctx.config.shutdown_grace) as grace:
+            for handle in handles:
+                await handle.exited.wait()
+        if grace.cancelled_caught:
+            log.warning("scope actors did not stop within %.1fs; cancelling them", self.ctx.config.shutdown_grace)
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
