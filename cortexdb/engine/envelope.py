@@ -30,7 +30,7 @@ MAX_TEXT = 1_000_000
 MAX_IDEMPOTENCY_KEY = 64
 MAX_LIST = 1000
 ACTOR_ID = re.compile(r"^[a-z][a-z0-9_]*:[^\s/]{1,256}$")
-EVENT_ID = re.compile(r"^evt_[0-9a-f-]{36}$")
+EVENT_ID = re.compile(r"^evt_[A-Za-z0-9_-]{1,64}$")
 MODALITY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
