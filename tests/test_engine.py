@@ -284,15 +284,20 @@ async def test_conflicts_are_kept_and_surfaced(engine):
 async def test_beliefs_carry_weighted_supports_and_why_url(engine):
     await engine.experience(envelope("I moved to Lisbon.", observed_at="2026-01-01T00:00:00Z"), wait="consolidated")
     await engine.experience(envelope("I live in Madrid.", observed_at="2026-02-01T00:00:00Z"), wait="consolidated")
-    beliefs = {b["claim"]["object"]["name"]: b for b in (await engine.beliefs(SCOPE))["items"]}
+    current = (await engine.beliefs(SCOPE))["items"]
+    assert [b["claim"]["object"]["name"] for b in current] == ["Madrid"]
+    beliefs = {b["claim"]["object"]["name"]: b for b in (await engine.beliefs(SCOPE, include_superseded=True))["items"]}
     lisbon, madrid = beliefs["Lisbon"], beliefs["Madrid"]
     assert madrid["stance"] == "supported" and lisbon["stance"] == "contradicted"
+    # the overturned claim is kept as history: it held until the move
+    assert lisbon["valid_to"] == "2026-02-01T00:00:00Z" and madrid["valid_to"] is None
     assert lisbon["confidence"] < 0.5 < madrid["confidence"]
     assert lisbon["supports"][0]["polarity"] == "against"
     assert lisbon["confidence_interval"]["method"] == "beta_posterior"
     assert lisbon["confidence_interval"]["lower"] < lisbon["confidence"] < lisbon["confidence_interval"]["upper"]
     assert madrid["contradicts"][0]["belief_id"] == lisbon["id"]
     assert madrid["contradicts"][0]["resolution"] == "newer_wins"
+    assert lisbon["contradicts"][0]["belief_id"] == madrid["id"]
     assert madrid["why_url"] == f"/v1/beliefs/why?belief_id={madrid['id']}"
     assert (await engine.get_belief(SCOPE, madrid["id"]))["id"] == madrid["id"]
     about = await engine.beliefs(SCOPE, about="Madrid")

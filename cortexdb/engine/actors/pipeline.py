@@ -553,6 +553,9 @@ class Pipeline:
         for okey, representative in claims.items():
             claim = f"{subject_id}\x1f{predicate}\x1f{okey}"
             supporting = [f for k, f in live_keyed if k == okey and f.polarity > 0]
+            belief = await self._belief_for(claim)
+            if not supporting and (belief is None or belief.valid_to is not None):
+                continue  # no live evidence: nothing to create, or history already closed
             against = [f for k, f in live_keyed if k == okey and f.polarity < 0]
             against += [f for k, f in positive_single if k != okey]
             weight_for = sum(_weight(f) for f in supporting)
@@ -564,7 +567,6 @@ class Pipeline:
                         for f in supporting]  # fmt: skip
             supports += [SupportRef(type="fact", id=f.id, weight=round(_weight(f) / total, 4), polarity="against")
                          for f in against]  # fmt: skip
-            belief = await self._belief_for(claim)
             if belief_math.should_delete(mean, stance, floor, weight_for, weight_against):
                 if belief is not None:
                     self._delete_belief(batch, claim, belief, now, "below_confidence_floor" if weight_for or weight_against else "no_remaining_evidence")
@@ -573,7 +575,7 @@ class Pipeline:
                 continue
             interval = ConfidenceInterval(lower=round(lower, 4), upper=round(upper, 4), method="beta_posterior",
                                           level=belief_math.LEVEL)  # fmt: skip
-            valid_from = min((f.valid_from for f in supporting), default=representative.valid_from)
+            valid_from = min((f.valid_from for f in supporting), default=None)
             evidence = {"for": round(weight_for, 4), "against": round(weight_against, 4)}
             if belief is None:
                 belief_id = self.ctx.ids.new("belief")
@@ -590,7 +592,13 @@ class Pipeline:
             else:
                 belief.supports = supports
                 belief.evidence = evidence
-                belief.valid_from = valid_from
+                if valid_from is not None:
+                    belief.valid_from = valid_from
+                    belief.valid_to = None  # new live evidence reopens a closed claim
+                else:
+                    # every supporting fact was superseded: the claim held until the last of them ended
+                    ended = [f.valid_to for f in facts if object_key(f.object) == okey and f.valid_to is not None]
+                    belief.valid_to = max(ended) if ended else now
                 policy = belief.revision_policy
                 changed = abs(mean - belief.confidence) >= policy.min_evidence_delta or stance != belief.stance
                 if changed:

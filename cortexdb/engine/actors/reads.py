@@ -257,6 +257,7 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         at = query.get("as_of") or now
         about, min_confidence = query.get("about"), query.get("min_confidence")
         include_deprecated = bool(query.get("include_deprecated"))
+        include_closed = bool(query.get("include_superseded"))
 
         def keep_belief(belief: Belief) -> bool:
             if belief.excluded_from_recall or (belief.stance == "deprecated" and not include_deprecated):
@@ -265,6 +266,8 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 return False
             if belief.recorded_to is not None and belief.recorded_to <= at:
                 return False
+            if not include_closed and belief.valid_to is not None and belief.valid_to <= at:
+                return False  # a claim whose every supporting fact was superseded (history)
             if about:
                 obj = belief.claim.get("object", {})
                 if belief.claim["subject"].get("id") != about and obj.get("id") != about:

@@ -11,6 +11,7 @@ incomplete beta function — no constants stand in for evidence.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 PRIOR_ALPHA = 1.0
 PRIOR_BETA = 1.0
@@ -73,8 +74,13 @@ def beta_ppf(q: float, a: float, b: float) -> float:
 
 def posterior(evidence_for: float, evidence_against: float, level: float = LEVEL) -> tuple[float, float, float]:
     """(mean, lower, upper) of Beta(prior + for, prior + against) at the central ``level``."""
-    a = PRIOR_ALPHA + max(0.0, evidence_for)
-    b = PRIOR_BETA + max(0.0, evidence_against)
+    return _posterior(round(max(0.0, evidence_for), 6), round(max(0.0, evidence_against), 6), level)
+
+
+@lru_cache(maxsize=65536)
+def _posterior(evidence_for: float, evidence_against: float, level: float) -> tuple[float, float, float]:
+    a = PRIOR_ALPHA + evidence_for
+    b = PRIOR_BETA + evidence_against
     tail = (1.0 - level) / 2
     return a / (a + b), beta_ppf(tail, a, b), beta_ppf(1 - tail, a, b)
 
