@@ -11,7 +11,13 @@ class EngineConfig:
     default_caller: str = "user:local"
     mailbox_size: int = 1024  # bounded: a full mailbox makes senders wait (backpressure)
     capture_group: int = 512  # most captures one group commit takes from the mailbox
-    pipeline_batch: int = 256  # most events one derivation batch processes per stage
+    pipeline_batch: int = 128  # most events one derivation batch processes per stage
+    # derivation defers to captures waiting in the mailbox until this many events are queued;
+    # beyond it derivation runs regardless, so a sustained overload slows capture (backpressure)
+    # instead of growing the backlog without bound
+    derivation_backlog_soft: int = 50_000
+    derivation_defer: float = 0.001  # seconds of capture silence derivation waits for
+    pipeline_cache_events: int = 20_000  # queued events kept in memory; the rest reload from storage
     idle_timeout: float = 300.0  # seconds without messages or work before an actor stops
     restart_backoff_max: float = 5.0
     shutdown_grace: float = 10.0  # how long a graceful stop waits for actors before cancelling them

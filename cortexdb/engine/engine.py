@@ -18,7 +18,7 @@ import trio
 
 from ..backends import open_store
 from ..errors import CortexError, IdempotencyConflict, InvalidEnvelope, NotFound, PolicyDenied
-from . import keys
+from . import jsoncodec, keys
 from .actors.bus import LifecycleBus, LifecycleFilter, Subscription
 from .actors.messages import Capture, CaptureItem, CancelEvent, Flush, Ping, ReadLayer, Rebuild
 from .actors.services import EntityResolver, IdempotencyTable, Replay, WalSequencer, body_hash
@@ -448,12 +448,11 @@ class Engine:
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def _home_scope(self, event_id: str) -> str:
-        import json
 
         raw = await self.store.get(keys.event_state(event_id))
         if raw is None:
             raise NotFound(f"no memory event {event_id}", details={"event_id": event_id})
-        return json.loads(raw)["scope"]
+        return jsoncodec.decode(raw)["scope"]
 
     async def memory_event(self, event_id: str, *, scope: str | None = None) -> dict[str, Any]:
         """The aggregate state of one memory event (§8.9.3)."""

@@ -38,9 +38,13 @@ class IdGenerator:
     def new(self, prefix: str) -> str:
         if prefix not in PREFIXES:
             raise ValueError(f"unknown id prefix {prefix!r}")
-        return f"{prefix}_{self.new_uuid()}"
+        h = f"{self._next_int():032x}"
+        return f"{prefix}_{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     def new_uuid(self) -> uuid.UUID:
+        return uuid.UUID(int=self._next_int())
+
+    def _next_int(self) -> int:
         ms = int(self._clock.now().timestamp() * 1000)
         if ms > self._last_ms:
             self._last_ms = ms
@@ -55,7 +59,7 @@ class IdGenerator:
         value |= self._counter << 64
         value |= 0b10 << 62
         value |= self._random.getrandbits(62)
-        return uuid.UUID(int=value)
+        return value
 
 
 def id_prefix(identifier: str) -> str | None:

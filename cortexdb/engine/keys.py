@@ -33,7 +33,7 @@ SEP = b"\x00"
 
 
 def _key(table: bytes, *parts: str) -> bytes:
-    return table + SEP + SEP.join(part.encode() for part in parts)
+    return table + SEP + "\x00".join(parts).encode()
 
 
 def _prefix(table: bytes, *parts: str) -> bytes:

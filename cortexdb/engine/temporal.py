@@ -62,12 +62,22 @@ def parse_rfc3339(text: str, *, field: str = "timestamp") -> dt.datetime:
     return value
 
 
+_last_formatted: tuple[dt.datetime | None, str] = (None, "")
+
+
 def format_ts(value: dt.datetime) -> str:
-    value = value.astimezone(UTC)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S")
+    global _last_formatted
+    if _last_formatted[0] is value:  # a group commit formats the same instant many times
+        return _last_formatted[1]
+    original = value
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    text = f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
     if value.microsecond:
         text += f".{value.microsecond:06d}".rstrip("0")
-    return text + "Z"
+    text += "Z"
+    _last_formatted = (original, text)
+    return text
 
 
 def parse_duration(text: str) -> dt.timedelta:

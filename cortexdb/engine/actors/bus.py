@@ -140,11 +140,12 @@ class LifecycleBus:
         batch_id: str | None = None,
         job_id: str | None = None,
         seq: int | None = None,
+        ts=None,
     ) -> LifecycleEvent:
         record = LifecycleEvent(
             lifecycle_id=self._ids.new("lce"),
             stage=stage,
-            ts=self._clock.now(),
+            ts=ts or self._clock.now(),
             scope=scope,
             event_id=event_id,
             seq=STAGE_SEQ.get(stage) if seq is None and event_id else seq,

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from .. import keys
+from .. import jsoncodec, keys
 from ..derive import beliefs as belief_math
 from ..derive import episodes as episode_rules
 from ..derive.facts import noisy_or, object_key, resolve
@@ -38,6 +37,7 @@ from ..model import (
     TypedRef,
     TypedValue,
     dumps,
+    encode_json,
     loads,
     to_wire,
 )
@@ -64,7 +64,7 @@ def event_text(event: Event) -> str:
     if kind == "triple":
         return f"{content.get('subject')} {content.get('predicate')} {content.get('object')}"
     if kind == "json":
-        return json.dumps(content.get("data"), ensure_ascii=False)[:100_000]
+        return jsoncodec.encode(content.get("data")).decode()
     return ""
 
 
@@ -136,7 +136,8 @@ class Pipeline:
 
     # -- feeding -------------------------------------------------------------------------------
     def enqueue(self, event: Event) -> None:
-        self.events[event.id] = event
+        if len(self.events) < self.ctx.config.pipeline_cache_events:
+            self.events[event.id] = event  # beyond the cache the event reloads from storage
         self.queue.append(event.id)
         self._wakeup.set()
 
@@ -170,12 +171,26 @@ class Pipeline:
                 while self.controls and not self.stopping:
                     await self._handle_control(self.controls.popleft())
                 if self.queue and not self.stopping:
+                    await self._defer_to_captures()
                     size = self.ctx.config.pipeline_batch
                     batch = [self.queue.popleft() for _ in range(min(size, len(self.queue)))]
-                    await self._process(batch)
+                    if batch:
+                        await self._process(batch)
             finally:
                 self.busy = False
             await trio.lowlevel.checkpoint()
+
+    async def _defer_to_captures(self) -> None:
+        """Capture latency must not depend on derivation (DESIGN §3): while captures keep
+        arriving, derivation waits until they pause for ``derivation_defer`` seconds — unless
+        ``derivation_backlog_soft`` events are already queued, in which case it runs anyway."""
+        config = self.ctx.config
+        window = config.derivation_defer
+        while len(self.queue) < config.derivation_backlog_soft and not self.stopping:
+            quiet_for = trio.current_time() - self.actor.last_capture
+            if quiet_for >= window and not self.actor.captures_waiting():
+                return
+            await trio.sleep(max(window - quiet_for, window / 4))
 
     def _answer_flushes(self) -> None:
         waiters, self._flush_waiters = self._flush_waiters, []
@@ -208,17 +223,17 @@ class Pipeline:
             if raw is not None:
                 self.enqueue(loads(raw, Event))
         async for key, raw in store.scan(prefix=keys.foreign_work_prefix(self.scope)):
-            work = json.loads(raw)
+            work = jsoncodec.decode(raw)
             self.control(Control("foreign", event_id=keys.last_part(key), payload=work))
 
     # -- state ---------------------------------------------------------------------------------
     async def read_state(self, event_id: str) -> dict[str, Any] | None:
         raw = await self.ctx.store.get(keys.event_state(event_id))
-        return json.loads(raw) if raw else None
+        return jsoncodec.decode(raw) if raw else None
 
     @staticmethod
     def state_op(event_id: str, state: dict[str, Any]) -> Put:
-        return Put(keys.event_state(event_id), json.dumps(state, separators=(",", ":")).encode())
+        return Put(keys.event_state(event_id), encode_json(state))
 
     async def _commit(self, batch: StageBatch) -> None:
         ctx = self.ctx
@@ -239,6 +254,9 @@ class Pipeline:
         states: dict[str, dict[str, Any]] = {}
         for event_id in batch_ids:
             event = self.events.pop(event_id, None)
+            if event is None:
+                raw = await self.ctx.store.get(keys.event(self.scope, event_id))
+                event = loads(raw, Event) if raw else None
             state = await self.read_state(event_id)
             if event is None or state is None:
                 continue
@@ -655,7 +673,7 @@ class Pipeline:
         batch.ops.append(Delete(keys.belief(self.scope, belief.id)))
         batch.ops.append(Delete(keys.belief_claim(self.scope, claim)))
         note = {"belief_id": belief.id, "deleted_at": format_ts(now), "reason": reason, "confidence": belief.confidence}
-        batch.ops.append(Put(keys.belief_deleted(self.scope, belief.id), json.dumps(note).encode()))
+        batch.ops.append(Put(keys.belief_deleted(self.scope, belief.id), jsoncodec.encode(note)))
         self._beliefs[claim] = None
 
     # -- compress (episodes) --------------------------------------------------------------------

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import CortexError, NotFound, ResourceDeleted
-from .. import keys
+from .. import jsoncodec, keys
 from ..model import Belief, Episode, Event, Fact, loads, to_wire
 from ..temporal import format_ts
 
@@ -96,7 +96,7 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
 
     async def state_of(event_id: str) -> dict[str, Any]:
         raw = await store.get(keys.event_state(event_id))
-        return json.loads(raw) if raw else {}
+        return jsoncodec.decode(raw) if raw else {}
 
     async def event_wire(raw: bytes) -> dict[str, Any]:
         event = loads(raw, Event)
@@ -251,7 +251,7 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
             if raw is None:
                 note = await store.get(keys.belief_deleted(scope, belief_id))
                 if note is not None:
-                    raise ResourceDeleted(f"belief {belief_id} was deleted", details=json.loads(note))
+                    raise ResourceDeleted(f"belief {belief_id} was deleted", details=jsoncodec.decode(note))
                 raise NotFound(f"no belief {belief_id} in {scope}", details={"belief_id": belief_id})
             return to_wire(loads(raw, Belief))
         at = query.get("as_of") or now

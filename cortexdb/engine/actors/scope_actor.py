@@ -10,7 +10,6 @@ Reads run as child tasks against the store, so a large scan never blocks the mai
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -18,8 +17,8 @@ import attrs
 import trio
 
 from ...errors import CortexError, Internal, NotFound, WalUnavailable
-from .. import keys
-from ..model import Event, Scope, dumps
+from .. import jsoncodec, keys
+from ..model import Event, Scope, dumps, encode_json
 from ..spi.kv import Put
 from ..temporal import format_ts
 from . import reads
@@ -60,6 +59,7 @@ class ScopeActor:
         self._reads = 0
         self.handled = 0
         self.nursery: trio.Nursery | None = None
+        self.last_capture = -1e9  # trio time of the latest group commit
 
     # -- lifetime ------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -80,6 +80,13 @@ class ScopeActor:
         for item in self.pipeline.controls:
             if item.reply is not None:
                 item.reply.fail(error)
+
+    def captures_waiting(self) -> bool:
+        """True while the mailbox lane has work: messages queued or in hand.  A message sent
+        to a lane parked in ``receive`` is handed over directly (never buffered), so "not
+        parked" counts as busy too."""
+        channel = self._receive.statistics()
+        return channel.current_buffer_used > 0 or channel.tasks_waiting_send > 0 or channel.tasks_waiting_receive == 0
 
     async def _mailbox(self) -> None:
         config = self.ctx.config
@@ -148,6 +155,7 @@ class ScopeActor:
     # -- capture -------------------------------------------------------------------------------
     async def _capture(self, group: list[Capture]) -> None:
         ctx = self.ctx
+        self.last_capture = trio.current_time()
         now = ctx.clock.now()
         recorded_at = format_ts(now)
         ops: list[Put] = []
@@ -171,7 +179,7 @@ class ScopeActor:
                     idempotency_key=envelope.idempotency_key, batch_id=item.batch_id,
                 )  # fmt: skip
                 record = ctx.bus.reserve(
-                    "captured", scope=self.scope, event_id=event_id, batch_id=item.batch_id,
+                    "captured", scope=self.scope, event_id=event_id, batch_id=item.batch_id, ts=now,
                     payload={"event_id": event_id, "actor": event.actor, "modality": event.modality,
                              "wal_offset": offset},
                 )  # fmt: skip
@@ -180,7 +188,7 @@ class ScopeActor:
                          "derives": [], "errors": [], "cancelled": False, "batch_id": item.batch_id}  # fmt: skip
                 ops.append(Put(keys.event(self.scope, event_id), dumps(event)))
                 ops.append(Put(keys.wal(offset), keys.wal_value(self.scope, event_id)))
-                ops.append(Put(keys.event_state(event_id), json.dumps(state, separators=(",", ":")).encode()))
+                ops.append(Put(keys.event_state(event_id), encode_json(state)))
                 ops.append(Put(keys.pending(self.scope, event_id), b""))
                 ops.append(ctx.bus.put_op(record))
                 if item.idempotency is not None:
@@ -213,6 +221,7 @@ class ScopeActor:
                 self.pipeline.enqueue(item.event)
             message.reply.set(captured)
             self.inflight.discard(message.reply)
+        self.last_capture = trio.current_time()
 
     async def _scope_ops(self, group: list[Capture], now) -> list[Put]:
         """Auto-register the scope on its first write (writer = owner); track ``last_write_at``."""
@@ -260,7 +269,7 @@ class ScopeActor:
         """Accept consolidation work from another scope: persist it, queue it, acknowledge."""
         payload = {**message.payload, "source_scope": message.source_scope}
         await self.ctx.store.write([Put(keys.foreign_work(self.scope, message.event_id),
-                                        json.dumps(payload, separators=(",", ":")).encode())])  # fmt: skip
+                                        jsoncodec.encode(payload))])  # fmt: skip
         self.pipeline.control(Control("foreign", event_id=message.event_id, payload=payload))
         message.reply.set(True)
 

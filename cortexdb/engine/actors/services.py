@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 from typing import Any
 
 import attrs
 import trio
 
 from ...errors import IdempotencyConflict
-from .. import keys
+from .. import jsoncodec, keys
 from ..derive.entities import actor_alias, normalise_alias
-from ..model import Entity, dumps, loads
+from ..model import Entity, dumps, encode_json, loads
 from ..spi.extractor import TermRef
 from ..spi.kv import Delete, Put
 from ..temporal import format_ts, parse_rfc3339
@@ -39,8 +38,8 @@ class WalSequencer:
 
 
 def body_hash(body: Any) -> str:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    """sha256 of the canonical JSON (sorted keys) of a request body."""
+    return hashlib.sha256(jsoncodec.encode_canonical(body)).hexdigest()
 
 
 @attrs.define(eq=False)
@@ -85,7 +84,7 @@ class IdempotencyTable:
             if storage_key in self._inflight:
                 continue  # claimed while we read
             if raw is not None:
-                record = json.loads(raw)
+                record = jsoncodec.decode(raw)
                 if self._live(record):
                     if record["body_hash"] != digest:
                         raise self._conflict(key, family)
@@ -104,7 +103,7 @@ class IdempotencyTable:
     def record_op(self, reservation: Reservation, record: dict[str, Any]) -> Put:
         record = {**record, "body_hash": reservation.body_hash, "created_at": format_ts(self._clock.now())}
         reservation.record = record
-        return Put(reservation.key, json.dumps(record, separators=(",", ":")).encode())
+        return Put(reservation.key, encode_json(record))
 
     def complete(self, reservation: Reservation) -> None:
         self._inflight.pop(reservation.key, None)
@@ -118,13 +117,13 @@ class IdempotencyTable:
         raw = await self._store.get(keys.idempotency(tenant, caller, family, key))
         if raw is None:
             return None
-        record = json.loads(raw)
+        record = jsoncodec.decode(raw)
         return record if self._live(record) else None
 
     async def prune(self) -> int:
         doomed = []
         async for key, raw in self._store.scan(prefix=keys.IDEMPOTENCY_PREFIX):
-            if not self._live(json.loads(raw)):
+            if not self._live(jsoncodec.decode(raw)):
                 doomed.append(Delete(key))
         if doomed:
             await self._store.write(doomed)

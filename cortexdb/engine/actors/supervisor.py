@@ -87,7 +87,10 @@ class ScopeSupervisor:
                 return
             handle = self._handles.get(scope) or self._spawn(scope)
             try:
-                await handle.send.send(message)
+                try:
+                    handle.send.send_nowait(message)  # room in the mailbox: no scheduling round-trip
+                except trio.WouldBlock:
+                    await handle.send.send(message)  # full: wait (backpressure)
                 return
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 # the actor is stopping after being idle: let it finish, then spawn afresh
@@ -98,7 +101,7 @@ class ScopeSupervisor:
         """Send ``build(reply)`` to the scope's actor and wait for its answer."""
         reply = ReplySlot()
         await self.send(scope, build(reply))
-        return await reply.wait()
+        return await reply.wait()  # always a checkpoint, even when the send did not block
 
     async def consolidate_foreign(self, target: str, source: str, event_id: str, payload: dict) -> None:
         await self.request(target, lambda reply: ForeignConsolidate(source, event_id, payload, reply))

@@ -16,10 +16,10 @@ from .records import (
     TypedRef,
     TypedValue,
 )
-from .converter import converter, dumps, loads, to_wire, from_wire
+from .converter import converter, dumps, encode_json, loads, to_wire, from_wire
 
 __all__ = [
     "Belief", "CausalLink", "Concept", "ConfidenceInterval", "Entity", "Episode", "Event", "Fact",
     "LifecycleEvent", "RevisionPolicy", "Scope", "SupportRef", "TypedRef", "TypedValue",
-    "converter", "dumps", "from_wire", "loads", "to_wire",
+    "converter", "dumps", "encode_json", "from_wire", "loads", "to_wire",
 ]  # fmt: skip

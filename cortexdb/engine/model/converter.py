@@ -8,13 +8,13 @@ when unset, so stored bytes and API bodies are the same shape.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any, TypeVar
 
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from .. import jsoncodec
 from ..temporal import format_ts, parse_rfc3339
 from . import records
 
@@ -46,6 +46,31 @@ for _cls in (records.Fact, records.Belief, records.Episode, records.Concept):
     )
     converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_PARTIAL))
 
+def _event_wire(event: records.Event) -> dict[str, Any]:
+    """Hand-written: events are serialised on every capture (cattrs' generic path costs ~5x)."""
+    return {
+        "id": event.id, "scope": event.scope, "tenant_id": event.tenant_id, "caller": event.caller,
+        "actor": event.actor, "observed_actor": event.observed_actor, "subject": event.subject,
+        "modality": event.modality, "content": event.content, "context": event.context,
+        "directives": event.directives, "derives": event.derives, "wal_offset": event.wal_offset,
+        "idempotency_key": event.idempotency_key, "batch_id": event.batch_id,
+        "excluded_from_recall": event.excluded_from_recall,
+    }  # fmt: skip
+
+
+def _lifecycle_wire(record: records.LifecycleEvent) -> dict[str, Any]:
+    return {
+        "lifecycle_id": record.lifecycle_id, "stage": record.stage, "ts": format_ts(record.ts),
+        "scope": record.scope, "event_id": record.event_id, "seq": record.seq, "batch_id": record.batch_id,
+        "job_id": record.job_id, "payload": record.payload,
+    }  # fmt: skip
+
+
+converter.register_unstructure_hook(records.Event, _event_wire)
+converter.register_unstructure_hook(records.LifecycleEvent, _lifecycle_wire)
+encode_json = jsoncodec.encode
+
+
 def to_wire(record: Any) -> dict[str, Any]:
     return converter.unstructure(record)
 
@@ -56,11 +81,11 @@ def from_wire(data: dict[str, Any], cls: type[T]) -> T:
 
 def dumps(record: Any) -> bytes:
     data = record if isinstance(record, dict) else converter.unstructure(record)
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    return jsoncodec.encode(data)
 
 
 def loads(raw: bytes, cls: type[T]) -> T:
-    return converter.structure(json.loads(raw), cls)
+    return converter.structure(jsoncodec.decode(raw), cls)
 
 
 def evolve(record: T, **changes: Any) -> T:
