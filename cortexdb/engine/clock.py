@@ -7,6 +7,7 @@ time is deterministic.  Timers that *wait* use Trio's clock (``autojump_clock`` 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Protocol
 
 UTC = dt.UTC
@@ -21,6 +22,10 @@ class Clock(Protocol):
 class SystemClock:
     def now(self) -> dt.datetime:
         return dt.datetime.now(UTC)
+
+    def now_ms(self) -> int:
+        """Unix milliseconds (ids read this on every capture; no datetime needed)."""
+        return time.time_ns() // 1_000_000
 
 
 class ManualClock:

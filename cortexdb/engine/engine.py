@@ -361,7 +361,7 @@ class Engine:
                 await self._supervisor.request(scope, lambda reply: Capture(tuple(capture_items), False, reply))
         except BaseException:
             for reservation in reservations:
-                if not reservation.done.is_set():
+                if not reservation.finished:
                     self._ctx.idempotency.abort(reservation)
             raise
         return BulkResult(batch_id=batch_id, accepted=len(capture_items), replayed=replayed, scope=scope,

@@ -31,6 +31,8 @@ class IdGenerator:
 
     def __init__(self, clock: Clock | None = None, seed: int | None = None) -> None:
         self._clock = clock or SystemClock()
+        now_ms = getattr(self._clock, "now_ms", None)
+        self._now_ms = now_ms or (lambda: int(self._clock.now().timestamp() * 1000))
         self._random = random.Random(seed)
         self._last_ms = -1
         self._counter = 0
@@ -45,7 +47,7 @@ class IdGenerator:
         return uuid.UUID(int=self._next_int())
 
     def _next_int(self) -> int:
-        ms = int(self._clock.now().timestamp() * 1000)
+        ms = self._now_ms()
         if ms > self._last_ms:
             self._last_ms = ms
             self._counter = self._random.getrandbits(11)  # leave head-room for the counter

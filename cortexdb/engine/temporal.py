@@ -34,6 +34,11 @@ def _parse_cached(text: str) -> dt.datetime | None:
     match = _RFC3339.match(text)
     if not match:
         return None
+    if text[10] == "T" and text[-1] == "Z" and len(text) <= 27:
+        try:  # the common shape: let the C parser build it (seconds 60 and >6 digits fall through)
+            return dt.datetime.fromisoformat(text).astimezone(UTC)
+        except ValueError:
+            pass
     year, month, day, hour, minute, second, fraction, offset = match.groups()
     micro = int((fraction[1:] + "000000")[:6]) if fraction else 0
     if offset in ("Z", "z"):

@@ -19,6 +19,16 @@ from ...engine.spi.kv import Delete, Op, Put, scan_bounds
 from ...errors import DataDirLocked, StoreClosed, WalUnavailable
 
 INLINE_ITEMS = 256
+# A 4 MB memtable (LevelDB's default) fills in under a second at capture rates, and level-0
+# files then pile up faster than compaction drains them, which makes LevelDB throttle writers.
+# Measured in bench/capture.py (docs/decisions.md): larger buffers and a Bloom filter for the
+# point look-ups on absent keys (idempotency keys, entity aliases).
+DEFAULT_OPTIONS = {
+    "write_buffer_size": 64 << 20,
+    "lru_cache_size": 64 << 20,
+    "bloom_filter_bits": 10,
+    "max_file_size": 16 << 20,
+}
 CHUNK_ITEMS = 4096
 
 
@@ -107,10 +117,11 @@ class LevelDBStore:
         self.closed = False
 
     @classmethod
-    async def open(cls, path: str) -> LevelDBStore:
+    async def open(cls, path: str, **options) -> LevelDBStore:
         os.makedirs(path, exist_ok=True)
+        settings = {**DEFAULT_OPTIONS, **options}
         try:
-            db = plyvel.DB(path, create_if_missing=True)
+            db = plyvel.DB(path, create_if_missing=True, **settings)
         except plyvel.IOError as exc:
             if "lock" in str(exc).lower():
                 raise DataDirLocked(

@@ -21,7 +21,8 @@ import attrs
 import trio
 
 from .. import keys
-from ..model import LifecycleEvent, dumps, loads
+from ..model import LifecycleEvent, encode_json, loads
+from ..model.converter import lifecycle_wire
 from ..spi.kv import Put
 
 STAGE_SEQ = {"captured": 0, "extracted": 1, "indexed": 2, "consolidated": 3, "compressed": 4}
@@ -159,7 +160,7 @@ class LifecycleBus:
 
     @staticmethod
     def put_op(record: LifecycleEvent) -> Put:
-        return Put(keys.lifecycle(record.lifecycle_id), dumps(record))
+        return Put(keys.lifecycle(record.lifecycle_id), encode_json(lifecycle_wire(record)))
 
     def commit(self, records: Iterable[LifecycleEvent]) -> None:
         for record in records:

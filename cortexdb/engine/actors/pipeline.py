@@ -107,6 +107,7 @@ class StageBatch:
         self.records: list[LifecycleEvent] = []
         self.entity_ids: set[str] = set()
         self.committed = False
+        self.now = None  # one timestamp for every lifecycle record of the stage
 
 
 class Pipeline:
@@ -285,8 +286,10 @@ class Pipeline:
         state["done"].append(stage)
         state.setdefault("elapsed_ms", {})[_ELAPSED_NAME[stage]] = round((trio.current_time() - started) * 1000, 3)
         if payload is not None:
+            if batch.now is None:
+                batch.now = self.ctx.clock.now()
             record = self.ctx.bus.reserve(stage, scope=self.scope, event_id=event.id, payload=payload,
-                                          batch_id=event.batch_id)  # fmt: skip
+                                          batch_id=event.batch_id, ts=batch.now)  # fmt: skip
             state["lce"].append(record.lifecycle_id)
             batch.records.append(record)
 

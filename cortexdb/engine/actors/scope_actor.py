@@ -19,6 +19,7 @@ import trio
 from ...errors import CortexError, Internal, NotFound, WalUnavailable
 from .. import jsoncodec, keys
 from ..model import Event, Scope, dumps, encode_json
+from ..model.converter import event_wire
 from ..spi.kv import Put
 from ..temporal import format_ts
 from . import reads
@@ -91,9 +92,17 @@ class ScopeActor:
     async def _mailbox(self) -> None:
         config = self.ctx.config
         while True:
-            with trio.move_on_after(config.idle_timeout) as idle:
-                message = await self._receive.receive()
-            if idle.cancelled_caught:
+            try:
+                message = self._receive.receive_nowait()  # busy: no idle timer to arm
+            except trio.WouldBlock:
+                message = None
+            if message is None:
+                with trio.move_on_after(config.idle_timeout) as idle:
+                    message = await self._receive.receive()
+            else:
+                await trio.lowlevel.checkpoint()
+                idle = None
+            if idle is not None and idle.cancelled_caught:
                 if self.pipeline.idle and not self._reads and self._receive.statistics().current_buffer_used == 0:
                     self._receive.close()  # senders now see BrokenResourceError and respawn us
                     return
@@ -186,7 +195,7 @@ class ScopeActor:
                 records.append(record)
                 state = {"scope": self.scope, "done": ["captured"], "lce": [record.lifecycle_id],
                          "derives": [], "errors": [], "cancelled": False, "batch_id": item.batch_id}  # fmt: skip
-                ops.append(Put(keys.event(self.scope, event_id), dumps(event)))
+                ops.append(Put(keys.event(self.scope, event_id), encode_json(event_wire(event))))
                 ops.append(Put(keys.wal(offset), keys.wal_value(self.scope, event_id)))
                 ops.append(Put(keys.event_state(event_id), encode_json(state)))
                 ops.append(Put(keys.pending(self.scope, event_id), b""))
@@ -195,11 +204,11 @@ class ScopeActor:
                     reservations.append(item.idempotency)
                     ops.append(ctx.idempotency.record_op(item.idempotency, {
                         "event_id": event_id, "wal_offset": offset, "scope": self.scope,
-                        "batch_id": item.batch_id}))  # fmt: skip
+                        "batch_id": item.batch_id}, now))  # fmt: skip
                 waiters = {stage: ctx.bus.stage_waiter(event_id, stage) for stage in item.wait_for}
                 captured.append(Captured(event, waiters))
             answers.append((message, captured))
-        ops.extend(await self._scope_ops(group, now))
+        ops.extend(await self._scope_ops(group, now))  # usually empty: see _scope_ops
         try:
             await ctx.store.write(ops, sync=any(message.sync for message in group))
         except BaseException as exc:
@@ -239,6 +248,9 @@ class ScopeActor:
 
                 self._scope_record = loads(raw, Scope)
             self._scope_known = True
+        last = self._scope_record.last_write_at
+        if last is not None and (now - last).total_seconds() < 1.0:
+            return []  # last_write_at is kept to the second (it feeds prune, measured in days)
         self._scope_record.last_write_at = now
         return [Put(keys.scope_record(self.scope), dumps(self._scope_record))]
 

@@ -42,14 +42,31 @@ def body_hash(body: Any) -> str:
     return hashlib.sha256(jsoncodec.encode_canonical(body)).hexdigest()
 
 
-@attrs.define(eq=False)
 class Reservation:
-    """An idempotency key claimed by a capture in flight."""
+    """An idempotency key claimed by a capture in flight.  A concurrent duplicate waits on
+    ``done``, which is only created when someone actually waits (rare)."""
 
-    key: bytes
-    body_hash: str
-    done: trio.Event = attrs.field(factory=trio.Event)
-    record: dict[str, Any] | None = None
+    __slots__ = ("_done", "body_hash", "finished", "key", "record")
+
+    def __init__(self, key: bytes, body_hash: str) -> None:
+        self.key = key
+        self.body_hash = body_hash
+        self.record: dict[str, Any] | None = None
+        self.finished = False
+        self._done: trio.Event | None = None
+
+    async def wait(self) -> None:
+        if self.finished:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._done is None:
+            self._done = trio.Event()
+        await self._done.wait()
+
+    def finish(self) -> None:
+        self.finished = True
+        if self._done is not None:
+            self._done.set()
 
 
 @attrs.frozen
@@ -76,7 +93,7 @@ class IdempotencyTable:
             if pending is not None:
                 if pending.body_hash != digest:
                     raise self._conflict(key, family)
-                await pending.done.wait()
+                await pending.wait()
                 if pending.record is not None:
                     return Replay(pending.record)
                 continue  # the first attempt failed; try to claim the key ourselves
@@ -100,14 +117,15 @@ class IdempotencyTable:
             details={"idempotency_key": key, "endpoint_family": family},
         )
 
-    def record_op(self, reservation: Reservation, record: dict[str, Any]) -> Put:
-        record = {**record, "body_hash": reservation.body_hash, "created_at": format_ts(self._clock.now())}
+    def record_op(self, reservation: Reservation, record: dict[str, Any], now=None) -> Put:
+        created = format_ts(now or self._clock.now())
+        record = {**record, "body_hash": reservation.body_hash, "created_at": created}
         reservation.record = record
         return Put(reservation.key, encode_json(record))
 
     def complete(self, reservation: Reservation) -> None:
         self._inflight.pop(reservation.key, None)
-        reservation.done.set()
+        reservation.finish()
 
     def abort(self, reservation: Reservation) -> None:
         reservation.record = None

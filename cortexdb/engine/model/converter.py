@@ -46,7 +46,7 @@ for _cls in (records.Fact, records.Belief, records.Episode, records.Concept):
     )
     converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_PARTIAL))
 
-def _event_wire(event: records.Event) -> dict[str, Any]:
+def event_wire(event: records.Event) -> dict[str, Any]:
     """Hand-written: events are serialised on every capture (cattrs' generic path costs ~5x)."""
     return {
         "id": event.id, "scope": event.scope, "tenant_id": event.tenant_id, "caller": event.caller,
@@ -58,7 +58,7 @@ def _event_wire(event: records.Event) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _lifecycle_wire(record: records.LifecycleEvent) -> dict[str, Any]:
+def lifecycle_wire(record: records.LifecycleEvent) -> dict[str, Any]:
     return {
         "lifecycle_id": record.lifecycle_id, "stage": record.stage, "ts": format_ts(record.ts),
         "scope": record.scope, "event_id": record.event_id, "seq": record.seq, "batch_id": record.batch_id,
@@ -66,8 +66,8 @@ def _lifecycle_wire(record: records.LifecycleEvent) -> dict[str, Any]:
     }  # fmt: skip
 
 
-converter.register_unstructure_hook(records.Event, _event_wire)
-converter.register_unstructure_hook(records.LifecycleEvent, _lifecycle_wire)
+converter.register_unstructure_hook(records.Event, event_wire)
+converter.register_unstructure_hook(records.LifecycleEvent, lifecycle_wire)
 encode_json = jsoncodec.encode
 
 

@@ -23,6 +23,7 @@ class TextIndex:
     def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self._postings: dict[str, dict[str, int]] = {}
+        self._terms: dict[str, tuple[str, ...]] = {}  # doc -> its distinct terms (O(doc) removal)
         self._lengths: dict[str, int] = {}
         self._total_length = 0
         self._average_idf: float | None = None
@@ -39,7 +40,9 @@ class TextIndex:
         tokens = tokenize(text)
         self._lengths[doc_id] = len(tokens)
         self._total_length += len(tokens)
-        for term, count in Counter(tokens).items():
+        counts = Counter(tokens)
+        self._terms[doc_id] = tuple(counts)
+        for term, count in counts.items():
             self._postings.setdefault(term, {})[doc_id] = count
         self._average_idf = None
 
@@ -48,12 +51,11 @@ class TextIndex:
         if length is None:
             return
         self._total_length -= length
-        empty = []
-        for term, docs in self._postings.items():
-            if docs.pop(doc_id, None) is not None and not docs:
-                empty.append(term)
-        for term in empty:
-            del self._postings[term]
+        for term in self._terms.pop(doc_id, ()):
+            docs = self._postings[term]
+            del docs[doc_id]
+            if not docs:
+                del self._postings[term]
         self._average_idf = None
 
     def _raw_idf(self, doc_freq: int) -> float:
