@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test serve lint bench clean
+.PHONY: test example serve lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,8 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(PY) -m pytest
 
-serve: $(STAMP)
-	$(PY) -m cortexdb.cli serve
+example: $(STAMP)
+	$(PY) -m cortexdb.examples.quickstart ./data
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check cortexdb tests bench

@@ -95,7 +95,9 @@ class DataDir:
 async def capture_run(backend: str, n: int, writers: int, wait: str | None, keyed: bool) -> dict:
     latencies: list[float] = []
     with DataDir(backend) as path:
-        async with cortexdb.open_engine(backend, path=path, config=EngineConfig(idle_timeout=3600)) as engine:
+        async with cortexdb.open_engine(
+            backend, path=path, config=EngineConfig(idle_timeout=3600)
+        ) as engine:
             for i in range(200):  # warm up the actor and the code paths
                 await engine.experience(body(10_000_000 + i, keyed), wait=wait)
             next_index = 0
@@ -114,7 +116,11 @@ async def capture_run(backend: str, n: int, writers: int, wait: str | None, keye
                 for _ in range(writers):
                     nursery.start_soon(writer)
             elapsed = time.perf_counter() - started
-    return {"rate": n / elapsed, "p50": pct(latencies, 0.50) * 1000, "p99": pct(latencies, 0.99) * 1000}
+    return {
+        "rate": n / elapsed,
+        "p50": pct(latencies, 0.50) * 1000,
+        "p99": pct(latencies, 0.99) * 1000,
+    }
 
 
 async def derivation_run(backend: str, n: int) -> dict:
@@ -144,7 +150,9 @@ async def derivation_run(backend: str, n: int) -> dict:
 async def sustained_run(backend: str, n: int, writers: int) -> dict:
     """Capture while deriving; time until the last event is derived."""
     with DataDir(backend) as path:
-        async with cortexdb.open_engine(backend, path=path, config=EngineConfig(idle_timeout=3600)) as engine:
+        async with cortexdb.open_engine(
+            backend, path=path, config=EngineConfig(idle_timeout=3600)
+        ) as engine:
             next_index = 0
 
             async def writer() -> None:
@@ -170,7 +178,9 @@ def summary(runs: list[dict], key: str = "rate") -> tuple[dict, float]:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, default=30_000)
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--trials", type=int, default=3)
@@ -181,7 +191,9 @@ async def main() -> None:
     value_size = len(str(body(1))) + 250  # an event record is about this large on disk
     baseline = raw_plyvel(max(args.events, 10_000), value_size)
     print(f"raw plyvel WriteBatch puts: {baseline:,.0f}/s ({value_size} B values)")
-    print(f"events={args.events} writers={args.writers} trials={args.trials} scope=1 cpu_count={os.cpu_count()}")
+    print(
+        f"events={args.events} writers={args.writers} trials={args.trials} scope=1 cpu_count={os.cpu_count()}"
+    )
     print("median of trials (best in brackets)")
     for backend in args.backends.split(","):
         for label, writers, wait, keyed in (
@@ -190,7 +202,10 @@ async def main() -> None:
             ("wait omitted, 1 writer", 1, None, True),
             ("wait=captured, keyed ", args.writers, "captured", True),
         ):
-            runs = [await capture_run(backend, args.events, writers, wait, keyed) for _ in range(args.trials)]
+            runs = [
+                await capture_run(backend, args.events, writers, wait, keyed)
+                for _ in range(args.trials)
+            ]
             median, best = summary(runs)
             print(
                 f"{backend:8s} {label}: {median['rate']:>8,.0f} captures/s [{best:,.0f}]  "
@@ -199,8 +214,13 @@ async def main() -> None:
             )
         runs = [await derivation_run(backend, args.derive_events) for _ in range(args.trials)]
         median, best = summary(runs)
-        print(f"{backend:8s} derivation (backlog drain): {median['rate']:>8,.0f} events/s [{best:,.0f}]")
-        runs = [await sustained_run(backend, args.derive_events, args.writers) for _ in range(args.trials)]
+        print(
+            f"{backend:8s} derivation (backlog drain): {median['rate']:>8,.0f} events/s [{best:,.0f}]"
+        )
+        runs = [
+            await sustained_run(backend, args.derive_events, args.writers)
+            for _ in range(args.trials)
+        ]
         median, best = summary(runs)
         print(
             f"{backend:8s} sustained capture+derivation: {median['rate']:>8,.0f} events/s [{best:,.0f}] "

@@ -60,7 +60,9 @@ class CortexError(Exception):
         return body
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.error_code}: {self.message!r}, details={self.details!r})"
+        return (
+            f"{type(self).__name__}({self.error_code}: {self.message!r}, details={self.details!r})"
+        )
 
 
 class InvalidBody(CortexError):

@@ -35,7 +35,9 @@ def engine_factory(backend, tmp_path, clock):
     def factory(**kwargs):
         kwargs.setdefault("clock", clock)
         kwargs.setdefault("id_seed", 7)
-        kwargs.setdefault("config", EngineConfig(episode_idle_check=3600.0, default_caller="user:alice"))
+        kwargs.setdefault(
+            "config", EngineConfig(episode_idle_check=3600.0, default_caller="user:alice")
+        )
         if backend == "memory":
             return cortexdb.open_engine("memory", **kwargs)
         return cortexdb.open_engine("leveldb", path=str(tmp_path / "data"), **kwargs)
@@ -49,8 +51,15 @@ async def engine(engine_factory):
         yield opened
 
 
-def envelope(text="I live in Paris.", *, scope="org:acme/user:alice", observed_at="2026-05-13T15:42:00Z",
-             key=None, role="user", **extra):
+def envelope(
+    text="I live in Paris.",
+    *,
+    scope="org:acme/user:alice",
+    observed_at="2026-05-13T15:42:00Z",
+    key=None,
+    role="user",
+    **extra,
+):
     body = {
         "scope": scope,
         "modality": "conversation",

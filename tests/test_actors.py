@@ -126,14 +126,18 @@ async def test_shutdown_leaves_no_task_running(backend, tmp_path, clock):
     before = _task_count()
     async with cortexdb.open_engine(backend, clock=clock, id_seed=1, **kwargs) as engine:
         for i in range(20):
-            await engine.experience(envelope(f"I live in city {i}.", scope=f"org:acme/user:u{i % 4}"))
+            await engine.experience(
+                envelope(f"I live in city {i}.", scope=f"org:acme/user:u{i % 4}")
+            )
         assert _task_count() > before
     assert _task_count() == before
 
 
 def _task_count() -> int:
     def walk(task):
-        return 1 + sum(walk(child) for nursery in task.child_nurseries for child in nursery.child_tasks)
+        return 1 + sum(
+            walk(child) for nursery in task.child_nurseries for child in nursery.child_tasks
+        )
 
     return walk(trio.lowlevel.current_root_task())
 
@@ -146,7 +150,12 @@ async def test_shutdown_drains_the_mailbox_and_pending_work_resumes(tmp_path, cl
         await engine.flush(ALICE)
         for result in results:
             view = await engine.memory_event(result.event_id)
-            assert view["stages_completed"][:4] == ["captured", "extracted", "indexed", "consolidated"]
+            assert view["stages_completed"][:4] == [
+                "captured",
+                "extracted",
+                "indexed",
+                "consolidated",
+            ]
         facts = (await engine.facts(ALICE, limit=1000, include_superseded=True))["items"]
         assert len(facts) == 50 and {f["predicate"] for f in facts} == {"cat_count"}
 
@@ -156,3 +165,9 @@ async def test_messages_after_shutdown_fail_cleanly(engine_factory):
         await engine.experience(envelope("x"))
     with pytest.raises(cortexdb.CortexError):
         await engine.experience(envelope("y"))
+
+
+async def test_an_error_in_the_block_leaves_open_engine_as_itself(engine_factory):
+    with pytest.raises(cortexdb.NotFound):
+        async with engine_factory() as engine:
+            await engine.get_event(ALICE, "evt_00000000-0000-7000-8000-000000000000")

@@ -52,7 +52,12 @@ async def test_sigkill_loses_no_acknowledged_event_and_derivations_complete(tmp_
         # every captured event, acknowledged or not, finishes its pipeline after the restart
         for event_id in found:
             view = await engine.memory_event(event_id)
-            assert view["stages_completed"][:4] == ["captured", "extracted", "indexed", "consolidated"], view
+            assert view["stages_completed"][:4] == [
+                "captured",
+                "extracted",
+                "indexed",
+                "consolidated",
+            ], view
         # offsets keep growing after the restart
         result = await engine.experience(
             {"scope": "org:acme/user:u0", "modality": "conversation",

@@ -23,7 +23,12 @@ def extract(text, role="user", kind="message"):
     content = {"kind": kind, "text": text}
     if kind == "message":
         content["role"] = role
-    ctx = ExtractionContext(content=content, modality="conversation", subject_id="user:alice", observed_actor_id="user:alice")
+    ctx = ExtractionContext(
+        content=content,
+        modality="conversation",
+        subject_id="user:alice",
+        observed_actor_id="user:alice",
+    )
     return RuleExtractor().extract(ctx)
 
 
@@ -75,22 +80,57 @@ def test_hedged_statements_have_lower_confidence():
 
 
 def test_object_phrases_stop_at_clause_boundaries_and_are_never_cut():
-    assert ("user:alice", "lives_in", "Berlin", 1) in triples(extract("I live in Berlin, which is lovely."))
-    assert extract("My plan is " + "very " * 30 + "long.").facts == ()  # too long: not stored cut short
+    assert ("user:alice", "lives_in", "Berlin", 1) in triples(
+        extract("I live in Berlin, which is lovely.")
+    )
+    assert (
+        extract("My plan is " + "very " * 30 + "long.").facts == ()
+    )  # too long: not stored cut short
 
 
 def test_triple_and_json_content_map_directly():
     rules = RuleExtractor()
-    ctx = ExtractionContext(content={"kind": "triple", "subject": "Acme", "predicate": "Deal Stage", "object": "signed"},
-                            modality="observation", subject_id="user:alice", observed_actor_id="user:alice")
+    ctx = ExtractionContext(
+        content={
+            "kind": "triple",
+            "subject": "Acme",
+            "predicate": "Deal Stage",
+            "object": "signed",
+        },
+        modality="observation",
+        subject_id="user:alice",
+        observed_actor_id="user:alice",
+    )
     (fact,) = rules.extract(ctx).facts
-    assert (fact.subject.name, fact.predicate, fact.object_value, fact.pattern) == ("Acme", "deal_stage", "signed", "triple")
-    ctx = ExtractionContext(content={"kind": "json", "data": {"plan": "pro", "seats": 12, "tags": ["a", "b"], "billing": {"annual": True}}},
-                            modality="tool_result", subject_id="user:alice", observed_actor_id="user:alice")
+    assert (fact.subject.name, fact.predicate, fact.object_value, fact.pattern) == (
+        "Acme",
+        "deal_stage",
+        "signed",
+        "triple",
+    )
+    ctx = ExtractionContext(
+        content={
+            "kind": "json",
+            "data": {"plan": "pro", "seats": 12, "tags": ["a", "b"], "billing": {"annual": True}},
+        },
+        modality="tool_result",
+        subject_id="user:alice",
+        observed_actor_id="user:alice",
+    )
     got = {(f.predicate, f.object_value, f.single_valued) for f in rules.extract(ctx).facts}
-    assert got == {("plan", "pro", True), ("seats", 12, True), ("tags", "a", False), ("tags", "b", False), ("billing_annual", True, True)}
-    ctx = ExtractionContext(content={"kind": "blob_ref", "blob_id": "blob_1"}, modality="document",
-                            subject_id="user:alice", observed_actor_id="user:alice")
+    assert got == {
+        ("plan", "pro", True),
+        ("seats", 12, True),
+        ("tags", "a", False),
+        ("tags", "b", False),
+        ("billing_annual", True, True),
+    }
+    ctx = ExtractionContext(
+        content={"kind": "blob_ref", "blob_id": "blob_1"},
+        modality="document",
+        subject_id="user:alice",
+        observed_actor_id="user:alice",
+    )
     assert rules.extract(ctx).unread
 
 
@@ -112,31 +152,69 @@ def key(value):
 
 def test_resolution_reinforces_the_same_assertion():
     current = [fact("f1", "Paris", T0)]
-    assert resolve(object_key_=key(" paris "), polarity=1, single_valued=True, valid_from=T0, current=current).reinforce == "f1"
+    assert (
+        resolve(
+            object_key_=key(" paris "),
+            polarity=1,
+            single_valued=True,
+            valid_from=T0,
+            current=current,
+        ).reinforce
+        == "f1"
+    )
 
 
 def test_resolution_supersedes_an_older_value_of_a_single_valued_predicate():
     current = [fact("f1", "Paris", T0)]
-    decision = resolve(object_key_=key("Berlin"), polarity=1, single_valued=True, valid_from=T0 + dt.timedelta(days=1), current=current)
+    decision = resolve(
+        object_key_=key("Berlin"),
+        polarity=1,
+        single_valued=True,
+        valid_from=T0 + dt.timedelta(days=1),
+        current=current,
+    )
     assert decision.status == "accepted" and decision.supersede == ("f1",)
 
 
 def test_resolution_files_late_arriving_history_without_closing_the_present():
     current = [fact("f1", "Berlin", T0)]
-    decision = resolve(object_key_=key("Paris"), polarity=1, single_valued=True, valid_from=T0 - dt.timedelta(days=30), current=current)
+    decision = resolve(
+        object_key_=key("Paris"),
+        polarity=1,
+        single_valued=True,
+        valid_from=T0 - dt.timedelta(days=30),
+        current=current,
+    )
     assert decision.status == "accepted" and decision.supersede == () and decision.valid_to == T0
 
 
 def test_resolution_surfaces_a_conflict_at_the_same_valid_time():
     current = [fact("f1", "Paris", T0)]
-    decision = resolve(object_key_=key("Rome"), polarity=1, single_valued=True, valid_from=T0, current=current)
+    decision = resolve(
+        object_key_=key("Rome"), polarity=1, single_valued=True, valid_from=T0, current=current
+    )
     assert decision.status == "conflict_detected" and decision.conflicts_with == ("f1",)
 
 
 def test_resolution_keeps_multi_valued_objects_side_by_side_and_negation_supersedes():
     current = [fact("f1", "hiking", T0, single=False)]
-    assert resolve(object_key_=key("chess"), polarity=1, single_valued=False, valid_from=T0 + dt.timedelta(1), current=current).supersede == ()
-    negated = resolve(object_key_=key("hiking"), polarity=-1, single_valued=False, valid_from=T0 + dt.timedelta(1), current=current)
+    assert (
+        resolve(
+            object_key_=key("chess"),
+            polarity=1,
+            single_valued=False,
+            valid_from=T0 + dt.timedelta(1),
+            current=current,
+        ).supersede
+        == ()
+    )
+    negated = resolve(
+        object_key_=key("hiking"),
+        polarity=-1,
+        single_valued=False,
+        valid_from=T0 + dt.timedelta(1),
+        current=current,
+    )
     assert negated.supersede == ("f1",)
 
 
@@ -155,7 +233,9 @@ def _integrate_beta_cdf(x, a, b, steps=20000):
     return total * h / norm
 
 
-@pytest.mark.parametrize("a,b,x", [(2.0, 3.0, 0.3), (1.9, 1.0, 0.8), (5.5, 2.2, 0.6), (3.0, 7.0, 0.1)])
+@pytest.mark.parametrize(
+    "a,b,x", [(2.0, 3.0, 0.3), (1.9, 1.0, 0.8), (5.5, 2.2, 0.6), (3.0, 7.0, 0.1)]
+)
 def test_beta_cdf_matches_numerical_integration(a, b, x):
     assert bm.beta_cdf(x, a, b) == pytest.approx(_integrate_beta_cdf(x, a, b), abs=1e-5)
 
@@ -187,11 +267,21 @@ def test_floor_deletes_weak_beliefs_but_keeps_contradicted_ones():
 
 def test_episode_windows_and_roles():
     gap = dt.timedelta(minutes=30)
-    kwargs = dict(gap=gap, max_events=500, episode_events=3, episode_ended_at=T0, episode_session="s1")
-    assert not ep.closes_window(strategy="time_gap", observed_at=T0 + dt.timedelta(minutes=10), session="s2", **kwargs)
-    assert ep.closes_window(strategy="time_gap", observed_at=T0 + dt.timedelta(hours=2), session="s1", **kwargs)
-    assert ep.closes_window(strategy="session", observed_at=T0 + dt.timedelta(minutes=1), session="s2", **kwargs)
-    assert ep.closes_window(strategy="session", observed_at=T0, session="s1", **{**kwargs, "episode_events": 500})
+    kwargs = dict(
+        gap=gap, max_events=500, episode_events=3, episode_ended_at=T0, episode_session="s1"
+    )
+    assert not ep.closes_window(
+        strategy="time_gap", observed_at=T0 + dt.timedelta(minutes=10), session="s2", **kwargs
+    )
+    assert ep.closes_window(
+        strategy="time_gap", observed_at=T0 + dt.timedelta(hours=2), session="s1", **kwargs
+    )
+    assert ep.closes_window(
+        strategy="session", observed_at=T0 + dt.timedelta(minutes=1), session="s2", **kwargs
+    )
+    assert ep.closes_window(
+        strategy="session", observed_at=T0, session="s1", **{**kwargs, "episode_events": 500}
+    )
     assert ep.role_of("hello", 0, 3, False) == "trigger"
     assert ep.role_of("We decided to ship", 1, 3, False) == "decision"
     assert ep.role_of("ok", 1, 3, False) == "context"
@@ -203,7 +293,9 @@ def test_episode_windows_and_roles():
 def test_text_index_scores_equal_rank_bm25_and_updates_incrementally():
     rng = random.Random(5)
     vocab = [f"w{i}" for i in range(60)] + ["paris", "berlin"]
-    docs = {f"d{i}": " ".join(rng.choice(vocab) for _ in range(rng.randint(3, 25))) for i in range(300)}
+    docs = {
+        f"d{i}": " ".join(rng.choice(vocab) for _ in range(rng.randint(3, 25))) for i in range(300)
+    }
     index = TextIndex()
     for doc_id, text in docs.items():
         index.add(doc_id, text)

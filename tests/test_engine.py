@@ -1,7 +1,7 @@
 """The engine suite: every test runs on the memory and the LevelDB backend."""
 
-import trio
 import pytest
+import trio
 
 import cortexdb
 from cortexdb import EngineConfig, IdempotencyConflict, InvalidEnvelope, NotFound, PolicyDenied
@@ -60,7 +60,9 @@ async def test_invalid_wait_mode_is_refused(engine):
 async def test_idempotent_replay_conflict_and_expiry(engine, clock):
     first = await engine.experience(envelope("I live in Paris.", key="same"), caller="user:alice")
     again = await engine.experience(envelope("I live in Paris.", key="same"), caller="user:alice")
-    assert again.replay and again.event_id == first.event_id and again.wal_offset == first.wal_offset
+    assert (
+        again.replay and again.event_id == first.event_id and again.wal_offset == first.wal_offset
+    )
     # keys are scoped per caller: another caller gets a new event
     other = await engine.experience(envelope("I live in Paris.", key="same"), caller="user:bob")
     assert not other.replay and other.event_id != first.event_id
@@ -99,8 +101,14 @@ async def test_bulk_ordering_limits_and_lookup_by_idempotency_key(engine):
          "context": {"observed_at": f"2026-05-13T1{9 - i}:00:00Z"}, "idempotency_key": f"b{i}"}
         for i in range(5)
     ]  # fmt: skip
-    result = await engine.experience_bulk({"scope": SCOPE, "actor": {"id": "user:alice"}, "items": items})
-    assert result.batch_id.startswith("batch_") and result.accepted == 5 and result.ordering == "strict_temporal"
+    result = await engine.experience_bulk(
+        {"scope": SCOPE, "actor": {"id": "user:alice"}, "items": items}
+    )
+    assert (
+        result.batch_id.startswith("batch_")
+        and result.accepted == 5
+        and result.ordering == "strict_temporal"
+    )
     await engine.flush(SCOPE)
     page = await engine.events(SCOPE)
     observed = [e["context"]["observed_at"] for e in page["items"]]
@@ -109,7 +117,9 @@ async def test_bulk_ordering_limits_and_lookup_by_idempotency_key(engine):
     found = await engine.experience_by_idempotency_key("b3")
     assert found["event"]["content"]["text"] == "note 3" and found["batch_id"] == result.batch_id
     # a replayed bulk captures nothing new
-    again = await engine.experience_bulk({"scope": SCOPE, "actor": {"id": "user:alice"}, "items": items})
+    again = await engine.experience_bulk(
+        {"scope": SCOPE, "actor": {"id": "user:alice"}, "items": items}
+    )
     assert again.accepted == 0 and again.replayed == 5
     throughput = await engine.experience_bulk({"scope": SCOPE, "ordering": "batch_throughput", "items": [
         {**items[0], "idempotency_key": "t1"}, {**items[4], "idempotency_key": "t2"}]})  # fmt: skip
@@ -119,8 +129,16 @@ async def test_bulk_ordering_limits_and_lookup_by_idempotency_key(engine):
 
 
 async def test_bulk_validation_points_at_the_item(engine):
-    good = {"modality": "conversation", "content": {"kind": "text", "text": "x"}, "context": {"observed_at": "2026-05-13T00:00:00Z"}}
-    bad = {"modality": "conversation", "content": {"kind": "message", "text": "x"}, "context": {"observed_at": "2026-05-13T00:00:00Z"}}
+    good = {
+        "modality": "conversation",
+        "content": {"kind": "text", "text": "x"},
+        "context": {"observed_at": "2026-05-13T00:00:00Z"},
+    }
+    bad = {
+        "modality": "conversation",
+        "content": {"kind": "message", "text": "x"},
+        "context": {"observed_at": "2026-05-13T00:00:00Z"},
+    }
     with pytest.raises(InvalidEnvelope) as info:
         await engine.experience_bulk({"scope": SCOPE, "items": [good, bad]})
     assert info.value.details["field"] == "items[1].content.role"
@@ -158,9 +176,15 @@ async def test_lifecycle_filters_and_resume_without_gaps_or_duplicates(engine):
     first = await engine.experience(envelope("one"), wait="consolidated")
     mark = (await engine.lifecycle(event_id=first.event_id))[-1]["lifecycle_id"]
     second = await engine.experience(envelope("two"), wait="consolidated")
-    third = await engine.experience(envelope("three", scope="org:acme/user:bob"), wait="consolidated")
+    third = await engine.experience(
+        envelope("three", scope="org:acme/user:bob"), wait="consolidated"
+    )
     only_captured = await engine.lifecycle(events="captured")
-    assert [r["event_id"] for r in only_captured] == [first.event_id, second.event_id, third.event_id]
+    assert [r["event_id"] for r in only_captured] == [
+        first.event_id,
+        second.event_id,
+        third.event_id,
+    ]
     resumed = await engine.lifecycle(since_lifecycle_id=mark, scope=SCOPE)
     assert {r["event_id"] for r in resumed} == {second.event_id}
     async with engine.subscribe(since_lifecycle_id=mark) as feed:
@@ -204,10 +228,20 @@ async def test_cancel_excludes_the_event_and_what_it_derived(engine):
     done = await engine.experience(envelope("I live in Paris."), wait="consolidated")
     cancelled = await engine.cancel(done.event_id)
     assert cancelled["excluded_from_recall"] is True
-    assert cancelled["stages_already_completed"][:4] == ["captured", "extracted", "indexed", "consolidated"]
+    assert cancelled["stages_already_completed"][:4] == [
+        "captured",
+        "extracted",
+        "indexed",
+        "consolidated",
+    ]
     # the episode step may or may not have run yet; either way every stage is accounted for
     assert cancelled["stages_already_completed"] + cancelled["stages_cancelled"] == [
-        "captured", "extracted", "indexed", "consolidated", "compressed"]
+        "captured",
+        "extracted",
+        "indexed",
+        "consolidated",
+        "compressed",
+    ]
     assert (await engine.events(SCOPE))["items"] == []
     direct = await engine.get_event(SCOPE, done.event_id)  # still directly addressable
     assert direct["excluded_from_recall"] is True
@@ -225,26 +259,40 @@ async def test_cancel_of_queued_stages(engine):
     await config_engine.flush(SCOPE)
     view = await config_engine.memory_event(result.event_id)
     assert view["excluded_from_recall"] is True and view["stages_pending"] == []
-    assert set(view["stages_cancelled"]) | set(view["stages_completed"]) >= {"extracted", "indexed", "consolidated"}
+    assert set(view["stages_cancelled"]) | set(view["stages_completed"]) >= {
+        "extracted",
+        "indexed",
+        "consolidated",
+    }
 
 
 async def test_supersession_timeline_and_as_of(engine, clock):
-    await engine.experience(envelope("I live in Paris.", observed_at="2026-01-10T00:00:00Z"), wait="consolidated")
+    await engine.experience(
+        envelope("I live in Paris.", observed_at="2026-01-10T00:00:00Z"), wait="consolidated"
+    )
     before_move = clock.now()
     clock.advance(3600)
-    await engine.experience(envelope("I moved to Berlin.", observed_at="2026-03-01T00:00:00Z"), wait="consolidated")
+    await engine.experience(
+        envelope("I moved to Berlin.", observed_at="2026-03-01T00:00:00Z"), wait="consolidated"
+    )
     current = await engine.facts(SCOPE, subject="user:alice", predicate="lives_in")
     assert [f["object"]["name"] for f in current["items"]] == ["Berlin"]
     assert current["items"][0]["supersedes"] is not None
-    everything = await engine.facts(SCOPE, subject="user:alice", predicate="lives_in", include_superseded=True)
+    everything = await engine.facts(
+        SCOPE, subject="user:alice", predicate="lives_in", include_superseded=True
+    )
     paris = next(f for f in everything["items"] if f["object"]["name"] == "Paris")
     assert paris["valid_to"] == "2026-03-01T00:00:00Z" and paris["recorded_to"] is not None
     assert paris["superseded_by"] == current["items"][0]["id"]
     # what did we believe, as recorded before the move was learnt?
-    past = await engine.facts(SCOPE, subject="user:alice", predicate="lives_in", as_of=before_move.isoformat())
+    past = await engine.facts(
+        SCOPE, subject="user:alice", predicate="lives_in", as_of=before_move.isoformat()
+    )
     assert [f["object"]["name"] for f in past["items"]] == ["Paris"]
     # as_of after the move, with include_superseded, returns both versions
-    both = await engine.facts(SCOPE, subject="user:alice", as_of=clock.now(), include_superseded=True)
+    both = await engine.facts(
+        SCOPE, subject="user:alice", as_of=clock.now(), include_superseded=True
+    )
     assert {f["object"]["name"] for f in both["items"]} == {"Paris", "Berlin"}
     timeline = await engine.facts_timeline(SCOPE, subject="user:alice", predicate="lives_in")
     assert [t["value"]["name"] for t in timeline["timeline"]] == ["Paris", "Berlin"]
@@ -268,7 +316,9 @@ async def test_reinforcement_does_not_duplicate(engine):
 
 async def test_conflicts_are_kept_and_surfaced(engine):
     a = await engine.experience(envelope("I live in Paris."), wait="consolidated")
-    b = await engine.experience(envelope("I live in Rome."), wait="consolidated")  # same observed_at
+    b = await engine.experience(
+        envelope("I live in Rome."), wait="consolidated"
+    )  # same observed_at
     facts = (await engine.facts(SCOPE, subject="user:alice", predicate="lives_in"))["items"]
     assert len(facts) == 2
     assert {f["status"] for f in facts} == {"accepted", "conflict_detected"}
@@ -282,11 +332,18 @@ async def test_conflicts_are_kept_and_surfaced(engine):
 
 
 async def test_beliefs_carry_weighted_supports_and_why_url(engine):
-    await engine.experience(envelope("I moved to Lisbon.", observed_at="2026-01-01T00:00:00Z"), wait="consolidated")
-    await engine.experience(envelope("I live in Madrid.", observed_at="2026-02-01T00:00:00Z"), wait="consolidated")
+    await engine.experience(
+        envelope("I moved to Lisbon.", observed_at="2026-01-01T00:00:00Z"), wait="consolidated"
+    )
+    await engine.experience(
+        envelope("I live in Madrid.", observed_at="2026-02-01T00:00:00Z"), wait="consolidated"
+    )
     current = (await engine.beliefs(SCOPE))["items"]
     assert [b["claim"]["object"]["name"] for b in current] == ["Madrid"]
-    beliefs = {b["claim"]["object"]["name"]: b for b in (await engine.beliefs(SCOPE, include_superseded=True))["items"]}
+    beliefs = {
+        b["claim"]["object"]["name"]: b
+        for b in (await engine.beliefs(SCOPE, include_superseded=True))["items"]
+    }
     lisbon, madrid = beliefs["Lisbon"], beliefs["Madrid"]
     assert madrid["stance"] == "supported" and lisbon["stance"] == "contradicted"
     # the overturned claim is kept as history: it held until the move
@@ -294,7 +351,11 @@ async def test_beliefs_carry_weighted_supports_and_why_url(engine):
     assert lisbon["confidence"] < 0.5 < madrid["confidence"]
     assert lisbon["supports"][0]["polarity"] == "against"
     assert lisbon["confidence_interval"]["method"] == "beta_posterior"
-    assert lisbon["confidence_interval"]["lower"] < lisbon["confidence"] < lisbon["confidence_interval"]["upper"]
+    assert (
+        lisbon["confidence_interval"]["lower"]
+        < lisbon["confidence"]
+        < lisbon["confidence_interval"]["upper"]
+    )
     assert madrid["contradicts"][0]["belief_id"] == lisbon["id"]
     assert madrid["contradicts"][0]["resolution"] == "newer_wins"
     assert lisbon["contradicts"][0]["belief_id"] == madrid["id"]
@@ -307,12 +368,19 @@ async def test_beliefs_carry_weighted_supports_and_why_url(engine):
 
 
 async def test_directives_extract_and_confidence_floor(engine):
-    nothing = await engine.experience(envelope("I live in Paris.", directives={"extract": ["entities"]}), wait="consolidated")
+    nothing = await engine.experience(
+        envelope("I live in Paris.", directives={"extract": ["entities"]}), wait="consolidated"
+    )
     assert not any(d.startswith(("fact_", "belief_")) for d in nothing.derives)
-    no_beliefs = await engine.experience(envelope("My dog is Rex.", directives={"extract": ["facts"]}), wait="consolidated")
+    no_beliefs = await engine.experience(
+        envelope("My dog is Rex.", directives={"extract": ["facts"]}), wait="consolidated"
+    )
     assert any(d.startswith("fact_") for d in no_beliefs.derives)
     assert not any(d.startswith("belief_") for d in no_beliefs.derives)
-    floored = await engine.experience(envelope("I think my cat is Tom.", directives={"confidence_floor": 0.8}), wait="consolidated")
+    floored = await engine.experience(
+        envelope("I think my cat is Tom.", directives={"confidence_floor": 0.8}),
+        wait="consolidated",
+    )
     record = (await engine.lifecycle(event_id=floored.event_id, events="extracted"))[0]
     assert record["payload"]["intake"][0]["status"] == "rejected"
     assert not any(d.startswith("fact_") for d in floored.derives)
@@ -320,7 +388,11 @@ async def test_directives_extract_and_confidence_floor(engine):
 
 async def test_provenance_source_is_recorded(engine):
     await engine.experience(envelope("My plan is pro."), caller="user:alice", wait="indexed")
-    await engine.experience(envelope("Acme has 12 seats.", scope="org:acme/agent:bot"), caller="agent:bot", wait="indexed")
+    await engine.experience(
+        envelope("Acme has 12 seats.", scope="org:acme/agent:bot"),
+        caller="agent:bot",
+        wait="indexed",
+    )
     await engine.experience({**envelope("My tier is gold."), "modality": "imported"}, caller="service:importer",
                             wait="indexed")  # fmt: skip
     sources = {f["predicate"]: f["source"] for f in (await engine.facts(SCOPE))["items"]}
@@ -331,7 +403,9 @@ async def test_provenance_source_is_recorded(engine):
 
 async def test_entities_resolve_to_one_tenant_scoped_id(engine):
     await engine.experience(envelope("I work at Acme Corp."), wait="indexed")
-    await engine.experience(envelope("Bob works at the acme corp.", scope="org:acme/user:bob"), wait="indexed")
+    await engine.experience(
+        envelope("Bob works at the acme corp.", scope="org:acme/user:bob"), wait="indexed"
+    )
     alice = (await engine.facts(SCOPE))["items"][0]
     bob = (await engine.facts("org:acme/user:bob"))["items"][0]
     assert alice["object"]["id"] == bob["object"]["id"] and alice["object"]["id"].startswith("ent_")
@@ -340,23 +414,43 @@ async def test_entities_resolve_to_one_tenant_scoped_id(engine):
 async def test_episodes_time_gap_and_session_strategies(engine_factory):
     async with engine_factory() as engine:
         for minute in (0, 5, 10):
-            await engine.experience(envelope(f"step {minute}", observed_at=f"2026-05-13T10:{minute:02d}:00Z"))
-        await engine.experience(envelope("We decided to ship it.", observed_at="2026-05-13T10:20:00Z"))
+            await engine.experience(
+                envelope(f"step {minute}", observed_at=f"2026-05-13T10:{minute:02d}:00Z")
+            )
+        await engine.experience(
+            envelope("We decided to ship it.", observed_at="2026-05-13T10:20:00Z")
+        )
         await engine.experience(envelope("Much later.", observed_at="2026-05-13T18:00:00Z"))
         await engine.flush(SCOPE)
         episodes = (await engine.episodes(SCOPE))["items"]
         assert [len(e["events"]) for e in episodes] == [4, 1]
         sealed, open_ = episodes
         assert sealed["status"] == "compressed" and sealed["_partial"] is False
-        assert [link["role"] for link in sealed["causal_chain"]] == ["trigger", "context", "context", "outcome"]
-        assert sealed["started_at"] == "2026-05-13T10:00:00Z" and sealed["ended_at"] == "2026-05-13T10:20:00Z"
-        assert sealed["actors_involved"] == ["user:alice"] and sealed["supports"] == sealed["events"]
-        assert open_["status"] == "open" and open_["_partial"] is True and open_["_partial_reason"] == "episode_open"
+        assert [link["role"] for link in sealed["causal_chain"]] == [
+            "trigger",
+            "context",
+            "context",
+            "outcome",
+        ]
+        assert (
+            sealed["started_at"] == "2026-05-13T10:00:00Z"
+            and sealed["ended_at"] == "2026-05-13T10:20:00Z"
+        )
+        assert (
+            sealed["actors_involved"] == ["user:alice"] and sealed["supports"] == sealed["events"]
+        )
+        assert (
+            open_["status"] == "open"
+            and open_["_partial"] is True
+            and open_["_partial_reason"] == "episode_open"
+        )
         assert open_["causal_predecessor"] == sealed["id"]
         compressed = await engine.lifecycle(events="compressed")
         assert compressed[0]["payload"]["episode_id"] == sealed["id"]
         assert compressed[0]["event_id"] == sealed["events"][-1] and compressed[0]["seq"] == 4
-        overlapping = await engine.episodes(SCOPE, overlapping_from="2026-05-13T17:00:00Z", overlapping_to="2026-05-13T19:00:00Z")
+        overlapping = await engine.episodes(
+            SCOPE, overlapping_from="2026-05-13T17:00:00Z", overlapping_to="2026-05-13T19:00:00Z"
+        )
         assert [e["id"] for e in overlapping["items"]] == [open_["id"]]
 
 
@@ -369,7 +463,10 @@ async def test_session_strategy(backend, tmp_path, clock):
             await engine.experience(body, caller="user:alice")
         await engine.flush(SCOPE, seal=True)
         episodes = (await engine.episodes(SCOPE))["items"]
-        assert [(e["session"], len(e["events"]), e["strategy"]) for e in episodes] == [("s1", 2, "session"), ("s2", 3, "session")]
+        assert [(e["session"], len(e["events"]), e["strategy"]) for e in episodes] == [
+            ("s1", 2, "session"),
+            ("s2", 3, "session"),
+        ]
         assert all(e["status"] == "compressed" for e in episodes)
 
 
@@ -387,14 +484,19 @@ async def test_consolidate_into_another_scope(engine):
     assert workspace[0]["id"] in view["derives"] and ws_beliefs[0]["id"] in view["derives"]
     assert view["consolidated_into"] == ["ws:acme-q3-launch"]
     records = await engine.lifecycle(event_id=result.event_id, events="consolidated")
-    assert [(r["scope"], r["payload"].get("foreign", False)) for r in records] == [(SCOPE, False), ("ws:acme-q3-launch", True)]
+    assert [(r["scope"], r["payload"].get("foreign", False)) for r in records] == [
+        (SCOPE, False),
+        ("ws:acme-q3-launch", True),
+    ]
 
 
 async def test_consolidate_into_requires_write_on_the_target(engine_factory):
     class DenyWorkspace:
         def check(self, caller, capability, scope):
             if scope.startswith("ws:"):
-                raise PolicyDenied("no", details={"capability": capability, "denied_by_tier": "scope"})
+                raise PolicyDenied(
+                    "no", details={"capability": capability, "denied_by_tier": "scope"}
+                )
 
     async with engine_factory(policy=DenyWorkspace()) as engine:
         with pytest.raises(InvalidEnvelope) as info:
@@ -429,7 +531,11 @@ async def test_event_reads_filter_and_paginate_with_stable_cursors(engine):
     page2 = await engine.events(SCOPE, limit=3, cursor=page1["next_cursor"])
     page3 = await engine.events(SCOPE, limit=3, cursor=page2["next_cursor"])
     texts = [e["content"]["text"] for p in (page1, page2, page3) for e in p["items"]]
-    assert texts == [f"e{i}" for i in range(7)] and not page3["has_more"] and page3["next_cursor"] is None
+    assert (
+        texts == [f"e{i}" for i in range(7)]
+        and not page3["has_more"]
+        and page3["next_cursor"] is None
+    )
     alice = await engine.events(SCOPE, observed_actor="user:alice")
     assert [e["content"]["text"] for e in alice["items"]] == ["e1", "e3", "e5"]
     since = await engine.events(SCOPE, since="2026-05-13T10:05:00Z")
@@ -463,8 +569,16 @@ async def test_scope_auto_registers_on_first_write(engine, clock):
 
 
 async def test_rebuild_reproduces_the_derived_layers(engine, clock):
-    texts = ["I live in Paris.", "My favorite color is blue.", "I moved to Berlin.", "My favorite color is green.",
-             "I really love hiking.", "Acme moved to 200 seats.", "I don't like hiking anymore.", "I work at Acme."]
+    texts = [
+        "I live in Paris.",
+        "My favorite color is blue.",
+        "I moved to Berlin.",
+        "My favorite color is green.",
+        "I really love hiking.",
+        "Acme moved to 200 seats.",
+        "I don't like hiking anymore.",
+        "I work at Acme.",
+    ]
     for i, text in enumerate(texts):
         clock.advance(1)
         await engine.experience(envelope(text, observed_at=f"2026-04-{10 + i:02d}T10:00:00Z"))
@@ -479,7 +593,10 @@ async def test_rebuild_reproduces_the_derived_layers(engine, clock):
 async def snapshot_layers(engine):
     """The derived layers with ids and recorded times replaced by content, for comparison."""
     facts = (await engine.facts(SCOPE, include_superseded=True, limit=1000))["items"]
-    names = {f["id"]: (f["predicate"], repr(f["object"].get("value", f["object"].get("name")))) for f in facts}
+    names = {
+        f["id"]: (f["predicate"], repr(f["object"].get("value", f["object"].get("name"))))
+        for f in facts
+    }
 
     def fact_view(f):
         return (f["subject"]["name"], f["predicate"], repr(f["object"].get("value", f["object"].get("name"))),
@@ -509,7 +626,9 @@ async def test_restart_resumes_unfinished_derivations(tmp_path, clock):
     """LevelDB only: the memory backend does not outlive its engine by design."""
 
     def engine_factory():
-        return cortexdb.open_engine("leveldb", path=str(tmp_path / "restart"), clock=clock, id_seed=3)
+        return cortexdb.open_engine(
+            "leveldb", path=str(tmp_path / "restart"), clock=clock, id_seed=3
+        )
 
     async with engine_factory() as engine:
         result = await engine.experience(envelope("I live in Paris."), wait="captured")

@@ -13,8 +13,19 @@ from .conftest import envelope
 def base():
     body = envelope(key="k-1")
     body["observed_actor"] = {"id": "user:alice", "type": "user", "session": "run_abc"}
-    body["context"].update({"preceded_by": ["evt_019e2200-a868-7113-b63c-5ab791b7584a"], "labels": ["sales"], "intent": "x"})
-    body["directives"] = {"extract": ["facts"], "confidence_floor": 0.5, "ttl_for_belief_layer": "P30D", "embed": "lazy"}
+    body["context"].update(
+        {
+            "preceded_by": ["evt_019e2200-a868-7113-b63c-5ab791b7584a"],
+            "labels": ["sales"],
+            "intent": "x",
+        }
+    )
+    body["directives"] = {
+        "extract": ["facts"],
+        "confidence_floor": 0.5,
+        "ttl_for_belief_layer": "P30D",
+        "embed": "lazy",
+    }
     return body
 
 
@@ -68,7 +79,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("path,value,field,reason", CASES, ids=[f"{c[0]}={c[1]!r}"[:60] for c in CASES])
+@pytest.mark.parametrize(
+    "path,value,field,reason", CASES, ids=[f"{c[0]}={c[1]!r}"[:60] for c in CASES]
+)
 def test_invalid_envelope_names_field_and_reason(path, value, field, reason):
     with pytest.raises(InvalidEnvelope) as info:
         validate_envelope(mutate(path, value))
@@ -108,7 +121,12 @@ def test_text_needed_only_for_message_and_text_kinds():
     body["content"] = {"kind": "json"}
     with pytest.raises(InvalidEnvelope, match="content.data"):
         validate_envelope(body)
-    body["content"] = {"kind": "triple", "subject": "Acme", "predicate": "seat_count", "object": 200}
+    body["content"] = {
+        "kind": "triple",
+        "subject": "Acme",
+        "predicate": "seat_count",
+        "object": 200,
+    }
     validate_envelope(body)
     body["content"] = {"kind": "triple", "subject": "Acme", "predicate": "seat_count"}
     with pytest.raises(InvalidEnvelope, match="content.object"):
@@ -118,7 +136,12 @@ def test_text_needed_only_for_message_and_text_kinds():
 
 
 def test_labels_may_be_an_object_of_scalars():
-    assert validate_envelope(mutate("context.labels", {"dia_id": "D1:3", "turn": 3})).context["labels"]["turn"] == 3
+    assert (
+        validate_envelope(mutate("context.labels", {"dia_id": "D1:3", "turn": 3})).context[
+            "labels"
+        ]["turn"]
+        == 3
+    )
 
 
 def test_oversize_text_is_refused_not_truncated():
@@ -138,4 +161,8 @@ def test_identities_default_down_the_chain():
     assert ids.observed_actor["id"] == "user:alice" and ids.subject["id"] == "user:alice"
     body["subject"] = {"id": "user:bob"}
     ids = resolve_identities("user:admin", validate_envelope(copy.deepcopy(body)))
-    assert (ids.caller, ids.observed_actor["id"], ids.subject["id"]) == ("user:admin", "user:alice", "user:bob")
+    assert (ids.caller, ids.observed_actor["id"], ids.subject["id"]) == (
+        "user:admin",
+        "user:alice",
+        "user:bob",
+    )

@@ -30,7 +30,9 @@ def test_ids_follow_the_clock_and_are_reproducible_with_a_seed():
     clock_a.advance(1)
     later = a.new("lce")
     assert later > first
-    assert int(later[4:].replace("-", "")[:12], 16) - int(first[4:].replace("-", "")[:12], 16) >= 1000
+    assert (
+        int(later[4:].replace("-", "")[:12], 16) - int(first[4:].replace("-", "")[:12], 16) >= 1000
+    )
 
 
 def test_ids_stay_monotonic_when_the_clock_steps_back():
@@ -99,8 +101,18 @@ def test_scope_ancestry():
 
 def test_rfc3339_parsing_is_strict_and_normalises_to_utc():
     assert parse_rfc3339("2026-05-13T15:42:00Z") == dt.datetime(2026, 5, 13, 15, 42, tzinfo=dt.UTC)
-    assert parse_rfc3339("2026-05-13T17:42:00.5+02:00") == dt.datetime(2026, 5, 13, 15, 42, 0, 500000, tzinfo=dt.UTC)
-    for bad in ("2026-05-13", "2026-05-13T15:42:00", "13/05/2026", "2026-02-30T00:00:00Z", "", None, 5):
+    assert parse_rfc3339("2026-05-13T17:42:00.5+02:00") == dt.datetime(
+        2026, 5, 13, 15, 42, 0, 500000, tzinfo=dt.UTC
+    )
+    for bad in (
+        "2026-05-13",
+        "2026-05-13T15:42:00",
+        "13/05/2026",
+        "2026-02-30T00:00:00Z",
+        "",
+        None,
+        5,
+    ):
         assert try_parse_rfc3339(bad) is None
     with pytest.raises(InvalidTimestamp) as info:
         parse_rfc3339("yesterday", field="as_of")
@@ -109,7 +121,10 @@ def test_rfc3339_parsing_is_strict_and_normalises_to_utc():
 
 def test_timestamps_format_with_z_and_minimal_fraction():
     assert format_ts(dt.datetime(2026, 5, 13, 15, 42, tzinfo=dt.UTC)) == "2026-05-13T15:42:00Z"
-    assert format_ts(dt.datetime(2026, 5, 13, 15, 42, 0, 418000, tzinfo=dt.UTC)) == "2026-05-13T15:42:00.418Z"
+    assert (
+        format_ts(dt.datetime(2026, 5, 13, 15, 42, 0, 418000, tzinfo=dt.UTC))
+        == "2026-05-13T15:42:00.418Z"
+    )
 
 
 def test_durations():

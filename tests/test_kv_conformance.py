@@ -2,8 +2,8 @@
 
 import pytest
 
-from cortexdb.errors import DataDirLocked
 from cortexdb.backends.leveldb import LevelDBStore
+from cortexdb.errors import DataDirLocked
 from cortexdb.testing.kv_conformance import *  # noqa: F401,F403
 
 

@@ -17,7 +17,9 @@ class EngineConfig:
     # instead of growing the backlog without bound
     derivation_backlog_soft: int = 50_000
     derivation_defer: float = 0.001  # seconds of capture silence derivation waits for
-    pipeline_cache_events: int = 20_000  # queued events kept in memory; the rest reload from storage
+    pipeline_cache_events: int = (
+        20_000  # queued events kept in memory; the rest reload from storage
+    )
     idle_timeout: float = 300.0  # seconds without messages or work before an actor stops
     restart_backoff_max: float = 5.0
     shutdown_grace: float = 10.0  # how long a graceful stop waits for actors before cancelling them

@@ -20,7 +20,7 @@ from ..backends import open_store
 from ..errors import CortexError, IdempotencyConflict, InvalidEnvelope, NotFound, PolicyDenied
 from . import jsoncodec, keys
 from .actors.bus import LifecycleBus, LifecycleFilter, Subscription
-from .actors.messages import Capture, CaptureItem, CancelEvent, Flush, Ping, ReadLayer, Rebuild
+from .actors.messages import CancelEvent, Capture, CaptureItem, Flush, Ping, ReadLayer, Rebuild
 from .actors.services import EntityResolver, IdempotencyTable, Replay, WalSequencer, body_hash
 from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
@@ -199,7 +199,9 @@ class Engine:
     ) -> ExperienceResult:
         """Capture one experience (§8.1); ``wait`` is None | captured | indexed | consolidated."""
         if wait not in WAIT_MODES:
-            raise InvalidEnvelope("wait", f"must be one of {[w for w in WAIT_MODES if w]} or omitted")
+            raise InvalidEnvelope(
+                "wait", f"must be one of {[w for w in WAIT_MODES if w]} or omitted"
+            )
         started = trio.current_time()
         caller = caller or self.config.default_caller
         tenant = tenant_id or self.config.tenant_id
@@ -230,7 +232,9 @@ class Engine:
                                     scope=valid.scope)  # fmt: skip
         for waiter in result.waiters.values():
             await waiter.wait()
-        return await self._settled(valid.scope, result.event.id, result.event.wal_offset, wait, capture_ms)
+        return await self._settled(
+            valid.scope, result.event.id, result.event.wal_offset, wait, capture_ms
+        )
 
     @staticmethod
     def _wait_stages(wait: str | None, directives: dict, scope: str) -> tuple[str, ...]:
@@ -249,7 +253,9 @@ class Engine:
         for, what they derived, and how long each took (later stages may already be running)."""
         view = await self.memory_event(event_id, scope=scope)
         upto = STAGE_ORDER.index(wait)
-        done = [s for s in view["stages_completed"] if s in STAGE_ORDER and STAGE_ORDER.index(s) <= upto]
+        done = [
+            s for s in view["stages_completed"] if s in STAGE_ORDER and STAGE_ORDER.index(s) <= upto
+        ]
         reached = wait in done
         status = wait if reached else ("cancelled" if view["excluded_from_recall"] else done[-1])
         by_stage = view.get("derives_by_stage", {})
@@ -270,7 +276,9 @@ class Engine:
     async def _replayed(self, record: dict[str, Any], wait: str | None) -> ExperienceResult:
         scope, event_id, offset = record["scope"], record["event_id"], record["wal_offset"]
         if wait in (None, "captured"):
-            return ExperienceResult(event_id=event_id, status="captured", wal_offset=offset, scope=scope, replay=True)
+            return ExperienceResult(
+                event_id=event_id, status="captured", wal_offset=offset, scope=scope, replay=True
+            )
         stage = "indexed" if wait == "indexed" else "consolidated"
         waiter = self._ctx.bus.stage_waiter(event_id, stage)
         view = await self.memory_event(event_id, scope=scope)
@@ -290,7 +298,15 @@ class Engine:
         tenant = tenant_id or self.config.tenant_id
         if not isinstance(request, dict):
             raise InvalidEnvelope("$", "the bulk request must be a JSON object")
-        unknown = request.keys() - {"scope", "actor", "observed_actor", "subject", "items", "directives", "ordering"}
+        unknown = request.keys() - {
+            "scope",
+            "actor",
+            "observed_actor",
+            "subject",
+            "items",
+            "directives",
+            "ordering",
+        }
         if unknown:
             raise InvalidEnvelope(sorted(unknown)[0], "is not a field of the bulk request")
         items = request.get("items")
@@ -312,7 +328,9 @@ class Engine:
                 raise InvalidEnvelope(f"items[{index}]", "must be an object")
             envelope = {k: v for k, v in raw.items()}
             envelope["scope"] = request.get("scope")
-            actor = raw.get("observed_actor") or request.get("observed_actor") or request.get("actor")
+            actor = (
+                raw.get("observed_actor") or request.get("observed_actor") or request.get("actor")
+            )
             if actor is not None:
                 envelope["observed_actor"] = actor
             subject = raw.get("subject") or request.get("subject")
@@ -324,7 +342,13 @@ class Engine:
                 valid = validate_envelope(envelope)
             except InvalidEnvelope as exc:
                 field = exc.details["field"]
-                prefixed = field if field in ("scope", "directives") or field.startswith("directives.") and "directives" not in raw else f"items[{index}].{field}"
+                prefixed = (
+                    field
+                    if field in ("scope", "directives")
+                    or field.startswith("directives.")
+                    and "directives" not in raw
+                    else f"items[{index}].{field}"
+                )
                 raise InvalidEnvelope(prefixed, exc.details["reason"], item=index) from None
             identities = resolve_identities(caller, valid)
             self._authorise_write(caller, valid, identities)
@@ -350,7 +374,9 @@ class Engine:
                         replayed += 1
                         continue
                     seen[key] = digest
-                    claim = await self._ctx.idempotency.begin(tenant, caller, FAMILY_BULK, key, digest)
+                    claim = await self._ctx.idempotency.begin(
+                        tenant, caller, FAMILY_BULK, key, digest
+                    )
                     if isinstance(claim, Replay):
                         replayed += 1
                         continue
@@ -358,7 +384,9 @@ class Engine:
                     reservations.append(claim)
                 capture_items.append(CaptureItem(valid, identities, tenant, reservation, batch_id))
             if capture_items:
-                await self._supervisor.request(scope, lambda reply: Capture(tuple(capture_items), False, reply))
+                await self._supervisor.request(
+                    scope, lambda reply: Capture(tuple(capture_items), False, reply)
+                )
         except BaseException:
             for reservation in reservations:
                 if not reservation.finished:
@@ -390,7 +418,15 @@ class Engine:
             if limit > self.config.read_max_limit:
                 raise InvalidQuery(f"limit may be at most {self.config.read_max_limit}",
                                    details={"field": "limit", "max": self.config.read_max_limit})  # fmt: skip
-        for name in ("as_of", "since", "until", "recorded_since", "recorded_until", "overlapping_from", "overlapping_to"):
+        for name in (
+            "as_of",
+            "since",
+            "until",
+            "recorded_since",
+            "recorded_until",
+            "overlapping_from",
+            "overlapping_to",
+        ):
             value = query.get(name)
             if isinstance(value, str):
                 query[name] = parse_rfc3339(value, field=name)
@@ -420,7 +456,9 @@ class Engine:
                     **filters: Any) -> dict[str, Any]:  # fmt: skip
         """A page of facts; ``subject`` is an ``ent_`` id, an actor id or a name.  ``as_of`` and
         ``include_superseded`` follow §12.3 / §18.2 item 1."""
-        return await self._read(scope, "facts", subject_id=await self._subject_id(subject, tenant_id), **filters)
+        return await self._read(
+            scope, "facts", subject_id=await self._subject_id(subject, tenant_id), **filters
+        )
 
     async def get_fact(self, scope: str, fact_id: str) -> dict[str, Any]:
         return await self._read(scope, "fact", fact_id=fact_id)
@@ -433,7 +471,9 @@ class Engine:
 
     async def beliefs(self, scope: str, *, about: str | None = None, tenant_id: str | None = None,
                       **filters: Any) -> dict[str, Any]:  # fmt: skip
-        return await self._read(scope, "beliefs", about=await self._subject_id(about, tenant_id), **filters)
+        return await self._read(
+            scope, "beliefs", about=await self._subject_id(about, tenant_id), **filters
+        )
 
     async def get_belief(self, scope: str, belief_id: str) -> dict[str, Any]:
         return await self._read(scope, "belief", belief_id=belief_id)
@@ -462,13 +502,18 @@ class Engine:
     async def lifecycle_event(self, lifecycle_id: str) -> dict[str, Any]:
         record = await self._ctx.bus.get(lifecycle_id)
         if record is None:
-            raise NotFound(f"no lifecycle event {lifecycle_id} in the replay window", details={"lifecycle_id": lifecycle_id})
+            raise NotFound(
+                f"no lifecycle event {lifecycle_id} in the replay window",
+                details={"lifecycle_id": lifecycle_id},
+            )
         return lifecycle_wire(record)
 
     async def lifecycle(self, *, since_lifecycle_id: str | None = None, limit: int = 100,
                         **filters: Any) -> list[dict[str, Any]]:  # fmt: skip
         """Catch-up: published lifecycle rows after ``since_lifecycle_id``, in lce order (§8.9.4)."""
-        records = await self._ctx.bus.history(make_filter(**filters), after=since_lifecycle_id, limit=limit)
+        records = await self._ctx.bus.history(
+            make_filter(**filters), after=since_lifecycle_id, limit=limit
+        )
         return [lifecycle_wire(r) for r in records]
 
     @asynccontextmanager
@@ -494,7 +539,9 @@ class Engine:
         self._check(caller, "scope.write", scope)
         if event["caller"] != caller:
             self._check(caller, "policy.administer.scope", scope)
-        return await self._supervisor.request(scope, lambda reply: CancelEvent(event_id, caller, reply))
+        return await self._supervisor.request(
+            scope, lambda reply: CancelEvent(event_id, caller, reply)
+        )
 
     # -- operations ----------------------------------------------------------------------------
     async def flush(self, scope: str | None = None, *, seal: bool = False) -> None:
@@ -577,8 +624,12 @@ async def open_engine(
                 with trio.CancelScope(shield=True):
                     await engine._stop()
                 nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # the nursery is ours, not the caller's: one error from the block comes out as itself
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     finally:
         if owned:
             with trio.CancelScope(shield=True):
                 await store.close()
-

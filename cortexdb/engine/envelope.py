@@ -18,13 +18,24 @@ from ..errors import InvalidEnvelope, InvalidScopeGrammar
 from .scopes import canonical_scope
 from .temporal import try_parse_rfc3339
 
-MODALITIES = frozenset({"conversation", "document", "tool_result", "observation", "feedback", "imported"})
+MODALITIES = frozenset(
+    {"conversation", "document", "tool_result", "observation", "feedback", "imported"}
+)
 CONTENT_KINDS = frozenset({"message", "text", "json", "blob_ref", "triple"})
 ROLES = frozenset({"user", "assistant", "tool", "system"})
 EXTRACT_STAGES = frozenset({"facts", "entities", "beliefs", "episodes"})
 EMBED_MODES = frozenset({"lazy", "eager", "none"})
 TOP_LEVEL = frozenset(
-    {"scope", "observed_actor", "subject", "modality", "content", "context", "directives", "idempotency_key"}
+    {
+        "scope",
+        "observed_actor",
+        "subject",
+        "modality",
+        "content",
+        "context",
+        "directives",
+        "idempotency_key",
+    }
 )
 MAX_TEXT = 1_000_000
 MAX_IDEMPOTENCY_KEY = 64
@@ -138,7 +149,9 @@ def validate_content(content: Any, field: str = "content") -> dict:
             _fail(f"{field}.object", "must be a string, number or boolean")
         confidence = content.get("confidence")
         if confidence is not None and (
-            not isinstance(confidence, int | float) or isinstance(confidence, bool) or not 0 <= confidence <= 1
+            not isinstance(confidence, int | float)
+            or isinstance(confidence, bool)
+            or not 0 <= confidence <= 1
         ):
             _fail(f"{field}.confidence", "must be a number between 0 and 1")
     if kind == "blob_ref":
@@ -191,7 +204,10 @@ def validate_directives(directives: Any, field: str = "directives") -> dict:
         if not isinstance(extract, list) or any(stage not in EXTRACT_STAGES for stage in extract):
             _fail(f"{field}.extract", f"must be an array drawn from {sorted(EXTRACT_STAGES)}")
     if directives.get("consolidate_into") is not None:
-        directives = {**directives, "consolidate_into": _scope(directives["consolidate_into"], f"{field}.consolidate_into")}
+        directives = {
+            **directives,
+            "consolidate_into": _scope(directives["consolidate_into"], f"{field}.consolidate_into"),
+        }
     floor = directives.get("confidence_floor")
     if floor is not None and (
         not isinstance(floor, int | float) or isinstance(floor, bool) or not 0 <= floor <= 1
@@ -225,7 +241,9 @@ def validate_modality(value: Any, field: str = "modality") -> str:
     if value is None:
         _fail(field, "is required")
     if not isinstance(value, str) or not MODALITY.match(value):
-        _fail(field, "must be a lowercase identifier (known: " + ", ".join(sorted(MODALITIES)) + ")")
+        _fail(
+            field, "must be a lowercase identifier (known: " + ", ".join(sorted(MODALITIES)) + ")"
+        )
     return value
 
 

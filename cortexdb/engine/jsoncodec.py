@@ -14,7 +14,9 @@ from typing import Any
 import orjson
 
 _STDLIB = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
-_STDLIB_SORTED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True, default=str)
+_STDLIB_SORTED = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, sort_keys=True, default=str
+)
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 

@@ -98,7 +98,9 @@ def fact_index(scope: str, subject_id: str, predicate: str, fact_id: str) -> byt
     return _key(b"FI", scope, subject_id, predicate, fact_id)
 
 
-def fact_index_prefix(scope: str, subject_id: str | None = None, predicate: str | None = None) -> bytes:
+def fact_index_prefix(
+    scope: str, subject_id: str | None = None, predicate: str | None = None
+) -> bytes:
     parts = [scope] + [p for p in (subject_id, predicate) if p is not None]
     return _prefix(b"FI", *parts)
 

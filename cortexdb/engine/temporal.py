@@ -62,7 +62,8 @@ def parse_rfc3339(text: str, *, field: str = "timestamp") -> dt.datetime:
     value = try_parse_rfc3339(text)
     if value is None:
         raise InvalidTimestamp(
-            f"{field} is not an RFC 3339 timestamp", details={"field": field, "value": str(text)[:64]}
+            f"{field} is not an RFC 3339 timestamp",
+            details={"field": field, "value": str(text)[:64]},
         )
     return value
 

@@ -23,7 +23,9 @@ def registry():
     """A ``referencing.Registry`` holding every schema under its ``$id`` (for ``$ref`` between files)."""
     from referencing import Registry, Resource
 
-    return Registry().with_resources((load(n)["$id"], Resource.from_contents(load(n))) for n in NAMES)
+    return Registry().with_resources(
+        (load(n)["$id"], Resource.from_contents(load(n))) for n in NAMES
+    )
 
 
 def validator(name: str):

@@ -61,7 +61,13 @@ async def test_keys_are_ordered_as_unsigned_bytes(store):
 
 async def test_prefix_scan(store):
     await fill(store, [b"a", b"ab", b"abc", b"abd", b"ac", b"b", b"ab\xff", b"ab\xff\xff"])
-    assert await keys_of(store.scan(prefix=b"ab")) == [b"ab", b"abc", b"abd", b"ab\xff", b"ab\xff\xff"]
+    assert await keys_of(store.scan(prefix=b"ab")) == [
+        b"ab",
+        b"abc",
+        b"abd",
+        b"ab\xff",
+        b"ab\xff\xff",
+    ]
     assert await keys_of(store.scan(prefix=b"ab\xff")) == [b"ab\xff", b"ab\xff\xff"]
     assert await keys_of(store.scan(prefix=b"zz")) == []
 
@@ -114,7 +120,16 @@ async def test_large_scan_crosses_chunk_boundaries(store):
 
 async def test_batch_applies_puts_and_deletes_in_order(store):
     await fill(store, [b"a", b"b"])
-    await store.write([Delete(b"a"), Put(b"c", b"1"), Put(b"c", b"2"), Delete(b"missing"), Put(b"b", b"x"), Delete(b"b")])
+    await store.write(
+        [
+            Delete(b"a"),
+            Put(b"c", b"1"),
+            Put(b"c", b"2"),
+            Delete(b"missing"),
+            Put(b"b", b"x"),
+            Delete(b"b"),
+        ]
+    )
     assert await collect(store.scan()) == [(b"c", b"2")]
 
 

@@ -12,12 +12,17 @@ import cortexdb
 
 async def main(path: str) -> None:
     async with cortexdb.open_engine("leveldb", path=path) as engine:
+
         async def writer(worker: int) -> None:
             for i in range(100_000):
                 body = {
                     "scope": f"org:acme/user:u{worker}",
                     "modality": "conversation",
-                    "content": {"kind": "message", "role": "user", "text": f"I have {i} cats. My lucky number is {i}."},
+                    "content": {
+                        "kind": "message",
+                        "role": "user",
+                        "text": f"I have {i} cats. My lucky number is {i}.",
+                    },
                     "context": {"observed_at": f"2026-05-13T10:00:{i % 60:02d}Z"},
                     "idempotency_key": f"w{worker}-{i}",
                 }

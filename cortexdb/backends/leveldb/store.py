@@ -42,7 +42,9 @@ def _iterator_args(prefix, start, stop, reverse):
     return kwargs
 
 
-async def _scan(source, prefix, start, stop, reverse, limit, owner) -> AsyncIterator[tuple[bytes, bytes]]:
+async def _scan(
+    source, prefix, start, stop, reverse, limit, owner
+) -> AsyncIterator[tuple[bytes, bytes]]:
     if limit is not None and limit <= 0:
         return
     lower, upper = scan_bounds(prefix, start, stop)
@@ -128,9 +130,13 @@ class LevelDBStore:
                     f"data directory {path} is already open in another process or engine",
                     details={"path": path},
                 ) from None
-            raise WalUnavailable(f"cannot open LevelDB at {path}: {exc}", details={"path": path}) from exc
+            raise WalUnavailable(
+                f"cannot open LevelDB at {path}: {exc}", details={"path": path}
+            ) from exc
         except plyvel.Error as exc:
-            raise WalUnavailable(f"cannot open LevelDB at {path}: {exc}", details={"path": path}) from exc
+            raise WalUnavailable(
+                f"cannot open LevelDB at {path}: {exc}", details={"path": path}
+            ) from exc
         return cls(db, path)
 
     def _check(self) -> None:

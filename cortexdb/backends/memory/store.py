@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Sequence
 
 import trio
 
-from ...errors import StoreClosed
 from ...engine.spi.kv import Delete, Op, Put, scan_bounds
+from ...errors import StoreClosed
 
 
 class _View:

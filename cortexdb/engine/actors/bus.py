@@ -39,7 +39,11 @@ class LifecycleFilter:
     events: frozenset[str] | None = None  # stage / event-type names
 
     def matches(self, record: LifecycleEvent) -> bool:
-        if self.events is not None and record.stage not in self.events and record.stage != "lagging":
+        if (
+            self.events is not None
+            and record.stage not in self.events
+            and record.stage != "lagging"
+        ):
             return False
         if self.event_id is not None and record.event_id != self.event_id:
             return False
@@ -189,7 +193,9 @@ class LifecycleBus:
             if subscriber.filter.matches(record):
                 subscriber._offer(record)
         if record.event_id is not None:
-            stage = f"{record.stage}@{record.scope}" if record.payload.get("foreign") else record.stage
+            stage = (
+                f"{record.stage}@{record.scope}" if record.payload.get("foreign") else record.stage
+            )
             waiter = self._waiters.pop((record.event_id, stage), None)
             if waiter is not None:
                 waiter.set()
@@ -228,8 +234,14 @@ class LifecycleBus:
         subscription = Subscription(self, filter_ or LifecycleFilter(), capacity)
         watermark = self.published_upto
         self._subscribers.add(subscription)
-        if since_lifecycle_id is not None and watermark is not None and since_lifecycle_id < watermark:
-            replay = await self.history(subscription.filter, after=since_lifecycle_id, upto=watermark)
+        if (
+            since_lifecycle_id is not None
+            and watermark is not None
+            and since_lifecycle_id < watermark
+        ):
+            replay = await self.history(
+                subscription.filter, after=since_lifecycle_id, upto=watermark
+            )
             live = list(subscription._buffer)
             # the replay is owed in full; the live backlog keeps its own head-room on top of it
             subscription._capacity = capacity + len(replay)
@@ -256,7 +268,7 @@ class LifecycleBus:
         cutoff = self._clock.now() - self.window
         start = keys.lifecycle(after) + b"\x01" if after else keys.LIFECYCLE_PREFIX
         out: list[LifecycleEvent] = []
-        async for key, raw in self._store.scan(prefix=keys.LIFECYCLE_PREFIX, start=start,
+        async for _key, raw in self._store.scan(prefix=keys.LIFECYCLE_PREFIX, start=start,
                                                stop=keys.lifecycle(upto) + b"\x01"):  # fmt: skip
             record = loads(raw, LifecycleEvent)
             if record.ts < cutoff or not filter_.matches(record):

@@ -139,9 +139,29 @@ class Stop:
     pass
 
 
-Message = Capture | ReadLayer | CancelEvent | ForeignConsolidate | ForeignDerived | Flush | Rebuild | Ping | Stop
+Message = (
+    Capture
+    | ReadLayer
+    | CancelEvent
+    | ForeignConsolidate
+    | ForeignDerived
+    | Flush
+    | Rebuild
+    | Ping
+    | Stop
+)
 
-MESSAGE_TYPES = (Capture, ReadLayer, CancelEvent, ForeignConsolidate, ForeignDerived, Flush, Rebuild, Ping, Stop)
+MESSAGE_TYPES = (
+    Capture,
+    ReadLayer,
+    CancelEvent,
+    ForeignConsolidate,
+    ForeignDerived,
+    Flush,
+    Rebuild,
+    Ping,
+    Stop,
+)
 
 
 def fail_message(message: Message, error: CortexError | None = None) -> None:

@@ -270,7 +270,11 @@ class Pipeline:
             ("consolidated", self._consolidate),
             ("episode", self._compress),
         ):
-            todo = [e for e in work if stage not in states[e.id]["done"] and not states[e.id].get("cancelled")]
+            todo = [
+                e
+                for e in work
+                if stage not in states[e.id]["done"] and not states[e.id].get("cancelled")
+            ]
             if todo:
                 started = trio.current_time()
                 batch = StageBatch()
@@ -284,7 +288,9 @@ class Pipeline:
     def _finish_stage(self, batch: StageBatch, event: Event, state: dict, stage: str, started: float,
                       payload: dict[str, Any] | None) -> None:  # fmt: skip
         state["done"].append(stage)
-        state.setdefault("elapsed_ms", {})[_ELAPSED_NAME[stage]] = round((trio.current_time() - started) * 1000, 3)
+        state.setdefault("elapsed_ms", {})[_ELAPSED_NAME[stage]] = round(
+            (trio.current_time() - started) * 1000, 3
+        )
         if payload is not None:
             if batch.now is None:
                 batch.now = self.ctx.clock.now()
@@ -294,7 +300,9 @@ class Pipeline:
             batch.records.append(record)
 
     # -- extract -------------------------------------------------------------------------------
-    async def _extract(self, events: list[Event], states: dict, started: float, batch: StageBatch) -> None:
+    async def _extract(
+        self, events: list[Event], states: dict, started: float, batch: StageBatch
+    ) -> None:
         touched_facts: dict[str, Fact] = {}
         for event in events:
             state = states[event.id]
@@ -310,12 +318,16 @@ class Pipeline:
                         modality=event.modality,
                         subject_id=event.subject["id"],
                         observed_actor_id=event.actor,
-                        labels=tuple(event.context.get("labels") or ()) if isinstance(event.context.get("labels"), list) else (),
+                        labels=tuple(event.context.get("labels") or ())
+                        if isinstance(event.context.get("labels"), list)
+                        else (),
                     )
                 )
             except Exception as exc:  # an extractor bug must not stall the scope
                 log.warning("extractor failed on %s: %r", event.id, exc)
-                state["errors"].append({"stage": "extracted", "error": "EXTRACTOR_FAILED", "message": repr(exc)[:500]})
+                state["errors"].append(
+                    {"stage": "extracted", "error": "EXTRACTOR_FAILED", "message": repr(exc)[:500]}
+                )
                 extraction = Extraction()
             intake: list[dict[str, Any]] = []
             entity_ids: set[str] = set()
@@ -327,7 +339,9 @@ class Pipeline:
                     intake.append({"status": "rejected", "predicate": candidate.predicate,
                                    "reason": "below_confidence_floor", "confidence": candidate.confidence})  # fmt: skip
                     continue
-                assertion = await self._assertion(event, candidate, extractor_name, source, valid_from)
+                assertion = await self._assertion(
+                    event, candidate, extractor_name, source, valid_from
+                )
                 entity_ids.update(assertion.entity_ids)
                 outcome = await self.apply_assertion(assertion, event.id, touched_facts)
                 intake.append(outcome)
@@ -342,15 +356,24 @@ class Pipeline:
                     state["derives"].append(fact_id)
             state.setdefault("stage_derives", {})["extracted"] = sorted(set(fact_ids))
             state["intake"] = intake
-            state["touched"] = sorted({(touched_facts[f].subject.id, touched_facts[f].predicate) for f in fact_ids})
+            state["touched"] = sorted(
+                {(touched_facts[f].subject.id, touched_facts[f].predicate) for f in fact_ids}
+            )
             state["superseded"] = sorted({s for item in intake for s in item.get("superseded", ())})
             payload = {
                 "event_id": event.id,
-                "derived": {"facts": len(set(fact_ids)), "entities": len(entity_ids), "beliefs": 0, "episodes": 0},
+                "derived": {
+                    "facts": len(set(fact_ids)),
+                    "entities": len(entity_ids),
+                    "beliefs": 0,
+                    "episodes": 0,
+                },
                 "intake": intake,
             }
             if extraction.unread:
-                payload["unread"] = f"content kind {event.content.get('kind')!r} is not read by {extractor_name}"
+                payload["unread"] = (
+                    f"content kind {event.content.get('kind')!r} is not read by {extractor_name}"
+                )
             self._finish_stage(batch, event, state, "extracted", started, payload)
         self._fact_ops(batch, touched_facts)
         batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
@@ -400,7 +423,9 @@ class Pipeline:
             out.append(fact)
         return out
 
-    async def apply_assertion(self, assertion: Assertion, event_id: str, touched: dict[str, Fact]) -> dict[str, Any]:
+    async def apply_assertion(
+        self, assertion: Assertion, event_id: str, touched: dict[str, Fact]
+    ) -> dict[str, Any]:
         """Resolve one assertion against the scope's facts (DESIGN §6); never drops anything."""
         existing = await self.facts_for(assertion.subject.id, assertion.predicate)
         current = [f for f in existing if f.recorded_to is None and not f.excluded_from_recall]
@@ -463,15 +488,23 @@ class Pipeline:
     def _fact_ops(self, batch: StageBatch, touched: dict[str, Fact]) -> None:
         for fact in touched.values():
             batch.ops.append(Put(keys.fact(self.scope, fact.id), dumps(fact)))
-            batch.ops.append(Put(keys.fact_index(self.scope, fact.subject.id, fact.predicate, fact.id), b""))
+            batch.ops.append(
+                Put(keys.fact_index(self.scope, fact.subject.id, fact.predicate, fact.id), b"")
+            )
 
     # -- index ---------------------------------------------------------------------------------
-    async def _index(self, events: list[Event], states: dict, started: float, batch: StageBatch) -> None:
+    async def _index(
+        self, events: list[Event], states: dict, started: float, batch: StageBatch
+    ) -> None:
         for event in events:
             state = states[event.id]
             self.text_index.add(event.id, event_text(event))
             layers = ["events"]
-            facts = [self._facts[f] for f in state["derives"] if f.startswith("fact_") and f in self._facts]
+            facts = [
+                self._facts[f]
+                for f in state["derives"]
+                if f.startswith("fact_") and f in self._facts
+            ]
             for fact in facts:
                 self.text_index.add(fact.id, fact_text(fact))
             if facts:
@@ -482,7 +515,9 @@ class Pipeline:
         await self._commit(batch)
 
     # -- consolidate ---------------------------------------------------------------------------
-    async def _consolidate(self, events: list[Event], states: dict, started: float, batch: StageBatch) -> None:
+    async def _consolidate(
+        self, events: list[Event], states: dict, started: float, batch: StageBatch
+    ) -> None:
         for event in events:
             state = states[event.id]
             directives = event.directives or {}
@@ -494,7 +529,9 @@ class Pipeline:
             for belief_id in summary["created"] + summary["revised"]:
                 if belief_id not in state["derives"]:
                     state["derives"].append(belief_id)
-            state.setdefault("stage_derives", {})["consolidated"] = summary["created"] + summary["revised"]
+            state.setdefault("stage_derives", {})["consolidated"] = (
+                summary["created"] + summary["revised"]
+            )
             intake = state.get("intake", ())
             payload: dict[str, Any] = {
                 "event_id": event.id,
@@ -503,7 +540,9 @@ class Pipeline:
                 "beliefs_deleted": len(summary["deleted"]),
                 "beliefs_deferred": len(summary["deferred"]),
                 "conflicts_resolved": sum(1 for item in intake if item.get("superseded")),
-                "conflicts_detected": sum(1 for item in intake if item["status"] == "conflict_detected"),
+                "conflicts_detected": sum(
+                    1 for item in intake if item["status"] == "conflict_detected"
+                ),
                 "superseded_facts": state.get("superseded", []),
                 "intake": intake,
             }
@@ -519,7 +558,9 @@ class Pipeline:
 
     async def _hand_off(self, event: Event, state: dict, target: str) -> None:
         """Durably queue this event's assertions for consolidation into another scope."""
-        facts = [self._facts[f] for f in state["derives"] if f.startswith("fact_") and f in self._facts]
+        facts = [
+            self._facts[f] for f in state["derives"] if f.startswith("fact_") and f in self._facts
+        ]
         payload = {
             "source_scope": self.scope,
             "tenant_id": event.tenant_id,
@@ -539,7 +580,9 @@ class Pipeline:
         if target not in state["foreign"]:
             state["foreign"].append(target)
 
-    async def revise_beliefs(self, batch: StageBatch, touched, event_id: str, summary: dict) -> None:
+    async def revise_beliefs(
+        self, batch: StageBatch, touched, event_id: str, summary: dict
+    ) -> None:
         pairs = set(touched)
         for claim in list(self._deferred):
             subject_id, predicate, _ = claim.split("\x1f")
@@ -563,11 +606,17 @@ class Pipeline:
                            summary: dict) -> None:  # fmt: skip
         now = self.ctx.clock.now()
         floor = self.ctx.config.confidence_floor
-        live = [f for f in facts if f.recorded_to is None and f.valid_to is None and not f.excluded_from_recall]
+        live = [
+            f
+            for f in facts
+            if f.recorded_to is None and f.valid_to is None and not f.excluded_from_recall
+        ]
         claims: dict[str, Fact] = {}
         for fact in sorted(facts, key=lambda f: f.recorded_from):
             if fact.polarity > 0 and not fact.excluded_from_recall:
-                claims[object_key(fact.object)] = fact  # latest positive assertion represents the claim
+                claims[object_key(fact.object)] = (
+                    fact  # latest positive assertion represents the claim
+                )
         results: dict[str, Belief] = {}
         live_keyed = [(object_key(f.object), f) for f in live]
         positive_single = [(k, f) for k, f in live_keyed if f.polarity > 0 and f.single_valued]
@@ -590,7 +639,15 @@ class Pipeline:
                          for f in against]  # fmt: skip
             if belief_math.should_delete(mean, stance, floor, weight_for, weight_against):
                 if belief is not None:
-                    self._delete_belief(batch, claim, belief, now, "below_confidence_floor" if weight_for or weight_against else "no_remaining_evidence")
+                    self._delete_belief(
+                        batch,
+                        claim,
+                        belief,
+                        now,
+                        "below_confidence_floor"
+                        if weight_for or weight_against
+                        else "no_remaining_evidence",
+                    )
                     summary["deleted"].append(belief.id)
                 self._deferred.discard(claim)
                 continue
@@ -618,10 +675,17 @@ class Pipeline:
                     belief.valid_to = None  # new live evidence reopens a closed claim
                 else:
                     # every supporting fact was superseded: the claim held until the last of them ended
-                    ended = [f.valid_to for f in facts if object_key(f.object) == okey and f.valid_to is not None]
+                    ended = [
+                        f.valid_to
+                        for f in facts
+                        if object_key(f.object) == okey and f.valid_to is not None
+                    ]
                     belief.valid_to = max(ended) if ended else now
                 policy = belief.revision_policy
-                changed = abs(mean - belief.confidence) >= policy.min_evidence_delta or stance != belief.stance
+                changed = (
+                    abs(mean - belief.confidence) >= policy.min_evidence_delta
+                    or stance != belief.stance
+                )
                 if changed:
                     if self._gated(belief, now):
                         belief.partial, belief.partial_reason = True, "revision_in_progress"
@@ -634,7 +698,9 @@ class Pipeline:
                         belief.revision_count += 1
                         belief.last_revised_at = now
                         hour_ago = now - dt.timedelta(hours=1)
-                        belief.revision_times = [t for t in belief.revision_times if t > hour_ago] + [now]
+                        belief.revision_times = [
+                            t for t in belief.revision_times if t > hour_ago
+                        ] + [now]
                         belief.partial, belief.partial_reason = False, None
                         self._deferred.discard(claim)
                         summary["revised"].append(belief.id)
@@ -645,8 +711,13 @@ class Pipeline:
         for fact in facts:
             by_claim.setdefault(object_key(fact.object), []).append(fact)
         ids = {okey: {f.id for f in group} for okey, group in by_claim.items()}
-        successors = {okey: {f.superseded_by for f in group if f.superseded_by} for okey, group in by_claim.items()}
-        rivals = {okey: {c for f in group for c in f.conflicts_with} for okey, group in by_claim.items()}
+        successors = {
+            okey: {f.superseded_by for f in group if f.superseded_by}
+            for okey, group in by_claim.items()
+        }
+        rivals = {
+            okey: {c for f in group for c in f.conflicts_with} for okey, group in by_claim.items()
+        }
         for okey, belief in results.items():
             contradicts = []
             if claims[okey].single_valued:
@@ -670,12 +741,21 @@ class Pipeline:
         if cooldown and now - belief.last_revised_at < cooldown:
             return True
         hour_ago = now - dt.timedelta(hours=1)
-        return sum(1 for t in belief.revision_times if t > hour_ago) >= policy.max_revisions_per_hour
+        return (
+            sum(1 for t in belief.revision_times if t > hour_ago) >= policy.max_revisions_per_hour
+        )
 
-    def _delete_belief(self, batch: StageBatch, claim: str, belief: Belief, now: dt.datetime, reason: str) -> None:
+    def _delete_belief(
+        self, batch: StageBatch, claim: str, belief: Belief, now: dt.datetime, reason: str
+    ) -> None:
         batch.ops.append(Delete(keys.belief(self.scope, belief.id)))
         batch.ops.append(Delete(keys.belief_claim(self.scope, claim)))
-        note = {"belief_id": belief.id, "deleted_at": format_ts(now), "reason": reason, "confidence": belief.confidence}
+        note = {
+            "belief_id": belief.id,
+            "deleted_at": format_ts(now),
+            "reason": reason,
+            "confidence": belief.confidence,
+        }
         batch.ops.append(Put(keys.belief_deleted(self.scope, belief.id), jsoncodec.encode(note)))
         self._beliefs[claim] = None
 
@@ -689,7 +769,9 @@ class Pipeline:
             raw = await self.ctx.store.get(keys.episode(self.scope, raw_id.decode()))
             self._episode = loads(raw, Episode) if raw else None
 
-    async def _compress(self, events: list[Event], states: dict, started: float, batch: StageBatch) -> None:
+    async def _compress(
+        self, events: list[Event], states: dict, started: float, batch: StageBatch
+    ) -> None:
         await self._load_episode()
         config = self.ctx.config
         gap = dt.timedelta(seconds=config.episode_gap_seconds)
@@ -734,7 +816,9 @@ class Pipeline:
                 episode.informative_events += 1
             if text:
                 episode.closing = text
-            role = episode_rules.role_of(text, len(episode.events) - 1, len(episode.events), sealed=False)
+            role = episode_rules.role_of(
+                text, len(episode.events) - 1, len(episode.events), sealed=False
+            )
             episode.causal_chain.append(CausalLink(event=event.id, role=role))
             self._describe(episode)
             dirty[episode.id] = episode
@@ -828,7 +912,9 @@ class Pipeline:
             raise KeyError(event_id)
         order = ("extracted", "indexed", "consolidated", "compressed")
         done = state["done"]
-        completed = ["captured"] + [s for s in order if s in done or (s == "compressed" and "episode" in done)]
+        completed = ["captured"] + [
+            s for s in order if s in done or (s == "compressed" and "episode" in done)
+        ]
         cancelled = [s for s in order if s not in completed]
         batch = StageBatch()
         if not state.get("cancelled"):
@@ -899,9 +985,14 @@ class Pipeline:
             self.text_index.add(fact.id, fact_text(fact))
         summary = {"created": [], "revised": [], "deleted": [], "deferred": []}
         if work.get("want_beliefs", True):
-            pairs = {(self._facts[i["fact_id"]].subject.id, self._facts[i["fact_id"]].predicate) for i in intake}
+            pairs = {
+                (self._facts[i["fact_id"]].subject.id, self._facts[i["fact_id"]].predicate)
+                for i in intake
+            }
             await self.revise_beliefs(batch, sorted(pairs), event_id, summary)
-        derives = sorted({i["fact_id"] for i in intake} | set(summary["created"]) | set(summary["revised"]))
+        derives = sorted(
+            {i["fact_id"] for i in intake} | set(summary["created"]) | set(summary["revised"])
+        )
         record = self.ctx.bus.reserve(
             "consolidated", scope=self.scope, event_id=event_id,
             payload={"event_id": event_id, "foreign": True, "source_scope": work["source_scope"],
@@ -916,7 +1007,9 @@ class Pipeline:
         batch.ops.append(Delete(keys.foreign_work(self.scope, event_id)))
         await self._commit(batch)
         if derives:
-            await self.actor.ctx.supervisor.notify_derived(work["source_scope"], event_id, derives, self.scope)
+            await self.actor.ctx.supervisor.notify_derived(
+                work["source_scope"], event_id, derives, self.scope
+            )
 
     async def _control_rebuild(self, item: Control) -> None:
         """Replay this scope's events into fresh derived layers."""
@@ -959,4 +1052,9 @@ def _weight(fact: Fact) -> float:
     return fact.evidence_weight or fact.confidence
 
 
-_ELAPSED_NAME = {"extracted": "extract", "indexed": "index", "consolidated": "consolidate", "episode": "compress"}
+_ELAPSED_NAME = {
+    "extracted": "extract",
+    "indexed": "index",
+    "consolidated": "consolidate",
+    "episode": "compress",
+}

@@ -35,9 +35,13 @@ def decode_cursor(cursor: str | None, prefix: bytes) -> bytes | None:
         padded = cursor + "=" * (-len(cursor) % 4)
         key = bytes.fromhex(json.loads(base64.urlsafe_b64decode(padded))["after"])
     except Exception:
-        raise InvalidCursor("the cursor is not one this server issued", details={"cursor": cursor[:128]}) from None
+        raise InvalidCursor(
+            "the cursor is not one this server issued", details={"cursor": cursor[:128]}
+        ) from None
     if not key.startswith(prefix):
-        raise InvalidCursor("the cursor belongs to a different listing", details={"cursor": cursor[:128]})
+        raise InvalidCursor(
+            "the cursor belongs to a different listing", details={"cursor": cursor[:128]}
+        )
     return key
 
 
@@ -109,7 +113,9 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
     if layer == "event":
         raw = await store.get(keys.event(scope, query["event_id"]))
         if raw is None:
-            raise NotFound(f"no event {query['event_id']} in {scope}", details={"event_id": query["event_id"]})
+            raise NotFound(
+                f"no event {query['event_id']} in {scope}", details={"event_id": query["event_id"]}
+            )
         return await event_wire(raw)
 
     if layer == "events":
@@ -190,12 +196,16 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         if layer == "fact":
             fact = await load_fact(query["fact_id"])
             if fact is None:
-                raise NotFound(f"no fact {query['fact_id']} in {scope}", details={"fact_id": query["fact_id"]})
+                raise NotFound(
+                    f"no fact {query['fact_id']} in {scope}", details={"fact_id": query["fact_id"]}
+                )
             return to_wire(fact)
 
         if layer == "timeline":
             facts = []
-            async for key, _ in store.scan(prefix=keys.fact_index_prefix(scope, subject_id, predicate)):
+            async for key, _ in store.scan(
+                prefix=keys.fact_index_prefix(scope, subject_id, predicate)
+            ):
                 fact = await load_fact(keys.last_part(key))
                 if fact is not None and not fact.excluded_from_recall:
                     facts.append(fact)
@@ -206,7 +216,9 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 "timeline": [
                     {
                         "fact_id": f.id,
-                        "value": f.object.value if f.object.type == "literal" else {"id": f.object.id, "name": f.object.name},
+                        "value": f.object.value
+                        if f.object.type == "literal"
+                        else {"id": f.object.id, "name": f.object.name},
                         "polarity": f.polarity,
                         "valid_from": format_ts(f.valid_from),
                         "valid_to": format_ts(f.valid_to) if f.valid_to else None,
@@ -251,8 +263,12 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
             if raw is None:
                 note = await store.get(keys.belief_deleted(scope, belief_id))
                 if note is not None:
-                    raise ResourceDeleted(f"belief {belief_id} was deleted", details=jsoncodec.decode(note))
-                raise NotFound(f"no belief {belief_id} in {scope}", details={"belief_id": belief_id})
+                    raise ResourceDeleted(
+                        f"belief {belief_id} was deleted", details=jsoncodec.decode(note)
+                    )
+                raise NotFound(
+                    f"no belief {belief_id} in {scope}", details={"belief_id": belief_id}
+                )
             return to_wire(loads(raw, Belief))
         at = query.get("as_of") or now
         about, min_confidence = query.get("about"), query.get("min_confidence")
@@ -260,7 +276,9 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         include_closed = bool(query.get("include_superseded"))
 
         def keep_belief(belief: Belief) -> bool:
-            if belief.excluded_from_recall or (belief.stance == "deprecated" and not include_deprecated):
+            if belief.excluded_from_recall or (
+                belief.stance == "deprecated" and not include_deprecated
+            ):
                 return False
             if belief.recorded_from > at or belief.valid_from > at:
                 return False
@@ -277,7 +295,9 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         async def convert(key, raw):
             return loads(raw, Belief)
 
-        result = await page(store, keys.beliefs_prefix(scope), query, convert, keep_belief, limit=limit)
+        result = await page(
+            store, keys.beliefs_prefix(scope), query, convert, keep_belief, limit=limit
+        )
         result["items"] = [to_wire(b) for b in result["items"]]
         return result
 
@@ -285,7 +305,10 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         if layer == "episode":
             raw = await store.get(keys.episode(scope, query["episode_id"]))
             if raw is None:
-                raise NotFound(f"no episode {query['episode_id']} in {scope}", details={"episode_id": query["episode_id"]})
+                raise NotFound(
+                    f"no episode {query['episode_id']} in {scope}",
+                    details={"episode_id": query["episode_id"]},
+                )
             return to_wire(loads(raw, Episode))
         overlap_from, overlap_to = query.get("overlapping_from"), query.get("overlapping_to")
         actor_filter = query.get("actor")
@@ -303,7 +326,9 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         async def convert(key, raw):
             return loads(raw, Episode)
 
-        result = await page(store, keys.episodes_prefix(scope), query, convert, keep_episode, limit=limit)
+        result = await page(
+            store, keys.episodes_prefix(scope), query, convert, keep_episode, limit=limit
+        )
         wires = []
         for episode in result["items"]:
             wire = to_wire(episode)

@@ -87,7 +87,11 @@ class ScopeActor:
         to a lane parked in ``receive`` is handed over directly (never buffered), so "not
         parked" counts as busy too."""
         channel = self._receive.statistics()
-        return channel.current_buffer_used > 0 or channel.tasks_waiting_send > 0 or channel.tasks_waiting_receive == 0
+        return (
+            channel.current_buffer_used > 0
+            or channel.tasks_waiting_send > 0
+            or channel.tasks_waiting_receive == 0
+        )
 
     async def _mailbox(self) -> None:
         config = self.ctx.config
@@ -103,7 +107,11 @@ class ScopeActor:
                 await trio.lowlevel.checkpoint()
                 idle = None
             if idle is not None and idle.cancelled_caught:
-                if self.pipeline.idle and not self._reads and self._receive.statistics().current_buffer_used == 0:
+                if (
+                    self.pipeline.idle
+                    and not self._reads
+                    and self._receive.statistics().current_buffer_used == 0
+                ):
                     self._receive.close()  # senders now see BrokenResourceError and respawn us
                     return
                 continue
@@ -154,7 +162,9 @@ class ScopeActor:
         elif isinstance(message, ForeignConsolidate):
             await self._foreign(message)
         elif isinstance(message, ForeignDerived):
-            self.pipeline.control(Control("derived", event_id=message.event_id, payload=list(message.derives)))
+            self.pipeline.control(
+                Control("derived", event_id=message.event_id, payload=list(message.derives))
+            )
         else:  # the message set is closed; anything else is a programming error
             raise TypeError(f"unexpected message {message!r}")
 
@@ -215,7 +225,11 @@ class ScopeActor:
             ctx.bus.abort(records)
             for reservation in reservations:
                 ctx.idempotency.abort(reservation)
-            error = exc if isinstance(exc, CortexError) else WalUnavailable(f"the WAL write failed: {exc!r}")
+            error = (
+                exc
+                if isinstance(exc, CortexError)
+                else WalUnavailable(f"the WAL write failed: {exc!r}")
+            )
             for message in group:
                 message.reply.fail(error)
                 self.inflight.discard(message.reply)

@@ -86,7 +86,9 @@ class IdempotencyTable:
     def _live(self, record: dict[str, Any]) -> bool:
         return parse_rfc3339(record["created_at"]) + self._ttl > self._clock.now()
 
-    async def begin(self, tenant: str, caller: str, family: str, key: str, digest: str) -> Reservation | Replay:
+    async def begin(
+        self, tenant: str, caller: str, family: str, key: str, digest: str
+    ) -> Reservation | Replay:
         storage_key = keys.idempotency(tenant, caller, family, key)
         while True:
             pending = self._inflight.get(storage_key)
@@ -131,7 +133,9 @@ class IdempotencyTable:
         reservation.record = None
         self.complete(reservation)
 
-    async def lookup(self, tenant: str, caller: str, family: str, key: str) -> dict[str, Any] | None:
+    async def lookup(
+        self, tenant: str, caller: str, family: str, key: str
+    ) -> dict[str, Any] | None:
         raw = await self._store.get(keys.idempotency(tenant, caller, family, key))
         if raw is None:
             return None

@@ -88,14 +88,18 @@ class ScopeSupervisor:
             handle = self._handles.get(scope) or self._spawn(scope)
             try:
                 try:
-                    handle.send.send_nowait(message)  # room in the mailbox: no scheduling round-trip
+                    handle.send.send_nowait(
+                        message
+                    )  # room in the mailbox: no scheduling round-trip
                 except trio.WouldBlock:
                     await handle.send.send(message)  # full: wait (backpressure)
                 return
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 # the actor is stopping after being idle: let it finish, then spawn afresh
                 await handle.exited.wait()
-        fail_message(message, Internal(f"could not reach the actor of scope {scope}", retriable=True))
+        fail_message(
+            message, Internal(f"could not reach the actor of scope {scope}", retriable=True)
+        )
 
     async def request(self, scope: str, build) -> Any:
         """Send ``build(reply)`` to the scope's actor and wait for its answer."""
@@ -103,10 +107,16 @@ class ScopeSupervisor:
         await self.send(scope, build(reply))
         return await reply.wait()  # always a checkpoint, even when the send did not block
 
-    async def consolidate_foreign(self, target: str, source: str, event_id: str, payload: dict) -> None:
-        await self.request(target, lambda reply: ForeignConsolidate(source, event_id, payload, reply))
+    async def consolidate_foreign(
+        self, target: str, source: str, event_id: str, payload: dict
+    ) -> None:
+        await self.request(
+            target, lambda reply: ForeignConsolidate(source, event_id, payload, reply)
+        )
 
-    async def notify_derived(self, scope: str, event_id: str, derives: list[str], from_scope: str) -> None:
+    async def notify_derived(
+        self, scope: str, event_id: str, derives: list[str], from_scope: str
+    ) -> None:
         await self.send(scope, ForeignDerived(event_id, tuple(derives), from_scope))
 
     # -- actors --------------------------------------------------------------------------------
@@ -129,7 +139,9 @@ class ScopeSupervisor:
                 except Exception as exc:
                     self.restarts += 1
                     handle.restarts += 1
-                    log.error("scope actor %s crashed (%r); restarting", handle.scope, exc, exc_info=exc)
+                    log.error(
+                        "scope actor %s crashed (%r); restarting", handle.scope, exc, exc_info=exc
+                    )
                     error = Internal("the scope actor crashed while handling this request; retry it",
                                      details={"scope": handle.scope}, retriable=True)  # fmt: skip
                     actor.fail_inflight(error)
@@ -165,7 +177,10 @@ class ScopeSupervisor:
             for handle in handles:
                 await handle.exited.wait()
         if grace.cancelled_caught:
-            log.warning("scope actors did not stop within %.1fs; cancelling them", self.ctx.config.shutdown_grace)
+            log.warning(
+                "scope actors did not stop within %.1fs; cancelling them",
+                self.ctx.config.shutdown_grace,
+            )
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
@@ -181,5 +196,8 @@ class ScopeSupervisor:
             stats = handle.actor.statistics()
             scopes[scope] = ActorStatistics(restarts=handle.restarts, **stats)
         return SupervisorStatistics(
-            actors=len(self._handles), restarts=self.restarts, evictions=self.evictions, scopes=scopes
+            actors=len(self._handles),
+            restarts=self.restarts,
+            evictions=self.evictions,
+            scopes=scopes,
         )

@@ -53,7 +53,9 @@ def beta_cdf(x: float, a: float, b: float) -> float:
         return 0.0
     if x >= 1.0:
         return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
     front = math.exp(log_front)
     if x < (a + 1.0) / (a + b + 2.0):
         return front * _betacf(a, b, x) / a
@@ -72,13 +74,17 @@ def beta_ppf(q: float, a: float, b: float) -> float:
     return (lo + hi) / 2
 
 
-def posterior(evidence_for: float, evidence_against: float, level: float = LEVEL) -> tuple[float, float, float]:
+def posterior(
+    evidence_for: float, evidence_against: float, level: float = LEVEL
+) -> tuple[float, float, float]:
     """(mean, lower, upper) of Beta(prior + for, prior + against) at the central ``level``."""
     return _posterior(round(max(0.0, evidence_for), 6), round(max(0.0, evidence_against), 6), level)
 
 
 @lru_cache(maxsize=65536)
-def _posterior(evidence_for: float, evidence_against: float, level: float) -> tuple[float, float, float]:
+def _posterior(
+    evidence_for: float, evidence_against: float, level: float
+) -> tuple[float, float, float]:
     a = PRIOR_ALPHA + evidence_for
     b = PRIOR_BETA + evidence_against
     tail = (1.0 - level) / 2
@@ -93,7 +99,9 @@ def stance(confidence: float, evidence_against: float) -> str:
     return "uncertain"
 
 
-def should_delete(confidence: float, stance_: str, floor: float, evidence_for: float, evidence_against: float) -> bool:
+def should_delete(
+    confidence: float, stance_: str, floor: float, evidence_for: float, evidence_against: float
+) -> bool:
     """The confidence floor (§7.4) versus the ``contradicted`` stance (§7.4.1).
 
     A contradicted belief is kept below the floor: the reference keeps it "for explainability",

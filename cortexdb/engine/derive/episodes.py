@@ -66,7 +66,14 @@ def title(text: str | None, intent: str | None, fallback: str) -> str:
     return " ".join(words[:TITLE_WORDS]) + " …"
 
 
-def summary(count: int, opening: str | None, closing: str | None, actors: list[str], started: str, ended: str) -> str:
+def summary(
+    count: int,
+    opening: str | None,
+    closing: str | None,
+    actors: list[str],
+    started: str,
+    ended: str,
+) -> str:
     """An extractive summary: how many events, who, when, and the opening and closing statements."""
     who = ", ".join(actors) if actors else "unknown actors"
     head = f"{count} event{'s' if count != 1 else ''} from {started} to {ended} involving {who}."

@@ -17,7 +17,10 @@ NAME = "rules_v1"
 MAX_OBJECT_CHARS = 80
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_CLAUSE_END = re.compile(r"\s*(?:[,;:()]|\s-\s|\bbut\b|\bbecause\b|\bwhich\b|\bso\b|\band I\b|\band my\b|\bwhen\b|\bsince\b|$)", re.I)
+_CLAUSE_END = re.compile(
+    r"\s*(?:[,;:()]|\s-\s|\bbut\b|\bbecause\b|\bwhich\b|\bso\b|\band I\b|\band my\b|\bwhen\b|\bsince\b|$)",
+    re.I,
+)
 _HEDGE = re.compile(r"\b(i think|maybe|probably|perhaps|might|i guess|not sure|possibly)\b", re.I)
 _STOP_SUBJECTS = {
     "it", "this", "that", "there", "he", "she", "they", "we", "i", "you", "what", "here",
@@ -53,7 +56,9 @@ _QUANTITY = re.compile(
     r" (?:about |around |over |nearly |exactly )?(?P<num>\d[\d,]*(?:\.\d+)?) (?P<unit>[a-z][a-z-]{1,30})",
 )
 _ENTITY_MENTION = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?: [A-Z][a-z]+)*)\b")
-_TRAILING = re.compile(r"\s+(?:anymore|any more|now|too|either|as well|a lot|so much|very much)$", re.I)
+_TRAILING = re.compile(
+    r"\s+(?:anymore|any more|now|too|either|as well|a lot|so much|very much)$", re.I
+)
 _NUMBER = re.compile(r"^-?\d[\d,]*(?:\.\d+)?$")
 
 
@@ -166,7 +171,13 @@ class RuleExtractor:
                 if not re.search(r"\b(i|you|he|she|it|we|they)\b", attr, re.I):
                     add(me, _predicate(attr), m.group("value"), conf=0.9, pattern="my_x_is_y")
             if m := _AGE.search(sentence):
-                add(me, "age", (int(m.group("num")), "integer"), conf=0.9, pattern="i_am_n_years_old")
+                add(
+                    me,
+                    "age",
+                    (int(m.group("num")), "integer"),
+                    conf=0.9,
+                    pattern="i_am_n_years_old",
+                )
             if m := _LIVE.search(sentence):
                 add(me, "lives_in", m.group("value"), conf=0.85, pattern="i_live_in", entity=True)
             elif m := _MOVED.search(sentence):
@@ -178,7 +189,15 @@ class RuleExtractor:
             if m := _PREF.search(sentence):
                 predicate = _LIKE_VERBS[m.group("verb").casefold()]
                 polarity = -1 if m.group("neg") else 1
-                add(me, predicate, m.group("value"), conf=0.8, pattern="i_prefer", single=False, polarity=polarity)
+                add(
+                    me,
+                    predicate,
+                    m.group("value"),
+                    conf=0.8,
+                    pattern="i_prefer",
+                    single=False,
+                    polarity=polarity,
+                )
             elif (m := _I_AM_A.search(sentence)) and not _AGE.search(sentence):
                 add(me, "is_a", m.group("value"), conf=0.7, pattern="i_am_a", single=False)
         for m in _QUANTITY.finditer(sentence):
@@ -207,7 +226,14 @@ class RuleExtractor:
                 continue
             if predicate == "is" and any(f.subject.name == subject_text for f in out):
                 continue  # a more specific rule already read this subject
-            add(TermRef(subject_text), predicate, m.group("value"), conf=0.7, pattern=pattern, entity=entity)
+            add(
+                TermRef(subject_text),
+                predicate,
+                m.group("value"),
+                conf=0.7,
+                pattern=pattern,
+                entity=entity,
+            )
             break
         return out
 
@@ -247,7 +273,9 @@ class RuleExtractor:
 
     def _json(self, context: ExtractionContext) -> list[CandidateFact]:
         data = context.content["data"]
-        subject = self._subject_term(data.get("subject") if isinstance(data, dict) else None, context)
+        subject = self._subject_term(
+            data.get("subject") if isinstance(data, dict) else None, context
+        )
         out: list[CandidateFact] = []
 
         def emit(path: str, value: Any, single: bool) -> None:

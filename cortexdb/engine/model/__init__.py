@@ -1,5 +1,6 @@
 """attrs records for every layer and the one cattrs converter.  Pure: no I/O."""
 
+from .converter import converter, dumps, encode_json, from_wire, loads, to_wire
 from .records import (
     Belief,
     CausalLink,
@@ -16,7 +17,6 @@ from .records import (
     TypedRef,
     TypedValue,
 )
-from .converter import converter, dumps, encode_json, loads, to_wire, from_wire
 
 __all__ = [
     "Belief", "CausalLink", "Concept", "ConfidenceInterval", "Entity", "Episode", "Event", "Fact",

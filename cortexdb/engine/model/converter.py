@@ -41,10 +41,9 @@ converter.register_unstructure_hook(
 )
 
 for _cls in (records.Fact, records.Belief, records.Episode, records.Concept):
-    converter.register_unstructure_hook(
-        _cls, make_dict_unstructure_fn(_cls, converter, **_PARTIAL)
-    )
+    converter.register_unstructure_hook(_cls, make_dict_unstructure_fn(_cls, converter, **_PARTIAL))
     converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_PARTIAL))
+
 
 def event_wire(event: records.Event) -> dict[str, Any]:
     """Hand-written: events are serialised on every capture (cattrs' generic path costs ~5x)."""

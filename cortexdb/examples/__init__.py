@@ -1,0 +1,1 @@
+"""Runnable examples (also used by the docs)."""
