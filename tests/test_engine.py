@@ -658,3 +658,47 @@ async def test_extractor_failures_are_recorded_not_fatal(engine_factory):
         assert view["errors"][0]["error"] == "EXTRACTOR_FAILED"
         assert view["stages_completed"][:4] == ["captured", "extracted", "indexed", "consolidated"]
         assert engine.statistics().restarts == 0
+
+
+async def test_cancelling_the_only_evidence_deletes_the_belief(engine):
+    done = await engine.experience(envelope("My favorite color is blue."), wait="consolidated")
+    belief_id = next(d for d in done.derives if d.startswith("belief_"))
+    await engine.cancel(done.event_id)
+    with pytest.raises(cortexdb.ResourceDeleted) as info:
+        await engine.get_belief(SCOPE, belief_id)
+    assert info.value.http_status == 410
+    assert info.value.details["reason"] == "no_remaining_evidence"
+    assert (await engine.beliefs(SCOPE, include_superseded=True))["items"] == []
+
+
+async def test_revision_policy_cooldown_defers_then_applies(engine_factory, clock):
+    config = EngineConfig(
+        belief_cooldown="PT5M", default_caller="user:alice", episode_idle_check=3600.0
+    )
+    async with engine_factory(config=config) as engine:
+        await engine.experience(envelope("My favorite color is blue."), wait="consolidated")
+        clock.advance(60)  # within the cooldown: the new evidence is recorded, the revision waits
+        await engine.experience(envelope("My favorite color is blue!", observed_at="2026-05-13T15:41:00Z"),
+                                wait="consolidated")  # fmt: skip
+        (belief,) = (await engine.beliefs(SCOPE))["items"]
+        assert belief["_partial"] is True and belief["_partial_reason"] == "revision_in_progress"
+        assert belief["revision_count"] == 0 and belief["evidence"]["for"] == 1.8
+        assert belief["revision_policy"]["cooldown"] == "PT5M"
+        clock.advance(300)  # the gate opens; the next consolidation in the scope applies it
+        await engine.experience(envelope("Unrelated chatter."), wait="consolidated")
+        (belief,) = (await engine.beliefs(SCOPE))["items"]
+        assert belief["_partial"] is False and belief["revision_count"] == 1
+        assert belief["confidence"] == pytest.approx(2.8 / 3.8, abs=1e-4)
+
+
+async def test_lifecycle_replay_window_is_one_hour_by_arrival(engine, clock):
+    old = await engine.experience(envelope("old news"), wait="consolidated")
+    clock.advance(hours=1, seconds=1)
+    new = await engine.experience(envelope("fresh news"), wait="consolidated")
+    window = await engine.lifecycle()
+    assert {r["event_id"] for r in window} == {new.event_id}
+    assert await engine._ctx.bus.prune() == 4  # the old event's four records
+    with pytest.raises(NotFound):
+        await engine.lifecycle_event(
+            (await engine.memory_event(old.event_id))["lifecycle_event_ids"][0]
+        )

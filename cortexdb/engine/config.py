@@ -28,6 +28,10 @@ class EngineConfig:
     episode_max_events: int = 500
     episode_idle_check: float = 60.0  # how often an idle pipeline checks for episodes to seal
     confidence_floor: float = 0.3  # tenant confidence floor for beliefs (§7.4)
+    # the tenant default revision policy of new beliefs (§7.4 revision_policy)
+    belief_min_evidence_delta: float = 0.05
+    belief_cooldown: str = "PT0S"
+    belief_max_revisions_per_hour: int = 3600
     lifecycle_window_seconds: float = 3600.0
     subscriber_buffer: int = 10_000
     idempotency_ttl_seconds: float = 86_400.0

@@ -611,12 +611,12 @@ class Pipeline:
             for f in facts
             if f.recorded_to is None and f.valid_to is None and not f.excluded_from_recall
         ]
+        # the latest positive assertion represents a claim; excluded ones still name their claim,
+        # so a belief that rested only on them is revisited (and deleted for lack of evidence)
         claims: dict[str, Fact] = {}
-        for fact in sorted(facts, key=lambda f: f.recorded_from):
-            if fact.polarity > 0 and not fact.excluded_from_recall:
-                claims[object_key(fact.object)] = (
-                    fact  # latest positive assertion represents the claim
-                )
+        for fact in sorted(facts, key=lambda f: (not f.excluded_from_recall, f.recorded_from)):
+            if fact.polarity > 0:
+                claims[object_key(fact.object)] = fact
         results: dict[str, Belief] = {}
         live_keyed = [(object_key(f.object), f) for f in live]
         positive_single = [(k, f) for k, f in live_keyed if f.polarity > 0 and f.single_valued]
@@ -664,6 +664,7 @@ class Pipeline:
                     stance=stance, confidence=round(mean, 4), confidence_interval=interval,
                     supports=supports, valid_from=valid_from, recorded_from=now, last_revised_at=now,
                     why_url=f"/v1/beliefs/why?belief_id={belief_id}", evidence=evidence,
+                    revision_policy=self._default_policy(),
                 )  # fmt: skip
                 summary["created"].append(belief.id)
                 batch.ops.append(Put(keys.belief_claim(self.scope, claim), belief.id.encode()))
@@ -734,6 +735,14 @@ class Pipeline:
                                         "resolution": resolution})  # fmt: skip
             belief.contradicts = contradicts
             batch.ops.append(Put(keys.belief(self.scope, belief.id), dumps(belief)))
+
+    def _default_policy(self) -> RevisionPolicy:
+        config = self.ctx.config
+        return RevisionPolicy(
+            min_evidence_delta=config.belief_min_evidence_delta,
+            cooldown=config.belief_cooldown,
+            max_revisions_per_hour=config.belief_max_revisions_per_hour,
+        )
 
     def _gated(self, belief: Belief, now: dt.datetime) -> bool:
         policy: RevisionPolicy = belief.revision_policy
@@ -941,6 +950,11 @@ class Pipeline:
                         self.text_index.remove(fact.id)
                         touched[fact.id] = fact
             self._fact_ops(batch, touched)
+            if touched:  # beliefs resting on the excluded facts lose that evidence
+                summary = {"created": [], "revised": [], "deleted": [], "deferred": []}
+                pairs = sorted({(f.subject.id, f.predicate) for f in touched.values()})
+                await self.revise_beliefs(batch, pairs, event_id, summary)
+                state["beliefs_deleted_by_cancel"] = summary["deleted"]
             batch.ops.append(Delete(keys.pending(self.scope, event_id)))
             batch.ops.append(self.state_op(event_id, state))
             await self._commit(batch)
