@@ -114,7 +114,7 @@ async def test_idle_actors_are_evicted_and_reload_from_storage(engine_factory, a
     async with engine_factory(config=config) as engine:
         await engine.experience(envelope("I live in Paris.", scope=ALICE), wait="consolidated")
         assert engine.statistics().actors == 1
-        await trio.sleep(31)
+        await trio.sleep(31)  # virtual time (autojump_clock): lets the 30 s idle timer fire
         assert engine.statistics().actors == 0 and engine.statistics().evictions == 1
         facts = (await engine.facts(ALICE))["items"]
         assert [f["object"]["name"] for f in facts] == ["Paris"]

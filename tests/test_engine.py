@@ -702,3 +702,40 @@ async def test_lifecycle_replay_window_is_one_hour_by_arrival(engine, clock):
         await engine.lifecycle_event(
             (await engine.memory_event(old.event_id))["lifecycle_event_ids"][0]
         )
+
+
+async def test_read_parameters_of_the_wrong_type_are_clear_errors(engine):
+    for kwargs, field in (
+        ({"min_confidence": "high"}, "min_confidence"),
+        ({"min_confidence": 1.5}, "min_confidence"),
+        ({"include_superseded": "yes"}, "include_superseded"),
+        ({"cursor": 42}, "cursor"),
+        ({"limit": 0}, "limit"),
+    ):
+        with pytest.raises(cortexdb.CortexError) as info:
+            await engine.facts(SCOPE, **kwargs)
+        assert info.value.error_code == "INVALID_QUERY" and info.value.details["field"] == field
+    with pytest.raises(cortexdb.CortexError) as info:
+        await engine.facts(SCOPE, as_of="last tuesday")
+    assert info.value.error_code == "INVALID_TIMESTAMP" and info.value.details["field"] == "as_of"
+
+
+async def test_bulk_errors_name_the_request_or_the_item(engine):
+    good = {
+        "modality": "conversation",
+        "content": {"kind": "text", "text": "x"},
+        "context": {"observed_at": "2026-05-13T00:00:00Z"},
+    }
+    cases = [
+        ({"scope": "Bad Scope", "items": [good]}, "scope"),
+        ({"scope": SCOPE, "directives": {"embed": "now"}, "items": [good]}, "directives.embed"),
+        (
+            {"scope": SCOPE, "items": [good, {**good, "directives": {"embed": "now"}}]},
+            "items[1].directives.embed",
+        ),
+        ({"scope": SCOPE, "actor": {"id": "nobody"}, "items": [good]}, "observed_actor.id"),
+    ]
+    for request, field in cases:
+        with pytest.raises(cortexdb.CortexError) as info:
+            await engine.experience_bulk(request)
+        assert info.value.details["field"] == field, request

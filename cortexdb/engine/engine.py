@@ -341,15 +341,9 @@ class Engine:
             try:
                 valid = validate_envelope(envelope)
             except InvalidEnvelope as exc:
-                field = exc.details["field"]
-                prefixed = (
-                    field
-                    if field in ("scope", "directives")
-                    or field.startswith("directives.")
-                    and "directives" not in raw
-                    else f"items[{index}].{field}"
-                )
-                raise InvalidEnvelope(prefixed, exc.details["reason"], item=index) from None
+                raise InvalidEnvelope(
+                    _bulk_field(exc.details["field"], raw, index), exc.details["reason"], item=index
+                ) from None
             identities = resolve_identities(caller, valid)
             self._authorise_write(caller, valid, identities)
             envelopes.append((envelope, valid, identities))
@@ -418,6 +412,27 @@ class Engine:
             if limit > self.config.read_max_limit:
                 raise InvalidQuery(f"limit may be at most {self.config.read_max_limit}",
                                    details={"field": "limit", "max": self.config.read_max_limit})  # fmt: skip
+        min_confidence = query.get("min_confidence")
+        if min_confidence is not None and (
+            isinstance(min_confidence, bool)
+            or not isinstance(min_confidence, int | float)
+            or not 0 <= min_confidence <= 1
+        ):
+            raise InvalidQuery(
+                "min_confidence must be a number between 0 and 1",
+                details={"field": "min_confidence"},
+            )
+        for flag in (
+            "include_superseded",
+            "include_excluded",
+            "include_deprecated",
+            "with_causal_chain",
+        ):
+            if flag in query and not isinstance(query[flag], bool):
+                raise InvalidQuery(f"{flag} must be true or false", details={"field": flag})
+        cursor = query.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise InvalidQuery("cursor must be a string", details={"field": "cursor"})
         for name in (
             "as_of",
             "since",
@@ -564,6 +579,15 @@ class Engine:
     @property
     def wal_offset(self) -> int:
         return self._ctx.wal.last
+
+
+def _bulk_field(field: str, item: dict, index: int) -> str:
+    """Name a bulk validation error where the caller wrote the offending value: on the request
+    (``scope``, the shared ``actor``/``subject``/``directives``) or on ``items[index]``."""
+    top = field.split(".", 1)[0].split("[", 1)[0]
+    if top == "scope" or (top in ("observed_actor", "subject", "directives") and top not in item):
+        return field
+    return f"items[{index}].{field}"
 
 
 class InvalidQuery(CortexError):

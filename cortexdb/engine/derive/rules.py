@@ -105,6 +105,19 @@ def _looks_like_a_name(value: str) -> bool:
     return 0 < len(words) <= 4 and all(w[:1].isupper() for w in words) and not value.isupper()
 
 
+def _scalar(value: Any) -> tuple[Any, str] | None:
+    """A JSON scalar with its fact datatype (None for null, objects and arrays)."""
+    if isinstance(value, bool):
+        return value, "boolean"
+    if isinstance(value, int):
+        return value, "integer"
+    if isinstance(value, float):
+        return value, "number"
+    if isinstance(value, str):
+        return value, "string"
+    return None
+
+
 def _unit_predicate(unit: str) -> str:
     singular = unit[:-1] if unit.endswith("s") and not unit.endswith("ss") else unit
     return _predicate(singular) + "_count"
@@ -250,16 +263,12 @@ class RuleExtractor:
         raw = content["object"]
         if isinstance(raw, str) and raw.startswith("ent:"):
             obj, datatype = TermRef(raw[4:]), "entity"
-        elif isinstance(raw, bool):
-            obj, datatype = raw, "boolean"
-        elif isinstance(raw, int):
-            obj, datatype = raw, "integer"
-        elif isinstance(raw, float):
-            obj, datatype = raw, "number"
-        else:
-            obj, datatype = str(raw), content.get("datatype", "string")
+        elif isinstance(raw, str):
+            obj, datatype = raw, content.get("datatype", "string")
             if datatype == "entity":
-                obj = TermRef(str(raw))
+                obj = TermRef(raw)
+        else:
+            obj, datatype = _scalar(raw)
         return CandidateFact(
             subject=self._subject_term(content["subject"], context),
             predicate=_predicate(content["predicate"]) or "related_to",
@@ -279,16 +288,12 @@ class RuleExtractor:
         out: list[CandidateFact] = []
 
         def emit(path: str, value: Any, single: bool) -> None:
-            if isinstance(value, bool):
-                obj, datatype = value, "boolean"
-            elif isinstance(value, int):
-                obj, datatype = value, "integer"
-            elif isinstance(value, float):
-                obj, datatype = value, "number"
-            elif isinstance(value, str) and 0 < len(value) <= MAX_OBJECT_CHARS:
-                obj, datatype = value, "string"
-            else:
+            if isinstance(value, str) and not 0 < len(value) <= MAX_OBJECT_CHARS:
+                return  # an empty or essay-long value is not a fact object (never cut short)
+            typed = _scalar(value)
+            if typed is None:
                 return
+            obj, datatype = typed
             out.append(CandidateFact(subject=subject, predicate=_predicate(path), object_value=obj,
                                      datatype=datatype, confidence=0.9, pattern="json_field",
                                      single_valued=single))  # fmt: skip
