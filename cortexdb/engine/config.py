@@ -40,3 +40,10 @@ class EngineConfig:
     read_default_limit: int = 50
     read_max_limit: int = 1000
     recovery_scan_chunk: int = 10_000
+    embedder: str = "hash"  # hash | minilm | best (the server uses "best")
+    reembed: bool = False  # opening a data dir made with another embedder: re-embed instead of failing
+    vector_segment_size: int = 20_000  # delta vectors sealed into an annoy segment
+    vector_trees: int = 50
+    recall_candidates: int = 100  # per scope and per index (BM25, vector) before scoring
+    recall_deadline: float = 5.0  # seconds a scope may take before the pack degrades without it
+    pack_ttl_seconds: float = 60.0

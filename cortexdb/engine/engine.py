@@ -26,6 +26,7 @@ from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
 from .config import EngineConfig
 from .derive.rules import RuleExtractor
+from .retrieve.embedders import by_name
 from .envelope import resolve_identities, validate_envelope
 from .ids import IdGenerator
 from .model import LifecycleEvent, to_wire
@@ -112,6 +113,7 @@ class NodeContext:
     entities: EntityResolver
     extractor: Any
     policy: PolicyHook
+    embedder: Any = None
     supervisor: ScopeSupervisor | None = None
 
 
@@ -132,12 +134,40 @@ class Engine:
     # -- lifetime ------------------------------------------------------------------------------
     async def _start(self, nursery: trio.Nursery) -> None:
         ctx = self._ctx
+        await self._check_embedder()
         await ctx.wal.restore(ctx.store)
         await ctx.bus.restore()
         await nursery.start(self._supervisor.run)
         nursery.start_soon(self._maintenance)
-        for scope in await self._scopes_with_pending_work():
+        scopes = await self._scopes_with_pending_work()
+        if getattr(self, "_rescan_all", False):  # re-embedding: every scope's actor does it on start
+            scopes += [s for s in await self.scope_paths() if s not in scopes]
+        for scope in scopes:
             await self._supervisor.request(scope, Ping)  # spawning the actor resumes its pipeline
+
+    async def _check_embedder(self) -> None:
+        """A data dir records its embedder: vectors of two embedders are never mixed."""
+        from .retrieve.embedders import EmbedderMismatch
+        from .spi.kv import Delete, Put
+
+        embedder = self._ctx.embedder
+        current = {"name": embedder.name, "dimension": embedder.dimension}
+        raw = await self.store.get(keys.meta("embedder"))
+        recorded = jsoncodec.decode(raw) if raw else None
+        if recorded == current:
+            return
+        if recorded is not None and not self.config.reembed:
+            raise EmbedderMismatch(
+                f"this data dir was embedded with {recorded['name']} ({recorded['dimension']} dimensions), "
+                f"not {embedder.name}; open it with that embedder, or with reembed=True to re-embed",
+                details={"recorded": recorded, "requested": current},
+            )
+        if recorded is not None:  # re-embed: drop every stored vector; actors re-embed on start
+            doomed = [Delete(key) async for key, _ in self.store.scan(prefix=keys.VECTOR_TABLE_PREFIX)]
+            for start in range(0, len(doomed), 10_000):
+                await self.store.write(doomed[start : start + 10_000])
+            self._rescan_all = True
+        await self.store.write([Put(keys.meta("embedder"), jsoncodec.encode(current))], sync=True)
 
     async def _scopes_with_pending_work(self) -> list[str]:
         scopes: list[str] = []
@@ -493,6 +523,13 @@ class Engine:
     async def get_belief(self, scope: str, belief_id: str) -> dict[str, Any]:
         return await self._read(scope, "belief", belief_id=belief_id)
 
+    async def scope_paths(self, prefix: str = "") -> list[str]:
+        """Every scope that has been written to (auto-provisioned or registered)."""
+        paths = []
+        async for key, _ in self.store.scan(prefix=keys.SCOPE_PREFIX + prefix.encode()):
+            paths.append(key[len(keys.SCOPE_PREFIX) :].decode())
+        return paths
+
     async def scope(self, path: str) -> dict[str, Any]:
         from .model import Scope, loads
 
@@ -618,6 +655,7 @@ async def open_engine(
     extractor: Any = None,
     policy: PolicyHook | None = None,
     store: Any = None,
+    embedder: Any = None,
 ) -> AsyncIterator[Engine]:
     """Open an engine on ``memory`` or ``leveldb`` (at ``path``) for the duration of the block.
 
@@ -637,6 +675,7 @@ async def open_engine(
         entities=EntityResolver(store, ids, clock),
         extractor=extractor or RuleExtractor(),
         policy=policy or AllowAll(),
+        embedder=embedder or by_name(config.embedder),
     )  # fmt: skip
     try:
         async with trio.open_nursery() as nursery:

@@ -18,6 +18,7 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | EO    | scope, window key                           | ep_id of the open episode            |
 | BD    | scope, belief_id                            | deletion note (410 on direct lookup) |
 | FW    | scope, evt_id                               | foreign consolidation work item      |
+| V     | scope, record id                            | float32 embedding of the record text |
 | N     | tenant, ent_id                              | Entity                               |
 | NA    | tenant, normalised alias                    | ent_id                               |
 | I     | tenant, caller, endpoint family, key        | idempotency record                   |
@@ -145,6 +146,17 @@ def foreign_work_prefix(scope: str) -> bytes:
     return _prefix(b"FW", scope)
 
 
+def vector(scope: str, record_id: str) -> bytes:
+    return _key(b"V", scope, record_id)
+
+
+def vectors_prefix(scope: str) -> bytes:
+    return _prefix(b"V", scope)
+
+
+VECTOR_TABLE_PREFIX = b"V" + SEP
+
+
 def concept(scope: str, concept_id: str) -> bytes:
     return _key(b"C", scope, concept_id)
 
@@ -153,7 +165,7 @@ def concepts_prefix(scope: str) -> bytes:
     return _prefix(b"C", scope)
 
 
-SCOPED_DERIVED_TABLES = (b"F", b"FI", b"B", b"BI", b"BD", b"EP", b"EO", b"C")
+SCOPED_DERIVED_TABLES = (b"F", b"FI", b"B", b"BI", b"BD", b"EP", b"EO", b"C", b"V")
 
 
 def derived_prefixes(scope: str) -> list[bytes]:

@@ -41,7 +41,10 @@ from ..model import (
     loads,
     to_wire,
 )
+import numpy as np
+
 from ..retrieve.text_index import TextIndex
+from ..retrieve.vector_index import VectorIndex
 from ..spi.extractor import Extraction, ExtractionContext, TermRef
 from ..spi.kv import Delete, Put
 from ..temporal import format_ts, parse_duration, parse_rfc3339
@@ -73,6 +76,18 @@ def fact_text(fact: Fact) -> str:
     value = obj.name if obj.type != "literal" else obj.value
     negation = "not " if fact.polarity < 0 else ""
     return f"{fact.subject.name or fact.subject.id} {negation}{fact.predicate.replace('_', ' ')} {value}"
+
+
+def episode_text(episode: Episode) -> str:
+    return f"{episode.name}. {episode.summary}"
+
+
+def belief_text(belief: Belief) -> str:
+    claim = belief.claim
+    obj = claim["object"]
+    value = obj.get("name") if obj.get("type") != "literal" else obj.get("value")
+    subject = claim["subject"].get("name") or claim["subject"].get("id")
+    return f"{subject} {claim['predicate'].replace('_', ' ')} {value}"
 
 
 @attrs.define
@@ -127,6 +142,7 @@ class Pipeline:
         self._facts: dict[str, Fact] = {}
         self._fact_ids: dict[tuple[str, str], list[str]] = {}
         self._beliefs: dict[str, Belief | None] = {}  # claim key -> belief (None = none stored)
+        self._belief_by_id: dict[str, Belief] = {}
         self._deferred: set[str] = set()  # claim keys whose revision waits on the policy gate
         self._episode: Episode | None = None
         self._episode_loaded = False
@@ -134,6 +150,47 @@ class Pipeline:
         self._last_sealed: str | None = None
         self._flush_waiters: list[tuple[ReplySlot, bool]] = []
         self.text_index = TextIndex()
+        self.vector_index = self._new_vector_index()
+
+    def _new_vector_index(self) -> VectorIndex:
+        config = self.ctx.config
+        return VectorIndex(
+            self.ctx.embedder.dimension,
+            segment_size=config.vector_segment_size,
+            trees=config.vector_trees,
+        )
+
+    async def _embed(self, texts: list[str]) -> np.ndarray:
+        """Embed off the event loop when the embedder is a model (the hash embedder is cheap)."""
+        embedder = self.ctx.embedder
+        if getattr(embedder, "inline", False):
+            return embedder.embed(texts)
+        return await trio.to_thread.run_sync(embedder.embed, texts)
+
+    async def index_documents(
+        self, batch: StageBatch | None, documents: dict[str, str], *, embed_known: bool = True
+    ) -> None:
+        """Add records to the text and vector indexes; vectors are persisted with ``batch``."""
+        if not documents:
+            return
+        for doc_id, text in documents.items():
+            self.text_index.add(doc_id, text)
+        todo = {d: t for d, t in documents.items() if embed_known or d not in self.vector_index}
+        if not todo:
+            return
+        vectors = await self._embed(list(todo.values()))
+        for doc_id, vector in zip(todo, vectors, strict=True):
+            self.vector_index.add(doc_id, vector)
+            if batch is not None:
+                batch.ops.append(Put(keys.vector(self.scope, doc_id), vector.astype(np.float32).tobytes()))
+        if self.vector_index.needs_seal:
+            await self.vector_index.seal()
+
+    def unindex(self, batch: StageBatch | None, doc_id: str) -> None:
+        self.text_index.remove(doc_id)
+        self.vector_index.remove(doc_id)
+        if batch is not None:
+            batch.ops.append(Delete(keys.vector(self.scope, doc_id)))
 
     # -- feeding -------------------------------------------------------------------------------
     def enqueue(self, event: Event) -> None:
@@ -199,26 +256,45 @@ class Pipeline:
             reply.set(True)
 
     async def _restore(self) -> None:
-        """Rebuild the text index and requeue unfinished events after a (re)start."""
+        """Rebuild the text and vector indexes and requeue unfinished events after a (re)start."""
         store = self.ctx.store
-        cancelled: set[str] = set()
         pending: list[str] = []
         async for key, _ in store.scan(prefix=keys.pending_prefix(self.scope)):
             pending.append(keys.last_part(key))
         pending_set = set(pending)
+        documents: dict[str, str] = {}
         async for _, raw in store.scan(prefix=keys.events_prefix(self.scope)):
             event = loads(raw, Event)
             if event.id in pending_set:
                 continue
             state = await self.read_state(event.id)
             if state and state.get("cancelled"):
-                cancelled.add(event.id)
                 continue
-            self.text_index.add(event.id, event_text(event))
+            documents[event.id] = event_text(event)
         async for _, raw in store.scan(prefix=keys.facts_prefix(self.scope)):
             fact = loads(raw, Fact)
             if not fact.excluded_from_recall:
-                self.text_index.add(fact.id, fact_text(fact))
+                documents[fact.id] = fact_text(fact)
+        async for _, raw in store.scan(prefix=keys.episodes_prefix(self.scope)):
+            episode = loads(raw, Episode)
+            documents[episode.id] = episode_text(episode)
+        async for _, raw in store.scan(prefix=keys.beliefs_prefix(self.scope)):
+            belief = loads(raw, Belief)
+            documents[belief.id] = belief_text(belief)
+        dimension = self.ctx.embedder.dimension
+        async for key, raw in store.scan(prefix=keys.vectors_prefix(self.scope)):
+            doc_id = keys.last_part(key)
+            if doc_id in documents and len(raw) == dimension * 4:
+                self.vector_index.add(doc_id, np.frombuffer(raw, dtype=np.float32))
+                if self.vector_index.needs_seal:
+                    await self.vector_index.seal()
+        for doc_id, text in documents.items():
+            self.text_index.add(doc_id, text)
+        missing = [(d, t) for d, t in documents.items() if d not in self.vector_index]
+        for start in range(0, len(missing), 512):  # e.g. after switching embedders (reembed)
+            batch = StageBatch()
+            await self.index_documents(batch, dict(missing[start : start + 512]))
+            await store.write(batch.ops)
         for event_id in pending:
             raw = await store.get(keys.event(self.scope, event_id))
             if raw is not None:
@@ -496,21 +572,20 @@ class Pipeline:
     async def _index(
         self, events: list[Event], states: dict, started: float, batch: StageBatch
     ) -> None:
+        documents: dict[str, str] = {}
         for event in events:
             state = states[event.id]
-            self.text_index.add(event.id, event_text(event))
+            documents[event.id] = event_text(event)
             layers = ["events"]
-            facts = [
-                self._facts[f]
-                for f in state["derives"]
-                if f.startswith("fact_") and f in self._facts
-            ]
+            facts = [self._facts[f] for f in state["derives"] if f.startswith("fact_") and f in self._facts]
             for fact in facts:
-                self.text_index.add(fact.id, fact_text(fact))
+                documents[fact.id] = fact_text(fact)
             if facts:
                 layers.append("facts")
-            self._finish_stage(batch, event, state, "indexed", started,
-                               {"event_id": event.id, "layers_indexed": layers, "indexes": ["text"]})  # fmt: skip
+            payload = {"event_id": event.id, "layers_indexed": layers, "indexes": ["text", "vector"]}
+            self._finish_stage(batch, event, state, "indexed", started, payload)
+        # a reinforced fact keeps its text, so its vector is not recomputed
+        await self.index_documents(batch, documents, embed_known=False)
         batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
         await self._commit(batch)
 
@@ -532,6 +607,10 @@ class Pipeline:
             state.setdefault("stage_derives", {})["consolidated"] = (
                 summary["created"] + summary["revised"]
             )
+            created = {b: belief_text(self._belief_by_id[b]) for b in summary["created"]}
+            await self.index_documents(batch, created)
+            for belief_id in summary["deleted"]:
+                self.unindex(batch, belief_id)
             intake = state.get("intake", ())
             payload: dict[str, Any] = {
                 "event_id": event.id,
@@ -706,6 +785,7 @@ class Pipeline:
                         self._deferred.discard(claim)
                         summary["revised"].append(belief.id)
             self._beliefs[claim] = belief
+            self._belief_by_id[belief.id] = belief
             results[okey] = belief
         # rival claims of a single-valued predicate are in tension with each other
         by_claim: dict[str, list[Fact]] = {}
@@ -840,6 +920,7 @@ class Pipeline:
         self._last_activity = now
         for episode in dirty.values():
             batch.ops.append(Put(keys.episode(self.scope, episode.id), dumps(episode)))
+        await self.index_documents(batch, {e.id: episode_text(e) for e in dirty.values()})
         batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
         await self._commit(batch)
 
@@ -929,7 +1010,7 @@ class Pipeline:
         if not state.get("cancelled"):
             state["cancelled"] = True
             state["stages_cancelled"] = cancelled
-            self.text_index.remove(event_id)
+            self.unindex(batch, event_id)
             if event_id in self.events:
                 self.events.pop(event_id)
                 try:
@@ -947,7 +1028,7 @@ class Pipeline:
                     if fact is not None and fact.supports == [event_id]:
                         fact.excluded_from_recall = True
                         self._facts[fact.id] = fact
-                        self.text_index.remove(fact.id)
+                        self.unindex(batch, fact.id)
                         touched[fact.id] = fact
             self._fact_ops(batch, touched)
             if touched:  # beliefs resting on the excluded facts lose that evidence
@@ -955,6 +1036,8 @@ class Pipeline:
                 pairs = sorted({(f.subject.id, f.predicate) for f in touched.values()})
                 await self.revise_beliefs(batch, pairs, event_id, summary)
                 state["beliefs_deleted_by_cancel"] = summary["deleted"]
+                for belief_id in summary["deleted"]:
+                    self.unindex(batch, belief_id)
             batch.ops.append(Delete(keys.pending(self.scope, event_id)))
             batch.ops.append(self.state_op(event_id, state))
             await self._commit(batch)
@@ -994,9 +1077,8 @@ class Pipeline:
             )  # fmt: skip
             intake.append(await self.apply_assertion(assertion, event_id, touched))
         self._fact_ops(batch, touched)
-        for fact_id in {i["fact_id"] for i in intake}:
-            fact = self._facts[fact_id]
-            self.text_index.add(fact.id, fact_text(fact))
+        facts = {i["fact_id"]: fact_text(self._facts[i["fact_id"]]) for i in intake}
+        await self.index_documents(batch, facts, embed_known=False)
         summary = {"created": [], "revised": [], "deleted": [], "deferred": []}
         if work.get("want_beliefs", True):
             pairs = {
@@ -1004,6 +1086,7 @@ class Pipeline:
                 for i in intake
             }
             await self.revise_beliefs(batch, sorted(pairs), event_id, summary)
+        await self.index_documents(batch, {b: belief_text(self._belief_by_id[b]) for b in summary["created"]})
         derives = sorted(
             {i["fact_id"] for i in intake} | set(summary["created"]) | set(summary["revised"])
         )
@@ -1038,6 +1121,8 @@ class Pipeline:
         self._deferred.clear()
         self._episode, self._episode_loaded = None, True
         self.text_index = TextIndex()
+        self.vector_index = self._new_vector_index()
+        self._belief_by_id.clear()
         self.queue.clear()
         self.events.clear()
         ops: list[Put] = []

@@ -37,6 +37,7 @@ class EmbedderMismatch(CortexError):
 
 class HashEmbedder:
     name = "hash-v1"
+    inline = True  # cheap enough to run on the event loop
 
     def __init__(self, dimension: int = 384) -> None:
         self.dimension = dimension

@@ -1,0 +1,53 @@
+"""The query planner: a small deterministic classifier that names the plan (the first trail phase).
+
+| plan | when | effect on the score weights |
+|---|---|---|
+| TEMPORAL_SCAN | time words or a temporal block | recency counts more |
+| RELATIONSHIP_EXPAND | "relationship", "between", "with whom", "friends", ... | graph proximity counts more |
+| ENTITY_ATTRIBUTE_LOOKUP | "what is X's", "where does", "who is", "how old", ... | lexical match and confidence count more |
+| EXPLORATORY_HYBRID | anything else | the default blend |
+"""
+
+from __future__ import annotations
+
+import re
+
+DEFAULT_WEIGHTS = {"semantic": 0.35, "bm25": 0.25, "graph": 0.1, "recency": 0.1, "importance": 0.1, "confidence": 0.1}
+
+_TEMPORAL = re.compile(
+    r"\b(when|what time|what date|how long|since|before|after|during|last (?:week|month|year)|yesterday|"
+    r"today|recently|ago|first time|in (?:19|20)\d\d|january|february|march|april|may|june|july|august|"
+    r"september|october|november|december)\b",
+    re.I,
+)
+_RELATION = re.compile(r"\b(relationship|related|between|with whom|friends?|partner|married|together|know each other|connected)\b", re.I)
+_LOOKUP = re.compile(
+    r"^(what is|what's|what are|where (?:does|do|is|did)|who is|who's|which|how old|how many|what (?:kind|type)|"
+    r"what does|what did|does|is|did|do)\b",
+    re.I,
+)
+
+
+def classify(query: str, has_temporal_block: bool = False) -> str:
+    text = (query or "").strip()
+    if not text:
+        return "TEMPORAL_SCAN" if has_temporal_block else "EXPLORATORY_HYBRID"
+    if has_temporal_block or _TEMPORAL.search(text):
+        return "TEMPORAL_SCAN"
+    if _RELATION.search(text):
+        return "RELATIONSHIP_EXPAND"
+    if _LOOKUP.search(text):
+        return "ENTITY_ATTRIBUTE_LOOKUP"
+    return "EXPLORATORY_HYBRID"
+
+
+def weights_for(plan: str) -> dict[str, float]:
+    weights = dict(DEFAULT_WEIGHTS)
+    if plan == "TEMPORAL_SCAN":
+        weights.update(recency=0.2, semantic=0.3, bm25=0.2)
+    elif plan == "RELATIONSHIP_EXPAND":
+        weights.update(graph=0.2, semantic=0.3, bm25=0.2)
+    elif plan == "ENTITY_ATTRIBUTE_LOOKUP":
+        weights.update(bm25=0.3, semantic=0.3, confidence=0.15, recency=0.05)
+    total = sum(weights.values())
+    return {name: round(value / total, 4) for name, value in weights.items()}

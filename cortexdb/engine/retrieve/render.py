@@ -1,0 +1,110 @@
+"""Rendering a pack: the context block with citation markers, and the JSON-LD subgraph.
+
+Deterministic: the same ranked items always render the same text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..derive.episodes import first_sentence
+
+CITATION_MODES = ("none", "inline_with_markers", "block_at_end", "structured_only")
+MAX_BELIEFS, MAX_FACTS, MAX_EPISODES, MAX_EVENTS = 5, 8, 3, 5
+
+
+def _value(obj: dict[str, Any]) -> str:
+    if obj.get("type") in ("entity", "concept"):
+        return str(obj.get("name") or obj.get("id"))
+    value = obj.get("value")
+    unit = f" {obj['unit']}" if obj.get("unit") else ""
+    return f"{value}{unit}"
+
+
+def _subject(ref: dict[str, Any]) -> str:
+    return str(ref.get("name") or ref.get("id"))
+
+
+def item_text(layer: str, record: dict[str, Any]) -> str:
+    """The one-line statement an item contributes to the context block."""
+    if layer == "beliefs":
+        claim = record["claim"]
+        return (f"{_subject(claim['subject'])} {claim['predicate'].replace('_', ' ')} {_value(claim['object'])} "
+                f"(belief: {record['stance']}, confidence {record['confidence']:.2f})")  # fmt: skip
+    if layer == "facts":
+        negation = "not " if record.get("polarity", 1) < 0 else ""
+        since = record["valid_from"][:10]
+        until = f" until {record['valid_to'][:10]}" if record.get("valid_to") else ""
+        return (f"{_subject(record['subject'])} {negation}{record['predicate'].replace('_', ' ')} "
+                f"{_value(record['object'])} (from {since}{until})")  # fmt: skip
+    if layer == "episodes":
+        return f"{record['name']}: {record['summary']}"
+    if layer == "events":
+        text = record.get("content", {}).get("text") or record.get("content", {}).get("kind", "")
+        return f"{record['actor']} on {record['context']['observed_at'][:10]}: {first_sentence(str(text))}"
+    return str(record.get("name") or record.get("id"))
+
+
+def context_block(layers: dict[str, list[dict[str, Any]]], mode: str) -> tuple[str, list[dict[str, Any]]]:
+    """The context block and its citations ([{marker, layer, id}])."""
+    chosen: list[tuple[str, dict[str, Any]]] = []
+    chosen += [("beliefs", r) for r in layers.get("beliefs", [])[:MAX_BELIEFS]]
+    chosen += [("facts", r) for r in layers.get("facts", [])[:MAX_FACTS]]
+    chosen += [("episodes", r) for r in layers.get("episodes", [])[:MAX_EPISODES]]
+    if not chosen:
+        chosen += [("events", r) for r in layers.get("events", [])[:MAX_EVENTS]]
+    citations = []
+    lines = []
+    for index, (layer, record) in enumerate(chosen, start=1):
+        marker = f"[{index}]"
+        text = item_text(layer, record)
+        citations.append({"marker": marker, "layer": layer.rstrip("s"), "id": record["id"]})
+        lines.append(f"{text} {marker}" if mode == "inline_with_markers" else text)
+    block = "\n".join(lines)
+    if mode == "block_at_end" and citations:
+        block += "\n\nSources: " + "; ".join(f"{c['marker']} {c['id']}" for c in citations)
+    if mode == "none":
+        citations = []
+    return block, citations
+
+
+def knowledge_subgraph(layers: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Facts and beliefs as a JSON-LD graph: entities are nodes, assertions are edges with provenance."""
+    nodes: dict[str, dict[str, Any]] = {}
+    edges = []
+
+    def node(ref: dict[str, Any]) -> str:
+        node_id = ref.get("id") or f"literal:{ref.get('value')}"
+        if node_id not in nodes:
+            entry = {"@id": node_id, "@type": "cortex:Entity" if ref.get("type") != "literal" else "cortex:Literal"}
+            if ref.get("name"):
+                entry["name"] = ref["name"]
+            if ref.get("type") == "literal":
+                entry["value"] = ref.get("value")
+                entry["datatype"] = ref.get("datatype")
+            nodes[node_id] = entry
+        return node_id
+
+    for fact in layers.get("facts", []):
+        edges.append({
+            "@id": fact["id"], "@type": "cortex:Fact", "subject": {"@id": node(fact["subject"])},
+            "predicate": fact["predicate"], "object": {"@id": node(fact["object"])},
+            "confidence": fact["confidence"], "validFrom": fact["valid_from"], "validTo": fact.get("valid_to"),
+            "supports": [{"@id": e} for e in fact.get("supports", [])],
+        })  # fmt: skip
+    for belief in layers.get("beliefs", []):
+        claim = belief["claim"]
+        edges.append({
+            "@id": belief["id"], "@type": "cortex:Belief", "subject": {"@id": node(claim["subject"])},
+            "predicate": claim["predicate"], "object": {"@id": node(claim["object"])},
+            "stance": belief["stance"], "confidence": belief["confidence"],
+            "supports": [{"@id": s["id"]} for s in belief.get("supports", [])],
+        })  # fmt: skip
+    for episode in layers.get("episodes", []):
+        edges.append({"@id": episode["id"], "@type": "cortex:Episode", "name": episode["name"],
+                      "events": [{"@id": e} for e in episode.get("events", [])]})  # fmt: skip
+    return {
+        "@context": {"cortex": "https://schemas.cortexdb.ai/v1/ld#", "name": "cortex:name",
+                     "supports": {"@id": "cortex:supports", "@type": "@id"}},
+        "@graph": list(nodes.values()) + edges,
+    }  # fmt: skip
