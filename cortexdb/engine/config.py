@@ -41,7 +41,9 @@ class EngineConfig:
     read_max_limit: int = 1000
     recovery_scan_chunk: int = 10_000
     embedder: str = "hash"  # hash | minilm | best (the server uses "best")
-    reembed: bool = False  # opening a data dir made with another embedder: re-embed instead of failing
+    reembed: bool = (
+        False  # opening a data dir made with another embedder: re-embed instead of failing
+    )
     vector_segment_size: int = 20_000  # delta vectors sealed into an annoy segment
     vector_trees: int = 50
     recall_candidates: int = 100  # per scope and per index (BM25, vector) before scoring

@@ -126,6 +126,10 @@ class Engine:
         self.clock = ctx.clock
         self._supervisor = ScopeSupervisor(ctx)
         ctx.supervisor = self._supervisor
+        from .actors.recall import RecallCoordinator
+
+        self._recall = RecallCoordinator(self)
+        self._phrases: dict[str, dict[str, tuple]] = {}
 
     @property
     def store(self):
@@ -140,7 +144,9 @@ class Engine:
         await nursery.start(self._supervisor.run)
         nursery.start_soon(self._maintenance)
         scopes = await self._scopes_with_pending_work()
-        if getattr(self, "_rescan_all", False):  # re-embedding: every scope's actor does it on start
+        if getattr(
+            self, "_rescan_all", False
+        ):  # re-embedding: every scope's actor does it on start
             scopes += [s for s in await self.scope_paths() if s not in scopes]
         for scope in scopes:
             await self._supervisor.request(scope, Ping)  # spawning the actor resumes its pipeline
@@ -163,7 +169,9 @@ class Engine:
                 details={"recorded": recorded, "requested": current},
             )
         if recorded is not None:  # re-embed: drop every stored vector; actors re-embed on start
-            doomed = [Delete(key) async for key, _ in self.store.scan(prefix=keys.VECTOR_TABLE_PREFIX)]
+            doomed = [
+                Delete(key) async for key, _ in self.store.scan(prefix=keys.VECTOR_TABLE_PREFIX)
+            ]
             for start in range(0, len(doomed), 10_000):
                 await self.store.write(doomed[start : start + 10_000])
             self._rescan_all = True
@@ -463,6 +471,17 @@ class Engine:
         cursor = query.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidQuery("cursor must be a string", details={"field": "cursor"})
+        temporal_keys = ("valid_during", "recorded_during", "natural", "reference_date")
+        block = {name: query.pop(name) for name in temporal_keys if query.get(name) is not None}
+        for name in temporal_keys:
+            query.pop(name, None)
+        if block:
+            from .retrieve.temporal_filter import TemporalFilter
+
+            phrases = await self.temporal_phrase_map(
+                query.pop("tenant", None) or self.config.tenant_id
+            )
+            query["temporal"] = TemporalFilter.from_query(block, self.clock.now(), phrases)
         for name in (
             "as_of",
             "since",
@@ -523,6 +542,43 @@ class Engine:
     async def get_belief(self, scope: str, belief_id: str) -> dict[str, Any]:
         return await self._read(scope, "belief", belief_id=belief_id)
 
+    async def beliefs_why(self, scope: str, belief_id: str) -> dict[str, Any]:
+        """Why we believe it: the support graph down to events and a narrative citing ids (§8.7.6)."""
+        return await self._read(scope, "belief_why", belief_id=belief_id)
+
+    # -- understanding (§8.7.7-§8.7.10) ---------------------------------------------------------
+    # Concept synthesis is not implemented yet (reference §19, phase 11).  These reads say so:
+    # no concept exists, and list and coverage answers carry _partial with the reason.
+    async def understanding(self, scope: str, **filters: Any) -> dict[str, Any]:
+        canonical_scope(scope)
+        return {
+            "items": [],
+            "next_cursor": None,
+            "has_more": False,
+            "_partial": True,
+            "_partial_reason": "no_implementation_yet",
+        }
+
+    async def get_concept(self, scope: str, concept_id: str) -> dict[str, Any]:
+        canonical_scope(scope)
+        raise NotFound(
+            f"no concept {concept_id}: concept synthesis is not implemented yet",
+            details={"concept_id": concept_id, "reason": "no_implementation_yet"},
+        )
+
+    async def related_concepts(self, scope: str, concept_id: str, **filters: Any) -> dict[str, Any]:
+        return await self.get_concept(scope, concept_id)
+
+    async def understanding_coverage(self, scope: str) -> dict[str, Any]:
+        return {
+            "scope": canonical_scope(scope),
+            "concept_count": 0,
+            "by_topic": [],
+            "synthesis_lag": None,
+            "_partial": True,
+            "_partial_reason": "no_implementation_yet",
+        }
+
     async def scope_paths(self, prefix: str = "") -> list[str]:
         """Every scope that has been written to (auto-provisioned or registered)."""
         paths = []
@@ -537,6 +593,80 @@ class Engine:
         if raw is None:
             raise NotFound(f"scope {path} has never been written to", details={"path": path})
         return to_wire(loads(raw, Scope))
+
+    # -- recall --------------------------------------------------------------------------------
+    async def recall(self, request: dict[str, Any], *, caller: str | None = None,
+                     tenant_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """The stratified pack (reference §8.3, §9)."""
+        return await self._recall.recall(request, caller=caller or self.config.default_caller,
+                                         tenant_id=tenant_id or self.config.tenant_id)  # fmt: skip
+
+    async def recall_stream(self, request: dict[str, Any], *, caller: str | None = None,
+                            tenant_id: str | None = None) -> AsyncIterator[tuple[str, Any]]:  # fmt: skip
+        """Streaming recall: ``(event, data)`` pairs in the §10.1 order (plan, layer…, context_block,
+        provenance, diagnostics, done)."""
+        async for name, data in self._recall.stream(request, caller=caller or self.config.default_caller,
+                                                    tenant_id=tenant_id or self.config.tenant_id):  # fmt: skip
+            if name != "pack":
+                yield name, data
+
+    def get_pack(self, pack_id: str) -> dict[str, Any]:
+        """A pack produced in the last 60 seconds (reference §18.2 items 20, 21)."""
+        return self._recall.get_pack(pack_id)
+
+    # -- temporal phrases (§8.17) --------------------------------------------------------------
+    async def register_temporal_phrase(self, name: str, pattern: str, resolves_to: dict[str, Any], *,
+                                       tenant_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+        from .retrieve.temporal_filter import parse_interval
+        from .spi.kv import Put
+
+        tenant = tenant_id or self.config.tenant_id
+        for field, value in (("name", name), ("pattern", pattern)):
+            if not isinstance(value, str) or not value.strip() or len(value) > 200:
+                raise InvalidQuery(f"{field} must be a non-empty string of at most 200 characters",
+                                   details={"field": field})  # fmt: skip
+        if not isinstance(resolves_to, dict) or "valid_during" not in resolves_to:
+            raise InvalidQuery(
+                "resolves_to must be {valid_during: [from, to]}", details={"field": "resolves_to"}
+            )
+        interval = parse_interval(resolves_to["valid_during"], "resolves_to.valid_during")
+        record = {
+            "name": name,
+            "pattern": pattern,
+            "resolves_to": {"valid_during": list(resolves_to["valid_during"])},
+        }
+        await self.store.write(
+            [Put(keys.temporal_phrase(tenant, name), jsoncodec.encode(record))], sync=True
+        )
+        self._phrases.pop(tenant, None)
+        del interval
+        return record
+
+    async def temporal_phrases(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
+        tenant = tenant_id or self.config.tenant_id
+        return [
+            jsoncodec.decode(raw)
+            async for _, raw in self.store.scan(prefix=keys.temporal_phrases_prefix(tenant))
+        ]
+
+    async def delete_temporal_phrase(self, name: str, *, tenant_id: str | None = None) -> None:
+        from .spi.kv import Delete
+
+        tenant = tenant_id or self.config.tenant_id
+        if await self.store.get(keys.temporal_phrase(tenant, name)) is None:
+            raise NotFound(f"no temporal phrase {name!r}", details={"name": name})
+        await self.store.write([Delete(keys.temporal_phrase(tenant, name))], sync=True)
+        self._phrases.pop(tenant, None)
+
+    async def temporal_phrase_map(self, tenant: str) -> dict[str, tuple]:
+        from .retrieve.temporal_filter import parse_interval
+
+        if tenant not in self._phrases:
+            self._phrases[tenant] = {
+                p["pattern"]: parse_interval(p["resolves_to"]["valid_during"], "valid_during")
+                for p in await self.temporal_phrases(tenant_id=tenant)
+            }
+        return self._phrases[tenant]
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def _home_scope(self, event_id: str) -> str:

@@ -22,6 +22,7 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | N     | tenant, ent_id                              | Entity                               |
 | NA    | tenant, normalised alias                    | ent_id                               |
 | I     | tenant, caller, endpoint family, key        | idempotency record                   |
+| TP    | tenant, phrase name                         | custom temporal phrase               |
 | L     | lce_id                                      | LifecycleEvent                       |
 | S     | scope                                       | Scope                                |
 | BT    | batch_id                                    | bulk batch record                    |
@@ -187,6 +188,14 @@ def idempotency(tenant: str, caller: str, family: str, key: str) -> bytes:
 
 
 IDEMPOTENCY_PREFIX = b"I" + SEP
+
+
+def temporal_phrase(tenant: str, name: str) -> bytes:
+    return _key(b"TP", tenant, name)
+
+
+def temporal_phrases_prefix(tenant: str) -> bytes:
+    return _prefix(b"TP", tenant)
 
 
 # node ---------------------------------------------------------------------------------------

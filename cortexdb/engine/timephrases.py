@@ -72,7 +72,11 @@ def _point(text: str, reference: dt.datetime) -> Interval | None:
     if m := re.fullmatch(r"([a-z]+)\.?(?:,?\s+(\d{4}))?", text):
         month = MONTHS.get(m[1])
         if month:
-            year = int(m[2]) if m[2] else (reference.year if month <= reference.month else reference.year - 1)
+            year = (
+                int(m[2])
+                if m[2]
+                else (reference.year if month <= reference.month else reference.year - 1)
+            )
             return _month_span(year, month)
     return None
 
@@ -89,7 +93,9 @@ def _dated(year: int | None, month: int, day: int, reference: dt.datetime) -> In
     return start, start + dt.timedelta(days=1)
 
 
-def resolve_phrase(phrase: str, reference: dt.datetime, custom: dict[str, Interval] | None = None) -> Interval:
+def resolve_phrase(
+    phrase: str, reference: dt.datetime, custom: dict[str, Interval] | None = None
+) -> Interval:
     text = " ".join(str(phrase).lower().split())
     if custom:
         for pattern, interval in custom.items():

@@ -182,7 +182,9 @@ class Pipeline:
         for doc_id, vector in zip(todo, vectors, strict=True):
             self.vector_index.add(doc_id, vector)
             if batch is not None:
-                batch.ops.append(Put(keys.vector(self.scope, doc_id), vector.astype(np.float32).tobytes()))
+                batch.ops.append(
+                    Put(keys.vector(self.scope, doc_id), vector.astype(np.float32).tobytes())
+                )
         if self.vector_index.needs_seal:
             await self.vector_index.seal()
 
@@ -577,12 +579,20 @@ class Pipeline:
             state = states[event.id]
             documents[event.id] = event_text(event)
             layers = ["events"]
-            facts = [self._facts[f] for f in state["derives"] if f.startswith("fact_") and f in self._facts]
+            facts = [
+                self._facts[f]
+                for f in state["derives"]
+                if f.startswith("fact_") and f in self._facts
+            ]
             for fact in facts:
                 documents[fact.id] = fact_text(fact)
             if facts:
                 layers.append("facts")
-            payload = {"event_id": event.id, "layers_indexed": layers, "indexes": ["text", "vector"]}
+            payload = {
+                "event_id": event.id,
+                "layers_indexed": layers,
+                "indexes": ["text", "vector"],
+            }
             self._finish_stage(batch, event, state, "indexed", started, payload)
         # a reinforced fact keeps its text, so its vector is not recomputed
         await self.index_documents(batch, documents, embed_known=False)
@@ -1086,7 +1096,9 @@ class Pipeline:
                 for i in intake
             }
             await self.revise_beliefs(batch, sorted(pairs), event_id, summary)
-        await self.index_documents(batch, {b: belief_text(self._belief_by_id[b]) for b in summary["created"]})
+        await self.index_documents(
+            batch, {b: belief_text(self._belief_by_id[b]) for b in summary["created"]}
+        )
         derives = sorted(
             {i["fact_id"] for i in intake} | set(summary["created"]) | set(summary["revised"])
         )

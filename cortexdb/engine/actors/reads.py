@@ -91,12 +91,22 @@ def fact_visible(fact: Fact, at: dt.datetime, include_superseded: bool) -> bool:
     return fact.valid_to is None or fact.valid_to > at
 
 
+def _temporal_keep(temporal, layer: str, record) -> bool:
+    """The ``valid_during`` / ``recorded_during`` / ``natural`` part of a layer read's temporal
+    block (``as_of`` is applied by each layer's own visibility rule)."""
+    if temporal is None or not (temporal.valid_during or temporal.recorded_during):
+        return True
+    wire = record if isinstance(record, dict) else to_wire(record)
+    return temporal.matches(layer, wire)
+
+
 async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
     ctx = actor.ctx
     store = ctx.store
     scope = actor.scope
     limit = query.get("limit") or ctx.config.read_default_limit
     now = ctx.clock.now()
+    temporal = query.get("temporal")
 
     async def state_of(event_id: str) -> dict[str, Any]:
         raw = await store.get(keys.event_state(event_id))
@@ -144,7 +154,12 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 recorded = parse_rfc3339(wire["context"]["recorded_at"])
                 if (rec_since and recorded < rec_since) or (rec_until and recorded >= rec_until):
                     return False
-            return True
+            if (
+                query.get("as_of")
+                and parse_rfc3339(wire["context"]["recorded_at"]) > query["as_of"]
+            ):
+                return False  # events: as_of applies to recorded_at only (§18.2 item 17)
+            return _temporal_keep(temporal, "events", wire)
 
         return await page(store, keys.events_prefix(scope), query, convert, keep, limit=limit)
 
@@ -238,7 +253,9 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 return False
             if predicate and fact.predicate != predicate:
                 return False
-            return min_confidence is None or fact.confidence >= min_confidence
+            if min_confidence is not None and fact.confidence < min_confidence:
+                return False
+            return _temporal_keep(temporal, "facts", fact)
 
         if subject_id:
             prefix = keys.fact_index_prefix(scope, subject_id, predicate)
@@ -290,7 +307,9 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 obj = belief.claim.get("object", {})
                 if belief.claim["subject"].get("id") != about and obj.get("id") != about:
                     return False
-            return min_confidence is None or belief.confidence >= min_confidence
+            if min_confidence is not None and belief.confidence < min_confidence:
+                return False
+            return _temporal_keep(temporal, "beliefs", belief)
 
         async def convert(key, raw):
             return loads(raw, Belief)
@@ -321,7 +340,12 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 return False
             if overlap_from and episode.ended_at < overlap_from:
                 return False
-            return not (overlap_to and episode.started_at >= overlap_to)
+            if overlap_to and episode.started_at >= overlap_to:
+                return False
+            at = query.get("as_of")
+            if at and (episode.recorded_from > at or episode.started_at > at):
+                return False
+            return _temporal_keep(temporal, "episodes", episode)
 
         async def convert(key, raw):
             return loads(raw, Episode)
@@ -338,4 +362,101 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         result["items"] = wires
         return result
 
+    if layer == "belief_why":
+        return await _belief_why(store, scope, query["belief_id"])
+
+    if layer == "candidates":
+        from .candidates import gather
+
+        return await gather(actor, query)
+
+    if layer == "count":
+        from .candidates import count_items
+
+        return await count_items(store, scope)
+
     raise NotFound(f"unknown layer {layer!r}")
+
+
+async def _belief_why(store, scope: str, belief_id: str) -> dict[str, Any]:
+    """The support graph of a belief down to events, and a narrative that cites every id."""
+    from ..derive.episodes import first_sentence
+
+    raw = await store.get(keys.belief(scope, belief_id))
+    if raw is None:
+        note = await store.get(keys.belief_deleted(scope, belief_id))
+        if note is not None:
+            raise ResourceDeleted(f"belief {belief_id} was deleted", details=jsoncodec.decode(note))
+        raise NotFound(f"no belief {belief_id} in {scope}", details={"belief_id": belief_id})
+    belief = loads(raw, Belief)
+    nodes: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    reasons: dict[str, list[str]] = {"supports": [], "against": []}
+    for support in belief.supports:
+        fact_raw = await store.get(keys.fact(scope, support.id))
+        if fact_raw is None:
+            continue
+        fact = loads(fact_raw, Fact)
+        value = fact.object.name if fact.object.type != "literal" else fact.object.value
+        summary = f"{fact.subject.name} {fact.predicate.replace('_', ' ')} {value}"
+        nodes.append(
+            {
+                "id": fact.id,
+                "type": "fact",
+                "weight": support.weight,
+                "polarity": support.polarity,
+                "summary": summary,
+            }
+        )
+        relation = "supported_by" if support.polarity == "supports" else "contradicted_by"
+        edges.append({"from": belief.id, "to": fact.id, "relation": relation})
+        cited = []
+        for event_id in fact.supports:
+            edges.append({"from": fact.id, "to": event_id, "relation": "extracted_from"})
+            cited.append(event_id)
+            if event_id in seen:
+                continue
+            seen.add(event_id)
+            event_raw = await store.get(keys.event(scope, event_id))
+            if event_raw is None:
+                nodes.append(
+                    {"id": event_id, "type": "event", "summary": "(an event of another scope)"}
+                )
+                continue
+            event = loads(event_raw, Event)
+            text = str(event.content.get("text") or event.content.get("kind"))
+            nodes.append(
+                {
+                    "id": event_id,
+                    "type": "event",
+                    "observed_at": event.context["observed_at"],
+                    "summary": f"{event.actor}: {first_sentence(text)}",
+                }
+            )
+        when = fact.valid_from.date().isoformat()
+        reasons[support.polarity].append(
+            f"{summary} since {when} ({fact.id}, from {', '.join(cited)})"
+        )
+    claim = belief.claim
+    obj = claim["object"]
+    value = obj.get("name") if obj.get("type") != "literal" else obj.get("value")
+    subject = claim["subject"].get("name") or claim["subject"]["id"]
+    statement = f"{subject} {claim['predicate'].replace('_', ' ')} {value}"
+    interval = belief.confidence_interval
+    narrative = (
+        f'The claim "{statement}" is {belief.stance} with confidence {belief.confidence:.2f} '
+        f"(90% interval [{interval.lower:.2f}, {interval.upper:.2f}], {interval.method})."
+    )
+    if reasons["supports"]:
+        narrative += " Evidence for it: " + "; ".join(reasons["supports"]) + "."
+    if reasons["against"]:
+        narrative += " Evidence against it: " + "; ".join(reasons["against"]) + "."
+    if not reasons["supports"] and not reasons["against"]:
+        narrative += " No evidence remains for or against it."
+    return {
+        "belief": to_wire(belief),
+        "support_graph": {"nodes": nodes, "edges": edges},
+        "narrative": narrative,
+        "narrative_model": "deterministic_template_v1",
+    }

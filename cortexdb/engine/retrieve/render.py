@@ -45,7 +45,9 @@ def item_text(layer: str, record: dict[str, Any]) -> str:
     return str(record.get("name") or record.get("id"))
 
 
-def context_block(layers: dict[str, list[dict[str, Any]]], mode: str) -> tuple[str, list[dict[str, Any]]]:
+def context_block(
+    layers: dict[str, list[dict[str, Any]]], mode: str
+) -> tuple[str, list[dict[str, Any]]]:
     """The context block and its citations ([{marker, layer, id}])."""
     chosen: list[tuple[str, dict[str, Any]]] = []
     chosen += [("beliefs", r) for r in layers.get("beliefs", [])[:MAX_BELIEFS]]
@@ -76,7 +78,10 @@ def knowledge_subgraph(layers: dict[str, list[dict[str, Any]]]) -> dict[str, Any
     def node(ref: dict[str, Any]) -> str:
         node_id = ref.get("id") or f"literal:{ref.get('value')}"
         if node_id not in nodes:
-            entry = {"@id": node_id, "@type": "cortex:Entity" if ref.get("type") != "literal" else "cortex:Literal"}
+            entry = {
+                "@id": node_id,
+                "@type": "cortex:Entity" if ref.get("type") != "literal" else "cortex:Literal",
+            }
             if ref.get("name"):
                 entry["name"] = ref["name"]
             if ref.get("type") == "literal":

@@ -87,13 +87,21 @@ class TemporalFilter:
         natural = block.get("natural")
         if natural:
             if not isinstance(natural, str):
-                raise InvalidTemporal("temporal.natural must be a string", details={"field": "temporal.natural"})
+                raise InvalidTemporal(
+                    "temporal.natural must be a string", details={"field": "temporal.natural"}
+                )
             phrase = resolve_phrase(natural, reference, custom)
-            valid = phrase if valid is None else (max(_lo(valid[0]), _lo(phrase[0])), min(_hi(valid[1]), _hi(phrase[1])))
+            valid = (
+                phrase
+                if valid is None
+                else (max(_lo(valid[0]), _lo(phrase[0])), min(_hi(valid[1]), _hi(phrase[1])))
+            )
         return cls(
             as_of=_bound(block.get("as_of"), "temporal.as_of"),
             valid_during=valid,
-            recorded_during=parse_interval(block.get("recorded_during"), "temporal.recorded_during"),
+            recorded_during=parse_interval(
+                block.get("recorded_during"), "temporal.recorded_during"
+            ),
             include_superseded=include_superseded,
             natural=natural,
             reference=reference,
@@ -125,9 +133,14 @@ class TemporalFilter:
             valid_from, valid_to = _ts(record["started_at"]), _ts(record.get("valid_to"))
         else:
             valid_from, valid_to = _ts(record.get("valid_from")), _ts(record.get("valid_to"))
-        recorded_from, recorded_to = _ts(record.get("recorded_from")), _ts(record.get("recorded_to"))
+        recorded_from, recorded_to = (
+            _ts(record.get("recorded_from")),
+            _ts(record.get("recorded_to")),
+        )
         if self.as_of:
-            if (recorded_from and recorded_from > self.as_of) or (valid_from and valid_from > self.as_of):
+            if (recorded_from and recorded_from > self.as_of) or (
+                valid_from and valid_from > self.as_of
+            ):
                 return False
             if not self.include_superseded:
                 if recorded_to is not None and recorded_to <= self.as_of:

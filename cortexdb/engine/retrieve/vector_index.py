@@ -131,5 +131,7 @@ class VectorIndex:
             return self._delta[position]
         for segment in self._segments:
             if doc_id in segment.positions:
-                return np.array(segment.index.get_item_vector(segment.positions[doc_id]), dtype=np.float32)
+                return np.array(
+                    segment.index.get_item_vector(segment.positions[doc_id]), dtype=np.float32
+                )
         return None
