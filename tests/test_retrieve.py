@@ -9,7 +9,9 @@ from cortexdb.engine.retrieve.vector_index import VectorIndex
 
 def test_hash_embedder_is_deterministic_normalised_and_lexically_sensitive():
     embedder = HashEmbedder()
-    a, b, c = embedder.embed(["Alice lives in Paris", "Where does Alice live?", "quarterly tax filing"])
+    a, b, c = embedder.embed(
+        ["Alice lives in Paris", "Where does Alice live?", "quarterly tax filing"]
+    )
     assert a.shape == (384,) and a.dtype == np.float32
     assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-5)
     assert np.array_equal(a, HashEmbedder().embed(["Alice lives in Paris"])[0])
@@ -24,10 +26,14 @@ def test_embedders_by_name():
     assert info.value.error_code == "EMBEDDER_UNAVAILABLE"
 
 
-@pytest.mark.skipif(not MiniLMEmbedder.available(), reason="the optional minilm extra is not installed")
+@pytest.mark.skipif(
+    not MiniLMEmbedder.available(), reason="the optional minilm extra is not installed"
+)
 def test_minilm_embedder_runs_offline_and_is_semantic():
     embedder = MiniLMEmbedder()
-    a, b, c = embedder.embed(["I moved to Berlin last year.", "Where does she live now?", "The cake recipe needs eggs."])
+    a, b, c = embedder.embed(
+        ["I moved to Berlin last year.", "Where does she live now?", "The cake recipe needs eggs."]
+    )
     assert a.shape == (384,) and np.linalg.norm(a) == pytest.approx(1.0, abs=1e-4)
     assert float(a @ b) > float(a @ c)
 

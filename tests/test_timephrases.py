@@ -46,12 +46,17 @@ def test_phrases(phrase, expected):
 
 
 def test_custom_phrases_take_precedence():
-    custom = {"fiscal Q3": (d(2026, 7, 1), d(2026, 10, 1)), "this week": (d(2000, 1, 1), d(2000, 1, 2))}
+    custom = {
+        "fiscal Q3": (d(2026, 7, 1), d(2026, 10, 1)),
+        "this week": (d(2000, 1, 1), d(2000, 1, 2)),
+    }
     assert resolve_phrase("Fiscal q3", REF, custom) == (d(2026, 7, 1), d(2026, 10, 1))
     assert resolve_phrase("this week", REF, custom) == (d(2000, 1, 1), d(2000, 1, 2))
 
 
-@pytest.mark.parametrize("phrase", ["the other day", "soonish", "between May and", "February 30", ""])
+@pytest.mark.parametrize(
+    "phrase", ["the other day", "soonish", "between May and", "February 30", ""]
+)
 def test_unparseable(phrase):
     with pytest.raises(UnparseableTemporal) as info:
         resolve_phrase(phrase, REF)

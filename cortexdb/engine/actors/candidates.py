@@ -50,9 +50,9 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
         layer = layer_of(record_id)
         if layer is None or layer not in layers:
             continue
-        candidate = await _load(
-            store, scope, layer, record_id, include_superseded or bool(temporal.as_of)
-        )
+        # a valid-time window asks about the past: superseded records are current knowledge of it
+        historical = include_superseded or bool(temporal.as_of) or temporal.valid_during is not None
+        candidate = await _load(store, scope, layer, record_id, historical)
         if candidate is None:
             continue
         record = candidate["record"]

@@ -248,8 +248,15 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 ],
             }
 
+        window = (
+            temporal is not None and temporal.valid_during is not None and not query.get("as_of")
+        )
+
         def keep_fact(fact: Fact) -> bool:
-            if fact.excluded_from_recall or not fact_visible(fact, at, include_superseded):
+            if fact.excluded_from_recall:
+                return False
+            # a valid-time window asks about the past: superseded facts are current knowledge of it
+            if not fact_visible(fact, at, include_superseded or window):
                 return False
             if predicate and fact.predicate != predicate:
                 return False
@@ -301,7 +308,12 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 return False
             if belief.recorded_to is not None and belief.recorded_to <= at:
                 return False
-            if not include_closed and belief.valid_to is not None and belief.valid_to <= at:
+            window = temporal is not None and temporal.valid_during is not None
+            if (
+                not (include_closed or window)
+                and belief.valid_to is not None
+                and belief.valid_to <= at
+            ):
                 return False  # a claim whose every supporting fact was superseded (history)
             if about:
                 obj = belief.claim.get("object", {})

@@ -129,8 +129,9 @@ class TemporalFilter:
             if self.recorded_during and not _overlaps(recorded, recorded, self.recorded_during):
                 return False
             return True
-        if layer == "episodes":
-            valid_from, valid_to = _ts(record["started_at"]), _ts(record.get("valid_to"))
+        if layer == "episodes":  # an episode describes the span of its events
+            valid_from = _ts(record["started_at"])
+            valid_to = _ts(record["ended_at"]) + dt.timedelta(microseconds=1)
         else:
             valid_from, valid_to = _ts(record.get("valid_from")), _ts(record.get("valid_to"))
         recorded_from, recorded_to = (
