@@ -26,11 +26,11 @@ from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
 from .config import EngineConfig
 from .derive.rules import RuleExtractor
-from .retrieve.embedders import by_name
 from .envelope import resolve_identities, validate_envelope
 from .ids import IdGenerator
 from .model import LifecycleEvent, to_wire
 from .policy.hook import AllowAll, PolicyHook
+from .retrieve.embedders import by_name
 from .scopes import canonical_scope
 from .temporal import parse_rfc3339
 

@@ -17,6 +17,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import numpy as np
 import trio
 
 from .. import jsoncodec, keys
@@ -41,8 +42,6 @@ from ..model import (
     loads,
     to_wire,
 )
-import numpy as np
-
 from ..retrieve.text_index import TextIndex
 from ..retrieve.vector_index import VectorIndex
 from ..spi.extractor import Extraction, ExtractionContext, TermRef
