@@ -34,13 +34,11 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
     reference = query["reference"]
     include_superseded = query.get("include_superseded", False)
 
-    bm25 = dict(pipeline.text_index.search(query["text"], limit=k)) if query.get("text") else {}
-    vector = query.get("vector")
-    semantic = (
-        dict(pipeline.vector_index.search(vector, k))
-        if vector is not None and query.get("text")
-        else {}
-    )
+    mode = query.get("mode", "hybrid")
+    text = query.get("text")
+    bm25 = dict(pipeline.text_index.search(text, limit=k)) if text and mode != "vector" else {}
+    vector = query.get("vector") if mode != "bm25" else None
+    semantic = dict(pipeline.vector_index.search(vector, k)) if vector is not None and text else {}
     ids = list(dict.fromkeys(list(bm25) + list(semantic)))
     if not ids:  # no query text (or no hit): the most recent records of each layer
         ids = await _recent(store, scope, layers, k)

@@ -174,7 +174,8 @@ class RecallCoordinator:
         if spec["shape"] == "raw" and temporal.valid_during is not None:
             warnings.append("valid_during_ignored_for_view_raw")  # §18.2 item 17
         plan = planner.classify(spec["query"], temporal.active)
-        weights = planner.weights_for(plan)
+        mode = self.ctx.config.recall_mode
+        weights = planner.weights_for(plan) if mode == "hybrid" else planner.single_signal(mode)
         trail.append({"phase": "classify", "plan": plan, "elapsed_ms": lap("classify", t)})
         yield "plan", {"plan": plan, "filters_applied": filters_applied}
 
@@ -202,7 +203,7 @@ class RecallCoordinator:
         query = {
             "text": spec["query"], "vector": vector, "layers": spec["layers"] - {"understanding"},
             "k": self.ctx.config.recall_candidates, "temporal": temporal, "filters": spec["filters"],
-            "reference": reference,
+            "reference": reference, "mode": mode,
         }  # fmt: skip
         candidates, traversed, degraded = await self._fan_out(scopes, query)
         for placeholder in denied:

@@ -61,3 +61,9 @@ def weights_for(plan: str) -> dict[str, float]:
         weights.update(bm25=0.3, semantic=0.3, confidence=0.15, recency=0.05)
     total = sum(weights.values())
     return {name: round(value / total, 4) for name, value in weights.items()}
+
+
+def single_signal(mode: str) -> dict[str, float]:
+    """Weights of a one-signal arm: ``bm25`` or ``vector`` (semantic) only."""
+    signal = {"bm25": "bm25", "vector": "semantic"}[mode]
+    return {name: (1.0 if name == signal else 0.0) for name in DEFAULT_WEIGHTS}

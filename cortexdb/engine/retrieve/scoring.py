@@ -40,29 +40,46 @@ def score_candidates(candidates: list[dict[str, Any]], weights: dict[str, float]
         c["score"] = round(sum(weights[k] * v for k, v in signals.items()), 6)
 
 
-def _similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
-    va, vb = a.get("vector"), b.get("vector")
-    if va is not None and vb is not None:
-        return float(np.dot(va, vb))
-    ta, tb = a.get("tokens") or set(), b.get("tokens") or set()
-    if not ta or not tb:
-        return 0.0
-    return len(ta & tb) / len(ta | tb)
+def _matrix(pool: list[dict[str, Any]]) -> np.ndarray | None:
+    """Unit vectors of the pool as rows, or None when some candidate has no vector."""
+    vectors = [c.get("vector") for c in pool]
+    if not vectors or any(v is None for v in vectors):
+        return None
+    return np.stack(vectors).astype(np.float32)
+
+
+def _jaccard_row(pool: list[dict[str, Any]], chosen: dict[str, Any]) -> np.ndarray:
+    tokens = chosen.get("tokens") or set()
+    out = np.zeros(len(pool), dtype=np.float32)
+    if tokens:
+        for i, candidate in enumerate(pool):
+            other = candidate.get("tokens") or set()
+            if other:
+                out[i] = len(tokens & other) / len(tokens | other)
+    return out
 
 
 def mmr(candidates: list[dict[str, Any]], limit: int, lam: float = 0.7) -> list[dict[str, Any]]:
-    """Maximal marginal relevance: relevance traded against redundancy with what is picked."""
+    """Maximal marginal relevance: relevance traded against redundancy with what is picked.
+
+    Vectorised: the redundancy of every pooled candidate is kept as a running maximum of its
+    similarity to the picked ones (cosine of embeddings; token Jaccard without them).
+    """
     pool = sorted(candidates, key=lambda c: (-c["score"], c["id"]))[: max(limit * 4, limit)]
+    if not pool or limit <= 0:
+        return []
+    scores = np.array([c["score"] for c in pool], dtype=np.float64)
+    matrix = _matrix(pool)
+    redundancy = np.zeros(len(pool), dtype=np.float64)
+    available = np.ones(len(pool), dtype=bool)
     picked: list[dict[str, Any]] = []
-    while pool and len(picked) < limit:
-        best, best_value = None, -math.inf
-        for candidate in pool:
-            redundancy = max((_similarity(candidate, p) for p in picked), default=0.0)
-            value = lam * candidate["score"] - (1 - lam) * redundancy
-            if value > best_value:
-                best, best_value = candidate, value
-        picked.append(best)
-        pool.remove(best)
+    while len(picked) < min(limit, len(pool)):
+        values = np.where(available, lam * scores - (1 - lam) * redundancy, -np.inf)
+        best = int(np.argmax(values))  # ties: the earlier (better-scored, then lower id) wins
+        picked.append(pool[best])
+        available[best] = False
+        similarity = matrix @ matrix[best] if matrix is not None else _jaccard_row(pool, pool[best])
+        np.maximum(redundancy, similarity, out=redundancy)
     return picked
 
 
