@@ -36,7 +36,9 @@ from cortexdb import EngineConfig  # noqa: E402
 
 KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-DEFAULT_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench-data", "locomo-dev.json")
+DEFAULT_DATA = os.path.join(
+    os.path.dirname(__file__), "..", "..", "shared", "bench-data", "locomo-dev.json"
+)
 _DIA = re.compile(r"^D(\d+):(\d+)$")
 
 
@@ -99,7 +101,9 @@ async def ingest(engine, scope: str, turns: list[dict]) -> None:
 
 def turns_in_rank_order(pack: dict) -> list[str]:
     """Map ranked items back to dia_ids, in rank order (events carry their dia_id label)."""
-    items = sorted((i for layer in pack["layers"].values() for i in layer), key=lambda i: -i["score"])
+    items = sorted(
+        (i for layer in pack["layers"].values() for i in layer), key=lambda i: -i["score"]
+    )
     out: list[str] = []
     for item in items:
         for label in item.get("context", {}).get("labels", []):
@@ -108,12 +112,18 @@ def turns_in_rank_order(pack: dict) -> list[str]:
     return out
 
 
-async def run_arm(args, arm: str, samples: list[dict], embedder) -> dict:
-    config = EngineConfig(recall_mode=arm, recall_candidates=100, idle_timeout=3600)
-    recalls = {k: {c: [] for c in CATEGORIES} for k in KS}
-    latencies: list[float] = []
+async def run(args, arms: list[str], samples: list[dict], embedder) -> dict[str, dict]:
+    """Ingest every conversation once, then recall every question under each arm."""
+    import attrs
+
+    config = EngineConfig(recall_candidates=100, idle_timeout=3600)
+    results = {
+        arm: {"recalls": {k: {c: [] for c in CATEGORIES} for k in KS}, "latencies": []}
+        for arm in arms
+    }
     ingest_events, ingest_seconds = 0, 0.0
     async with cortexdb.open_engine("memory", config=config, embedder=embedder) as engine:
+        scopes = []
         for sample in samples:
             scope = f"bench:{re.sub(r'[^A-Za-z0-9_-]', '_', sample['sample_id'])}"
             turns = turns_of(sample)
@@ -121,25 +131,34 @@ async def run_arm(args, arm: str, samples: list[dict], embedder) -> dict:
             await ingest(engine, scope, turns)
             ingest_seconds += time.perf_counter() - started
             ingest_events += len(turns)
-            questions = sample["qa"][: args.questions] if args.questions else sample["qa"]
-            for qa in questions:
-                evidence = clean_evidence(qa.get("evidence"))
-                if not evidence:
-                    continue
-                request = {
-                    "scope": scope, "view": "granular", "traversal": "local", "query": qa["question"],
-                    "include": ["events"], "budgets": {"per_layer_limits": {"events": max(KS)}},
-                    "diagnostics": "none", "citation_mode": "none",
-                }  # fmt: skip
-                started = time.perf_counter()
-                pack = await engine.recall(request)
-                latencies.append((time.perf_counter() - started) * 1000)
-                ranked = turns_in_rank_order(pack)
-                for k in KS:
-                    top = set(ranked[:k])
-                    recalls[k][qa["category"]].append(sum(1 for e in evidence if e in top) / len(evidence))
-    return {"recalls": recalls, "latencies": latencies, "ingest_rate": ingest_events / ingest_seconds,
-            "ingest_events": ingest_events}  # fmt: skip
+            scopes.append((scope, sample))
+        for arm in arms:
+            engine._ctx.config = attrs.evolve(config, recall_mode=arm)  # the arm under test
+            recalls, latencies = results[arm]["recalls"], results[arm]["latencies"]
+            for scope, sample in scopes:
+                questions = sample["qa"][: args.questions] if args.questions else sample["qa"]
+                for qa in questions:
+                    evidence = clean_evidence(qa.get("evidence"))
+                    if not evidence:
+                        continue
+                    request = {
+                        "scope": scope, "view": "granular", "traversal": "local", "query": qa["question"],
+                        "include": ["events"], "budgets": {"per_layer_limits": {"events": max(KS)}},
+                        "diagnostics": "none", "citation_mode": "none",
+                    }  # fmt: skip
+                    started = time.perf_counter()
+                    pack = await engine.recall(request)
+                    latencies.append((time.perf_counter() - started) * 1000)
+                    ranked = turns_in_rank_order(pack)
+                    for k in KS:
+                        top = set(ranked[:k])
+                        recalls[k][qa["category"]].append(
+                            sum(1 for e in evidence if e in top) / len(evidence)
+                        )
+    for arm in arms:
+        results[arm]["ingest_rate"] = ingest_events / ingest_seconds
+        results[arm]["ingest_events"] = ingest_events
+    return results
 
 
 def mean(values: list[float]) -> float:
@@ -164,12 +183,16 @@ def report(arm: str, result: dict) -> None:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", default=DEFAULT_DATA)
     parser.add_argument("--embedder", default="best", choices=["best", "hash", "minilm"])
     parser.add_argument("--arms", default="hybrid,bm25,vector")
     parser.add_argument("--samples", type=int, default=0, help="use only the first N conversations")
-    parser.add_argument("--questions", type=int, default=0, help="use only the first N questions of each")
+    parser.add_argument(
+        "--questions", type=int, default=0, help="use only the first N questions of each"
+    )
     args = parser.parse_args()
     with open(args.data) as handle:
         samples = json.load(handle)
@@ -178,9 +201,13 @@ async def main() -> None:
     from cortexdb.engine.retrieve.embedders import by_name
 
     embedder = by_name(args.embedder)
-    print(f"LoCoMo dev: {len(samples)} conversations, embedder {embedder.name}, cpu_count={os.cpu_count()}")
-    for arm in args.arms.split(","):
-        report(arm, await run_arm(args, arm, samples, embedder))
+    print(
+        f"LoCoMo dev: {len(samples)} conversations, embedder {embedder.name}, cpu_count={os.cpu_count()}"
+    )
+    arms = args.arms.split(",")
+    results = await run(args, arms, samples, embedder)
+    for arm in arms:
+        report(arm, results[arm])
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
 
 LAYER_OF_PREFIX = {"evt": "events", "fact": "facts", "ep": "episodes", "belief": "beliefs"}
+PREFIX_OF_LAYER = {layer: prefix + "_" for prefix, layer in LAYER_OF_PREFIX.items()}
 
 
 def layer_of(record_id: str) -> str | None:
@@ -36,9 +37,16 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
 
     mode = query.get("mode", "hybrid")
     text = query.get("text")
-    bm25 = dict(pipeline.text_index.search(text, limit=k)) if text and mode != "vector" else {}
+    # top-k per layer: short fact texts and broad episode summaries must not crowd out the turns
+    bm25: dict[str, float] = {}
+    semantic: dict[str, float] = {}
     vector = query.get("vector") if mode != "bm25" else None
-    semantic = dict(pipeline.vector_index.search(vector, k)) if vector is not None and text else {}
+    for layer in sorted(layers):
+        prefixes = (PREFIX_OF_LAYER[layer],)
+        if text and mode != "vector":
+            bm25.update(pipeline.text_index.search(text, limit=k, prefixes=prefixes))
+        if vector is not None and text:
+            semantic.update(pipeline.vector_index.search(vector, k, prefixes=prefixes))
     ids = list(dict.fromkeys(list(bm25) + list(semantic)))
     if not ids:  # no query text (or no hit): the most recent records of each layer
         ids = await _recent(store, scope, layers, k)

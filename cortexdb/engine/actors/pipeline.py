@@ -57,7 +57,19 @@ log = logging.getLogger("cortexdb.pipeline")
 STEPS = ("captured", "extracted", "indexed", "consolidated", "episode")
 
 
+def speaker_name(actor_id: str) -> str:
+    """``user:caroline_smith`` -> ``caroline smith``: how a turn's speaker is named in the index."""
+    return actor_id.split(":", 1)[-1].replace("_", " ")
+
+
 def event_text(event: Event) -> str:
+    """What the indexes see of an event: who said it, then what was said.  The speaker is part of
+    the memory — questions name people, turns rarely do (on LoCoMo the speaker lifts MiniLM's
+    turn recall@10 from 30 to 51, see docs/decisions.md)."""
+    return f"{speaker_name(event.actor)}: {content_text(event)}"
+
+
+def content_text(event: Event) -> str:
     content = event.content
     text = content.get("text")
     if isinstance(text, str):
@@ -602,6 +614,7 @@ class Pipeline:
     async def _consolidate(
         self, events: list[Event], states: dict, started: float, batch: StageBatch
     ) -> None:
+        created_beliefs: dict[str, str] = {}  # embedded once per batch, not once per event
         for event in events:
             state = states[event.id]
             directives = event.directives or {}
@@ -616,9 +629,11 @@ class Pipeline:
             state.setdefault("stage_derives", {})["consolidated"] = (
                 summary["created"] + summary["revised"]
             )
-            created = {b: belief_text(self._belief_by_id[b]) for b in summary["created"]}
-            await self.index_documents(batch, created)
+            created_beliefs.update(
+                {b: belief_text(self._belief_by_id[b]) for b in summary["created"]}
+            )
             for belief_id in summary["deleted"]:
+                created_beliefs.pop(belief_id, None)
                 self.unindex(batch, belief_id)
             intake = state.get("intake", ())
             payload: dict[str, Any] = {
@@ -641,6 +656,7 @@ class Pipeline:
             self._finish_stage(batch, event, state, "consolidated", started, payload)
             if target and target != self.scope:
                 await self._hand_off(event, state, target)
+        await self.index_documents(batch, created_beliefs)
         batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
         await self._commit(batch)
 
@@ -891,7 +907,7 @@ class Pipeline:
                 episode = None
             else:
                 predecessor = episode.causal_predecessor if episode else None
-            text = event_text(event)
+            text = content_text(event)
             if episode is None:
                 episode = Episode(
                     id=self.ctx.ids.new("ep"), scope=self.scope,

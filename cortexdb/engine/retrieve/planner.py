@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import re
 
+# relevance (semantic + lexical) dominates; the other signals order near-ties (measured on LoCoMo,
+# docs/benchmarks.md)
 DEFAULT_WEIGHTS = {
-    "semantic": 0.35,
-    "bm25": 0.25,
-    "graph": 0.1,
-    "recency": 0.1,
-    "importance": 0.1,
-    "confidence": 0.1,
+    "semantic": 0.4,
+    "bm25": 0.4,
+    "graph": 0.05,
+    "recency": 0.05,
+    "importance": 0.05,
+    "confidence": 0.05,
 }
 
 _TEMPORAL = re.compile(
@@ -54,11 +56,11 @@ def classify(query: str, has_temporal_block: bool = False) -> str:
 def weights_for(plan: str) -> dict[str, float]:
     weights = dict(DEFAULT_WEIGHTS)
     if plan == "TEMPORAL_SCAN":
-        weights.update(recency=0.2, semantic=0.3, bm25=0.2)
+        weights.update(recency=0.1, semantic=0.375, bm25=0.375)
     elif plan == "RELATIONSHIP_EXPAND":
-        weights.update(graph=0.2, semantic=0.3, bm25=0.2)
+        weights.update(graph=0.1, semantic=0.375, bm25=0.375)
     elif plan == "ENTITY_ATTRIBUTE_LOOKUP":
-        weights.update(bm25=0.3, semantic=0.3, confidence=0.15, recency=0.05)
+        weights.update(bm25=0.425, semantic=0.375, confidence=0.05)
     total = sum(weights.values())
     return {name: round(value / total, 4) for name, value in weights.items()}
 

@@ -1,7 +1,7 @@
 """Scoring, MMR and the token-budget knapsack for recall (DESIGN §7).
 
-Signals per candidate, each in [0, 1]: ``semantic`` (cosine, clipped at 0), ``bm25`` (divided by
-the best BM25 score of the recall), ``graph`` (how many of its ``supports``/``derives`` neighbours
+Signals per candidate, each in [0, 1]: ``semantic`` (cosine, min-max normalised over the
+candidates), ``bm25`` (divided by the best BM25 score of the recall), ``graph`` (how many of its ``supports``/``derives`` neighbours
 are candidates too), ``recency`` (half-life decay from the reference time), ``importance`` and
 ``confidence`` (from the record).  The score is their weighted sum; the weights are in the trail.
 """
@@ -24,12 +24,17 @@ def recency(age_days: float) -> float:
 def score_candidates(candidates: list[dict[str, Any]], weights: dict[str, float]) -> None:
     """Fill ``signals`` and ``score`` of every candidate in place."""
     best_bm25 = max((c["bm25"] for c in candidates), default=0.0) or 1.0
+    # cosine similarities sit in a narrow band whose position depends on the model: min-max
+    # normalise them over the candidates, as BM25 is normalised by its best score
+    cosines = [float(c["semantic"]) for c in candidates if c["semantic"]]
+    low, high = (min(cosines), max(cosines)) if cosines else (0.0, 0.0)
+    spread = (high - low) or 1.0
     present = {c["id"] for c in candidates}
     for c in candidates:
         links = c.get("links", ())
         graph = min(1.0, sum(1 for link in links if link in present) / 2.0)
         signals = {
-            "semantic": max(0.0, float(c["semantic"])),
+            "semantic": (float(c["semantic"]) - low) / spread if c["semantic"] else 0.0,
             "bm25": c["bm25"] / best_bm25,
             "graph": graph,
             "recency": c["recency"],

@@ -74,8 +74,11 @@ class TextIndex:
             idf = self.epsilon * self._average_idf
         return idf
 
-    def search(self, query: str, limit: int | None = None) -> list[tuple[str, float]]:
-        """Documents sharing a query term, best first, with their BM25 Okapi scores."""
+    def search(
+        self, query: str, limit: int | None = None, prefixes: tuple[str, ...] | None = None
+    ) -> list[tuple[str, float]]:
+        """Documents sharing a query term, best first, with their BM25 Okapi scores; with
+        ``prefixes``, only documents whose id starts with one of them (e.g. ``("evt_",)``)."""
         if not self._lengths:
             return []
         avg_len = self._total_length / len(self._lengths) or 1.0
@@ -89,5 +92,8 @@ class TextIndex:
             for doc_id, tf in docs.items():
                 norm = k1 * (1 - b + b * self._lengths[doc_id] / avg_len)
                 scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
-        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+        items = scores.items()
+        if prefixes is not None:
+            items = [(doc_id, score) for doc_id, score in items if doc_id.startswith(prefixes)]
+        ranked = sorted(items, key=lambda item: (-item[1], item[0]))
         return ranked if limit is None else ranked[:limit]

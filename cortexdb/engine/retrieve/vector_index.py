@@ -98,17 +98,23 @@ class VectorIndex:
         finally:
             self._sealing = False
 
-    def search(self, query: np.ndarray, limit: int) -> list[tuple[str, float]]:
-        """The ``limit`` nearest live vectors, best first, with cosine similarity."""
+    def search(
+        self, query: np.ndarray, limit: int, prefixes: tuple[str, ...] | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``limit`` nearest live vectors, best first, with cosine similarity; with
+        ``prefixes``, only ids starting with one of them (annoy is asked for more to make up)."""
         results: dict[str, float] = {}
         shadowed = self._shadowed
+        fetch = limit + 8 if prefixes is None else limit * 4 + 8
         for segment in self._segments:
             positions, distances = segment.index.get_nns_by_vector(
-                query, limit + 8, search_k=-1, include_distances=True
+                query, fetch, search_k=-1, include_distances=True
             )
             for position, distance in zip(positions, distances, strict=True):
                 doc_id = segment.ids[position]
                 if doc_id in self._removed or doc_id in shadowed:
+                    continue
+                if prefixes is not None and not doc_id.startswith(prefixes):
                     continue
                 similarity = 1.0 - (distance * distance) / 2.0  # angular distance -> cosine
                 if similarity > results.get(doc_id, -2.0):
@@ -116,11 +122,16 @@ class VectorIndex:
         count = len(self._delta_ids)
         if count:
             scores = self._delta[:count] @ query
+            if prefixes is not None:
+                keep = np.fromiter(
+                    (d.startswith(prefixes) for d in self._delta_ids), dtype=bool, count=count
+                )
+                scores = np.where(keep, scores, -np.inf)
             take = min(limit + len(self._removed), count)
             top = np.argpartition(-scores, take - 1)[:take] if take < count else np.arange(count)
             for position in top:
                 doc_id = self._delta_ids[position]
-                if doc_id not in self._removed:
+                if doc_id not in self._removed and np.isfinite(scores[position]):
                     results[doc_id] = float(scores[position])
         ranked = sorted(results.items(), key=lambda item: (-item[1], item[0]))
         return ranked[:limit]

@@ -1,0 +1,214 @@
+"""Recall latency versus corpus size, on LevelDB.
+
+    python bench/recall.py [--sizes 1000,10000,100000] [--embedder hash|minilm] [--queries 200]
+
+For each size N: N synthetic conversational events in one scope (captured with the bulk API and
+fully derived), then ``--queries`` recalls (holistic pack, default budgets) timed one after another:
+p50 / p95.  Then a holistic recall over three levels (org -> team -> user, N/3 events each).
+Baseline in the same run: one BM25 query with rank-bm25's ``BM25Okapi.get_scores`` over the same
+event texts (what a rebuild-per-query approach would cost), and the ratio.
+Target (issue 3): p50 <= 50 ms at 100k events in one scope with the deterministic embedder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import trio
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import cortexdb  # noqa: E402
+from cortexdb import EngineConfig  # noqa: E402
+from cortexdb.engine.retrieve.text_index import tokenize  # noqa: E402
+
+NAMES = [
+    "Alice",
+    "Bob",
+    "Carmen",
+    "Deepak",
+    "Elena",
+    "Farid",
+    "Grace",
+    "Hiro",
+    "Ines",
+    "Jonas",
+    "Kemal",
+    "Lena",
+]
+PLACES = [
+    "Lisbon",
+    "Berlin",
+    "Osaka",
+    "Nairobi",
+    "Toronto",
+    "Lima",
+    "Oslo",
+    "Hanoi",
+    "Austin",
+    "Porto",
+    "Cairo",
+]
+THINGS = [
+    "hiking",
+    "chess",
+    "jazz",
+    "pottery",
+    "sailing",
+    "baking",
+    "cycling",
+    "poetry",
+    "gardening",
+    "climbing",
+]
+COMPANIES = [
+    "Acme",
+    "Globex",
+    "Initech",
+    "Umbrella",
+    "Hooli",
+    "Stark",
+    "Wayne",
+    "Soylent",
+    "Cyberdyne",
+]
+TEMPLATES = [
+    "I live in {place} now and I really like it.",
+    "My favorite hobby is {thing}.",
+    "{name} works at {company} on the data team.",
+    "I really love {thing} on weekends with {name}.",
+    "{company} moved to {number} seats after the pilot.",
+    "We talked with {name} about the trip to {place} next month.",
+    "I'm {age} years old and I work as a {thing} teacher.",
+    "Yesterday {name} and I went to a {thing} class in {place}.",
+    "The meeting with {company} about {thing} ran long but went well.",
+    "Remind me to call {name} about the {company} contract.",
+]
+QUERIES = [
+    "Where does she live now?", "What does {name} do at {company}?", "Who likes {thing}?",
+    "How many seats does {company} have?", "When is the trip to {place}?", "What hobby does {name} enjoy?",
+]  # fmt: skip
+
+
+def text(rng: random.Random, template: str) -> str:
+    return template.format(
+        name=rng.choice(NAMES), place=rng.choice(PLACES), thing=rng.choice(THINGS), company=rng.choice(COMPANIES),
+        number=rng.randint(5, 900), age=rng.randint(18, 80),
+    )  # fmt: skip
+
+
+def items(rng: random.Random, count: int, start: int) -> list[dict]:
+    out = []
+    for i in range(start, start + count):
+        day, second = divmod(i, 3600)
+        out.append({
+            "observed_actor": {"id": f"user:{rng.choice(NAMES).lower()}", "session": f"s{i // 200}"},
+            "modality": "conversation",
+            "content": {"kind": "message", "role": "user", "text": text(rng, rng.choice(TEMPLATES))},
+            "context": {"observed_at": f"2026-{1 + (day // 28) % 12:02d}-{1 + day % 28:02d}T{second // 3600:02d}:"
+                                       f"{(second // 60) % 60:02d}:{second % 60:02d}Z"},
+        })  # fmt: skip
+    return out
+
+
+async def load(engine, scope: str, rng: random.Random, count: int, start: int = 0) -> list[str]:
+    texts = []
+    for offset in range(0, count, 1000):
+        chunk = items(rng, min(1000, count - offset), start + offset)
+        texts += [c["content"]["text"] for c in chunk]
+        await engine.experience_bulk(
+            {"scope": scope, "items": chunk, "ordering": "batch_throughput"}
+        )
+    await engine.flush(scope)
+    return texts
+
+
+async def time_recalls(
+    engine, scope: str, rng: random.Random, queries: int, traversal: str
+) -> list[float]:
+    latencies = []
+    for _ in range(queries):
+        query = text(rng, rng.choice(QUERIES))
+        started = time.perf_counter()
+        await engine.recall(
+            {"scope": scope, "query": query, "traversal": traversal, "diagnostics": "none"}
+        )
+        latencies.append((time.perf_counter() - started) * 1000)
+    return latencies
+
+
+def rank_bm25_baseline(texts: list[str], rng: random.Random) -> float:
+    from rank_bm25 import BM25Okapi
+
+    corpus = [tokenize(t) for t in texts]
+    index = BM25Okapi(corpus)
+    timings = []
+    for _ in range(5):
+        query = tokenize(text(rng, rng.choice(QUERIES)))
+        started = time.perf_counter()
+        index.get_scores(query)
+        timings.append((time.perf_counter() - started) * 1000)
+    return statistics.median(timings)
+
+
+def pct(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--embedder", default="hash", choices=["hash", "minilm"])
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    config = EngineConfig(embedder=args.embedder, idle_timeout=3600)
+    print(
+        f"embedder={args.embedder} queries={args.queries} cpu_count={os.cpu_count()} backend=leveldb"
+    )
+    for size in [int(s) for s in args.sizes.split(",")]:
+        rng = random.Random(size)
+        path = tempfile.mkdtemp(prefix="bench-recall-")
+        try:
+            async with cortexdb.open_engine("leveldb", path=path, config=config) as engine:
+                started = time.perf_counter()
+                texts = await load(engine, "org:bench/user:alice", rng, size)
+                ingest = time.perf_counter() - started
+                latencies = await time_recalls(
+                    engine, "org:bench/user:alice", rng, args.queries, "local"
+                )
+                baseline = rank_bm25_baseline(texts, rng)
+                p50 = statistics.median(latencies)
+                print(f"{size:>7} events, one scope: recall p50 {p50:6.1f} ms  p95 {pct(latencies, 0.95):6.1f} ms  "
+                      f"| rank-bm25 get_scores alone {baseline:6.1f} ms (ratio {p50 / baseline:.2f})  "
+                      f"| ingest {size / ingest:,.0f} events/s captured and derived")  # fmt: skip
+            path2 = tempfile.mkdtemp(prefix="bench-recall-h-")
+            try:
+                async with cortexdb.open_engine("leveldb", path=path2, config=config) as engine:
+                    third = size // 3
+                    await load(engine, "org:bench", rng, third, 0)
+                    await load(engine, "org:bench/team:core", rng, third, third)
+                    await load(
+                        engine, "org:bench/team:core/user:alice", rng, size - 2 * third, 2 * third
+                    )
+                    latencies = await time_recalls(
+                        engine, "org:bench/team:core/user:alice", rng, args.queries, "holistic"
+                    )
+                    print(f"{size:>7} events, holistic over 3 levels: recall p50 {statistics.median(latencies):6.1f} ms  "
+                          f"p95 {pct(latencies, 0.95):6.1f} ms")  # fmt: skip
+            finally:
+                shutil.rmtree(path2, ignore_errors=True)
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    trio.run(main)
