@@ -308,3 +308,16 @@ def test_text_index_scores_equal_rank_bm25_and_updates_incrementally():
         got = dict(index.search(query))
         for doc_id, score in expected.items():
             assert got.get(doc_id, 0.0) == pytest.approx(score, abs=1e-9)
+
+
+def test_pruned_bm25_scores_exactly_and_only_skips_common_terms_for_generation():
+    index = TextIndex()
+    for i in range(400):
+        index.add(f"d{i}", "the meeting with the team" + (" about lisbon" if i % 50 == 0 else ""))
+    index.add("x", "lisbon trip with grace")
+    exact = dict(index.search("the trip to lisbon with grace"))
+    pruned = index.search_pruned("the trip to lisbon with grace", 5)
+    assert pruned[0][0] == "x"
+    for doc_id, score in pruned:
+        assert score == pytest.approx(exact[doc_id])  # generated documents get their exact score
+    assert len(pruned) == 5

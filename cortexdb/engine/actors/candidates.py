@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from .. import jsoncodec, keys
-from ..model import Belief, Episode, Event, Fact, loads, to_wire
 from ..retrieve import filters as recall_filters
 from ..retrieve.scoring import estimate_tokens, recency
 from ..retrieve.text_index import tokenize
@@ -29,35 +28,37 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
     store = actor.ctx.store
     scope = actor.scope
     layers: set[str] = query["layers"]
-    k: int = query["k"]
     temporal = query["temporal"]
     filter_tree = query.get("filters")
     reference = query["reference"]
     include_superseded = query.get("include_superseded", False)
-
     mode = query.get("mode", "hybrid")
     text = query.get("text")
-    # top-k per layer: short fact texts and broad episode summaries must not crowd out the turns
+    # top-k per layer, sized to what the layer can return (MMR looks at 4x its limit): short fact
+    # texts and broad episode summaries must not crowd out the turns, and nobody loads 400 records
+    per_layer = {
+        PREFIX_OF_LAYER[layer]: min(query["k"], max(20, 3 * query.get("limits", {}).get(layer, 10)))
+        for layer in layers
+    }
     bm25: dict[str, float] = {}
     semantic: dict[str, float] = {}
     vector = query.get("vector") if mode != "bm25" else None
-    for layer in sorted(layers):
-        prefixes = (PREFIX_OF_LAYER[layer],)
+    for prefix, k in per_layer.items():
         if text and mode != "vector":
-            bm25.update(pipeline.text_index.search(text, limit=k, prefixes=prefixes))
+            bm25.update(pipeline.text_index.search(text, k, prefix))
         if vector is not None and text:
-            semantic.update(pipeline.vector_index.search(vector, k, prefixes=prefixes))
+            semantic.update(pipeline.vector_index.search(vector, k, prefix))
     ids = list(dict.fromkeys(list(bm25) + list(semantic)))
     if not ids:  # no query text (or no hit): the most recent records of each layer
-        ids = await _recent(store, scope, layers, k)
+        ids = await _recent(store, scope, layers, max(per_layer.values(), default=20))
+    # a valid-time window asks about the past: superseded records are current knowledge of it
+    historical = include_superseded or bool(temporal.as_of) or temporal.valid_during is not None
 
     out: list[dict[str, Any]] = []
     for record_id in ids:
         layer = layer_of(record_id)
         if layer is None or layer not in layers:
             continue
-        # a valid-time window asks about the past: superseded records are current knowledge of it
-        historical = include_superseded or bool(temporal.as_of) or temporal.valid_during is not None
         candidate = await _load(store, scope, layer, record_id, historical)
         if candidate is None:
             continue
@@ -69,26 +70,24 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
         ):
             continue
         when = try_parse_rfc3339(candidate.pop("time")) or reference
+        stored = pipeline.vector_index.vector(record_id)
+        if record_id in semantic:
+            cosine = semantic[record_id]
+        else:
+            cosine = float(stored @ vector) if stored is not None and vector is not None else 0.0
         candidate.update(
             scope=scope,
             bm25=bm25.get(record_id, 0.0),
-            semantic=semantic.get(record_id, 0.0)
-            if semantic
-            else _cosine(pipeline, record_id, vector),
+            semantic=cosine,
             recency=recency((reference - when).total_seconds() / 86400.0),
-            vector=pipeline.vector_index.vector(record_id),
-            tokens=set(tokenize(candidate["text"])),
-            tokens_estimate=estimate_tokens(jsoncodec.encode(record).decode()),
+            vector=stored,
+            tokens=None,  # MMR falls back to token overlap only without vectors
+            tokens_estimate=estimate_tokens(candidate.pop("raw_size")),
         )
+        if stored is None:
+            candidate["tokens"] = set(tokenize(candidate["text"]))
         out.append(candidate)
     return out
-
-
-def _cosine(pipeline, record_id: str, vector) -> float:
-    if vector is None:
-        return 0.0
-    stored = pipeline.vector_index.vector(record_id)
-    return float(stored @ vector) if stored is not None else 0.0
 
 
 async def _recent(store, scope: str, layers: set[str], k: int) -> list[str]:
@@ -102,9 +101,14 @@ async def _recent(store, scope: str, layers: set[str], k: int) -> list[str]:
     return ids
 
 
+def _name(obj: dict[str, Any]) -> Any:
+    return obj.get("name") if obj.get("type") != "literal" else obj.get("value")
+
+
 async def _load(
     store, scope: str, layer: str, record_id: str, historical: bool
 ) -> dict[str, Any] | None:
+    """A candidate from its stored JSON (decoded, not structured: records stay wire dicts)."""
     if layer == "events":
         raw = await store.get(keys.event(scope, record_id))
         if raw is None:
@@ -113,62 +117,49 @@ async def _load(
         state = jsoncodec.decode(state_raw) if state_raw else {}
         if state.get("cancelled"):
             return None
-        event = loads(raw, Event)
-        record = to_wire(event)
+        record = jsoncodec.decode(raw)
         record["derives"] = state.get("derives", [])
-        text = str(event.content.get("text") or "")
-        links = record["derives"] + list(event.context.get("preceded_by") or ())
-        return {"layer": layer, "id": record_id, "record": record, "text": text, "time": event.context["observed_at"],
-                "importance": min(1.0, sum(1 for d in record["derives"] if d.startswith("fact_")) / 2),
-                "confidence": 1.0, "links": links, "chain": {}}  # fmt: skip
+        record["excluded_from_recall"] = False
+        content = record["content"]
+        links = record["derives"] + list(record["context"].get("preceded_by") or ())
+        facts = sum(1 for d in record["derives"] if d.startswith("fact_"))
+        return {"layer": layer, "id": record_id, "record": record, "text": str(content.get("text") or ""),
+                "time": record["context"]["observed_at"], "importance": min(1.0, facts / 2), "confidence": 1.0,
+                "links": links, "chain": {}, "raw_size": len(raw)}  # fmt: skip
+    table = {"facts": keys.fact, "episodes": keys.episode, "beliefs": keys.belief}[layer]
+    raw = await store.get(table(scope, record_id))
+    if raw is None:
+        return None
+    record = jsoncodec.decode(raw)
+    if record.get("excluded_from_recall"):
+        return None
     if layer == "facts":
-        raw = await store.get(keys.fact(scope, record_id))
-        if raw is None:
+        if record.get("recorded_to") is not None and not historical:
             return None
-        fact = loads(raw, Fact)
-        if fact.excluded_from_recall or (fact.recorded_to is not None and not historical):
-            return None
-        record = to_wire(fact)
-        obj = fact.object.name if fact.object.type != "literal" else fact.object.value
-        text = f"{fact.subject.name} {fact.predicate.replace('_', ' ')} {obj}"
+        text = f"{record['subject'].get('name')} {record['predicate'].replace('_', ' ')} {_name(record['object'])}"
         return {"layer": layer, "id": record_id, "record": record, "text": text, "time": record["valid_from"],
-                "importance": fact.confidence, "confidence": fact.confidence, "links": list(fact.supports),
-                "chain": {fact.id: list(fact.supports)}}  # fmt: skip
+                "importance": record["confidence"], "confidence": record["confidence"],
+                "links": list(record["supports"]), "chain": {record_id: list(record["supports"])},
+                "raw_size": len(raw)}  # fmt: skip
     if layer == "episodes":
-        raw = await store.get(keys.episode(scope, record_id))
-        if raw is None:
-            return None
-        episode = loads(raw, Episode)
-        if episode.excluded_from_recall:
-            return None
-        record = to_wire(episode)
-        return {"layer": layer, "id": record_id, "record": record, "text": f"{episode.name}. {episode.summary}",
-                "time": record["ended_at"], "importance": episode.centrality_score, "confidence": 1.0,
-                "links": list(episode.events), "chain": {episode.id: list(episode.events)}}  # fmt: skip
-    if layer == "beliefs":
-        raw = await store.get(keys.belief(scope, record_id))
-        if raw is None:
-            return None
-        belief = loads(raw, Belief)
-        if belief.excluded_from_recall or (belief.valid_to is not None and not historical):
-            return None
-        record = to_wire(belief)
-        claim = belief.claim
-        obj = (
-            claim["object"].get("name")
-            if claim["object"].get("type") != "literal"
-            else claim["object"].get("value")
-        )
-        text = f"{claim['subject'].get('name')} {claim['predicate'].replace('_', ' ')} {obj}"
-        chain: dict[str, list[str]] = {belief.id: [s.id for s in belief.supports]}
-        for support in belief.supports:  # down to the events, for the citation DAG
-            fact_raw = await store.get(keys.fact(scope, support.id))
-            if fact_raw is not None:
-                chain[support.id] = list(loads(fact_raw, Fact).supports)
-        return {"layer": layer, "id": record_id, "record": record, "text": text, "time": record["last_revised_at"],
-                "importance": belief.confidence, "confidence": belief.confidence,
-                "links": [s.id for s in belief.supports], "chain": chain}  # fmt: skip
-    return None
+        return {"layer": layer, "id": record_id, "record": record,
+                "text": f"{record['name']}. {record['summary']}", "time": record["ended_at"],
+                "importance": record.get("centrality_score", 0.0), "confidence": 1.0,
+                "links": list(record["events"]), "chain": {record_id: list(record["events"])},
+                "raw_size": len(raw)}  # fmt: skip
+    if record.get("valid_to") is not None and not historical:
+        return None
+    claim = record["claim"]
+    text = f"{claim['subject'].get('name')} {claim['predicate'].replace('_', ' ')} {_name(claim['object'])}"
+    support_ids = [support["id"] for support in record.get("supports", [])]
+    chain: dict[str, list[str]] = {record_id: support_ids}
+    for support_id in support_ids[:20]:  # down to the events, for the citation DAG
+        fact_raw = await store.get(keys.fact(scope, support_id))
+        if fact_raw is not None:
+            chain[support_id] = list(jsoncodec.decode(fact_raw)["supports"])
+    return {"layer": layer, "id": record_id, "record": record, "text": text, "time": record["last_revised_at"],
+            "importance": record["confidence"], "confidence": record["confidence"], "links": support_ids,
+            "chain": chain, "raw_size": len(raw)}  # fmt: skip
 
 
 async def count_items(store, scope: str) -> int:

@@ -42,8 +42,7 @@ from ..model import (
     loads,
     to_wire,
 )
-from ..retrieve.text_index import TextIndex
-from ..retrieve.vector_index import VectorIndex
+from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
 from ..spi.extractor import Extraction, ExtractionContext, TermRef
 from ..spi.kv import Delete, Put
 from ..temporal import format_ts, parse_duration, parse_rfc3339
@@ -160,12 +159,12 @@ class Pipeline:
         self._last_activity: dt.datetime | None = None
         self._last_sealed: str | None = None
         self._flush_waiters: list[tuple[ReplySlot, bool]] = []
-        self.text_index = TextIndex()
+        self.text_index = LayeredTextIndex()
         self.vector_index = self._new_vector_index()
 
-    def _new_vector_index(self) -> VectorIndex:
+    def _new_vector_index(self) -> LayeredVectorIndex:
         config = self.ctx.config
-        return VectorIndex(
+        return LayeredVectorIndex(
             self.ctx.embedder.dimension,
             segment_size=config.vector_segment_size,
             trees=config.vector_trees,
@@ -1147,7 +1146,7 @@ class Pipeline:
         self._beliefs.clear()
         self._deferred.clear()
         self._episode, self._episode_loaded = None, True
-        self.text_index = TextIndex()
+        self.text_index = LayeredTextIndex()
         self.vector_index = self._new_vector_index()
         self._belief_by_id.clear()
         self.queue.clear()

@@ -203,7 +203,7 @@ class RecallCoordinator:
         query = {
             "text": spec["query"], "vector": vector, "layers": spec["layers"] - {"understanding"},
             "k": self.ctx.config.recall_candidates, "temporal": temporal, "filters": spec["filters"],
-            "reference": reference, "mode": mode,
+            "reference": reference, "mode": mode, "limits": spec["limits"],
         }  # fmt: skip
         candidates, traversed, degraded = await self._fan_out(scopes, query)
         for placeholder in denied:

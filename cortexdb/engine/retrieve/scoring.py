@@ -88,8 +88,10 @@ def mmr(candidates: list[dict[str, Any]], limit: int, lam: float = 0.7) -> list[
     return picked
 
 
-def estimate_tokens(text: str) -> int:
-    return TOKEN_OVERHEAD + max(1, len(text) // 4)
+def estimate_tokens(text: str | int) -> int:
+    """About four characters a token, plus the item's framing; takes a text or its length."""
+    size = text if isinstance(text, int) else len(text)
+    return TOKEN_OVERHEAD + max(1, size // 4)
 
 
 def knapsack(items: list[dict[str, Any]], budget: int | None) -> tuple[list[dict[str, Any]], int]:

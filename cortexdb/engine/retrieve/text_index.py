@@ -74,13 +74,76 @@ class TextIndex:
             idf = self.epsilon * self._average_idf
         return idf
 
+    def search_pruned(
+        self, query: str, limit: int, common: float = 0.05
+    ) -> list[tuple[str, float]]:
+        """Top ``limit`` by BM25, generating candidates from the query's rarer terms only.
+
+        Terms found in more than ``common`` of the documents still add their exact contribution
+        to every generated candidate, but do not enumerate their (long) posting lists: at 100k
+        documents "the" or "with" would otherwise cost more than everything else together.  A
+        document matching only common terms is not generated (its score would be low anyway).
+        """
+        import heapq
+
+        if not self._lengths:
+            return []
+        terms = tokenize(query)
+        cutoff = max(50, common * len(self._lengths))
+        present = [t for t in dict.fromkeys(terms) if t in self._postings]
+        rare = [t for t in present if len(self._postings[t]) <= cutoff]
+        if not rare and present:  # only common words: the rarest of them generates
+            rare = [min(present, key=lambda t: len(self._postings[t]))]
+        avg_len = self._total_length / len(self._lengths) or 1.0
+        k1, b = self.k1, self.b
+        lengths = self._lengths
+        scores: dict[str, float] = {}
+        for term in terms:
+            if term in rare:
+                docs = self._postings[term]
+                idf = self._idf(term)
+                for doc_id, tf in docs.items():
+                    norm = k1 * (1 - b + b * lengths[doc_id] / avg_len)
+                    scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
+        for term in terms:
+            if term in self._postings and term not in rare:
+                docs = self._postings[term]
+                idf = self._idf(term)
+                for doc_id in scores:
+                    tf = docs.get(doc_id)
+                    if tf:
+                        norm = k1 * (1 - b + b * lengths[doc_id] / avg_len)
+                        scores[doc_id] += idf * tf * (k1 + 1) / (tf + norm)
+        return heapq.nlargest(limit, scores.items(), key=lambda item: (item[1], item[0]))
+
+    def search_by_prefix(self, query: str, limits: dict[str, int]) -> dict[str, float]:
+        """One scoring pass, then the best ``limits[prefix]`` documents of each id prefix."""
+        import heapq
+
+        scores = self._scores(query)
+        out: dict[str, float] = {}
+        for prefix, limit in limits.items():
+            items = [
+                (doc_id, score) for doc_id, score in scores.items() if doc_id.startswith(prefix)
+            ]
+            out.update(heapq.nlargest(limit, items, key=lambda item: (item[1], item[0])))
+        return out
+
     def search(
         self, query: str, limit: int | None = None, prefixes: tuple[str, ...] | None = None
     ) -> list[tuple[str, float]]:
         """Documents sharing a query term, best first, with their BM25 Okapi scores; with
         ``prefixes``, only documents whose id starts with one of them (e.g. ``("evt_",)``)."""
+        scores = self._scores(query)
+        items = scores.items()
+        if prefixes is not None:
+            items = [(doc_id, score) for doc_id, score in items if doc_id.startswith(prefixes)]
+        ranked = sorted(items, key=lambda item: (-item[1], item[0]))
+        return ranked if limit is None else ranked[:limit]
+
+    def _scores(self, query: str) -> dict[str, float]:
         if not self._lengths:
-            return []
+            return {}
         avg_len = self._total_length / len(self._lengths) or 1.0
         scores: dict[str, float] = {}
         k1, b = self.k1, self.b
@@ -92,8 +155,4 @@ class TextIndex:
             for doc_id, tf in docs.items():
                 norm = k1 * (1 - b + b * self._lengths[doc_id] / avg_len)
                 scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
-        items = scores.items()
-        if prefixes is not None:
-            items = [(doc_id, score) for doc_id, score in items if doc_id.startswith(prefixes)]
-        ranked = sorted(items, key=lambda item: (-item[1], item[0]))
-        return ranked if limit is None else ranked[:limit]
+        return scores

@@ -28,7 +28,9 @@ class VectorIndex:
         self._segments: list[_Segment] = []
         self._delta = np.zeros((1024, dimension), dtype=np.float32)
         self._delta_ids: list[str] = []
+        self._delta_kind = np.zeros(1024, dtype=np.int16)  # id-prefix code per row (layer filters)
         self._delta_pos: dict[str, int] = {}
+        self._kinds: dict[str, int] = {}
         self._removed: set[str] = set()
         self._shadowed: set[str] = set()  # sealed copies superseded by a newer vector in the delta
         self._known: set[str] = set()
@@ -53,10 +55,18 @@ class VectorIndex:
             grown = np.zeros((len(self._delta) * 2, self.dimension), dtype=np.float32)
             grown[:count] = self._delta[:count]
             self._delta = grown
+            kinds = np.zeros(len(self._delta), dtype=np.int16)
+            kinds[:count] = self._delta_kind[:count]
+            self._delta_kind = kinds
         self._delta[count] = vector
+        self._delta_kind[count] = self._kind(doc_id)
         self._delta_ids.append(doc_id)
         self._delta_pos[doc_id] = count
         self._known.add(doc_id)
+
+    def _kind(self, doc_id: str) -> int:
+        prefix = doc_id.split("_", 1)[0] + "_"
+        return self._kinds.setdefault(prefix, len(self._kinds) + 1)
 
     def remove(self, doc_id: str) -> None:
         if doc_id in self._known:
@@ -91,8 +101,11 @@ class VectorIndex:
             self._segments.append(_Segment(built, ids))
             rest = self._delta_ids[count:]
             rest_matrix = self._delta[count : len(self._delta_ids)].copy()
+            rest_kinds = self._delta_kind[count : len(self._delta_ids)].copy()
             self._delta = np.zeros((max(1024, len(rest) * 2), self.dimension), dtype=np.float32)
             self._delta[: len(rest)] = rest_matrix
+            self._delta_kind = np.zeros(len(self._delta), dtype=np.int16)
+            self._delta_kind[: len(rest)] = rest_kinds
             self._delta_ids = list(rest)
             self._delta_pos = {doc_id: i for i, doc_id in enumerate(rest)}
         finally:
@@ -123,9 +136,8 @@ class VectorIndex:
         if count:
             scores = self._delta[:count] @ query
             if prefixes is not None:
-                keep = np.fromiter(
-                    (d.startswith(prefixes) for d in self._delta_ids), dtype=bool, count=count
-                )
+                codes = [self._kinds[p] for p in prefixes if p in self._kinds]
+                keep = np.isin(self._delta_kind[:count], codes)
                 scores = np.where(keep, scores, -np.inf)
             take = min(limit + len(self._removed), count)
             top = np.argpartition(-scores, take - 1)[:take] if take < count else np.arange(count)

@@ -1,0 +1,92 @@
+"""Per-layer indexes behind one face: a record's id prefix (``evt_``, ``fact_``, ``ep_``,
+``belief_``) routes it to its layer's own BM25 and vector index.
+
+Separate indexes keep each layer's BM25 statistics its own (short fact texts do not skew the
+length normalisation of conversation turns) and let recall take the top k of a layer without
+filtering a shared index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .text_index import TextIndex
+from .vector_index import VectorIndex
+
+
+def _prefix(doc_id: str) -> str:
+    return doc_id.split("_", 1)[0] + "_"
+
+
+class LayeredTextIndex:
+    def __init__(self) -> None:
+        self._indexes: dict[str, TextIndex] = {}
+
+    def _for(self, doc_id: str) -> TextIndex:
+        prefix = _prefix(doc_id)
+        index = self._indexes.get(prefix)
+        if index is None:
+            index = self._indexes[prefix] = TextIndex()
+        return index
+
+    def add(self, doc_id: str, text: str) -> None:
+        self._for(doc_id).add(doc_id, text)
+
+    def remove(self, doc_id: str) -> None:
+        index = self._indexes.get(_prefix(doc_id))
+        if index is not None:
+            index.remove(doc_id)
+
+    def __contains__(self, doc_id: str) -> bool:
+        index = self._indexes.get(_prefix(doc_id))
+        return index is not None and doc_id in index
+
+    def __len__(self) -> int:
+        return sum(len(index) for index in self._indexes.values())
+
+    def search(self, query: str, limit: int, prefix: str) -> list[tuple[str, float]]:
+        index = self._indexes.get(prefix)
+        return index.search_pruned(query, limit) if index is not None else []
+
+
+class LayeredVectorIndex:
+    def __init__(self, dimension: int, *, segment_size: int, trees: int) -> None:
+        self.dimension = dimension
+        self._options = {"segment_size": segment_size, "trees": trees}
+        self._indexes: dict[str, VectorIndex] = {}
+
+    def _for(self, doc_id: str) -> VectorIndex:
+        prefix = _prefix(doc_id)
+        index = self._indexes.get(prefix)
+        if index is None:
+            index = self._indexes[prefix] = VectorIndex(self.dimension, **self._options)
+        return index
+
+    def add(self, doc_id: str, vector: np.ndarray) -> None:
+        self._for(doc_id).add(doc_id, vector)
+
+    def remove(self, doc_id: str) -> None:
+        index = self._indexes.get(_prefix(doc_id))
+        if index is not None:
+            index.remove(doc_id)
+
+    def __contains__(self, doc_id: str) -> bool:
+        index = self._indexes.get(_prefix(doc_id))
+        return index is not None and doc_id in index
+
+    def vector(self, doc_id: str) -> np.ndarray | None:
+        index = self._indexes.get(_prefix(doc_id))
+        return index.vector(doc_id) if index is not None else None
+
+    @property
+    def needs_seal(self) -> bool:
+        return any(index.needs_seal for index in self._indexes.values())
+
+    async def seal(self) -> None:
+        for index in list(self._indexes.values()):
+            if index.needs_seal:
+                await index.seal()
+
+    def search(self, query: np.ndarray, limit: int, prefix: str) -> list[tuple[str, float]]:
+        index = self._indexes.get(prefix)
+        return index.search(query, limit) if index is not None else []
