@@ -23,3 +23,36 @@ def test_capture_benchmark_runs_and_prints_its_figures():
         )
         assert re.search(rf"{backend}\s+derivation \(backlog drain\):\s+[\d,]+ events/s", out)
         assert re.search(rf"{backend}\s+sustained capture\+derivation:\s+[\d,]+ events/s", out)
+
+
+def test_locomo_benchmark_runs_on_a_slice():
+    data = os.path.join(ROOT, "..", "shared", "bench-data", "locomo-dev.json")
+    assert os.path.exists(data), "the LoCoMo dev split lives in ../shared/bench-data"
+    result = subprocess.run(
+        [sys.executable, "bench/locomo.py", "--samples", "1", "--questions", "12", "--embedder", "hash"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for arm in ("hybrid", "bm25", "vector"):
+        assert f"[{arm}] evidence recall@k" in result.stdout
+    assert re.search(r"1-4 \[\d+\]\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+", result.stdout)
+    assert re.search(r"recall latency p50 [\d.]+ ms, p95 [\d.]+ ms; ingest [\d,]+ turns/s", result.stdout)
+
+
+def test_locomo_evidence_cleaning_follows_the_protocol():
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from locomo import clean_evidence, parse_session_date
+
+    assert clean_evidence(["D8:6; D9:17", "D:11:26", "D30:05", "", "garbage", "D1:3"]) == [
+        "D8:6", "D9:17", "D11:26", "D30:5", "D1:3"]  # fmt: skip
+    assert parse_session_date("1:56 pm on 8 May, 2023").isoformat() == "2023-05-08T13:56:00+00:00"
+
+
+def test_recall_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/recall.py", "--sizes", "300", "--queries", "5"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"300 events, one scope: recall p50\s+[\d.]+ ms", result.stdout)
+    assert re.search(r"300 events, holistic over 3 levels: recall p50\s+[\d.]+ ms", result.stdout)

@@ -152,6 +152,9 @@ class Pipeline:
         self._facts: dict[str, Fact] = {}
         self._fact_ids: dict[tuple[str, str], list[str]] = {}
         self._beliefs: dict[str, Belief | None] = {}  # claim key -> belief (None = none stored)
+        # per (subject, predicate): ids of facts with recorded_to unset (what resolution and
+        # belief revision look at); the superseded history of a pair grows without bound
+        self._current: dict[tuple[str, str], set[str]] = {}
         self._belief_by_id: dict[str, Belief] = {}
         self._deferred: set[str] = set()  # claim keys whose revision waits on the policy gate
         self._episode: Episode | None = None
@@ -491,6 +494,26 @@ class Pipeline:
             entity_ids=tuple(entity_ids),
         )
 
+    async def current_facts(self, subject_id: str, predicate: str) -> list[Fact]:
+        """The facts of a pair that are not superseded (recorded_to unset), not excluded."""
+        key = (subject_id, predicate)
+        ids = self._current.get(key)
+        if ids is None:
+            facts = await self.facts_for(subject_id, predicate)
+            ids = self._current[key] = {
+                f.id for f in facts if f.recorded_to is None and not f.excluded_from_recall
+            }
+        return [self._facts[i] for i in sorted(ids) if i in self._facts]
+
+    def _track(self, fact: Fact) -> None:
+        ids = self._current.get((fact.subject.id, fact.predicate))
+        if ids is None:
+            return  # not loaded yet: the first current_facts() call computes it
+        if fact.recorded_to is None and not fact.excluded_from_recall:
+            ids.add(fact.id)
+        else:
+            ids.discard(fact.id)
+
     async def facts_for(self, subject_id: str, predicate: str) -> list[Fact]:
         key = (subject_id, predicate)
         ids = self._fact_ids.get(key)
@@ -515,8 +538,7 @@ class Pipeline:
         self, assertion: Assertion, event_id: str, touched: dict[str, Fact]
     ) -> dict[str, Any]:
         """Resolve one assertion against the scope's facts (DESIGN §6); never drops anything."""
-        existing = await self.facts_for(assertion.subject.id, assertion.predicate)
-        current = [f for f in existing if f.recorded_to is None and not f.excluded_from_recall]
+        current = await self.current_facts(assertion.subject.id, assertion.predicate)
         key = object_key(assertion.object)
         decision = resolve(object_key_=key, polarity=assertion.polarity, single_valued=assertion.single_valued,
                            valid_from=assertion.valid_from, current=current)  # fmt: skip
@@ -557,6 +579,7 @@ class Pipeline:
             old.recorded_to = now
             old.superseded_by = fact.id
             fact.supersedes = fact.supersedes or old_id
+            self._track(old)
             touched[old.id] = old
         for other_id in decision.conflicts_with:
             other = self._facts[other_id]
@@ -565,6 +588,7 @@ class Pipeline:
             touched[other.id] = other
         self._facts[fact.id] = fact
         self._fact_ids.setdefault((fact.subject.id, fact.predicate), []).append(fact.id)
+        self._track(fact)
         touched[fact.id] = fact
         outcome: dict[str, Any] = {"fact_id": fact.id, "status": decision.status}
         if decision.supersede:
@@ -621,7 +645,8 @@ class Pipeline:
             summary = {"created": [], "revised": [], "deleted": [], "deferred": []}
             if wanted is None or "beliefs" in wanted:
                 touched = [tuple(pair) for pair in state.get("touched", ())]
-                await self.revise_beliefs(batch, touched, event.id, summary)
+                closed = tuple(state.get("superseded", ()))
+                await self.revise_beliefs(batch, touched, event.id, summary, closed)
             for belief_id in summary["created"] + summary["revised"]:
                 if belief_id not in state["derives"]:
                     state["derives"].append(belief_id)
@@ -684,14 +709,24 @@ class Pipeline:
             state["foreign"].append(target)
 
     async def revise_beliefs(
-        self, batch: StageBatch, touched, event_id: str, summary: dict
+        self, batch: StageBatch, touched, event_id: str, summary: dict, closed: tuple[str, ...] = ()
     ) -> None:
+        """Revise the beliefs of the touched pairs from their current facts, plus ``closed``: the
+        facts this event superseded or excluded, whose claims need one last revision."""
         pairs = set(touched)
         for claim in list(self._deferred):
             subject_id, predicate, _ = claim.split("\x1f")
             pairs.add((subject_id, predicate))
+        extra: dict[tuple[str, str], list[Fact]] = {}
+        for fact_id in closed:
+            fact = self._facts.get(fact_id)
+            if fact is not None:
+                extra.setdefault((fact.subject.id, fact.predicate), []).append(fact)
+                pairs.add((fact.subject.id, fact.predicate))
         for subject_id, predicate in sorted(pairs):
-            facts = await self.facts_for(subject_id, predicate)
+            facts = await self.current_facts(subject_id, predicate)
+            seen = {f.id for f in facts}
+            facts += [f for f in extra.get((subject_id, predicate), ()) if f.id not in seen]
             await self._revise_pair(batch, subject_id, predicate, facts, summary)
 
     async def _belief_for(self, claim: str) -> Belief | None:
@@ -1052,13 +1087,14 @@ class Pipeline:
                     if fact is not None and fact.supports == [event_id]:
                         fact.excluded_from_recall = True
                         self._facts[fact.id] = fact
+                        self._track(fact)
                         self.unindex(batch, fact.id)
                         touched[fact.id] = fact
             self._fact_ops(batch, touched)
             if touched:  # beliefs resting on the excluded facts lose that evidence
                 summary = {"created": [], "revised": [], "deleted": [], "deferred": []}
                 pairs = sorted({(f.subject.id, f.predicate) for f in touched.values()})
-                await self.revise_beliefs(batch, pairs, event_id, summary)
+                await self.revise_beliefs(batch, pairs, event_id, summary, tuple(touched))
                 state["beliefs_deleted_by_cancel"] = summary["deleted"]
                 for belief_id in summary["deleted"]:
                     self.unindex(batch, belief_id)
@@ -1109,7 +1145,8 @@ class Pipeline:
                 (self._facts[i["fact_id"]].subject.id, self._facts[i["fact_id"]].predicate)
                 for i in intake
             }
-            await self.revise_beliefs(batch, sorted(pairs), event_id, summary)
+            closed = tuple(s for i in intake for s in i.get("superseded", ()))
+            await self.revise_beliefs(batch, sorted(pairs), event_id, summary, closed)
         await self.index_documents(
             batch, {b: belief_text(self._belief_by_id[b]) for b in summary["created"]}
         )
@@ -1143,6 +1180,7 @@ class Pipeline:
                 await store.write(doomed[start : start + 10_000])
         self._facts.clear()
         self._fact_ids.clear()
+        self._current.clear()
         self._beliefs.clear()
         self._deferred.clear()
         self._episode, self._episode_loaded = None, True
