@@ -169,6 +169,11 @@ async def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--embedder", default="hash", choices=["hash", "minilm"])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--holistic-sizes",
+        default="1000,10000",
+        help="sizes that also run the 3-level holistic recall",
+    )
     args = parser.parse_args()
     config = EngineConfig(embedder=args.embedder, idle_timeout=3600)
     print(
@@ -190,6 +195,8 @@ async def main() -> None:
                 print(f"{size:>7} events, one scope: recall p50 {p50:6.1f} ms  p95 {pct(latencies, 0.95):6.1f} ms  "
                       f"| rank-bm25 get_scores alone {baseline:6.1f} ms (ratio {p50 / baseline:.2f})  "
                       f"| ingest {size / ingest:,.0f} events/s captured and derived")  # fmt: skip
+            if str(size) not in args.holistic_sizes.split(","):
+                continue
             path2 = tempfile.mkdtemp(prefix="bench-recall-h-")
             try:
                 async with cortexdb.open_engine("leveldb", path=path2, config=config) as engine:

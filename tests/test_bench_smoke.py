@@ -36,7 +36,9 @@ def test_locomo_benchmark_runs_on_a_slice():
     for arm in ("hybrid", "bm25", "vector"):
         assert f"[{arm}] evidence recall@k" in result.stdout
     assert re.search(r"1-4 \[\d+\]\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+", result.stdout)
-    assert re.search(r"recall latency p50 [\d.]+ ms, p95 [\d.]+ ms; ingest [\d,]+ turns/s", result.stdout)
+    assert re.search(
+        r"recall latency p50 [\d.]+ ms, p95 [\d.]+ ms; ingest [\d,]+ turns/s", result.stdout
+    )
 
 
 def test_locomo_evidence_cleaning_follows_the_protocol():
@@ -50,7 +52,7 @@ def test_locomo_evidence_cleaning_follows_the_protocol():
 
 def test_recall_benchmark_runs_on_a_slice():
     result = subprocess.run(
-        [sys.executable, "bench/recall.py", "--sizes", "300", "--queries", "5"],
+        [sys.executable, "bench/recall.py", "--sizes", "300", "--queries", "5", "--holistic-sizes", "300"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -356,3 +356,80 @@ async def test_layer_reads_accept_the_temporal_block(engine):
     assert info.value.error_code == "INVALID_TEMPORAL"
     events = await engine.events(ALICE, recorded_during="2026-01-01..2027-01-01")
     assert len(events["items"]) == 5
+
+
+async def test_embedder_is_recorded_per_data_dir(tmp_path, clock):
+    from cortexdb.engine.retrieve.embedders import HashEmbedder
+
+    class OtherEmbedder(HashEmbedder):
+        name = "other-v1"
+
+    path = str(tmp_path / "emb")
+    async with cortexdb.open_engine("leveldb", path=path, clock=clock, id_seed=1) as engine:
+        await engine.experience(envelope("I live in Paris."), wait="consolidated")
+    with pytest.raises(cortexdb.CortexError) as info:
+        async with cortexdb.open_engine(
+            "leveldb", path=path, clock=clock, embedder=OtherEmbedder()
+        ):
+            pass
+    assert info.value.error_code == "EMBEDDER_MISMATCH"
+    assert info.value.details["recorded"] == {"name": "hash-v1", "dimension": 384}
+    config = cortexdb.EngineConfig(reembed=True)
+    async with cortexdb.open_engine(
+        "leveldb", path=path, clock=clock, embedder=OtherEmbedder(), config=config
+    ) as engine:
+        pack = await engine.recall(
+            {"scope": ALICE, "query": "Paris", "view": "local", "include": ["events"]}
+        )
+        assert (
+            pack["layers"]["events"]
+            and pack["layers"]["events"][0]["content"]["text"] == "I live in Paris."
+        )
+    async with cortexdb.open_engine(
+        "leveldb", path=path, clock=clock, embedder=OtherEmbedder()
+    ) as engine:
+        assert (await engine.recall({"scope": ALICE, "query": "Paris"}))["layers"]["events"]
+
+
+async def test_indexes_are_restored_after_a_restart(tmp_path, clock):
+    path = str(tmp_path / "restart")
+    async with cortexdb.open_engine("leveldb", path=path, clock=clock, id_seed=1) as engine:
+        await seed(engine)
+        before = await engine.recall(
+            {"scope": ALICE, "view": "local", "query": "Where does Alice live now?"}
+        )
+    async with cortexdb.open_engine("leveldb", path=path, clock=clock, id_seed=2) as engine:
+        after = await engine.recall(
+            {"scope": ALICE, "view": "local", "query": "Where does Alice live now?"}
+        )
+    for layer in ("events", "facts", "beliefs", "episodes"):
+        assert [i["id"] for i in after["layers"][layer]] == [
+            i["id"] for i in before["layers"][layer]
+        ], layer
+
+
+async def test_a_slow_scope_misses_the_deadline_and_degrades_the_pack(
+    engine_factory, monkeypatch, autojump_clock
+):
+    from cortexdb.engine.actors import candidates
+
+    original = candidates.gather
+
+    async def slow(actor, query):
+        if actor.scope == ORG:
+            import trio
+
+            await trio.sleep(60)  # virtual time: the 1 s recall deadline passes first
+        return await original(actor, query)
+
+    config = cortexdb.EngineConfig(
+        recall_deadline=1.0, default_caller="user:alice", episode_idle_check=3600.0
+    )
+    async with engine_factory(config=config) as engine:
+        await seed(engine)
+        monkeypatch.setattr(candidates, "gather", slow)
+        pack = await engine.recall({"scope": ALICE, "query": "Berlin"})
+        assert pack["diagnostics"]["degraded"] == [
+            {"scope": ORG, "error_code": "DERIVED_LAYER_UNAVAILABLE", "cause": "DEADLINE_EXCEEDED",
+             "message": "no answer within 1.0s"}]  # fmt: skip
+        assert pack["layers"]["facts"]

@@ -34,10 +34,11 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
     include_superseded = query.get("include_superseded", False)
     mode = query.get("mode", "hybrid")
     text = query.get("text")
-    # top-k per layer, sized to what the layer can return (MMR looks at 4x its limit): short fact
+    # top-k per layer and source, sized to what the layer can return (two sources of 2x the limit
+    # fill MMR's 4x pool): short fact
     # texts and broad episode summaries must not crowd out the turns, and nobody loads 400 records
     per_layer = {
-        PREFIX_OF_LAYER[layer]: min(query["k"], max(20, 3 * query.get("limits", {}).get(layer, 10)))
+        PREFIX_OF_LAYER[layer]: min(query["k"], max(10, 2 * query.get("limits", {}).get(layer, 10)))
         for layer in layers
     }
     bm25: dict[str, float] = {}
