@@ -73,7 +73,7 @@ class MiniLMEmbedder:
     name = "all-MiniLM-L6-v2-onnx-int8"
     dimension = 384
     max_tokens = 256
-    batch_size = 64
+    batch_size = 16
 
     def __init__(self) -> None:
         if not self.available():
@@ -108,9 +108,15 @@ class MiniLMEmbedder:
         )
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed in length-sorted batches: padding every text to the longest of an arbitrary
+        batch cost more than the model itself (measured: 37 -> 2x texts/s on LoCoMo turns)."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            chunk = [t if t.strip() else "." for t in texts[start : start + self.batch_size]]
+        cleaned = [t if t.strip() else "." for t in texts]
+        lengths = [len(ids) for ids in (e.ids for e in self._tokenizer.encode_batch(cleaned))]
+        order = sorted(range(len(cleaned)), key=lengths.__getitem__)
+        for start in range(0, len(order), self.batch_size):
+            positions = order[start : start + self.batch_size]
+            chunk = [cleaned[i] for i in positions]
             encoded = self._tokenizer.encode_batch(chunk)
             ids = np.array([e.ids for e in encoded], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
@@ -120,7 +126,7 @@ class MiniLMEmbedder:
             hidden = self._session.run(None, feeds)[0]
             pooled = (hidden * mask[..., None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-            out[start : start + len(chunk)] = pooled / np.maximum(norms, 1e-12)
+            out[positions] = pooled / np.maximum(norms, 1e-12)
         return out
 
 
