@@ -8,6 +8,9 @@ filtering a shared index.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .text_index import TextIndex
@@ -18,28 +21,39 @@ def _prefix(doc_id: str) -> str:
     return doc_id.split("_", 1)[0] + "_"
 
 
-class LayeredTextIndex:
-    def __init__(self) -> None:
-        self._indexes: dict[str, TextIndex] = {}
+class _Layered:
+    """Routing shared by both faces: one index per id prefix, created on first use."""
 
-    def _for(self, doc_id: str) -> TextIndex:
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._indexes: dict[str, Any] = {}
+
+    def _for(self, doc_id: str):
         prefix = _prefix(doc_id)
         index = self._indexes.get(prefix)
         if index is None:
-            index = self._indexes[prefix] = TextIndex()
+            index = self._indexes[prefix] = self._make()
         return index
 
-    def add(self, doc_id: str, text: str) -> None:
-        self._for(doc_id).add(doc_id, text)
+    def _existing(self, doc_id: str):
+        return self._indexes.get(_prefix(doc_id))
 
     def remove(self, doc_id: str) -> None:
-        index = self._indexes.get(_prefix(doc_id))
+        index = self._existing(doc_id)
         if index is not None:
             index.remove(doc_id)
 
     def __contains__(self, doc_id: str) -> bool:
-        index = self._indexes.get(_prefix(doc_id))
+        index = self._existing(doc_id)
         return index is not None and doc_id in index
+
+
+class LayeredTextIndex(_Layered):
+    def __init__(self) -> None:
+        super().__init__(TextIndex)
+
+    def add(self, doc_id: str, text: str) -> None:
+        self._for(doc_id).add(doc_id, text)
 
     def __len__(self) -> int:
         return sum(len(index) for index in self._indexes.values())
@@ -49,33 +63,16 @@ class LayeredTextIndex:
         return index.search_pruned(query, limit) if index is not None else []
 
 
-class LayeredVectorIndex:
+class LayeredVectorIndex(_Layered):
     def __init__(self, dimension: int, *, segment_size: int, trees: int) -> None:
+        super().__init__(lambda: VectorIndex(dimension, segment_size=segment_size, trees=trees))
         self.dimension = dimension
-        self._options = {"segment_size": segment_size, "trees": trees}
-        self._indexes: dict[str, VectorIndex] = {}
-
-    def _for(self, doc_id: str) -> VectorIndex:
-        prefix = _prefix(doc_id)
-        index = self._indexes.get(prefix)
-        if index is None:
-            index = self._indexes[prefix] = VectorIndex(self.dimension, **self._options)
-        return index
 
     def add(self, doc_id: str, vector: np.ndarray) -> None:
         self._for(doc_id).add(doc_id, vector)
 
-    def remove(self, doc_id: str) -> None:
-        index = self._indexes.get(_prefix(doc_id))
-        if index is not None:
-            index.remove(doc_id)
-
-    def __contains__(self, doc_id: str) -> bool:
-        index = self._indexes.get(_prefix(doc_id))
-        return index is not None and doc_id in index
-
     def vector(self, doc_id: str) -> np.ndarray | None:
-        index = self._indexes.get(_prefix(doc_id))
+        index = self._existing(doc_id)
         return index.vector(doc_id) if index is not None else None
 
     @property
