@@ -739,3 +739,25 @@ async def test_bulk_errors_name_the_request_or_the_item(engine):
         with pytest.raises(cortexdb.CortexError) as info:
             await engine.experience_bulk(request)
         assert info.value.details["field"] == field, request
+
+
+async def test_max_revisions_per_hour_defers_then_applies_in_the_next_window(engine_factory, clock):
+    config = EngineConfig(
+        belief_max_revisions_per_hour=1, default_caller="user:alice", episode_idle_check=3600.0
+    )
+    async with engine_factory(config=config) as engine:
+        await engine.experience(envelope("My favorite color is blue."), wait="consolidated")
+        clock.advance(60)
+        await engine.experience(envelope("My favorite color is blue!", observed_at="2026-05-13T15:40:00Z"),
+                                wait="consolidated")  # fmt: skip
+        (belief,) = (await engine.beliefs(SCOPE))["items"]
+        assert belief["revision_count"] == 1 and belief["revisions_in_window"] == 1
+        clock.advance(60)
+        await engine.experience(envelope("My favorite color is blue.", observed_at="2026-05-13T15:39:00Z"),
+                                wait="consolidated")  # fmt: skip
+        (belief,) = (await engine.beliefs(SCOPE))["items"]
+        assert belief["_partial_reason"] == "revision_in_progress" and belief["revision_count"] == 1
+        clock.advance(3600)  # a new hour window: the deferred revision goes through
+        await engine.experience(envelope("Unrelated."), wait="consolidated")
+        (belief,) = (await engine.beliefs(SCOPE))["items"]
+        assert belief["_partial"] is False and belief["revision_count"] == 2

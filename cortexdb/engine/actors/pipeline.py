@@ -836,10 +836,10 @@ class Pipeline:
                         belief.stance = stance
                         belief.revision_count += 1
                         belief.last_revised_at = now
-                        hour_ago = now - dt.timedelta(hours=1)
-                        belief.revision_times = [
-                            t for t in belief.revision_times if t > hour_ago
-                        ] + [now]
+                        start = belief.revision_window_start
+                        if start is None or now - start >= dt.timedelta(hours=1):
+                            belief.revision_window_start, belief.revisions_in_window = now, 0
+                        belief.revisions_in_window += 1
                         belief.partial, belief.partial_reason = False, None
                         self._deferred.discard(claim)
                         summary["revised"].append(belief.id)
@@ -888,10 +888,10 @@ class Pipeline:
         cooldown = parse_duration(policy.cooldown)
         if cooldown and now - belief.last_revised_at < cooldown:
             return True
-        hour_ago = now - dt.timedelta(hours=1)
-        return (
-            sum(1 for t in belief.revision_times if t > hour_ago) >= policy.max_revisions_per_hour
-        )
+        start = belief.revision_window_start
+        if start is None or now - start >= dt.timedelta(hours=1):
+            return False  # a new hour window begins with this revision
+        return belief.revisions_in_window >= policy.max_revisions_per_hour
 
     def _delete_belief(
         self, batch: StageBatch, claim: str, belief: Belief, now: dt.datetime, reason: str

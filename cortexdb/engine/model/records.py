@@ -130,7 +130,10 @@ class Belief:
     recorded_to: Timestamp | None = None
     last_revised_at: Timestamp
     revision_count: int = 0
-    revision_times: list[Timestamp] = attrs.field(factory=list)
+    # revisions counted in the current hour window (for max_revisions_per_hour): O(1), where a
+    # list of timestamps grew with every revision and was re-serialised each time
+    revision_window_start: Timestamp | None = None
+    revisions_in_window: int = 0
     source: str = "derived"
     supporting_evidence_redacted: bool = False
     supporting_evidence_redacted_fraction: float = 0.0
