@@ -742,6 +742,7 @@ class Pipeline:
 
     async def _revise_pair(self, batch: StageBatch, subject_id: str, predicate: str, facts: list[Fact],
                            summary: dict) -> None:  # fmt: skip
+        before: dict[str, tuple] = {}  # what each existing belief looked like before revision
         now = self.ctx.clock.now()
         floor = self.ctx.config.confidence_floor
         live = [
@@ -762,6 +763,8 @@ class Pipeline:
             claim = f"{subject_id}\x1f{predicate}\x1f{okey}"
             supporting = [f for k, f in live_keyed if k == okey and f.polarity > 0]
             belief = await self._belief_for(claim)
+            if belief is not None and belief.id not in before:
+                before[belief.id] = _signature(belief)
             if not supporting and (belief is None or belief.valid_to is not None):
                 continue  # no live evidence: nothing to create, or history already closed
             against = [f for k, f in live_keyed if k == okey and f.polarity < 0]
@@ -873,7 +876,8 @@ class Pipeline:
                     contradicts.append({"belief_id": other.id, "tension": belief_math.tension(belief.confidence, other.confidence),
                                         "resolution": resolution})  # fmt: skip
             belief.contradicts = contradicts
-            batch.ops.append(Put(keys.belief(self.scope, belief.id), dumps(belief)))
+            if before.get(belief.id) != _signature(belief):  # unchanged beliefs are not rewritten
+                batch.ops.append(Put(keys.belief(self.scope, belief.id), dumps(belief)))
 
     def _default_policy(self) -> RevisionPolicy:
         config = self.ctx.config
@@ -1208,6 +1212,16 @@ class Pipeline:
         await self._drain_queue()
         await self.seal_open_episode()
         item.reply.set(True)
+
+
+def _signature(belief: Belief) -> tuple:
+    """Everything revision may change, cheap to compare (cheaper than serialising the belief)."""
+    return (
+        belief.confidence, belief.stance, belief.valid_from, belief.valid_to, belief.partial,
+        belief.revision_count, tuple(sorted(belief.evidence.items())),
+        tuple((s.id, s.weight, s.polarity) for s in belief.supports),
+        tuple((c["belief_id"], c["tension"], c["resolution"]) for c in belief.contradicts),
+    )  # fmt: skip
 
 
 def _weight(fact: Fact) -> float:
