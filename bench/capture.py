@@ -92,6 +92,29 @@ class DataDir:
             shutil.rmtree(self.path, ignore_errors=True)
 
 
+async def write_concurrently(
+    engine, n: int, writers: int, keyed: bool, wait, latencies: list[float]
+) -> float:
+    """Write events 0..n-1 from ``writers`` concurrent tasks; per-call latencies go to ``latencies``.
+    Returns the elapsed seconds."""
+    next_index = 0
+
+    async def writer() -> None:
+        nonlocal next_index
+        while next_index < n:
+            i = next_index
+            next_index += 1
+            started = time.perf_counter()
+            await engine.experience(body(i, keyed), wait=wait)
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for _ in range(writers):
+            nursery.start_soon(writer)
+    return time.perf_counter() - started
+
+
 async def capture_run(backend: str, n: int, writers: int, wait: str | None, keyed: bool) -> dict:
     latencies: list[float] = []
     with DataDir(backend) as path:
@@ -100,22 +123,7 @@ async def capture_run(backend: str, n: int, writers: int, wait: str | None, keye
         ) as engine:
             for i in range(200):  # warm up the actor and the code paths
                 await engine.experience(body(10_000_000 + i, keyed), wait=wait)
-            next_index = 0
-
-            async def writer() -> None:
-                nonlocal next_index
-                while next_index < n:
-                    i = next_index
-                    next_index += 1
-                    started = time.perf_counter()
-                    await engine.experience(body(i, keyed), wait=wait)
-                    latencies.append(time.perf_counter() - started)
-
-            started = time.perf_counter()
-            async with trio.open_nursery() as nursery:
-                for _ in range(writers):
-                    nursery.start_soon(writer)
-            elapsed = time.perf_counter() - started
+            elapsed = await write_concurrently(engine, n, writers, keyed, wait, latencies)
     return {
         "rate": n / elapsed,
         "p50": pct(latencies, 0.50) * 1000,
@@ -153,20 +161,8 @@ async def sustained_run(backend: str, n: int, writers: int) -> dict:
         async with cortexdb.open_engine(
             backend, path=path, config=EngineConfig(idle_timeout=3600)
         ) as engine:
-            next_index = 0
-
-            async def writer() -> None:
-                nonlocal next_index
-                while next_index < n:
-                    i = next_index
-                    next_index += 1
-                    await engine.experience(body(i))
-
             started = time.perf_counter()
-            async with trio.open_nursery() as nursery:
-                for _ in range(writers):
-                    nursery.start_soon(writer)
-            captured = time.perf_counter() - started
+            captured = await write_concurrently(engine, n, writers, True, None, [])
             await engine.flush(SCOPE)
             total = time.perf_counter() - started
     return {"capture_rate": n / captured, "rate": n / total, "seconds": total}

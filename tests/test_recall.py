@@ -433,3 +433,15 @@ async def test_a_slow_scope_misses_the_deadline_and_degrades_the_pack(
             {"scope": ORG, "error_code": "DERIVED_LAYER_UNAVAILABLE", "cause": "DEADLINE_EXCEEDED",
              "message": "no answer within 1.0s"}]  # fmt: skip
         assert pack["layers"]["facts"]
+
+
+async def test_malformed_budgets_are_clear_errors(engine):
+    for budgets, field in (
+        ({"per_layer_limits": ["facts", 3]}, "budgets.per_layer_limits"),
+        ({"per_layer_limits": {"facts": -1}}, "budgets.per_layer_limits.facts"),
+        ({"per_layer_limits": {"memories": 3}}, "budgets.per_layer_limits.memories"),
+        ({"max_tokens": "lots"}, "budgets.max_tokens"),
+    ):
+        with pytest.raises(cortexdb.CortexError) as info:
+            await engine.recall({"scope": ALICE, "query": "x", "budgets": budgets})
+        assert info.value.error_code == "INVALID_RECALL" and info.value.details["field"] == field

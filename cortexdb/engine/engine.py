@@ -194,7 +194,7 @@ class Engine:
         return scopes
 
     async def _maintenance(self) -> None:
-        while True:
+        while True:  # a periodic timer (prune expired lifecycle rows and idempotency keys)
             await trio.sleep(self.config.maintenance_interval)
             try:
                 await self._ctx.bus.prune()

@@ -45,6 +45,15 @@ def decode_cursor(cursor: str | None, prefix: bytes) -> bytes | None:
     return key
 
 
+def structured(cls):
+    """A ``page`` converter that decodes a stored record into ``cls``."""
+
+    async def convert(key, raw):
+        return loads(raw, cls)
+
+    return convert
+
+
 async def page(store, prefix: bytes, query: dict, convert: Callable[[bytes, bytes], Any],
                keep: Callable[[Any], bool] | None = None, *, limit: int) -> dict[str, Any]:  # fmt: skip
     after = decode_cursor(query.get("cursor"), prefix)
@@ -267,14 +276,11 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         if subject_id:
             prefix = keys.fact_index_prefix(scope, subject_id, predicate)
 
-            async def convert(key, raw):
-                fact = await load_fact(keys.last_part(key))
-                return fact
+            async def convert(key, raw):  # index keys: the fact id is the last part
+                return await load_fact(keys.last_part(key))
         else:
             prefix = keys.facts_prefix(scope)
-
-            async def convert(key, raw):
-                return loads(raw, Fact)
+            convert = structured(Fact)
 
         result = await page(store, prefix, query, convert, keep_fact, limit=limit)
         result["items"] = [to_wire(f) for f in result["items"]]
@@ -323,11 +329,8 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 return False
             return _temporal_keep(temporal, "beliefs", belief)
 
-        async def convert(key, raw):
-            return loads(raw, Belief)
-
         result = await page(
-            store, keys.beliefs_prefix(scope), query, convert, keep_belief, limit=limit
+            store, keys.beliefs_prefix(scope), query, structured(Belief), keep_belief, limit=limit
         )
         result["items"] = [to_wire(b) for b in result["items"]]
         return result
@@ -359,11 +362,13 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 return False
             return _temporal_keep(temporal, "episodes", episode)
 
-        async def convert(key, raw):
-            return loads(raw, Episode)
-
         result = await page(
-            store, keys.episodes_prefix(scope), query, convert, keep_episode, limit=limit
+            store,
+            keys.episodes_prefix(scope),
+            query,
+            structured(Episode),
+            keep_episode,
+            limit=limit,
         )
         wires = []
         for episode in result["items"]:

@@ -95,7 +95,10 @@ def _validate(request: Any) -> dict[str, Any]:
     limits = dict(DEFAULT_LIMITS)
     if shape == "raw":
         limits["events"] = RAW_EVENTS_LIMIT
-    for layer, value in (budgets.get("per_layer_limits") or {}).items():
+    per_layer_limits = budgets.get("per_layer_limits") or {}
+    if not isinstance(per_layer_limits, dict):
+        raise InvalidRecall("budgets.per_layer_limits", "must be an object of layer: integer")
+    for layer, value in per_layer_limits.items():
         if layer not in LAYERS:
             raise InvalidRecall(
                 f"budgets.per_layer_limits.{layer}", f"is not a layer; use {list(LAYERS)}"

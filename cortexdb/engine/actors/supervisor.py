@@ -152,7 +152,7 @@ class ScopeSupervisor:
                             break
                     if self._closing:
                         break
-                    if backoff:
+                    if backoff:  # consecutive crashes: back off before restarting, not a sync
                         await trio.sleep(backoff)
                     backoff = min(self.ctx.config.restart_backoff_max, (backoff or 0.025) * 2)
         finally:
