@@ -594,6 +594,15 @@ class Engine:
             raise NotFound(f"scope {path} has never been written to", details={"path": path})
         return to_wire(loads(raw, Scope))
 
+    async def edit_scope(self, path: str, edit: Any) -> Any:
+        """Read-modify-write a scope's registration inside its actor: ``edit(Scope | None)``
+        returns the new ``Scope`` or None to delete the registration (records stay)."""
+        from .actors.messages import EditScope
+
+        return await self._supervisor.request(
+            canonical_scope(path), lambda reply: EditScope(edit, reply)
+        )
+
     # -- recall --------------------------------------------------------------------------------
     async def recall(self, request: dict[str, Any], *, caller: str | None = None,
                      tenant_id: str | None = None) -> dict[str, Any]:  # fmt: skip

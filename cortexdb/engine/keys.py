@@ -27,6 +27,10 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | S     | scope                                       | Scope                                |
 | BT    | batch_id                                    | bulk batch record                    |
 | M     | name                                        | node metadata (e.g. last wal_offset) |
+| PO    | tier, target                                | policy document (server: four tiers) |
+| RV    | jti                                         | revoked token (expires with the token) |
+| AU    | audit_id                                    | audit row (server, §14)              |
+| PP    | tenant, version (8 digits)                  | audit pepper                         |
 """
 
 from __future__ import annotations
@@ -219,3 +223,33 @@ def batch(batch_id: str) -> bytes:
 
 def meta(name: str) -> bytes:
     return _key(b"M", name)
+
+
+# server -------------------------------------------------------------------------------------
+def policy_doc(tier: str, target: str) -> bytes:
+    return _key(b"PO", tier, target)
+
+
+POLICY_PREFIX = b"PO" + SEP
+
+
+def revoked(jti: str) -> bytes:
+    return _key(b"RV", jti)
+
+
+REVOKED_PREFIX = b"RV" + SEP
+
+
+def audit_row(audit_id: str) -> bytes:
+    return _key(b"AU", audit_id)
+
+
+AUDIT_PREFIX = b"AU" + SEP
+
+
+def pepper(tenant: str, version: int) -> bytes:
+    return _key(b"PP", tenant, f"{version:08d}")
+
+
+def peppers_prefix(tenant: str) -> bytes:
+    return _prefix(b"PP", tenant)

@@ -8,7 +8,8 @@ from importlib import resources
 
 NAMES = (
     "common", "experience_envelope", "event", "episode", "fact", "belief", "concept",
-    "lifecycle_event", "error_envelope",
+    "lifecycle_event", "error_envelope", "experience_result", "stratified_pack", "scope",
+    "capability_set", "audit_row", "token_claims", "page",
 )  # fmt: skip
 
 

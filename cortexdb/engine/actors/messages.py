@@ -135,6 +135,16 @@ class Ping:
 
 
 @attrs.frozen
+class EditScope:
+    """Read-modify-write the scope's registration record inside its actor (so it never races
+    the actor's own ``last_write_at`` updates).  ``edit(record or None)`` returns the new record,
+    or None to delete it; it may raise a CortexError, which is the reply."""
+
+    edit: Any
+    reply: ReplySlot
+
+
+@attrs.frozen
 class Stop:
     pass
 

@@ -392,6 +392,13 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
 
         return await count_items(store, scope)
 
+    if layer == "layer_counts":
+        counts = {}
+        for name, prefix in (("events", keys.events_prefix(scope)), ("episodes", keys.episodes_prefix(scope)),
+                             ("facts", keys.facts_prefix(scope)), ("beliefs", keys.beliefs_prefix(scope))):  # fmt: skip
+            counts[name] = sum([1 async for _ in store.scan(prefix=prefix)])
+        return counts
+
     raise NotFound(f"unknown layer {layer!r}")
 
 

@@ -20,7 +20,7 @@ from ...errors import CortexError, Internal, NotFound, WalUnavailable
 from .. import jsoncodec, keys
 from ..model import Event, Scope, dumps, encode_json
 from ..model.converter import event_wire
-from ..spi.kv import Put
+from ..spi.kv import Delete, Put
 from ..temporal import format_ts
 from . import reads
 from .messages import (
@@ -30,6 +30,7 @@ from .messages import (
     ForeignConsolidate,
     ForeignDerived,
     Ping,
+    EditScope,
     ReadLayer,
     Rebuild,
     ReplySlot,
@@ -161,6 +162,8 @@ class ScopeActor:
             await self._cancel(message)
         elif isinstance(message, ForeignConsolidate):
             await self._foreign(message)
+        elif isinstance(message, EditScope):
+            await self._edit_scope(message)
         elif isinstance(message, ForeignDerived):
             self.pipeline.control(
                 Control("derived", event_id=message.event_id, payload=list(message.derives))
@@ -290,6 +293,25 @@ class ScopeActor:
                                         details={"event_id": message.event_id}))  # fmt: skip
             return
         self.pipeline.control(Control("cancel", event_id=message.event_id, reply=message.reply))
+
+    async def _edit_scope(self, message: EditScope) -> None:
+        from ..model import loads
+
+        raw = await self.ctx.store.get(keys.scope_record(self.scope))
+        current = loads(raw, Scope) if raw is not None else None
+        try:
+            updated = message.edit(current)
+        except CortexError as exc:
+            message.reply.fail(exc)
+            return
+        if updated is None:
+            if current is not None:
+                await self.ctx.store.write([Delete(keys.scope_record(self.scope))], sync=True)
+            self._scope_known, self._scope_record = False, None
+        else:
+            await self.ctx.store.write([Put(keys.scope_record(self.scope), dumps(updated))], sync=True)
+            self._scope_known, self._scope_record = True, updated
+        message.reply.set(updated)
 
     async def _foreign(self, message: ForeignConsolidate) -> None:
         """Accept consolidation work from another scope: persist it, queue it, acknowledge."""

@@ -1,0 +1,403 @@
+"""The Quart-Trio application: ``create_app(engine, settings)`` (DESIGN §8, reference §6).
+
+Every route is declared with ``@api(method, path, tier=..., rate=...)``, which does the common
+work in one place: request id, stability headers and the experimental gate, authentication
+(§4.3), per-actor rate limits (§6.5), the policy context the engine's hook reads, the audit row
+of every policy-gated call (§14), and the error envelope for every failure.  The same
+declarations feed ``GET /v1/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+from quart import Response, request
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from ..engine import jsoncodec
+from ..engine.scopes import canonical_scope
+from ..errors import CortexError, InvalidBody, PolicyDenied
+from .audit import AuditLog
+from .auth import Issuer, Revocations, Verifier, load_issuer_dir, load_jwt_keys
+from .policy import Decision, PolicyEngine, Principal, load_preset
+from .ratelimit import RateLimiter
+from .registry import ScopeRegistry
+from .settings import ServerSettings
+
+log = logging.getLogger("cortexdb.server")
+
+STABILITY = ("stable", "beta", "experimental")
+EXPERIMENTAL_NOTICE = "https://docs.cortexdb.ai/stability#experimental"
+HTTP_CODES = {
+    400: ("INVALID_BODY", "the request could not be read"),
+    404: ("NOT_FOUND", "no such route"),
+    405: ("METHOD_NOT_ALLOWED", "this route does not accept that method"),
+    413: ("PAYLOAD_TOO_LARGE", "the request body is larger than the server accepts"),
+    415: ("UNSUPPORTED_MEDIA_TYPE", "send application/json"),
+}
+
+
+class RateLimited(CortexError):
+    error_code = "RATE_LIMITED"
+    http_status = 429
+    default_retriable = True
+
+
+class ExperimentalDisabled(CortexError):
+    error_code = "EXPERIMENTAL_DISABLED"
+    http_status = 403
+
+
+class HttpError(CortexError):
+    """A framework-level failure (unknown route, wrong method, oversize body) as an envelope."""
+
+    def __init__(self, status: int, code: str, message: str, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.http_status = status  # type: ignore[misc]
+        self.error_code = code  # type: ignore[misc]
+
+
+@attrs.define
+class Route:
+    method: str
+    path: str
+    tier: str
+    rate: str | None  # "read" | "write" | None (not rate limited)
+    summary: str
+    open: bool  # no authentication (version, openapi)
+    request_schema: str | None = None
+    response_schema: str | None = None
+    status: int = 200
+    stream: bool = False
+
+
+class Call:
+    """One request as the handlers see it."""
+
+    def __init__(self, state: ServerState, route: Route, principal: Principal | None,
+                 request_id: str, raw: bytes) -> None:  # fmt: skip
+        self.state = state
+        self.route = route
+        self.principal = principal
+        self.request_id = request_id
+        self.raw = raw
+        self.decisions: list[tuple[Decision, str | None]] = []
+        self.primary: str | None = None
+        self.scope: str | None = None
+        self.event_id: str | None = None
+        self.headers: dict[str, str] = {}
+        self._json: Any = None
+
+    def json(self) -> Any:
+        if self._json is None:
+            if not self.raw.strip():
+                raise InvalidBody("the request body is empty; send a JSON object")
+            try:
+                self._json = jsoncodec.decode(self.raw)
+            except ValueError as exc:
+                raise InvalidBody(f"malformed JSON: {exc}") from None
+            if not isinstance(self._json, dict):
+                raise InvalidBody("the request body must be a JSON object")
+        return self._json
+
+    def check(self, capability: str, scope: str | None = None) -> Decision:
+        """Decide and remember (for the audit row and ``X-Cortex-Policy``); raise if denied."""
+        decision = self.state.policy.decide(self.principal, capability, scope)
+        self.decisions.append((decision, scope))
+        if scope is not None and self.scope is None:
+            self.scope = scope
+        decision.raise_if_denied(self.state.policy.preset.name, scope)
+        return decision
+
+    def allows(self, capability: str, scope: str | None = None) -> bool:
+        return self.state.policy.decide(self.principal, capability, scope).allowed
+
+    def governing(self) -> Decision | None:
+        for decision, _ in self.decisions:
+            if not decision.allowed:
+                return decision
+        if self.primary:
+            for decision, _ in self.decisions:
+                if decision.capability == self.primary:
+                    return decision
+        return self.decisions[0][0] if self.decisions else None
+
+
+_current: contextvars.ContextVar[Call | None] = contextvars.ContextVar("cortex_call", default=None)
+
+
+class RequestPolicyHook:
+    """The engine's policy hook under the server: decisions go through the current call, so the
+    token's caps narrow them and they are audited.  Engine-internal work outside a request
+    (derivation, consolidation) is not a caller decision and passes."""
+
+    def check(self, caller: str, capability: str, scope: str) -> None:
+        call = _current.get()
+        if call is None or call.principal is None:
+            return None
+        call.check(capability, scope)
+
+
+@attrs.define
+class ServerState:
+    engine: Any
+    settings: ServerSettings
+    policy: PolicyEngine
+    verifier: Verifier
+    revocations: Revocations
+    registry: ScopeRegistry
+    audit: AuditLog
+    limiter: RateLimiter
+    routes: list[Route] = attrs.field(factory=list)
+    closing: trio.Event = attrs.field(factory=trio.Event)
+    started: float = attrs.field(factory=time.time)
+    counters: dict[str, int] = attrs.field(factory=dict)
+    latency_ms: dict[str, float] = attrs.field(factory=dict)
+    open_streams: int = 0
+
+    def now_unix(self) -> float:
+        return self.engine.clock.now().timestamp()
+
+    def count(self, name: str, by: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + by
+
+
+def build_state(engine: Any, settings: ServerSettings) -> ServerState:
+    preset = load_preset(settings.preset)
+    policy = PolicyEngine(preset, engine.store, operators=settings.operators)
+    issuers: dict[str, Issuer] = {}
+    for directory in settings.issuer_dirs:
+        issuer = load_issuer_dir(directory)
+        issuers.setdefault(issuer.iss, Issuer(issuer.iss)).paseto.extend(issuer.paseto)
+    for iss, path in settings.jwt_issuers:
+        issuers.setdefault(iss, Issuer(iss)).jwt.extend(load_jwt_keys(path))
+    revocations = Revocations(engine.store)
+    state = ServerState(
+        engine=engine, settings=settings, policy=policy,
+        verifier=Verifier(list(issuers.values()), settings.tenant, revocations,
+                          lambda: engine.clock.now().timestamp()),
+        revocations=revocations, registry=ScopeRegistry(engine, policy),
+        audit=AuditLog(engine.store, engine._ctx.ids, engine.clock, preset.defaults),
+        limiter=RateLimiter(trio.current_time if _in_trio() else time.monotonic,
+                            lambda: engine.clock.now().timestamp()),
+    )  # fmt: skip
+    return state
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+        return True
+    except RuntimeError:
+        return False
+
+
+def envelope_response(error: CortexError, request_id: str) -> Response:
+    body = error.to_envelope(request_id)
+    response = Response(jsoncodec.encode(body), status=error.http_status,
+                        content_type="application/json; charset=utf-8")  # fmt: skip
+    if isinstance(error, RateLimited):
+        response.headers["Retry-After"] = str(error.details.get("retry_after", 1))
+    return response
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    return Response(jsoncodec.encode(data), status=status, content_type="application/json; charset=utf-8")
+
+
+def _request_id(state: ServerState) -> str:
+    given = request.headers.get("X-Cortex-Request-ID") or request.headers.get("X-Request-ID")
+    if given and len(given) <= 200 and given.isprintable():
+        return given
+    return state.engine._ctx.ids.new("req")
+
+
+def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio:
+    settings = settings or ServerSettings()
+    state = build_state(engine, settings)
+    engine._ctx.policy = RequestPolicyHook()
+    app = QuartTrio("cortexdb")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
+    app.cortex = state  # type: ignore[attr-defined]
+    maintenance = trio.CancelScope()
+
+    @app.before_serving
+    async def _load() -> None:
+        await state.policy.load()
+        await state.revocations.load()
+        await state.registry.load()
+        app.nursery.start_soon(_maintain)
+
+    async def _maintain() -> None:
+        with maintenance:
+            while True:
+                await trio.sleep(settings.maintenance_interval)  # periodic timer: prune old rows
+                try:
+                    await state.revocations.prune(int(state.now_unix()))
+                    await state.audit.prune()
+                except CortexError as exc:
+                    log.warning("maintenance skipped: %s", exc)
+
+    @app.after_serving
+    async def _stop() -> None:
+        state.closing.set()
+        maintenance.cancel()
+
+    def api(method: str, path: str, *, tier: str = "stable", rate: str | None = "read",
+            summary: str = "", open: bool = False, request_schema: str | None = None,
+            response_schema: str | None = None, status: int = 200, stream: bool = False):  # fmt: skip
+        route = Route(method, path, tier, rate, summary, open, request_schema, response_schema,
+                      status, stream)  # fmt: skip
+        state.routes.append(route)
+
+        def register(handler: Callable[..., Awaitable[Any]]):
+            async def view(**params: Any) -> Response:
+                return await _handle(route, handler, params)
+
+            view.__name__ = f"{method.lower()}_{handler.__name__}"
+            app.add_url_rule(_quart_path(path), view.__name__, view, methods=[method])
+            return handler
+
+        return register
+
+    async def _handle(route: Route, handler, params: dict[str, Any]) -> Response:
+        started = time.perf_counter()
+        request_id = _request_id(state)
+        call: Call | None = None
+        raw = b""
+        token = None
+        try:
+            if route.tier == "experimental" and not (
+                state.policy.preset.experimental_enabled or settings.enable_experimental
+            ):
+                raise ExperimentalDisabled(
+                    f"{route.method} {route.path} is experimental: start the server with "
+                    "CORTEX_ENABLE_EXPERIMENTAL=1 to use it on this deployment",
+                    details={"endpoint": f"{route.method} {route.path}"})  # fmt: skip
+            principal = None
+            if not route.open:
+                principal = state.verifier.principal(
+                    request.headers.get("Authorization"), request.headers.get("X-Cortex-Actor"),
+                    require_signed=bool(state.policy.preset.defaults.get("actor.require_signed", True)),
+                    operators=state.policy.operators)  # fmt: skip
+            raw = await request.get_data(cache=False)
+            call = Call(state, route, principal, request_id, raw)
+            if principal is not None and route.rate is not None:
+                limits = state.policy.rate_limits(principal.tenant)
+                if route.rate in limits:
+                    verdict = state.limiter.take(principal.actor, route.rate, limits[route.rate])
+                    call.headers.update({"X-RateLimit-Limit": str(verdict.limit),
+                                         "X-RateLimit-Remaining": str(verdict.remaining),
+                                         "X-RateLimit-Reset": str(verdict.reset)})  # fmt: skip
+                    if not verdict.allowed:
+                        raise RateLimited(f"rate limit of {limits[route.rate]} for {route.rate}s exhausted",
+                                          details={"retry_after": verdict.retry_after, "limit": limits[route.rate]})  # fmt: skip
+            token = _current.set(call)
+            result = await handler(call, **params)
+            response = result if isinstance(result, Response) else json_response(result, route.status)
+        except CortexError as exc:
+            response = envelope_response(exc, request_id)
+        except HTTPException as exc:
+            response = envelope_response(_http_error(exc), request_id)
+        except BaseExceptionGroup as group:  # noqa: F821 - a single wrapped CortexError
+            inner = _single(group)
+            if inner is None:
+                raise
+            response = envelope_response(inner, request_id)
+        finally:
+            if token is not None:
+                _current.reset(token)
+        if call is not None:
+            for name, value in call.headers.items():
+                response.headers[name] = value
+            decision = call.governing()
+            if decision is not None:
+                response.headers["X-Cortex-Policy"] = decision.header()
+                try:
+                    await state.audit.record(
+                        principal=call.principal, scope=call.scope, endpoint=f"{route.method} {route.path}",
+                        method=route.method, path=request.path, capability=decision.capability,
+                        decision="allow" if decision.allowed else "deny", tier=decision.tier,
+                        body=raw, headers=request.headers, status=response.status_code,
+                        request_id=request_id, elapsed_ms=(time.perf_counter() - started) * 1000,
+                        client_ip=(request.remote_addr or None), user_agent=request.headers.get("User-Agent"),
+                        event_id=call.event_id)  # fmt: skip
+                except CortexError as exc:  # the store is closing; the call itself is answered
+                    log.warning("audit row not written: %s", exc.error_code)
+        response.headers["X-Cortex-Request-ID"] = request_id
+        response.headers["X-Cortex-Stability"] = route.tier
+        if route.tier == "experimental":
+            response.headers["X-Cortex-Experimental-Notice"] = EXPERIMENTAL_NOTICE
+        state.count(f"{route.method} {route.path} {response.status_code}")
+        return response
+
+    @app.errorhandler(HTTPException)
+    async def _framework_error(exc: HTTPException) -> Response:
+        request_id = _request_id(state)
+        response = envelope_response(_http_error(exc), request_id)
+        response.headers["X-Cortex-Request-ID"] = request_id
+        response.headers["X-Cortex-Stability"] = "stable"
+        return response
+
+    @app.errorhandler(Exception)
+    async def _unexpected(exc: Exception) -> Response:
+        request_id = _request_id(state)
+        inner = _single(exc) if isinstance(exc, BaseExceptionGroup) else None  # noqa: F821
+        if inner is None:
+            log.exception("unexpected error (request %s)", request_id)
+            inner = CortexError("unexpected server error; the request id identifies it in the log",
+                                retriable=True)  # fmt: skip
+        response = envelope_response(inner, request_id)
+        response.headers["X-Cortex-Request-ID"] = request_id
+        response.headers["X-Cortex-Stability"] = "stable"
+        return response
+
+    from . import routes, streams
+
+    routes.install(api, state)
+    streams.install(app, api, state)
+    return app
+
+
+def _single(group: BaseException) -> CortexError | None:
+    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:  # noqa: F821
+        group = group.exceptions[0]
+    return group if isinstance(group, CortexError) else None
+
+
+def _http_error(exc: HTTPException) -> CortexError:
+    code, message = HTTP_CODES.get(exc.code or 500, ("INTERNAL", "unexpected server error"))
+    if exc.code == 405:
+        message = f"{request.method} is not allowed on {request.path}"
+    elif exc.code == 404:
+        message = f"no route {request.method} {request.path}"
+    return HttpError(exc.code or 500, code, message, retriable=False)
+
+
+def _quart_path(path: str) -> str:
+    """``/v1/events/{event_id}`` → ``/v1/events/<event_id>``; ``{x:path}`` keeps slashes."""
+    out = []
+    for part in path.split("/"):
+        if part.startswith("{") and part.endswith("}"):
+            name, _, kind = part[1:-1].partition(":")
+            out.append(f"<{kind}:{name}>" if kind else f"<{name}>")
+        else:
+            out.append(part)
+    return "/".join(out)
+
+
+def scope_param(value: Any, field: str = "scope") -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidBody(f"{field} is required", details={"field": field})
+    return canonical_scope(value)
+
+
+__all__ = ["Call", "ServerState", "create_app", "json_response", "PolicyDenied"]

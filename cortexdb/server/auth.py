@@ -1,0 +1,325 @@
+"""Signed-token authentication (reference §4) and the reference issuer (``cortexdb token``).
+
+Two wire formats, chosen by the token's shape: PASETO ``v4.public.`` (pyseto) and JWT with
+RS256/ES256 only (pyjwt, always with an explicit ``algorithms=[alg]``; the key is picked by
+``kid`` and ``alg``, because an ES256 token checked against an RSA key raises ``TypeError``).
+Every decode failure is a 401.  Validation follows §4.3: signature, ``iss`` on the allowlist,
+``aud`` = the deployment's tenant binding, ``exp``/``iat``, revocation by ``jti``, and
+``X-Cortex-Actor`` = ``sub``.  Token contents are never logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jwt
+import pyseto
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+from ..engine import jsoncodec, keys
+from ..engine.spi.kv import Delete, Put
+from ..errors import CortexError
+from .policy import Principal
+
+JWT_ALGORITHMS = ("RS256", "ES256")
+MAX_USER_TTL = 24 * 3600
+MAX_SERVICE_TTL = 30 * 24 * 3600
+IAT_SKEW = 60
+REQUIRED_CLAIMS = ("iss", "sub", "aud", "exp", "iat", "jti")
+
+
+class AuthError(CortexError):
+    http_status = 401
+
+
+class MissingToken(AuthError):
+    error_code = "MISSING_TOKEN"
+
+
+class InvalidTokenSignature(AuthError):
+    error_code = "INVALID_TOKEN_SIGNATURE"
+
+
+class InvalidTokenClaims(AuthError):
+    """A verified token whose claims are malformed (missing, wrong type, iat in the future,
+    lifetime over the §4.2/§4.4 maximum).  Not in §16's selected entries; see docs/errors.md."""
+
+    error_code = "INVALID_TOKEN_CLAIMS"
+
+
+class ExpiredToken(AuthError):
+    error_code = "EXPIRED_TOKEN"
+
+
+class RevokedToken(AuthError):
+    error_code = "REVOKED_TOKEN"
+
+
+class ActorMismatch(AuthError):
+    error_code = "ACTOR_MISMATCH"
+
+
+class WrongTenant(AuthError):
+    error_code = "WRONG_TENANT"
+
+
+class IssuerConfigError(CortexError):
+    error_code = "INVALID_ISSUER_CONFIG"
+    http_status = 500
+
+
+@attrs.define
+class JwtKey:
+    key: Any
+    alg: str
+    kid: str | None = None
+
+
+@attrs.define
+class Issuer:
+    iss: str
+    paseto: list[Any] = attrs.field(factory=list)  # pyseto v4.public keys
+    jwt: list[JwtKey] = attrs.field(factory=list)
+
+
+def _alg_of(key: Any) -> str:
+    if isinstance(key, rsa.RSAPublicKey):
+        return "RS256"
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        if key.curve.name != "secp256r1":
+            raise IssuerConfigError(f"unsupported EC curve {key.curve.name}: ES256 needs P-256")
+        return "ES256"
+    raise IssuerConfigError(f"unsupported JWT key type {type(key).__name__}: RS256 or ES256 only")
+
+
+def load_jwt_keys(path: str | Path) -> list[JwtKey]:
+    """A PEM public key, or a JWKS file (``{"keys": [...]}``) of RSA / P-256 keys."""
+    path = Path(path)
+    data = path.read_bytes()
+    if path.suffix == ".json" or data.lstrip().startswith(b"{"):
+        found = []
+        for jwk in json.loads(data).get("keys", []):
+            if jwk.get("alg") not in (None, *JWT_ALGORITHMS):
+                continue  # HS256 / none / others are never accepted
+            key = jwt.PyJWK(jwk).key
+            found.append(JwtKey(key=key, alg=jwk.get("alg") or _alg_of(key), kid=jwk.get("kid")))
+        if not found:
+            raise IssuerConfigError(f"{path}: no RS256/ES256 keys in the JWKS")
+        return found
+    key = serialization.load_pem_public_key(data)
+    return [JwtKey(key=key, alg=_alg_of(key))]
+
+
+def load_issuer_dir(directory: str | Path) -> Issuer:
+    """A directory made by ``cortexdb token keygen``: ``issuer.json`` and ``public.pem``."""
+    directory = Path(directory)
+    meta = json.loads((directory / "issuer.json").read_text())
+    public = (directory / "public.pem").read_bytes()
+    return Issuer(iss=meta["iss"], paseto=[pyseto.Key.new(4, "public", public)])
+
+
+class Revocations:
+    """Revoked ``jti`` values, each kept until its token's ``exp`` (then pruned)."""
+
+    MAX = 1_000_000
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.revoked: dict[str, int] = {}
+
+    async def load(self) -> None:
+        async for key, raw in self.store.scan(prefix=keys.REVOKED_PREFIX):
+            self.revoked[keys.last_part(key)] = int(jsoncodec.decode(raw)["exp"])
+
+    async def revoke(self, jti: str, exp: int, reason: str | None) -> None:
+        record = {"exp": exp, "reason": reason}
+        await self.store.write([Put(keys.revoked(jti), jsoncodec.encode(record))], sync=True)
+        self.revoked[jti] = exp
+
+    def is_revoked(self, jti: str) -> bool:
+        return jti in self.revoked
+
+    async def prune(self, now: int) -> int:
+        gone = [jti for jti, exp in self.revoked.items() if exp <= now]
+        if gone:
+            await self.store.write([Delete(keys.revoked(j)) for j in gone])
+            for jti in gone:
+                del self.revoked[jti]
+        return len(gone)
+
+
+class Verifier:
+    def __init__(self, issuers: list[Issuer], tenant: str, revocations: Revocations,
+                 now: Any) -> None:  # fmt: skip
+        self.issuers = {i.iss: i for i in issuers}
+        self.tenant = tenant
+        self.audience = f"cortexdb:tenant:{tenant}"
+        self.revocations = revocations
+        self._now = now  # () -> unix seconds
+
+    def verify(self, token: str) -> dict[str, Any]:
+        """Verify signature and claims (§4.3 steps 1–5); return the claims."""
+        if token.startswith("v4.public."):
+            claims = self._paseto(token)
+        elif token.startswith(("v1.", "v2.", "v3.", "v4.")):
+            raise InvalidTokenSignature("only PASETO v4.public tokens are accepted")
+        elif token.count(".") == 2:
+            claims = self._jwt(token)
+        else:
+            raise InvalidTokenSignature("the bearer token is neither PASETO v4.public nor a JWT")
+        return self._claims(claims)
+
+    def _unverified_iss(self, claims: Any) -> Issuer:
+        iss = claims.get("iss") if isinstance(claims, dict) else None
+        issuer = self.issuers.get(iss) if isinstance(iss, str) else None
+        if issuer is None:
+            raise InvalidTokenSignature("the token's issuer is not on this deployment's allowlist")
+        return issuer
+
+    def _paseto(self, token: str) -> dict[str, Any]:
+        try:
+            body = token.split(".")[2]
+            message = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))[:-64]
+            issuer = self._unverified_iss(json.loads(message))
+            if not issuer.paseto:
+                raise InvalidTokenSignature("the token's issuer has no PASETO key")
+            verified = pyseto.decode(issuer.paseto, token)
+            claims = json.loads(verified.payload)
+        except AuthError:
+            raise
+        except Exception:  # every decode failure is a 401, never a 500
+            raise InvalidTokenSignature("PASETO signature verification failed") from None
+        if not isinstance(claims, dict):
+            raise InvalidTokenClaims("the token payload is not a JSON object")
+        return claims
+
+    def _jwt(self, token: str) -> dict[str, Any]:
+        try:
+            header = jwt.get_unverified_header(token)
+            alg = header.get("alg")
+            if alg not in JWT_ALGORITHMS:
+                raise InvalidTokenSignature(f"JWT algorithm {alg!r} is refused: RS256/ES256 only",
+                                            details={"alg": str(alg)})  # fmt: skip
+            issuer = self._unverified_iss(jwt.decode(token, options={"verify_signature": False}))
+            kid = header.get("kid")
+            candidates = [k for k in issuer.jwt if k.alg == alg and (kid is None or k.kid in (None, kid))]
+            if not candidates:
+                raise InvalidTokenSignature("no key of this issuer matches the token's kid/alg")
+            for candidate in candidates:
+                try:
+                    return jwt.decode(token, candidate.key, algorithms=[alg], options={
+                        "verify_exp": False, "verify_iat": False, "verify_nbf": False,
+                        "verify_aud": False, "verify_iss": False})  # fmt: skip
+                except jwt.InvalidSignatureError:
+                    continue
+            raise InvalidTokenSignature("JWT signature verification failed")
+        except AuthError:
+            raise
+        except Exception:  # PyJWTError, TypeError (wrong key type), ValueError
+            raise InvalidTokenSignature("JWT signature verification failed") from None
+
+    def _claims(self, claims: dict[str, Any]) -> dict[str, Any]:
+        missing = [c for c in REQUIRED_CLAIMS if c not in claims]
+        if missing:
+            raise InvalidTokenClaims(f"missing required claims {missing}", details={"claims": missing})
+        if not all(isinstance(claims[c], str) for c in ("iss", "sub", "jti")):
+            raise InvalidTokenClaims("iss, sub and jti must be strings")
+        if not all(isinstance(claims[c], int | float) for c in ("exp", "iat")):
+            raise InvalidTokenClaims("exp and iat must be numeric dates")
+        aud = claims["aud"]
+        audiences = aud if isinstance(aud, list) else [aud]
+        if self.audience not in audiences:
+            raise WrongTenant(f"the token is bound to another tenant; this deployment is {self.audience}",
+                              details={"expected_aud": self.audience})  # fmt: skip
+        now = self._now()
+        if claims["exp"] <= now:
+            raise ExpiredToken("the token has expired", details={"exp": claims["exp"]})
+        if claims["iat"] > now + IAT_SKEW:
+            raise InvalidTokenClaims("the token's iat is in the future", details={"iat": claims["iat"]})
+        limit = MAX_SERVICE_TTL if claims["sub"].startswith("service:") else MAX_USER_TTL
+        if claims["exp"] - claims["iat"] > limit:
+            raise InvalidTokenClaims(
+                f"token lifetime exceeds the maximum ({limit // 3600} h for this kind of subject)",
+                details={"max_ttl_seconds": limit})  # fmt: skip
+        if self.revocations.is_revoked(claims["jti"]):
+            raise RevokedToken("the token has been revoked", details={"jti": claims["jti"]})
+        for name in ("caps", "scopes"):
+            value = claims.get(name)
+            if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+                raise InvalidTokenClaims(f"{name} must be a list of strings")
+        if any("*" in c for c in claims.get("caps") or ()):
+            raise InvalidTokenClaims("wildcards are not allowed in token caps (§5.2)")
+        return claims
+
+    def principal(self, authorization: str | None, actor_header: str | None, *,
+                  require_signed: bool, operators: frozenset[str]) -> Principal:  # fmt: skip
+        if not authorization:
+            if require_signed:
+                raise MissingToken("an Authorization: Bearer token is required")
+            actor = actor_header or "user:local"
+            return Principal(actor=actor, tenant=self.tenant, signed=False,
+                             operator=True)  # fmt: skip
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise MissingToken("the Authorization header must be 'Bearer <token>'")
+        claims = self.verify(token.strip())
+        if actor_header is None:
+            raise ActorMismatch("the X-Cortex-Actor header is required and must equal the token's sub")
+        if actor_header != claims["sub"]:
+            raise ActorMismatch("X-Cortex-Actor does not match the token's sub")
+        caps = claims.get("caps")
+        return Principal(
+            actor=claims["sub"], tenant=self.tenant, signed=True,
+            caps=tuple(caps) if caps is not None else None,
+            scopes=tuple(claims.get("scopes") or ()) or None,
+            claims={k: claims[k] for k in ("iss", "sub", "aud", "exp", "iat", "jti")},
+            operator=claims["sub"] in operators,
+        )  # fmt: skip
+
+
+# -- the reference issuer (cortexdb token) ----------------------------------------------------
+def keygen(directory: str | Path, iss: str = "cortexdb-reference-issuer") -> dict[str, str]:
+    """Write an Ed25519 pair (``private.pem`` 0600, ``public.pem``) and ``issuer.json``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    private = ed25519.Ed25519PrivateKey.generate()
+    private_pem = private.private_bytes(serialization.Encoding.PEM,
+                                        serialization.PrivateFormat.PKCS8,
+                                        serialization.NoEncryption())  # fmt: skip
+    public_pem = private.public_key().public_bytes(serialization.Encoding.PEM,
+                                                   serialization.PublicFormat.SubjectPublicKeyInfo)  # fmt: skip
+    path = directory / "private.pem"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(private_pem)
+    (directory / "public.pem").write_bytes(public_pem)
+    (directory / "issuer.json").write_text(json.dumps({"iss": iss}) + "\n")
+    return {"iss": iss, "private": str(path), "public": str(directory / "public.pem")}
+
+
+def mint(directory: str | Path, *, sub: str, tenant: str, caps: list[str] | None = None,
+         scopes: list[str] | None = None, ttl: int = 3600, now: int | None = None,
+         jti: str | None = None, extra: dict[str, Any] | None = None) -> str:  # fmt: skip
+    """A PASETO v4.public token signed with the directory's private key."""
+    directory = Path(directory)
+    meta = json.loads((directory / "issuer.json").read_text())
+    key = pyseto.Key.new(4, "public", (directory / "private.pem").read_bytes())
+    issued = int(now if now is not None else dt.datetime.now(dt.UTC).timestamp())
+    claims: dict[str, Any] = {
+        "iss": meta["iss"], "sub": sub, "aud": f"cortexdb:tenant:{tenant}",
+        "iat": issued, "exp": issued + int(ttl), "jti": jti or secrets.token_hex(16),
+    }  # fmt: skip
+    if caps is not None:
+        claims["caps"] = list(caps)
+    if scopes:
+        claims["scopes"] = list(scopes)
+    claims.update(extra or {})
+    return pyseto.encode(key, json.dumps(claims).encode(), serializer=None).decode()

@@ -1,0 +1,330 @@
+"""The four-tier capability policy (reference §5, Appendix A).
+
+Deployment → tenant → scope → actor.  A capability is allowed iff every tier allows it; a tier
+that is silent inherits its parent's value; no tier can grant what its parent denies (the
+evaluation simply never lets a lower tier turn a denial back into an allowance).  Token ``caps``
+and ``scopes`` narrow the result further and can never widen it.  Every decision names the tier
+that decided, so a 403 cites ``denied_by_tier`` and an allowed call sets ``X-Cortex-Policy``.
+
+The evaluator is synchronous and in memory (the engine calls its hook inline on every write and
+read); documents are persisted in the store (table ``PO``) and reloaded at boot.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from ..engine import jsoncodec, keys
+from ..engine.scopes import ancestors, canonical_scope, depth, is_within, segments
+from ..engine.spi.kv import Put
+from ..errors import CortexError, PolicyDenied
+
+TIERS = ("deployment", "tenant", "scope", "actor")
+PRESETS = ("on_prem_enterprise", "cloud_shared_saas", "cloud_private", "dev_local")
+BUILTIN_SCOPE_TYPES = ("org", "user", "agent", "service", "ws", "project", "team", "dept",
+                       "global", "system")  # fmt: skip
+
+# Appendix A, plus scope.create.<type> for the rest of the builtin scope types (§18.2 item 19).
+CAPABILITIES: tuple[str, ...] = (
+    *(f"scope.create.{t}" for t in BUILTIN_SCOPE_TYPES),
+    "scope.create.cross_tenant", "scope.create.custom",
+    "scope.write", "scope.write.elevated", "scope.write.on_behalf_of", "scope.write.about_other",
+    "scope.read.local", "scope.read.holistic", "scope.read.descend", "scope.read.cross_tenant",
+    "understanding.read", "understanding.read.cross_scope", "understanding.synthesize",
+    "forget.cascade.derived_only", "forget.cascade.redact_events", "forget.gdpr",
+    "forget.gdpr.cross_workspace",
+    "import.from.mem0", "import.from.zep", "import.from.letta", "import.from.openai",
+    "import.from.jsonl", "export.format.mem0", "export.format.zep", "export.format.jsonl",
+    "lifecycle.subscribe", "llm.invoke", "diagnostics.read", "audit.read",
+    "audit.read.cross_actor", "auth.revoke", "temporal.phrases.read", "temporal.phrases.write",
+    "vocabulary.read", "vocabulary.write", "policy.administer.deployment",
+    "policy.administer.tenant", "policy.administer.scope", "policy.administer.actor",
+    "blob.upload", "blob.read", "admin.flush", "admin.compact", "admin.health",
+)  # fmt: skip
+
+_PATTERN = re.compile(r"^[a-z0-9_*]+(\.[a-z0-9_*]+)*$")
+
+
+class InvalidPolicy(CortexError):
+    error_code = "INVALID_POLICY"
+    http_status = 422
+
+
+class UnknownPreset(CortexError):
+    error_code = "UNKNOWN_PRESET"
+    http_status = 422
+
+
+def matches(patterns: tuple[str, ...] | list[str], capability: str) -> bool:
+    """Wildcard match (``*`` = any run of characters, so ``scope.read.*`` covers every read)."""
+    return any(p == capability or fnmatch.fnmatchcase(capability, p) for p in patterns)
+
+
+@attrs.frozen
+class PolicyDoc:
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    defaults: dict[str, Any] = attrs.field(factory=dict)
+
+    @classmethod
+    def parse(cls, data: Any, where: str = "policy") -> PolicyDoc:
+        if not isinstance(data, dict):
+            raise InvalidPolicy(f"{where} must be an object", details={"field": where})
+        unknown = set(data) - {"allow", "deny", "defaults", "preset", "operator_only",
+                               "tenant_defaults", "allowed_scope_types", "experimental_enabled"}  # fmt: skip
+        if unknown:
+            raise InvalidPolicy(f"{where}: unknown fields {sorted(unknown)}",
+                                details={"field": sorted(unknown)[0]})  # fmt: skip
+        lists = {}
+        for name in ("allow", "deny"):
+            value = data.get(name, [])
+            if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+                raise InvalidPolicy(f"{where}.{name} must be a list of capability patterns",
+                                    details={"field": f"{where}.{name}"})  # fmt: skip
+            bad = [p for p in value if p != "*" and not _PATTERN.match(p)]
+            if bad:
+                raise InvalidPolicy(f"{where}.{name}: malformed pattern {bad[0]!r}",
+                                    details={"field": f"{where}.{name}", "pattern": bad[0]})  # fmt: skip
+            lists[name] = tuple(value)
+        defaults = data.get("defaults", {}) or {}
+        if not isinstance(defaults, dict):
+            raise InvalidPolicy(f"{where}.defaults must be an object",
+                                details={"field": f"{where}.defaults"})  # fmt: skip
+        return cls(allow=lists["allow"], deny=lists["deny"], defaults=dict(defaults))
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"allow": list(self.allow), "deny": list(self.deny), "defaults": dict(self.defaults)}
+
+
+@attrs.frozen
+class Preset:
+    name: str
+    doc: PolicyDoc
+    operator_only: tuple[str, ...]
+    tenant_defaults: PolicyDoc
+    allowed_scope_types: tuple[str, ...]
+    experimental_enabled: bool
+    source: str
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return self.doc.defaults
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "preset": self.name,
+            **self.doc.to_wire(),
+            "operator_only": list(self.operator_only),
+            "tenant_defaults": self.tenant_defaults.to_wire(),
+            "allowed_scope_types": list(self.allowed_scope_types),
+            "experimental_enabled": self.experimental_enabled,
+        }
+
+
+def load_preset(name_or_path: str) -> Preset:
+    """One of the four shipped presets by name, or a custom YAML file by path."""
+    if name_or_path in PRESETS:
+        text = resources.files("cortexdb.presets").joinpath(f"{name_or_path}.yaml").read_text()
+        source = f"cortexdb/presets/{name_or_path}.yaml"
+    else:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise UnknownPreset(
+                f"unknown deployment preset {name_or_path!r}: use one of {list(PRESETS)} "
+                "or the path of a YAML file", details={"preset": name_or_path})  # fmt: skip
+        text, source = path.read_text(), str(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidPolicy(f"{source}: not valid YAML ({exc})") from None
+    return preset_from_dict(data, source)
+
+
+def preset_from_dict(data: Any, source: str = "policy") -> Preset:
+    doc = PolicyDoc.parse(data, source)
+    tenant_defaults = PolicyDoc.parse(data.get("tenant_defaults") or {}, f"{source}.tenant_defaults")
+    types = tuple(data.get("allowed_scope_types") or BUILTIN_SCOPE_TYPES)
+    return Preset(
+        name=str(data.get("preset") or "custom"), doc=doc,
+        operator_only=tuple(data.get("operator_only") or ()), tenant_defaults=tenant_defaults,
+        allowed_scope_types=types, experimental_enabled=bool(data.get("experimental_enabled")),
+        source=source,
+    )  # fmt: skip
+
+
+@attrs.define
+class Principal:
+    """Who is calling, as established by authentication."""
+
+    actor: str
+    tenant: str
+    signed: bool = False
+    caps: tuple[str, ...] | None = None
+    scopes: tuple[str, ...] | None = None
+    claims: dict[str, Any] = attrs.field(factory=dict)
+    operator: bool = False
+
+    @property
+    def jti(self) -> str | None:
+        return self.claims.get("jti")
+
+
+@attrs.frozen
+class Decision:
+    allowed: bool
+    capability: str
+    tier: str  # the deciding tier: for a denial the tier that denied, else the most specific allow
+    reason: str = ""
+
+    def header(self) -> str:
+        verdict = "allow" if self.allowed else "deny"
+        return f"tier={self.tier}; decision={verdict}; capability={self.capability}"
+
+    def raise_if_denied(self, preset: str, scope: str | None = None) -> None:
+        if not self.allowed:
+            details = {"capability": self.capability, "denied_by_tier": self.tier,
+                       "deployment_preset": preset, "remediation": self.reason}  # fmt: skip
+            if scope:
+                details["scope"] = scope
+            raise PolicyDenied(
+                f"{self.capability} is denied by the {self.tier} tier: {self.reason}",
+                details=details,
+            )
+
+
+def _scope_allows(pattern: str, scope: str) -> bool:
+    if pattern.endswith("/*"):
+        root = pattern[:-2]
+        return is_within(scope, root)
+    return fnmatch.fnmatchcase(scope, pattern)
+
+
+class PolicyEngine:
+    """The tier documents and the evaluator."""
+
+    def __init__(self, preset: Preset, store: Any, *, operators: tuple[str, ...] = ()) -> None:
+        self.preset = preset
+        self.store = store
+        self.operators = frozenset(operators)
+        self.tenants: dict[str, PolicyDoc] = {}
+        self.scopes: dict[str, PolicyDoc] = {}
+        self.actors: dict[str, PolicyDoc] = {}
+        self.version = 0
+        self.last_change: dict[str, Any] | None = None
+
+    async def load(self) -> None:
+        async for key, raw in self.store.scan(prefix=keys.POLICY_PREFIX):
+            _, tier, target = key.decode().split("\x00", 2)
+            data = jsoncodec.decode(raw)
+            if tier == "deployment":
+                self.preset = attrs.evolve(self.preset, doc=PolicyDoc.parse(data))
+            else:
+                self._table(tier)[target] = PolicyDoc.parse(data)
+
+    def _table(self, tier: str) -> dict[str, PolicyDoc]:
+        return {"tenant": self.tenants, "scope": self.scopes, "actor": self.actors}[tier]
+
+    def document(self, tier: str, target: str) -> dict[str, Any]:
+        if tier == "deployment":
+            return self.preset.to_wire()
+        doc = self._table(tier).get(target)
+        if doc is None and tier == "tenant":
+            return {"tenant_id": target, "inherited": True, **self.preset.tenant_defaults.to_wire()}
+        wire = doc.to_wire() if doc else {"allow": [], "deny": [], "defaults": {}}
+        return {"target": target, "inherited": doc is None, **wire}
+
+    async def put(self, tier: str, target: str, data: Any) -> dict[str, Any]:
+        if tier == "scope":
+            target = canonical_scope(target)
+        doc = PolicyDoc.parse(data, "body")
+        await self.store.write([Put(keys.policy_doc(tier, target), jsoncodec.encode(doc.to_wire()))],
+                               sync=True)  # fmt: skip
+        if tier == "deployment":
+            self.preset = attrs.evolve(self.preset, doc=doc)
+        else:
+            self._table(tier)[target] = doc
+        self.version += 1
+        self.last_change = {"tier": tier, "scope_or_actor": target}
+        return self.document(tier, target)
+
+    # -- evaluation ------------------------------------------------------------------------------
+    def tenant_doc(self, tenant: str) -> PolicyDoc:
+        return self.tenants.get(tenant) or self.preset.tenant_defaults
+
+    def rate_limits(self, tenant: str) -> dict[str, str]:
+        defaults = {**self.preset.defaults, **self.tenant_doc(tenant).defaults}
+        return {k: defaults[f"rate_limit.{k}"] for k in ("write", "read") if f"rate_limit.{k}" in defaults}
+
+    def decide(self, principal: Principal, capability: str, scope: str | None = None) -> Decision:
+        preset = self.preset
+        if matches(preset.doc.deny, capability):
+            return Decision(False, capability, "deployment",
+                            f"{capability} is not available on {preset.name} deployments")  # fmt: skip
+        if matches(preset.operator_only, capability) and principal.actor not in self.operators:
+            return Decision(False, capability, "deployment",
+                            "operator-only capability: the caller is not a deployment operator")  # fmt: skip
+        if not matches(preset.doc.allow, capability):
+            return Decision(False, capability, "deployment",
+                            f"{preset.name} does not allow {capability}")  # fmt: skip
+        tier = "deployment"
+        tenant = self.tenant_doc(principal.tenant)
+        if matches(tenant.deny, capability):
+            return Decision(False, capability, "tenant", "denied by the tenant policy")
+        if matches(tenant.allow, capability):
+            tier = "tenant"
+        if scope is not None and self.scopes:
+            for path in [*reversed(ancestors(scope)), scope]:
+                doc = self.scopes.get(path)
+                if doc is None:
+                    continue
+                if matches(doc.deny, capability):
+                    return Decision(False, capability, "scope", f"denied by the policy of scope {path}")
+                if matches(doc.allow, capability):
+                    tier = "scope"
+        actor = self.actors.get(principal.actor)
+        if actor is not None:
+            if matches(actor.deny, capability):
+                return Decision(False, capability, "actor", "denied by the actor policy")
+            if matches(actor.allow, capability):
+                tier = "actor"
+        if principal.caps is not None and capability not in principal.caps:
+            return Decision(False, capability, "token", "the token's caps do not include it")
+        if principal.scopes and scope is not None:
+            bound = [s.split(":", 1)[1] for s in principal.scopes if s.split(":", 1)[0] == capability]
+            if bound and not any(_scope_allows(p, scope) for p in bound):
+                return Decision(False, capability, "token",
+                                f"the token's scopes do not cover {scope}")  # fmt: skip
+        if capability.startswith("forget.gdpr") and principal.actor.startswith("service:"):
+            return Decision(False, capability, "token",
+                            "service tokens cannot perform forget.gdpr (§4.4)")  # fmt: skip
+        return Decision(True, capability, tier)
+
+    def check(self, principal: Principal, capability: str, scope: str | None = None) -> Decision:
+        decision = self.decide(principal, capability, scope)
+        decision.raise_if_denied(self.preset.name, scope)
+        return decision
+
+    def effective(self, principal: Principal, scope: str | None) -> dict[str, Any]:
+        allowed, denied = [], []
+        for capability in CAPABILITIES:
+            decision = self.decide(principal, capability, scope)
+            if decision.allowed:
+                allowed.append(capability)
+            else:
+                denied.append({"capability": capability, "denied_by_tier": decision.tier})
+        return {"allowed": allowed, "denied": denied}
+
+
+def scope_type(path: str) -> str:
+    return segments(path)[-1][0]
+
+
+def scope_depth(path: str) -> int:
+    return depth(path)

@@ -1,0 +1,253 @@
+"""Scope registration and ACLs (reference §3.4.4, §8.8, §18.2 items 5 and 19).
+
+Registration records live in the engine's ``S`` table and are edited inside the scope's actor
+(``Engine.edit_scope``).  This module keeps an in-memory index of explicit ``owner``/``writer``
+memberships per actor, which gives the caller's *natural level* (the deepest scope where they
+are an owner or writer) without a scan per request.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import attrs
+
+from ..engine import keys
+from ..engine.model import Scope, loads, to_wire
+from ..engine.scopes import canonical_scope, depth, is_within
+from ..engine.temporal import parse_duration
+from ..errors import CortexError, NotFound
+from .policy import Principal, PolicyEngine, scope_type
+
+ROLES = ("owner", "writer", "reader")
+WRITE_ROLES = ("owner", "writer")
+POLICY_FIELDS = ("consolidation", "conflict_resolution", "inherit_from", "audit", "children")
+
+
+class ScopeRegistrationExists(CortexError):
+    error_code = "SCOPE_REGISTRATION_EXISTS"
+    http_status = 409
+
+
+class UnregisteredScopeType(CortexError):
+    error_code = "UNREGISTERED_SCOPE_TYPE"
+    http_status = 422
+
+
+class NotAMember(CortexError):
+    error_code = "NOT_A_MEMBER"
+    http_status = 403
+
+
+class InvalidScopeRequest(CortexError):
+    error_code = "INVALID_BODY"
+    http_status = 422
+
+
+class NotYetAvailable(CortexError):
+    error_code = "NOT_YET_AVAILABLE"
+    http_status = 501
+
+
+def _members(value: Any, field: str = "members") -> list[dict[str, str]]:
+    if not isinstance(value, list):
+        raise InvalidScopeRequest(f"{field} must be a list", details={"field": field})
+    seen, out = set(), []
+    for i, member in enumerate(value):
+        where = f"{field}[{i}]"
+        if not isinstance(member, dict) or set(member) - {"actor", "role"}:
+            raise InvalidScopeRequest(f"{where} must be {{actor, role}}", details={"field": where})
+        actor, role = member.get("actor"), member.get("role")
+        if not isinstance(actor, str) or ":" not in actor:
+            raise InvalidScopeRequest(f"{where}.actor must be a type:id actor",
+                                      details={"field": f"{where}.actor"})  # fmt: skip
+        if role not in ROLES:
+            raise InvalidScopeRequest(f"{where}.role must be one of {list(ROLES)}",
+                                      details={"field": f"{where}.role"})  # fmt: skip
+        if actor in seen:
+            raise InvalidScopeRequest(f"{where}: {actor} is listed twice", details={"field": where})
+        seen.add(actor)
+        out.append({"actor": actor, "role": role})
+    return out
+
+
+class ScopeRegistry:
+    def __init__(self, engine: Any, policy: PolicyEngine) -> None:
+        self.engine = engine
+        self.policy = policy
+        self.writers: dict[str, set[str]] = {}  # actor -> scopes where owner/writer
+
+    async def load(self) -> None:
+        async for _, raw in self.engine.store.scan(prefix=keys.SCOPE_PREFIX):
+            self._index(loads(raw, Scope))
+
+    def _index(self, record: Scope, previous: Scope | None = None) -> None:
+        if previous is not None:
+            for member in previous.members:
+                self.writers.get(member["actor"], set()).discard(previous.path)
+        if record is not None:
+            for member in record.members:
+                if member["role"] in WRITE_ROLES:
+                    self.writers.setdefault(member["actor"], set()).add(record.path)
+
+    def natural_level(self, actor: str) -> str | None:
+        scopes = self.writers.get(actor)
+        return max(scopes, key=lambda s: (depth(s), s)) if scopes else None
+
+    async def get(self, path: str) -> Scope | None:
+        raw = await self.engine.store.get(keys.scope_record(canonical_scope(path)))
+        return loads(raw, Scope) if raw is not None else None
+
+    # -- writes ----------------------------------------------------------------------------------
+    async def authorise_write(self, principal: Principal, scope: str) -> str:
+        """NOT_A_MEMBER for a registered scope without membership; ``scope.write.elevated`` for a
+        write above the caller's natural level.  Returns the capability that governed."""
+        record = await self.get(scope)
+        if record is not None and not record.auto_provisioned:
+            roles = {m["actor"]: m["role"] for m in record.members}
+            if roles.get(principal.actor) not in WRITE_ROLES:
+                raise NotAMember(f"{principal.actor} is not an owner or writer of {scope}",
+                                 details={"scope": scope, "actor": principal.actor})  # fmt: skip
+        natural = self.natural_level(principal.actor)
+        if natural is not None and depth(scope) < depth(natural):
+            self.policy.check(principal, "scope.write.elevated", scope)
+            return "scope.write.elevated"
+        return "scope.write"
+
+    def note_write(self, principal: Principal, scope: str) -> None:
+        """A successful write to a scope nobody registered made the writer its owner."""
+        if not any(scope in scopes for scopes in self.writers.values()):
+            self.writers.setdefault(principal.actor, set()).add(scope)
+
+    async def register(self, principal: Principal, body: Any, now: dt.datetime) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise InvalidScopeRequest("the body must be an object")
+        unknown = set(body) - {"path", "members", "policies", "idempotency_key"}
+        if unknown:
+            raise InvalidScopeRequest(f"unknown fields {sorted(unknown)}", details={"field": sorted(unknown)[0]})
+        if not isinstance(body.get("path"), str):
+            raise InvalidScopeRequest("path is required", details={"field": "path"})
+        path = canonical_scope(body["path"])
+        members = _members(body.get("members", []))
+        policies = body.get("policies", {}) or {}
+        if not isinstance(policies, dict) or set(policies) - set(POLICY_FIELDS):
+            raise InvalidScopeRequest(f"policies may hold {list(POLICY_FIELDS)}", details={"field": "policies"})
+        inherit = policies.get("inherit_from")
+        if inherit is not None:
+            if not isinstance(inherit, list):
+                raise InvalidScopeRequest("policies.inherit_from must be a list", details={"field": "policies.inherit_from"})
+            policies["inherit_from"] = [canonical_scope(p) for p in inherit]
+        kind = scope_type(path)
+        if kind not in self.policy.preset.allowed_scope_types:
+            decision = self.policy.decide(principal, "scope.create.custom", path)
+            if not decision.allowed:
+                raise UnregisteredScopeType(
+                    f"scope type {kind!r} is not in this deployment's allowed_scope_types",
+                    details={"type": kind, "allowed": list(self.policy.preset.allowed_scope_types),
+                             "capability": "scope.create.custom", "denied_by_tier": decision.tier})  # fmt: skip
+        else:
+            self.policy.check(principal, f"scope.create.{kind}", path)
+        if not members:
+            members = [{"actor": principal.actor, "role": "owner"}]
+
+        def edit(current: Scope | None) -> Scope:
+            if current is not None and not current.auto_provisioned:
+                raise ScopeRegistrationExists(f"scope {path} is already registered", details={"path": path})
+            return Scope(path=path, tenant_id=principal.tenant, members=members, policies=policies,
+                         auto_provisioned=False, registered_at=now, created_by=principal.actor,
+                         last_write_at=current.last_write_at if current else None)  # fmt: skip
+
+        previous = await self.get(path)
+        record = await self.engine.edit_scope(path, edit)
+        self._index(record, previous)
+        return to_wire(record)
+
+    async def set_members(self, principal: Principal, path: str, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict) or "members" not in body:
+            raise InvalidScopeRequest("the body must be {members: [...]}", details={"field": "members"})
+        members = _members(body["members"])
+        if not any(m["role"] == "owner" for m in members):
+            raise InvalidScopeRequest("a scope keeps at least one owner", details={"field": "members"})
+        path = canonical_scope(path)
+        diff: dict[str, list] = {}
+
+        def edit(current: Scope | None) -> Scope:
+            if current is None:
+                raise NotFound(f"scope {path} is not registered", details={"path": path})
+            before = {m["actor"]: m["role"] for m in current.members}
+            after = {m["actor"]: m["role"] for m in members}
+            diff["added"] = [{"actor": a, "role": r} for a, r in after.items() if a not in before]
+            diff["removed"] = [{"actor": a, "role": r} for a, r in before.items() if a not in after]
+            diff["changed"] = [{"actor": a, "from": before[a], "to": r} for a, r in after.items()
+                               if a in before and before[a] != r]  # fmt: skip
+            return attrs.evolve(current, members=members, auto_provisioned=False)
+
+        previous = await self.get(path)
+        record = await self.engine.edit_scope(path, edit)
+        self._index(record, previous)
+        return {"scope": to_wire(record), **diff}
+
+    async def delete(self, principal: Principal, path: str, records: str) -> dict[str, Any]:
+        path = canonical_scope(path)
+        if records not in ("keep", "forget"):
+            raise InvalidScopeRequest("records must be keep or forget", details={"field": "records"})
+        previous = await self.get(path)
+        if previous is None:
+            raise NotFound(f"scope {path} is not registered", details={"path": path})
+        if records == "forget":
+            self.policy.check(principal, "forget.gdpr", path)
+            raise NotYetAvailable(
+                "records=forget needs GDPR erasure (POST /v1/erasures), which this server does not "
+                "implement yet; use records=keep to remove only the registration",
+                details={"path": path, "records": "forget"})  # fmt: skip
+        await self.engine.edit_scope(path, lambda current: None)
+        self._index(None, previous)
+        return {"path": path, "deleted": True, "records": "keep"}
+
+    async def list(self, *, prefix: str = "", auto_provisioned: bool | None = None,
+                   after: str | None = None, limit: int = 50) -> tuple[list[dict], bool]:  # fmt: skip
+        items: list[dict] = []
+        start = keys.scope_record(after) + b"\x00" if after else None
+        async for _, raw in self.engine.store.scan(prefix=keys.SCOPE_PREFIX + prefix.encode(), start=start):
+            record = loads(raw, Scope)
+            if auto_provisioned is not None and record.auto_provisioned != auto_provisioned:
+                continue
+            if len(items) == limit:
+                return items, True
+            items.append(to_wire(record))
+        return items, False
+
+    async def prune(self, *, older_than: str, dry_run: bool, now: dt.datetime,
+                    prefix: str = "") -> dict[str, Any]:  # fmt: skip
+        try:
+            age = parse_duration(older_than)
+        except (ValueError, TypeError):
+            raise InvalidScopeRequest("older_than must be an ISO 8601 duration such as P90D",
+                                      details={"field": "older_than"}) from None  # fmt: skip
+        cutoff = now - age
+        candidates = []
+        async for _, raw in self.engine.store.scan(prefix=keys.SCOPE_PREFIX + prefix.encode()):
+            record = loads(raw, Scope)
+            last = record.last_write_at or record.registered_at
+            if record.auto_provisioned and last < cutoff:
+                candidates.append(record)
+        out = []
+        for record in candidates:
+            counts = await self.engine._supervisor.request(  # the actor counts its own records
+                record.path, _count_message)
+            out.append({"path": record.path, "last_write": to_wire(record)["last_write_at"],
+                        "records": counts})  # fmt: skip
+            if not dry_run:
+                await self.engine.edit_scope(record.path, lambda current: None)
+                self._index(None, record)
+        return {"candidates": out, "total": len(out), "dry_run": dry_run}
+
+    def within(self, path: str, root: str) -> bool:
+        return is_within(path, root)
+
+
+def _count_message(reply: Any) -> Any:
+    from ..engine.actors.messages import ReadLayer
+
+    return ReadLayer("layer_counts", {}, reply)
