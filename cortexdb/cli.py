@@ -4,7 +4,13 @@
     cortexdb rebuild --data DIR --scope SCOPE     replay a scope's WAL into fresh derived layers
     cortexdb inspect --data DIR --scope SCOPE     counts of a scope's records, for operators
 
-``serve`` and ``token`` arrive with the HTTP server.
+    cortexdb serve [--preset P] [--data DIR] [--backend B] [--bind HOST:PORT] [--issuer-keys DIR]
+                   [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR] [--tenant T]
+    cortexdb token keygen --dir DIR [--iss ISS]
+    cortexdb token mint --dir DIR --sub ACTOR --tenant T [--caps a,b] [--scopes ...] [--ttl SECONDS]
+
+``serve`` reads CORTEX_DEPLOYMENT_PRESET, CORTEX_DATA_DIR, CORTEX_BACKEND, CORTEX_BIND,
+CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_ISSUER_KEYS and CORTEX_ENABLE_EXPERIMENTAL; flags win.
 """
 
 from __future__ import annotations
@@ -47,6 +53,41 @@ async def _inspect(data: str, scope: str) -> None:
         )
 
 
+def _serve(args) -> None:
+    import logging
+
+    from .server.serve import run_server
+    from .server.settings import ServerSettings
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    jwt_issuers = []
+    for item in args.jwt_issuer or []:
+        iss, sep, path = item.rpartition("=")
+        if not sep or not iss or not path:
+            raise SystemExit("cortexdb: --jwt-issuer takes ISS=PATH (a PEM public key or a JWKS file)")
+        jwt_issuers.append((iss, path))
+    settings = ServerSettings.from_env(
+        preset=args.preset, data_dir=args.data, backend=args.backend, bind=args.bind,
+        tenant=args.tenant, issuer_dirs=args.issuer_keys or None, jwt_issuers=jwt_issuers or None,
+        operators=tuple(args.operator) if args.operator else None, embedder=args.embedder,
+    )  # fmt: skip
+    trio.run(run_server, settings)
+
+
+def _token(args) -> None:
+    import json
+
+    from .server import auth
+
+    if args.token_command == "keygen":
+        print(json.dumps(auth.keygen(args.dir, args.iss)))
+    else:
+        caps = [c for c in args.caps.split(",") if c] if args.caps is not None else None
+        print(auth.mint(args.dir, sub=args.sub, tenant=args.tenant, caps=caps,
+                        scopes=args.scopes or None, ttl=args.ttl))  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="cortexdb", description="CortexDB, a memory database for AI agents"
@@ -58,6 +99,31 @@ def main(argv: list[str] | None = None) -> int:
         command = commands.add_parser(name, help=help_text)
         command.add_argument("--data", required=True, help="LevelDB data directory")
         command.add_argument("--scope", required=True, help="scope path, e.g. org:acme/user:alice")
+    serve = commands.add_parser("serve", help="run the HTTP server (127.0.0.1 by default)")
+    serve.add_argument("--preset", help="on_prem_enterprise | cloud_shared_saas | cloud_private | dev_local | a YAML path")
+    serve.add_argument("--data", help="data directory (default ./data)")
+    serve.add_argument("--backend", choices=("leveldb", "memory"))
+    serve.add_argument("--bind", help="HOST:PORT (default 127.0.0.1:8077)")
+    serve.add_argument("--tenant", help="the tenant this deployment binds (token aud cortexdb:tenant:T)")
+    serve.add_argument("--issuer-keys", action="append", metavar="DIR",
+                       help="trust a `cortexdb token keygen` directory (repeatable)")
+    serve.add_argument("--jwt-issuer", action="append", metavar="ISS=PATH",
+                       help="trust JWTs from ISS, verified with a PEM key or JWKS file (repeatable)")
+    serve.add_argument("--operator", action="append", metavar="ACTOR",
+                       help="a deployment operator (holds the operator-only capabilities)")
+    serve.add_argument("--embedder", choices=("hash", "minilm", "best"))
+    token = commands.add_parser("token", help="the reference PASETO v4.public issuer")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    keygen = token_commands.add_parser("keygen", help="create an Ed25519 issuer key pair")
+    keygen.add_argument("--dir", required=True)
+    keygen.add_argument("--iss", default="cortexdb-reference-issuer")
+    mint = token_commands.add_parser("mint", help="print a signed token")
+    mint.add_argument("--dir", required=True)
+    mint.add_argument("--sub", required=True, help="actor, e.g. user:alice or service:importer")
+    mint.add_argument("--tenant", required=True)
+    mint.add_argument("--caps", help="comma-separated capability list that narrows the policy")
+    mint.add_argument("--scopes", action="append", help="CAP:SCOPE_PATTERN, e.g. scope.write:org:acme/*")
+    mint.add_argument("--ttl", type=int, default=3600, help="seconds (max 24 h; 30 d for service:)")
     args = parser.parse_args(argv)
     try:
         if args.command == "version":
@@ -66,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
             trio.run(_rebuild, args.data, args.scope)
         elif args.command == "inspect":
             trio.run(_inspect, args.data, args.scope)
+        elif args.command == "serve":
+            _serve(args)
+        elif args.command == "token":
+            _token(args)
     except CortexError as error:
         print(f"cortexdb: {error.error_code}: {error.message}", file=sys.stderr)
         return 2

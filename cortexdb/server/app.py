@@ -305,6 +305,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
             response = result if isinstance(result, Response) else json_response(result, route.status)
         except CortexError as exc:
             response = envelope_response(exc, request_id)
+            _note_denial(call, exc)
         except HTTPException as exc:
             response = envelope_response(_http_error(exc), request_id)
         except BaseExceptionGroup as group:  # noqa: F821 - a single wrapped CortexError
@@ -312,6 +313,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
             if inner is None:
                 raise
             response = envelope_response(inner, request_id)
+            _note_denial(call, inner)
         finally:
             if token is not None:
                 _current.reset(token)
@@ -365,6 +367,15 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
     routes.install(api, state)
     streams.install(app, api, state)
     return app
+
+
+def _note_denial(call: Call | None, exc: CortexError) -> None:
+    """A denial raised outside ``call.check`` (registry, engine) still governs the audit row."""
+    capability, tier = exc.details.get("capability"), exc.details.get("denied_by_tier")
+    if call is None or not capability or not tier:
+        return
+    if not any(not d.allowed and d.capability == capability for d, _ in call.decisions):
+        call.decisions.insert(0, (Decision(False, capability, tier, exc.message), exc.details.get("scope")))
 
 
 def _single(group: BaseException) -> CortexError | None:
