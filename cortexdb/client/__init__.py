@@ -174,8 +174,10 @@ def _clean(params: dict[str, Any]) -> dict[str, Any]:
 
 class _Base:
     def __init__(self, base_url: str, *, actor: str | None = None, token: str | None = None,
-                 token_provider: Callable[[], str] | None = None, timeout: float = 30.0) -> None:  # fmt: skip
+                 token_provider: Callable[[], str] | None = None, timeout: float = 30.0,
+                 retries: int = 2) -> None:  # fmt: skip
         self.base_url = base_url.rstrip("/")
+        self.retries = retries
         self.actor = actor
         self._token = token
         self._token_provider = token_provider
@@ -190,6 +192,12 @@ class _Base:
             headers["X-Cortex-Actor"] = self.actor
         headers.update(extra or {})
         return headers
+
+    @staticmethod
+    def _backoff(attempt: int, response: httpx.Response | None) -> float:
+        if response is not None and response.headers.get("Retry-After", "").isdigit():
+            return min(30.0, float(response.headers["Retry-After"]))
+        return min(5.0, 0.1 * 2**attempt)
 
     @staticmethod
     def _result(response: httpx.Response) -> Any:
@@ -250,8 +258,23 @@ class CortexClient(_Base):
 
     def request(self, method: str, path: str, *, params: dict | None = None, json_body: Any = None,
                 headers: dict | None = None) -> httpx.Response:  # fmt: skip
-        return self._http.request(method, path, params=_clean(params or {}), json=json_body,
-                                  headers=self._headers(headers))  # fmt: skip
+        """One call, retried (same body, so the same idempotency key) after a transport error or
+        a retriable 429/503 answer."""
+        import time
+
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._http.request(method, path, params=_clean(params or {}), json=json_body,
+                                              headers=self._headers(headers))  # fmt: skip
+            except httpx.TransportError:
+                if attempt == self.retries:
+                    raise
+                time.sleep(self._backoff(attempt, None))  # deliberate client back-off between retries
+                continue
+            if response.status_code not in (429, 503) or attempt == self.retries:
+                return response
+            time.sleep(self._backoff(attempt, response))
+        raise AssertionError("unreachable")
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:
         return self._result(self.request(method, path, **kw))
@@ -359,8 +382,21 @@ class AsyncCortexClient(_Base):
 
     async def request(self, method: str, path: str, *, params: dict | None = None, json_body: Any = None,
                       headers: dict | None = None) -> httpx.Response:  # fmt: skip
-        return await self._http.request(method, path, params=_clean(params or {}), json=json_body,
-                                        headers=self._headers(headers))  # fmt: skip
+        import anyio
+
+        for attempt in range(self.retries + 1):
+            try:
+                response = await self._http.request(method, path, params=_clean(params or {}), json=json_body,
+                                                     headers=self._headers(headers))  # fmt: skip
+            except httpx.TransportError:
+                if attempt == self.retries:
+                    raise
+                await anyio.sleep(self._backoff(attempt, None))  # deliberate client back-off
+                continue
+            if response.status_code not in (429, 503) or attempt == self.retries:
+                return response
+            await anyio.sleep(self._backoff(attempt, response))
+        raise AssertionError("unreachable")
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
         return self._result(await self.request(method, path, **kw))

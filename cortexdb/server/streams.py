@@ -139,6 +139,8 @@ async def _subscription_args(call: Call, args: dict[str, str], last_event_id: st
     if job:
         filters["job_id"] = job
     since = last_event_id or args.get("since_lifecycle_id")
+    if since is None and args.get("event_id"):
+        since = ""  # one memory event: replay the stages it already went through, then follow it
     return scope, since, filters
 
 
