@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(PY) -m pytest
 
+serve: $(STAMP)
+	$(VENV)/bin/cortexdb serve --preset dev_local --backend leveldb --data ./data --bind 127.0.0.1:8077
+
 example: $(STAMP)
 	$(PY) -m cortexdb.examples.quickstart ./data
 

@@ -239,8 +239,9 @@ def test_readme_curl_walkthrough_runs(tmp_path):
         result = subprocess.run(["bash", "-euo", "pipefail", "-c", block.group(1)], capture_output=True,
                                 text=True, timeout=120, env={**os.environ, "CORTEX": url})  # fmt: skip
         assert result.returncode == 0, result.stderr + result.stdout
-        assert '"status":"consolidated"' in result.stdout
-        assert "event: captured" in result.stdout and '"context_block"' in result.stdout
+        output = result.stdout + result.stderr
+        assert '"status":"consolidated"' in output and '"stages_completed":["captured"' in output
+        assert "event: captured" in output and '"context_block"' in output
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0

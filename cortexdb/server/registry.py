@@ -18,7 +18,7 @@ from ..engine.model import Scope, loads, to_wire
 from ..engine.scopes import canonical_scope, depth, is_within
 from ..engine.temporal import parse_duration
 from ..errors import CortexError, NotFound
-from .policy import Principal, PolicyEngine, scope_type
+from .policy import PolicyEngine, Principal, scope_type
 
 ROLES = ("owner", "writer", "reader")
 WRITE_ROLES = ("owner", "writer")

@@ -35,7 +35,7 @@ async def run_server(settings: ServerSettings, *,
                      task_status=trio.TASK_STATUS_IGNORED) -> None:  # fmt: skip
     """Open the engine, serve until ``shutdown_trigger`` returns (default: SIGINT/SIGTERM), and
     report the bound addresses through ``task_status`` (``nursery.start`` returns them)."""
-    config = engine_config or EngineConfig(embedder=settings.embedder)
+    config = engine_config or EngineConfig(embedder=settings.embedder, derivation_defer=settings.derivation_defer)
     path = settings.data_dir if settings.backend == "leveldb" else None
     async with open_engine(settings.backend, path, config=config, clock=clock, id_seed=id_seed) as engine:
         app = create_app(engine, settings)

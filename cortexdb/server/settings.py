@@ -25,6 +25,9 @@ class ServerSettings:
     embedder: str = "hash"
     stream_keepalive: float = 15.0  # seconds between SSE comment lines on a quiet stream
     maintenance_interval: float = 60.0
+    # Over HTTP, consecutive writes arrive a few milliseconds apart; derivation waits for this much
+    # capture silence so it runs in batches instead of between every two requests (decisions.md).
+    derivation_defer: float = 0.02
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> ServerSettings:

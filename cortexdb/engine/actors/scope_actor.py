@@ -26,11 +26,11 @@ from . import reads
 from .messages import (
     CancelEvent,
     Capture,
+    EditScope,
     Flush,
     ForeignConsolidate,
     ForeignDerived,
     Ping,
-    EditScope,
     ReadLayer,
     Rebuild,
     ReplySlot,
