@@ -58,3 +58,15 @@ def test_recall_benchmark_runs_on_a_slice():
     assert result.returncode == 0, result.stderr
     assert re.search(r"300 events, one scope: recall p50\s+[\d.]+ ms", result.stdout)
     assert re.search(r"300 events, holistic over 3 levels: recall p50\s+[\d.]+ ms", result.stdout)
+
+
+def test_http_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/http.py", "--writes", "100", "--recalls", "10", "--clients", "4"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert re.search(r"capture:\s+\d+ writes/s\s+p50 [\d.]+ ms\s+p99 [\d.]+ ms\s+sequential p50 [\d.]+ ms", out)
+    assert re.search(r"capture throughput [\d.]+\s+sequential p50 x[\d.]+", out)
+    assert re.search(r"bulk:\s+\d+ items/s", out)
