@@ -350,3 +350,19 @@ async def test_temporal_phrases_over_http(tmp_path):
         response, data = await h.call("DELETE", "/v1/temporal/phrases/fiscal_q3")
         assert response.status_code == 404 and data["error_code"] == "NOT_FOUND"
         assert TENANT == "acme"
+
+
+async def test_jwt_issuer_from_a_pem_file(tmp_path):
+    from cortexdb import ManualClock
+
+    from .server_support import JWT_ISS, Keys
+
+    clock = ManualClock("2026-05-13T15:42:09Z")
+    keys = Keys(tmp_path, clock)
+    async with server(tmp_path, keys=keys, clock=clock, jwt_issuers=[(JWT_ISS, str(keys.rsa_pem))]) as h:
+        response, data = await h.call("GET", "/v1/auth/whoami", hdrs={"Authorization": f"Bearer {keys.jwt(kid=None)}",
+                                                                      "X-Cortex-Actor": "user:alice"})  # fmt: skip
+        assert response.status_code == 200, data
+        response, data = await h.call("GET", "/v1/auth/whoami", hdrs={"Authorization": f"Bearer {keys.jwt(alg='ES256', kid=None)}",
+                                                                      "X-Cortex-Actor": "user:alice"})  # fmt: skip
+        assert response.status_code == 401 and data["error_code"] == "INVALID_TOKEN_SIGNATURE"

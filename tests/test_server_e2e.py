@@ -147,6 +147,24 @@ async def test_sse_stream_disconnects_and_resumes_without_gaps_or_duplicates(tmp
         assert [r["lifecycle_id"] for r in catch_up["items"]] == ids
 
 
+async def test_recall_streams_as_server_sent_events(tmp_path):
+    async with live(tmp_path) as (url, keys), httpx.AsyncClient(base_url=url) as http:
+        await http.post("/v1/experience?wait=indexed", json=body("Alice likes green tea."), headers=auth(keys))
+        request = {"scope": "org:acme/user:alice", "query": "tea", "stream": True}
+        async with http.stream("POST", "/v1/recall", json=request, headers=auth(keys)) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            frames = await read_sse(response, 100)
+        names = [name for _, name, _ in frames]
+        assert names[0] == "plan" and names[-1] == "done"
+        assert {"layer", "context_block", "provenance", "diagnostics"} <= set(names)
+        layers = {data["layer"] for _, name, data in frames if name == "layer"}
+        assert "events" in layers
+        # a bad request is an envelope before any event is sent
+        bad = await http.post("/v1/recall", json={**request, "budgets": {"max_tokens": -1}}, headers=auth(keys))
+        assert bad.status_code == 422 and bad.json()["error_code"] == "INVALID_RECALL"
+
+
 async def test_policy_change_revokes_an_open_stream(tmp_path):
     scope = "org:acme/user:bob"
     async with live(tmp_path, enable_experimental=True) as (url, keys), httpx.AsyncClient(base_url=url) as http:
