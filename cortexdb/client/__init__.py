@@ -237,6 +237,28 @@ def _parse_sse(lines: Iterator[str] | None = None):
     return feed
 
 
+_LAGGING = object()
+
+
+class _Resume:
+    """Turns SSE lines into ``LifecycleEvent``s and remembers the last ``lce_`` id delivered."""
+
+    def __init__(self, last: str | None) -> None:
+        self.last = last
+        self._feed = _parse_sse()
+
+    def feed(self, line: str) -> Any:
+        frame = self._feed(line)
+        if frame is None:
+            return None
+        lce, name, data = frame
+        if name == "lagging":
+            return _LAGGING
+        if lce:
+            self.last = lce
+        return LifecycleEvent(name, lce, json.loads(data))
+
+
 RESUMABLE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.ReadTimeout, httpx.ConnectError)
 
 
@@ -343,21 +365,16 @@ class CortexClient(_Base):
                     if response.status_code >= 400:
                         response.read()
                         self._result(response)
-                    feed = _parse_sse()
+                    resume = _Resume(last)
                     for line in response.iter_lines():
-                        frame = feed(line)
-                        if frame is None:
-                            continue
-                        failures = 0
-                        lce, name, data = frame
-                        if lce:
-                            last = lce
-                        event = LifecycleEvent(name, lce, json.loads(data))
-                        if name == "lagging":
+                        event = resume.feed(line)
+                        if event is _LAGGING:
                             break  # reconnect from the last delivered id
-                        yield event
-                        if name == "policy_revoked":
-                            return
+                        if event is not None:
+                            failures, last = 0, resume.last
+                            yield event
+                            if event.event == "policy_revoked":
+                                return
             except RESUMABLE:
                 failures += 1
                 if failures > reconnects:
@@ -461,21 +478,16 @@ class AsyncCortexClient(_Base):
                     if response.status_code >= 400:
                         await response.aread()
                         self._result(response)
-                    feed = _parse_sse()
+                    resume = _Resume(last)
                     async for line in response.aiter_lines():
-                        frame = feed(line)
-                        if frame is None:
-                            continue
-                        failures = 0
-                        lce, name, data = frame
-                        if lce:
-                            last = lce
-                        event = LifecycleEvent(name, lce, json.loads(data))
-                        if name == "lagging":
-                            break
-                        yield event
-                        if name == "policy_revoked":
-                            return
+                        event = resume.feed(line)
+                        if event is _LAGGING:
+                            break  # reconnect from the last delivered id
+                        if event is not None:
+                            failures, last = 0, resume.last
+                            yield event
+                            if event.event == "policy_revoked":
+                                return
             except RESUMABLE:
                 failures += 1
                 if failures > reconnects:
