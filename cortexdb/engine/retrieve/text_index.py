@@ -12,7 +12,10 @@ import math
 import re
 from collections import Counter
 
+import numpy as np
+
 _TOKEN = re.compile(r"[0-9a-z]+")
+_UUID = re.compile(r"^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def tokenize(text: str) -> list[str]:
@@ -27,6 +30,18 @@ class TextIndex:
         self._lengths: dict[str, int] = {}
         self._total_length = 0
         self._average_idf: float | None = None
+        # numpy view for search_pruned: a slot per document ever added, and per-term arrays of
+        # (slots, term frequencies) built on demand and dropped when the term's postings change
+        self._slot: dict[str, int] = {}
+        self._slot_ids: list[str] = []
+        self._slot_len = np.zeros(1024, dtype=np.float64)
+        # ids are "<prefix>_<uuid7>": within one prefix, the uuid's first 64 bits (time + counter)
+        # order slots exactly like the id strings, so ties can be broken in numpy
+        self._slot_key = np.zeros(1024, dtype=np.uint64)
+        self._prefixes: set[str] = set()
+        self._keyed = True
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._norm: tuple[tuple[int, int, int], np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self._lengths)
@@ -42,9 +57,30 @@ class TextIndex:
         self._total_length += len(tokens)
         counts = Counter(tokens)
         self._terms[doc_id] = tuple(counts)
+        arrays = self._arrays
         for term, count in counts.items():
             self._postings.setdefault(term, {})[doc_id] = count
+            arrays.pop(term, None)
         self._average_idf = None
+        slot = self._slot.get(doc_id)
+        if slot is None:
+            slot = self._slot[doc_id] = len(self._slot_ids)
+            self._slot_ids.append(doc_id)
+            if slot >= len(self._slot_len):
+                grown = np.zeros(len(self._slot_len) * 2, dtype=np.float64)
+                grown[: len(self._slot_len)] = self._slot_len
+                self._slot_len = grown
+                keys = np.zeros(len(grown), dtype=np.uint64)
+                keys[: len(self._slot_key)] = self._slot_key
+                self._slot_key = keys
+            prefix, _, rest = doc_id.rpartition("_")
+            match = _UUID.match(rest)
+            self._prefixes.add(prefix)
+            if match and len(self._prefixes) == 1:
+                self._slot_key[slot] = int(match.group(1) + match.group(2) + match.group(3), 16)
+            else:
+                self._keyed = False
+        self._slot_len[slot] = len(tokens)
 
     def remove(self, doc_id: str) -> None:
         length = self._lengths.pop(doc_id, None)
@@ -52,6 +88,7 @@ class TextIndex:
             return
         self._total_length -= length
         for term in self._terms.pop(doc_id, ()):
+            self._arrays.pop(term, None)
             docs = self._postings[term]
             del docs[doc_id]
             if not docs:
@@ -96,25 +133,62 @@ class TextIndex:
             rare = [min(present, key=lambda t: len(self._postings[t]))]
         avg_len = self._total_length / len(self._lengths) or 1.0
         k1, b = self.k1, self.b
-        lengths = self._lengths
-        scores: dict[str, float] = {}
-        for term in terms:
+        norm = self._norms(avg_len)
+        acc = np.zeros(len(norm))
+        generated = np.zeros(len(norm), dtype=bool)
+        for term in terms:  # duplicates count twice, as in BM25Okapi.get_scores
             if term in rare:
-                docs = self._postings[term]
-                idf = self._idf(term)
-                for doc_id, tf in docs.items():
-                    norm = k1 * (1 - b + b * lengths[doc_id] / avg_len)
-                    scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
+                slots, tf = self._term_arrays(term)
+                acc[slots] += self._idf(term) * tf * (k1 + 1) / (tf + norm[slots])
+                generated[slots] = True
         for term in terms:
             if term in self._postings and term not in rare:
-                docs = self._postings[term]
-                idf = self._idf(term)
-                for doc_id in scores:
-                    tf = docs.get(doc_id)
-                    if tf:
-                        norm = k1 * (1 - b + b * lengths[doc_id] / avg_len)
-                        scores[doc_id] += idf * tf * (k1 + 1) / (tf + norm)
-        return heapq.nlargest(limit, scores.items(), key=lambda item: (item[1], item[0]))
+                slots, tf = self._term_arrays(term)
+                keep = generated[slots]
+                slots, tf = slots[keep], tf[keep]
+                acc[slots] += self._idf(term) * tf * (k1 + 1) / (tf + norm[slots])
+        candidates = np.flatnonzero(generated)
+        ids = self._slot_ids
+        if len(candidates) > limit:
+            # the limit-th best score; ties with it are broken by id (largest first), exactly
+            # like heapq.nlargest on (score, id), without sorting thousands of equal scores
+            scores = acc[candidates]
+            threshold = np.partition(scores, len(candidates) - limit)[len(candidates) - limit]
+            above = candidates[scores > threshold]
+            tied = candidates[scores == threshold]
+            need = limit - len(above)
+            if self._keyed and not self._duplicate_keys(tied):
+                best = tied[np.argsort(self._slot_key[tied], kind="stable")[::-1][:need]]
+                candidates = [*above.tolist(), *best.tolist()]
+            else:
+                chosen = heapq.nlargest(need, tied.tolist(), key=ids.__getitem__)
+                candidates = [*above.tolist(), *chosen]
+        ranked = sorted(((ids[i], float(acc[i])) for i in candidates), key=lambda item: (item[1], item[0]),
+                        reverse=True)  # fmt: skip
+        return ranked[:limit]
+
+    def _duplicate_keys(self, slots: np.ndarray) -> bool:
+        """Two ids with the same first 64 bits (different random tails) need the string order."""
+        keys = self._slot_key[slots]
+        return len(np.unique(keys)) != len(keys)
+
+    def _norms(self, avg_len: float) -> np.ndarray:
+        """BM25's length normalisation per slot, cached until a document is added or removed."""
+        key = (len(self._slot_ids), len(self._lengths), self._total_length)
+        if self._norm is None or self._norm[0] != key:
+            lengths = self._slot_len[: len(self._slot_ids)]
+            self._norm = (key, self.k1 * (1 - self.b + self.b * lengths / avg_len))
+        return self._norm[1]
+
+    def _term_arrays(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        cached = self._arrays.get(term)
+        if cached is None:
+            docs = self._postings[term]
+            slot = self._slot
+            slots = np.fromiter((slot[d] for d in docs), dtype=np.int64, count=len(docs))
+            tf = np.fromiter(docs.values(), dtype=np.float64, count=len(docs))
+            cached = self._arrays[term] = (slots, tf)
+        return cached
 
     def search_by_prefix(self, query: str, limits: dict[str, int]) -> dict[str, float]:
         """One scoring pass, then the best ``limits[prefix]`` documents of each id prefix."""
