@@ -132,7 +132,7 @@ class TextIndex:
         if not rare and present:  # only common words: the rarest of them generates
             rare = [min(present, key=lambda t: len(self._postings[t]))]
         avg_len = self._total_length / len(self._lengths) or 1.0
-        k1, b = self.k1, self.b
+        k1 = self.k1
         norm = self._norms(avg_len)
         acc = np.zeros(len(norm))
         generated = np.zeros(len(norm), dtype=bool)
