@@ -321,3 +321,32 @@ def test_pruned_bm25_scores_exactly_and_only_skips_common_terms_for_generation()
     for doc_id, score in pruned:
         assert score == pytest.approx(exact[doc_id])  # generated documents get their exact score
     assert len(pruned) == 5
+
+
+async def test_a_fact_keeps_its_first_and_latest_supports_and_pages_them_all(engine_factory):
+    """A statement repeated many times: the record stays small, nothing is lost (FS table)."""
+    from .conftest import envelope
+
+    async with engine_factory() as engine:
+        written = []
+        for i in range(70):
+            result = await engine.experience(envelope("I live in Paris.", observed_at=f"2026-05-13T15:{i // 60:02d}:{i % 60:02d}Z"))
+            written.append(result.event_id)
+        await engine.flush()
+        facts = (await engine.facts("org:acme/user:alice"))["items"]
+        assert len(facts) == 1
+        fact = facts[0]
+        assert fact["supports_total"] == 70 and len(fact["supports"]) == 64
+        assert fact["supports"][0] == written[0] and fact["supports"][1:] == written[-63:]
+        seen, cursor = [], None
+        while True:
+            page = await engine.fact_supports("org:acme/user:alice", fact["id"], limit=25, cursor=cursor)
+            seen += page["items"]
+            if not page["has_more"]:
+                break
+            cursor = page["next_cursor"]
+        assert seen == written and page["supports_total"] == 70
+        await engine.rebuild("org:acme/user:alice")
+        await engine.flush()
+        rebuilt = (await engine.facts("org:acme/user:alice"))["items"][0]
+        assert rebuilt["supports_total"] == 70 and rebuilt["supports"] == fact["supports"]

@@ -527,6 +527,11 @@ class Engine:
     async def get_fact(self, scope: str, fact_id: str) -> dict[str, Any]:
         return await self._read(scope, "fact", fact_id=fact_id)
 
+    async def fact_supports(self, scope: str, fact_id: str, *, limit: int | None = None,
+                            cursor: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """Every event supporting a fact, in event order (the record keeps the first and latest)."""
+        return await self._read(scope, "fact_supports", fact_id=fact_id, limit=limit, cursor=cursor)
+
     async def facts_timeline(self, scope: str, *, subject: str, predicate: str,
                              tenant_id: str | None = None) -> dict[str, Any]:  # fmt: skip
         """The supersession chain of (subject, predicate), ordered by valid time (§8.7.4)."""

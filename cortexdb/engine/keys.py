@@ -12,6 +12,7 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | P     | scope, evt_id                               | empty — marks an unfinished pipeline |
 | F     | scope, fact_id                              | Fact                                 |
 | FI    | scope, subject_id, predicate, fact_id       | empty — fact resolution index        |
+| FS    | scope, fact_id, evt_id                      | empty — every event supporting a fact |
 | B     | scope, belief_id                            | Belief                               |
 | BI    | scope, claim key                            | belief_id                            |
 | EP    | scope, ep_id                                | Episode                              |
@@ -170,7 +171,15 @@ def concepts_prefix(scope: str) -> bytes:
     return _prefix(b"C", scope)
 
 
-SCOPED_DERIVED_TABLES = (b"F", b"FI", b"B", b"BI", b"BD", b"EP", b"EO", b"C", b"V")
+def fact_support(scope: str, fact_id: str, event_id: str) -> bytes:
+    return _key(b"FS", scope, fact_id, event_id)
+
+
+def fact_supports_prefix(scope: str, fact_id: str) -> bytes:
+    return _prefix(b"FS", scope, fact_id)
+
+
+SCOPED_DERIVED_TABLES = (b"F", b"FI", b"FS", b"B", b"BI", b"BD", b"EP", b"EO", b"C", b"V")
 
 
 def derived_prefixes(scope: str) -> list[bytes]:

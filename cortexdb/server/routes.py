@@ -282,6 +282,15 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
                                            predicate=required(args, "predicate"),
                                            tenant_id=call.principal.tenant)  # fmt: skip
 
+    @api("GET", "/v1/facts/{fact_id}/supports", summary="Every event supporting a fact (paged)",
+         response_schema="page")
+    async def fact_supports(call: Call, fact_id: str):
+        args = query_args(("scope", "limit", "cursor"))
+        scope = scope_param(args.get("scope"))
+        call.check("scope.read.local", scope)
+        return await engine.fact_supports(scope, fact_id, limit=to_int(args.get("limit"), "limit"),
+                                          cursor=args.get("cursor"))  # fmt: skip
+
     @api("GET", "/v1/facts/{fact_id}", summary="One fact", response_schema="fact")
     async def fact(call: Call, fact_id: str):
         scope = scope_param(query_args(("scope",)).get("scope"))

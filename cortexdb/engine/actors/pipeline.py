@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("cortexdb.pipeline")
 
 STEPS = ("captured", "extracted", "indexed", "consolidated", "episode")
+FACT_SUPPORTS_KEPT = 64  # supports kept in a fact record: the first and the latest 63
 
 
 def speaker_name(actor_id: str) -> str:
@@ -150,6 +151,7 @@ class Pipeline:
         self.processed = 0
         # derived-state caches; coherent because this lane is the only writer of the scope's keys
         self._facts: dict[str, Fact] = {}
+        self._new_supports: dict[str, list[str]] = {}  # fact id -> supports not yet written (FS)
         self._fact_ids: dict[tuple[str, str], list[str]] = {}
         self._beliefs: dict[str, Belief | None] = {}  # claim key -> belief (None = none stored)
         # per (subject, predicate): ids of facts with recorded_to unset (what resolution and
@@ -545,8 +547,8 @@ class Pipeline:
         now = self.ctx.clock.now()
         if decision.reinforce is not None:
             fact = self._facts[decision.reinforce]
-            if event_id not in fact.supports:  # replaying the same evidence must not count twice
-                fact.supports.append(event_id)
+            if not await self._supported_by(fact, event_id):  # replayed evidence counts once
+                self._add_support(fact, event_id)
                 fact.confidence = noisy_or(fact.confidence, assertion.confidence)
                 fact.evidence_weight = round(fact.evidence_weight + assertion.confidence, 4)
                 fact.reinforcements += 1
@@ -573,6 +575,7 @@ class Pipeline:
             status=decision.status,
             conflicts_with=list(decision.conflicts_with),
         )
+        self._new_supports.setdefault(fact.id, []).append(event_id)
         for old_id in decision.supersede:
             old = self._facts[old_id]
             old.valid_to = assertion.valid_from
@@ -597,8 +600,27 @@ class Pipeline:
             outcome["conflicts_with"] = list(decision.conflicts_with)
         return outcome
 
+    async def _supported_by(self, fact: Fact, event_id: str) -> bool:
+        if event_id in fact.supports or event_id in self._new_supports.get(fact.id, ()):
+            return True
+        if fact.supports_total <= len(fact.supports):
+            return False  # the record holds every support
+        return await self.ctx.store.get(keys.fact_support(self.scope, fact.id, event_id)) is not None
+
+    def _add_support(self, fact: Fact, event_id: str) -> None:
+        """Every support goes to the ``FS`` table; the record keeps the first and the latest
+        ``FACT_SUPPORTS_KEPT - 1`` (a statement repeated 10,000 times must not make its fact a
+        400 KB record that recall decodes; the API says ``supports_total`` and pages the rest)."""
+        fact.supports.append(event_id)
+        fact.supports_total += 1
+        if len(fact.supports) > FACT_SUPPORTS_KEPT:
+            del fact.supports[1 : len(fact.supports) - FACT_SUPPORTS_KEPT + 1]
+        self._new_supports.setdefault(fact.id, []).append(event_id)
+
     def _fact_ops(self, batch: StageBatch, touched: dict[str, Fact]) -> None:
         for fact in touched.values():
+            for event_id in self._new_supports.pop(fact.id, ()):
+                batch.ops.append(Put(keys.fact_support(self.scope, fact.id, event_id), b""))
             batch.ops.append(Put(keys.fact(self.scope, fact.id), dumps(fact)))
             batch.ops.append(
                 Put(keys.fact_index(self.scope, fact.subject.id, fact.predicate, fact.id), b"")
@@ -1183,6 +1205,7 @@ class Pipeline:
             for start in range(0, len(doomed), 10_000):
                 await store.write(doomed[start : start + 10_000])
         self._facts.clear()
+        self._new_supports.clear()
         self._fact_ids.clear()
         self._current.clear()
         self._beliefs.clear()

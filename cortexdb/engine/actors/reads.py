@@ -392,6 +392,20 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
 
         return await count_items(store, scope)
 
+    if layer == "fact_supports":
+        fact_raw = await store.get(keys.fact(scope, query["fact_id"]))
+        if fact_raw is None:
+            raise NotFound(f"no fact {query['fact_id']} in {scope}", details={"fact_id": query["fact_id"]})
+        prefix = keys.fact_supports_prefix(scope, query["fact_id"])
+        fact = jsoncodec.decode(fact_raw)
+        limit = query.get("limit") or actor.ctx.config.read_default_limit
+
+        async def event_id(key, raw):
+            return keys.last_part(key)
+
+        result = await page(store, prefix, query, event_id, limit=limit)
+        return {"fact_id": fact["id"], "supports_total": fact["supports_total"], **result}
+
     if layer == "layer_counts":
         counts = {}
         for name, prefix in (("events", keys.events_prefix(scope)), ("episodes", keys.episodes_prefix(scope)),

@@ -81,6 +81,7 @@ class Fact:
     polarity: int = 1
     status: str = "accepted"  # intake status at creation: accepted | conflict_detected
     reinforcements: int = 0
+    supports_total: int = 1  # every supporting event; ``supports`` keeps the first and the latest
     evidence_weight: float = 0.0  # summed confidence of every observation asserting it
     excluded_from_recall: bool = False
     partial: bool = False
