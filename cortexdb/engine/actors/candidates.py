@@ -60,7 +60,7 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
         layer = layer_of(record_id)
         if layer is None or layer not in layers:
             continue
-        candidate = await _load(store, scope, layer, record_id, historical)
+        candidate = await _load(store, scope, layer, record_id, historical, actor)
         if candidate is None:
             continue
         record = candidate["record"]
@@ -106,8 +106,26 @@ def _name(obj: dict[str, Any]) -> Any:
     return obj.get("name") if obj.get("type") != "literal" else obj.get("value")
 
 
+EPISODE_CACHE_SIZE = 128
+
+
+def _decode_episode(actor, record_id: str, raw: bytes) -> dict[str, Any]:
+    """Episodes are the big records (an episode of 500 turns is ~70 KB of JSON) and most are
+    sealed: keep recently decoded ones, reused while the stored bytes are identical."""
+    cache = actor.episode_cache
+    hit = cache.get(record_id)
+    if hit is not None and hit[0] == raw:
+        cache.move_to_end(record_id)
+        return dict(hit[1])
+    record = jsoncodec.decode(raw)
+    cache[record_id] = (raw, record)
+    if len(cache) > EPISODE_CACHE_SIZE:
+        cache.popitem(last=False)
+    return dict(record)
+
+
 async def _load(
-    store, scope: str, layer: str, record_id: str, historical: bool
+    store, scope: str, layer: str, record_id: str, historical: bool, actor=None
 ) -> dict[str, Any] | None:
     """A candidate from its stored JSON (decoded, not structured: records stay wire dicts)."""
     if layer == "events":
@@ -131,7 +149,10 @@ async def _load(
     raw = await store.get(table(scope, record_id))
     if raw is None:
         return None
-    record = jsoncodec.decode(raw)
+    if layer == "episodes" and actor is not None:
+        record = _decode_episode(actor, record_id, raw)
+    else:
+        record = jsoncodec.decode(raw)
     if record.get("excluded_from_recall"):
         return None
     if layer == "facts":

@@ -10,6 +10,7 @@ Reads run as child tasks against the store, so a large scan never blocks the mai
 
 from __future__ import annotations
 
+import collections
 import logging
 from typing import Any
 
@@ -62,6 +63,8 @@ class ScopeActor:
         self.handled = 0
         self.nursery: trio.Nursery | None = None
         self.last_capture = -1e9  # trio time of the latest group commit
+        # recall: decoded episodes, reused while their stored bytes are unchanged (candidates.py)
+        self.episode_cache: collections.OrderedDict[str, tuple[bytes, dict]] = collections.OrderedDict()
 
     # -- lifetime ------------------------------------------------------------------------------
     async def run(self) -> None:
