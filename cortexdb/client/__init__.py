@@ -295,7 +295,7 @@ class CortexClient(_Base):
                 continue
             if response.status_code not in (429, 503) or attempt == self.retries:
                 return response
-            time.sleep(self._backoff(attempt, response))
+            time.sleep(self._backoff(attempt, response))  # Retry-After, or the same back-off
         raise AssertionError("unreachable")
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:
@@ -412,7 +412,7 @@ class AsyncCortexClient(_Base):
                 continue
             if response.status_code not in (429, 503) or attempt == self.retries:
                 return response
-            await anyio.sleep(self._backoff(attempt, response))
+            await anyio.sleep(self._backoff(attempt, response))  # Retry-After, or the same back-off
         raise AssertionError("unreachable")
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:

@@ -109,6 +109,9 @@ class Call:
 
     def check(self, capability: str, scope: str | None = None) -> Decision:
         """Decide and remember (for the audit row and ``X-Cortex-Policy``); raise if denied."""
+        for decided, where in self.decisions:  # the engine's hook may ask what the handler asked
+            if decided.capability == capability and where == scope and decided.allowed:
+                return decided
         decision = self.state.policy.decide(self.principal, capability, scope)
         self.decisions.append((decision, scope))
         if scope is not None and self.scope is None:

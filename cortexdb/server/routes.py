@@ -179,9 +179,9 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
             call.primary = "scope.write"
             call.check("scope.write", scope)
             governing = await state.registry.authorise_write(call.principal, scope)
-            if governing == "scope.write.elevated":
+            if governing == "scope.write.elevated":  # allowed (the registry raised otherwise)
                 call.primary = governing
-                call.decisions.append((call.state.policy.decide(call.principal, governing, scope), scope))
+                call.check(governing, scope)
         result = await engine.experience(body, caller=call.principal.actor, tenant_id=call.principal.tenant,
                                          wait=wait)  # fmt: skip
         call.event_id = result.event_id
@@ -396,8 +396,8 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         auto = to_bool(args["auto_provisioned"], "auto_provisioned") if "auto_provisioned" in args else None
         after = decode_cursor(args["cursor"]).get("after") if "cursor" in args else None
         items, more = await state.registry.list(prefix=prefix, auto_provisioned=auto, after=after, limit=limit + 0)
+        call.check("scope.read.local")  # the listing itself; each item is filtered by its own path
         visible = [i for i in items if call.allows("scope.read.local", i["path"])]
-        call.check("scope.read.local", canonical_scope(prefix.rstrip("/")) if prefix.rstrip("/") else None)
         return {"items": visible, "has_more": more,
                 "next_cursor": encode_cursor({"after": items[-1]["path"]}) if more and items else None}  # fmt: skip
 
@@ -434,6 +434,8 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         dry_run = body.get("dry_run", True)
         if not isinstance(dry_run, bool):
             raise InvalidBody("dry_run must be true or false", details={"field": "dry_run"})
+        if not isinstance(body.get("prefix", ""), str):
+            raise InvalidBody("prefix must be a string", details={"field": "prefix"})
         return await state.registry.prune(older_than=body.get("older_than", "P90D"), dry_run=dry_run,
                                           now=engine.clock.now(), prefix=body.get("prefix", ""))  # fmt: skip
 
