@@ -26,7 +26,10 @@ import time
 
 import trio
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+# bench/http.py would shadow the stdlib package `http` for a script run from this directory
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+sys.path.insert(0, os.path.join(_HERE, ".."))
 
 import cortexdb  # noqa: E402
 from cortexdb import EngineConfig  # noqa: E402
