@@ -76,9 +76,12 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
             cosine = semantic[record_id]
         else:
             cosine = float(stored @ vector) if stored is not None and vector is not None else 0.0
+        lexical = bm25.get(record_id)
+        if lexical is None:
+            lexical = pipeline.text_index.score(text, record_id) if text and mode != "vector" else 0.0
         candidate.update(
             scope=scope,
-            bm25=bm25.get(record_id, 0.0),
+            bm25=lexical,
             semantic=cosine,
             recency=recency((reference - when).total_seconds() / 86400.0),
             vector=stored,

@@ -62,6 +62,11 @@ class LayeredTextIndex(_Layered):
         index = self._indexes.get(prefix)
         return index.search_pruned(query, limit) if index is not None else []
 
+    def score(self, query: str, doc_id: str) -> float:
+        """The exact BM25 score of one document (0.0 when it shares no query term)."""
+        index = self._existing(doc_id)
+        return index.score(query, doc_id) if index is not None else 0.0
+
 
 class LayeredVectorIndex(_Layered):
     def __init__(self, dimension: int, *, segment_size: int, trees: int) -> None:

@@ -190,6 +190,23 @@ class TextIndex:
             cached = self._arrays[term] = (slots, tf)
         return cached
 
+    def score(self, query: str, doc_id: str) -> float:
+        """BM25 of one document for ``query`` — rank-bm25's ``get_batch_scores`` for one id: a
+        candidate found by the vector search gets its real lexical score, not 0."""
+        length = self._lengths.get(doc_id)
+        if length is None:
+            return 0.0
+        avg_len = self._total_length / len(self._lengths) or 1.0
+        k1, b = self.k1, self.b
+        norm = k1 * (1 - b + b * length / avg_len)
+        total = 0.0
+        for term in tokenize(query):
+            docs = self._postings.get(term)
+            tf = docs.get(doc_id) if docs else None
+            if tf:
+                total += self._idf(term) * tf * (k1 + 1) / (tf + norm)
+        return total
+
     def search_by_prefix(self, query: str, limits: dict[str, int]) -> dict[str, float]:
         """One scoring pass, then the best ``limits[prefix]`` documents of each id prefix."""
         import heapq
