@@ -69,7 +69,8 @@ def pct(values: list[float], q: float) -> float:
 def start_server(data: str, keys: str, preset: str) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "cortexdb.cli", "serve", "--data", data, "--bind", "127.0.0.1:0",
-         "--preset", preset, "--issuer-keys", keys, "--tenant", "bench", "--operator", "user:alice"],
+         "--preset", preset, "--issuer-keys", keys, "--tenant", "bench", "--operator", "user:alice",
+         "--embedder", "hash"],  # the embedded side uses the hash embedder too
         stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     for line in process.stderr:

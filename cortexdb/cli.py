@@ -16,6 +16,7 @@ CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_ISSUER_KEYS and CORTEX_ENABLE_EXPERIMENT
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import trio
@@ -70,7 +71,8 @@ def _serve(args) -> None:
     settings = ServerSettings.from_env(
         preset=args.preset, data_dir=args.data, backend=args.backend, bind=args.bind,
         tenant=args.tenant, issuer_dirs=args.issuer_keys or None, jwt_issuers=jwt_issuers or None,
-        operators=tuple(args.operator) if args.operator else None, embedder=args.embedder,
+        operators=tuple(args.operator) if args.operator else None,
+        embedder=args.embedder or os.environ.get("CORTEX_EMBEDDER") or "best",
     )  # fmt: skip
     trio.run(run_server, settings)
 
@@ -111,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="trust JWTs from ISS, verified with a PEM key or JWKS file (repeatable)")
     serve.add_argument("--operator", action="append", metavar="ACTOR",
                        help="a deployment operator (holds the operator-only capabilities)")
-    serve.add_argument("--embedder", choices=("hash", "minilm", "best"))
+    serve.add_argument("--embedder", choices=("hash", "minilm", "best"),
+                       help="best (default): all-MiniLM-L6-v2 when installed, else the hash embedder")
     token = commands.add_parser("token", help="the reference PASETO v4.public issuer")
     token_commands = token.add_subparsers(dest="token_command", required=True)
     keygen = token_commands.add_parser("keygen", help="create an Ed25519 issuer key pair")
