@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @asynccontextmanager
-async def live(tmp_path, preset: str = "on_prem_enterprise", **settings):
+async def live(tmp_path, preset: str = "on_prem_enterprise", engine_config: EngineConfig | None = None,
+               **settings):  # fmt: skip
     clock = ManualClock(START)
     keys = Keys(tmp_path, clock)
     options = dict(preset=preset, backend="memory", tenant=TENANT, bind="127.0.0.1:0",
@@ -41,7 +42,8 @@ async def live(tmp_path, preset: str = "on_prem_enterprise", **settings):
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(lambda task_status: run_server(
             ServerSettings(**options), shutdown_trigger=stop.wait, clock=clock, id_seed=5,
-            engine_config=EngineConfig(episode_idle_check=3600.0), task_status=task_status))  # fmt: skip
+            engine_config=engine_config or EngineConfig(episode_idle_check=3600.0),
+            task_status=task_status))  # fmt: skip
         try:
             yield binds[0], keys
         finally:
@@ -117,6 +119,46 @@ async def _denied_recall(url: str, keys: Keys):
     async with AsyncCortexClient(url, actor="user:alice",
                                  token=keys.paseto("user:alice", caps=["scope.write"])) as narrow:  # fmt: skip
         await narrow.recall(scope="org:acme/user:alice", query="x")
+
+
+async def test_sdk_lifecycle_resumes_after_the_server_drops_a_lagging_stream(tmp_path):
+    """A subscriber buffer of 2 makes the server close the stream with `lagging` when a bulk write
+    lands at once; the SDK reconnects from the last delivered id and misses nothing."""
+    scope = "org:acme/user:alice"
+    config = EngineConfig(episode_idle_check=3600.0, subscriber_buffer=2)
+    async with live(tmp_path, engine_config=config) as (url, keys), httpx.AsyncClient(base_url=url) as http:
+        since = await anchor(http, keys, scope)
+        subscribed = trio.Event()
+
+        def follow() -> list[str]:
+            with CortexClient(url, actor="user:alice", token=keys.paseto("user:alice")) as client:
+                seen = []
+                for event in client.lifecycle(scope=scope, events="captured", since_lifecycle_id=since):
+                    seen.append(event.lifecycle_id)
+                    if len(seen) == 1:  # the stream is live: let the bulk write go
+                        trio.from_thread.run_sync(subscribed.set)
+                    if len(seen) == 13:
+                        return seen
+            return seen
+
+        async with trio.open_nursery() as nursery:
+            result: list[list[str]] = []
+
+            async def run_follow() -> None:
+                result.append(await trio.to_thread.run_sync(follow))
+
+            nursery.start_soon(run_follow)
+            await http.post("/v1/experience", json=body("first"), headers=auth(keys))
+            await subscribed.wait()
+            items = [{k: v for k, v in body(f"bulk {i}").items() if k != "scope"} for i in range(12)]
+            bulk = await http.post("/v1/experience/bulk", json={"scope": scope, "items": items}, headers=auth(keys))
+            assert bulk.status_code == 202, bulk.text
+        catch_up = (await http.get(f"/v1/lifecycle?scope={scope}&events=captured&since_lifecycle_id={since}",
+                                   headers=auth(keys))).json()["items"]  # fmt: skip
+        assert result[0] == [row["lifecycle_id"] for row in catch_up] and len(catch_up) == 13
+        metrics = (await http.get("/v1/admin/metrics", headers=auth(keys))).text
+        streams = re.search(r'route="/v1/lifecycle/stream",status="200"\} (\d+)', metrics)
+        assert streams and int(streams.group(1)) >= 2  # the server dropped the stream; the SDK came back
 
 
 async def test_sse_stream_disconnects_and_resumes_without_gaps_or_duplicates(tmp_path):
