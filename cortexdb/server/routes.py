@@ -73,6 +73,14 @@ def to_int(value: str | None, name: str, default: int | None = None) -> int | No
         raise InvalidQueryParam(f"{name} must be an integer", details={"field": name}) from None
 
 
+def page_limit(value: str | None, default: int = 50) -> int:
+    """A list endpoint's ``limit`` (§6.4): default 50 (100 for logs), at most 1000."""
+    limit = to_int(value, "limit", default)
+    if not 1 <= limit <= 1000:
+        raise InvalidQueryParam("limit must be between 1 and 1000", details={"field": "limit"})
+    return limit
+
+
 def to_bool(value: str, name: str) -> bool:
     if value.lower() in ("true", "1"):
         return True
@@ -123,9 +131,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         args = query_args(COMMON_PARAMS + LAYER_PARAMS[layer])
         scope = scope_param(args.pop("scope", None))
         view = args.pop("view", "local")
-        limit = to_int(args.pop("limit", None), "limit", 50)
-        if not 1 <= limit <= 1000:
-            raise InvalidQueryParam("limit must be between 1 and 1000", details={"field": "limit"})
+        limit = page_limit(args.pop("limit", None), 50)
         cursor = args.pop("cursor", None)
         filters: dict[str, Any] = {}
         for name, value in args.items():
@@ -288,7 +294,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         args = query_args(("scope", "limit", "cursor"))
         scope = scope_param(args.get("scope"))
         call.check("scope.read.local", scope)
-        return await engine.fact_supports(scope, fact_id, limit=to_int(args.get("limit"), "limit"),
+        return await engine.fact_supports(scope, fact_id, limit=page_limit(args.get("limit")),
                                           cursor=args.get("cursor"))  # fmt: skip
 
     @api("GET", "/v1/facts/{fact_id}", summary="One fact", response_schema="fact")
@@ -390,9 +396,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
             wire["natural_level_of_caller"] = state.registry.natural_level(call.principal.actor)
             return wire
         prefix = args.get("prefix", "")
-        limit = to_int(args.get("limit"), "limit", 50)
-        if not 1 <= limit <= 1000:
-            raise InvalidQueryParam("limit must be between 1 and 1000", details={"field": "limit"})
+        limit = page_limit(args.get("limit"), 50)
         auto = to_bool(args["auto_provisioned"], "auto_provisioned") if "auto_provisioned" in args else None
         after = decode_cursor(args["cursor"]).get("after") if "cursor" in args else None
         items, more = await state.registry.list(prefix=prefix, auto_provisioned=auto, after=after, limit=limit + 0)
@@ -474,9 +478,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         call.check("lifecycle.subscribe", scope)
         if scope:
             call.check("scope.read.local", scope)
-        limit = to_int(args.get("limit"), "limit", 100)
-        if not 1 <= limit <= 1000:
-            raise InvalidQueryParam("limit must be between 1 and 1000", details={"field": "limit"})
+        limit = page_limit(args.get("limit"), 100)
         after = decode_cursor(args["cursor"]).get("after") if args.get("cursor") else args.get("since_lifecycle_id")
         filters = {k: args[k] for k in ("event_id", "batch_id", "job_id", "events") if args.get(k)}
         rows = await engine.lifecycle(since_lifecycle_id=after, limit=limit + 1, scope=scope, **filters)
@@ -585,9 +587,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
                 actor = call.principal.actor  # no cross-actor right: one's own rows
             else:
                 call.check("audit.read.cross_actor")
-        limit = to_int(args.get("limit"), "limit", 100)
-        if not 1 <= limit <= 1000:
-            raise InvalidQueryParam("limit must be between 1 and 1000", details={"field": "limit"})
+        limit = page_limit(args.get("limit"), 100)
         if args.get("decision") not in (None, "allow", "deny"):
             raise InvalidQueryParam("decision must be allow or deny", details={"field": "decision"})
         since = parse_rfc3339(args["since"], field="since") if args.get("since") else None
