@@ -74,7 +74,10 @@ def _serve(args) -> None:
         operators=tuple(args.operator) if args.operator else None,
         embedder=args.embedder or os.environ.get("CORTEX_EMBEDDER") or "best",
     )  # fmt: skip
-    trio.run(run_server, settings)
+    try:
+        trio.run(run_server, settings)
+    except OSError as exc:  # the address is taken, or not ours to bind
+        raise SystemExit(f"cortexdb: cannot serve on {settings.bind}: {exc.strerror or exc}") from None
 
 
 def _token(args) -> None:
@@ -82,12 +85,15 @@ def _token(args) -> None:
 
     from .server import auth
 
-    if args.token_command == "keygen":
-        print(json.dumps(auth.keygen(args.dir, args.iss)))
-    else:
-        caps = [c for c in args.caps.split(",") if c] if args.caps is not None else None
-        print(auth.mint(args.dir, sub=args.sub, tenant=args.tenant, caps=caps,
-                        scopes=args.scopes or None, ttl=args.ttl))  # fmt: skip
+    try:
+        if args.token_command == "keygen":
+            print(json.dumps(auth.keygen(args.dir, args.iss)))
+        else:
+            caps = [c for c in args.caps.split(",") if c] if args.caps is not None else None
+            print(auth.mint(args.dir, sub=args.sub, tenant=args.tenant, caps=caps,
+                            scopes=args.scopes or None, ttl=args.ttl))  # fmt: skip
+    except (OSError, ValueError, KeyError) as exc:
+        raise SystemExit(f"cortexdb: token {args.token_command}: {args.dir}: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

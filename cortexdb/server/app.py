@@ -25,7 +25,14 @@ from ..engine import jsoncodec
 from ..engine.scopes import canonical_scope
 from ..errors import CortexError, InvalidBody, PolicyDenied
 from .audit import AuditLog
-from .auth import Issuer, Revocations, Verifier, load_issuer_dir, load_jwt_keys
+from .auth import (
+    Issuer,
+    IssuerConfigError,
+    Revocations,
+    Verifier,
+    load_issuer_dir,
+    load_jwt_keys,
+)
 from .policy import Decision, PolicyEngine, Principal, load_preset
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry
@@ -177,10 +184,20 @@ def build_state(engine: Any, settings: ServerSettings) -> ServerState:
     policy = PolicyEngine(preset, engine.store, operators=settings.operators)
     issuers: dict[str, Issuer] = {}
     for directory in settings.issuer_dirs:
-        issuer = load_issuer_dir(directory)
+        try:
+            issuer = load_issuer_dir(directory)
+        except (OSError, ValueError, KeyError) as exc:  # missing files, bad JSON, bad key
+            raise IssuerConfigError(
+                f"--issuer-keys {directory}: not a `cortexdb token keygen` directory ({exc})",
+                details={"issuer_dir": str(directory)}) from None  # fmt: skip
         issuers.setdefault(issuer.iss, Issuer(issuer.iss)).paseto.extend(issuer.paseto)
     for iss, path in settings.jwt_issuers:
-        issuers.setdefault(iss, Issuer(iss)).jwt.extend(load_jwt_keys(path))
+        try:
+            keys = load_jwt_keys(path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise IssuerConfigError(f"--jwt-issuer {iss}: cannot load {path} ({exc})",
+                                    details={"iss": iss, "path": str(path)}) from None  # fmt: skip
+        issuers.setdefault(iss, Issuer(iss)).jwt.extend(keys)
     revocations = Revocations(engine.store)
     state = ServerState(
         engine=engine, settings=settings, policy=policy,
