@@ -249,6 +249,9 @@ async def test_websocket_lifecycle_feed(tmp_path):
                 await ws.get_message()
         assert frame["type"] == "error" and frame["error_code"] == "INVALID_TOKEN_SIGNATURE"
         assert closed.value.reason.code == 4401
+        rows = (await http.get("/v1/audit?capability=lifecycle.subscribe", headers=auth(keys))).json()["items"]
+        assert any(r["endpoint"] == "GET /v1/lifecycle/ws" and r["decision"] == "allow" and r["response_status"] == 101
+                   for r in rows)  # fmt: skip
 
 
 def _start(data: Path, *extra: str) -> tuple[subprocess.Popen, str]:

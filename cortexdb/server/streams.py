@@ -144,6 +144,29 @@ async def _subscription_args(call: Call, args: dict[str, str], last_event_id: st
     return scope, since, filters
 
 
+async def _audit_ws(state: ServerState, call: Call | None, status: int, request_id: str,
+                    error: CortexError | None) -> None:  # fmt: skip
+    """The WebSocket subscription is policy-gated like the SSE stream: one audit row, allow or deny."""
+    if call is None:
+        return  # authentication failed: no principal to attribute (as for HTTP)
+    if error is not None and error.details.get("capability") and error.details.get("denied_by_tier"):
+        from .policy import Decision
+
+        call.decisions.insert(0, (Decision(False, error.details["capability"], error.details["denied_by_tier"]), None))
+    decision = call.governing()
+    if decision is None:
+        return
+    try:
+        await state.audit.record(
+            principal=call.principal, scope=call.scope, endpoint="GET /v1/lifecycle/ws", method="GET",
+            path=websocket.path, capability=decision.capability,
+            decision="allow" if decision.allowed else "deny", tier=decision.tier, body=b"",
+            headers=websocket.headers, status=status, request_id=request_id, elapsed_ms=0.0,
+            client_ip=websocket.remote_addr or None, user_agent=websocket.headers.get("User-Agent"))  # fmt: skip
+    except CortexError as exc:
+        log.warning("audit row not written: %s", exc.error_code)
+
+
 def install(app: Any, api: Any, state: ServerState) -> None:
     from .routes import query_args
 
@@ -161,6 +184,7 @@ def install(app: Any, api: Any, state: ServerState) -> None:
     @app.websocket("/v1/lifecycle/ws")
     async def lifecycle_ws():
         request_id = websocket.headers.get("X-Cortex-Request-ID") or state.engine._ctx.ids.new("req")
+        call = None
         try:
             principal = state.verifier.principal(
                 websocket.headers.get("Authorization"), websocket.headers.get("X-Cortex-Actor"),
@@ -175,10 +199,12 @@ def install(app: Any, api: Any, state: ServerState) -> None:
             args = {k: websocket.args.get(k) for k in websocket.args}
             scope, since, filters = await _subscription_args(call, args, None)
         except CortexError as exc:
+            await _audit_ws(state, call, exc.http_status, request_id, exc)
             await websocket.accept()
             await websocket.send(jsoncodec.encode({"type": "error", **exc.to_envelope(request_id)}).decode())
             await websocket.close(4000 + exc.http_status)
             return
+        await _audit_ws(state, call, 101, request_id, None)
         await websocket.accept()
         state.open_streams += 1
         try:
