@@ -22,7 +22,7 @@ import attrs
 import yaml
 
 from ..engine import jsoncodec, keys
-from ..engine.scopes import ancestors, canonical_scope, depth, is_within, segments
+from ..engine.scopes import ancestors, canonical_scope, is_within, segments
 from ..engine.spi.kv import Put
 from ..errors import CortexError, PolicyDenied
 
@@ -324,7 +324,3 @@ class PolicyEngine:
 
 def scope_type(path: str) -> str:
     return segments(path)[-1][0]
-
-
-def scope_depth(path: str) -> int:
-    return depth(path)

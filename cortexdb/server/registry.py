@@ -15,7 +15,7 @@ import attrs
 
 from ..engine import keys
 from ..engine.model import Scope, loads, to_wire
-from ..engine.scopes import canonical_scope, depth, is_within
+from ..engine.scopes import canonical_scope, depth
 from ..engine.temporal import parse_duration
 from ..errors import CortexError, NotFound
 from .policy import PolicyEngine, Principal, scope_type
@@ -77,16 +77,21 @@ class ScopeRegistry:
         self.engine = engine
         self.policy = policy
         self.writers: dict[str, set[str]] = {}  # actor -> scopes where owner/writer
+        # explicitly registered scopes -> {actor: role}; a write checks membership without a read
+        self.registered: dict[str, dict[str, str]] = {}
 
     async def load(self) -> None:
         async for _, raw in self.engine.store.scan(prefix=keys.SCOPE_PREFIX):
             self._index(loads(raw, Scope))
 
-    def _index(self, record: Scope, previous: Scope | None = None) -> None:
+    def _index(self, record: Scope | None, previous: Scope | None = None) -> None:
         if previous is not None:
+            self.registered.pop(previous.path, None)
             for member in previous.members:
                 self.writers.get(member["actor"], set()).discard(previous.path)
         if record is not None:
+            if not record.auto_provisioned:
+                self.registered[record.path] = {m["actor"]: m["role"] for m in record.members}
             for member in record.members:
                 if member["role"] in WRITE_ROLES:
                     self.writers.setdefault(member["actor"], set()).add(record.path)
@@ -100,12 +105,11 @@ class ScopeRegistry:
         return loads(raw, Scope) if raw is not None else None
 
     # -- writes ----------------------------------------------------------------------------------
-    async def authorise_write(self, principal: Principal, scope: str) -> str:
+    def authorise_write(self, principal: Principal, scope: str) -> str:
         """NOT_A_MEMBER for a registered scope without membership; ``scope.write.elevated`` for a
         write above the caller's natural level.  Returns the capability that governed."""
-        record = await self.get(scope)
-        if record is not None and not record.auto_provisioned:
-            roles = {m["actor"]: m["role"] for m in record.members}
+        roles = self.registered.get(scope)
+        if roles is not None:
             if roles.get(principal.actor) not in WRITE_ROLES:
                 raise NotAMember(f"{principal.actor} is not an owner or writer of {scope}",
                                  details={"scope": scope, "actor": principal.actor})  # fmt: skip
@@ -242,9 +246,6 @@ class ScopeRegistry:
                 await self.engine.edit_scope(record.path, lambda current: None)
                 self._index(None, record)
         return {"candidates": out, "total": len(out), "dry_run": dry_run}
-
-    def within(self, path: str, root: str) -> bool:
-        return is_within(path, root)
 
 
 def _count_message(reply: Any) -> Any:

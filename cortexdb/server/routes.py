@@ -110,6 +110,13 @@ def decode_cursor(text: str) -> dict[str, Any]:
     return data
 
 
+def scoped(call: Call, capability: str) -> str:
+    """The ``?scope=`` of a single-record read (the only parameter it takes), checked."""
+    scope = scope_param(query_args(("scope",)).get("scope"))
+    call.check(capability, scope)
+    return scope
+
+
 def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists every route
     engine = state.engine
 
@@ -150,7 +157,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         scopes = await traversal(call, scope, view)
         if view == "local":
             page = await fetch(scope, limit=limit, cursor=cursor, **filters)
-            return _page(page)
+            return page
         position = decode_cursor(cursor) if cursor else {"i": 0, "c": None}
         index, inner = int(position.get("i", 0)), position.get("c")
         items: list[dict[str, Any]] = []
@@ -167,9 +174,6 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         return {"items": items, "next_cursor": encode_cursor({"i": index, "c": inner}) if more else None,
                 "has_more": more, "view": view, "scopes_traversed": scopes}  # fmt: skip
 
-    def _page(page: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in page.items()}
-
     # -- experience (§8.1, §8.2) -----------------------------------------------------------------
     @api("POST", "/v1/experience", rate="write", status=202, summary="Capture one experience",
          request_schema="experience_envelope", response_schema="experience_result")
@@ -184,7 +188,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
             scope = canonical_scope(scope)
             call.primary = "scope.write"
             call.check("scope.write", scope)
-            governing = await state.registry.authorise_write(call.principal, scope)
+            governing = state.registry.authorise_write(call.principal, scope)
             if governing == "scope.write.elevated":  # allowed (the registry raised otherwise)
                 call.primary = governing
                 call.check(governing, scope)
@@ -204,7 +208,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
             scope = canonical_scope(scope)
             call.primary = "scope.write"
             call.check("scope.write", scope)
-            await state.registry.authorise_write(call.principal, scope)
+            state.registry.authorise_write(call.principal, scope)
         result = await engine.experience_bulk(body, caller=call.principal.actor,
                                               tenant_id=call.principal.tenant)  # fmt: skip
         state.registry.note_write(call.principal, result.scope)
@@ -271,8 +275,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
 
     @api("GET", "/v1/episodes/{episode_id}", summary="One episode", response_schema="episode")
     async def episode(call: Call, episode_id: str):
-        scope = scope_param(query_args(("scope",)).get("scope"))
-        call.check("scope.read.local", scope)
+        scope = scoped(call, "scope.read.local")
         return await engine.get_episode(scope, episode_id)
 
     @api("GET", "/v1/facts", summary="List facts", response_schema="page:fact")
@@ -299,8 +302,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
 
     @api("GET", "/v1/facts/{fact_id}", summary="One fact", response_schema="fact")
     async def fact(call: Call, fact_id: str):
-        scope = scope_param(query_args(("scope",)).get("scope"))
-        call.check("scope.read.local", scope)
+        scope = scoped(call, "scope.read.local")
         return await engine.get_fact(scope, fact_id)
 
     @api("GET", "/v1/beliefs", tier="beta", summary="List beliefs", response_schema="page:belief")
@@ -316,8 +318,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
 
     @api("GET", "/v1/beliefs/{belief_id}", tier="beta", summary="One belief", response_schema="belief")
     async def belief(call: Call, belief_id: str):
-        scope = scope_param(query_args(("scope",)).get("scope"))
-        call.check("scope.read.local", scope)
+        scope = scoped(call, "scope.read.local")
         return await engine.get_belief(scope, belief_id)
 
     @api("GET", "/v1/understanding", tier="beta", summary="Concepts (partial until synthesis ships)")
@@ -329,14 +330,12 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
 
     @api("GET", "/v1/understanding/coverage", tier="beta", summary="Concept coverage (partial)")
     async def coverage(call: Call):
-        scope = scope_param(query_args(("scope",)).get("scope"))
-        call.check("understanding.read", scope)
+        scope = scoped(call, "understanding.read")
         return await engine.understanding_coverage(scope)
 
     @api("GET", "/v1/understanding/{concept_id}", tier="beta", summary="One concept")
     async def concept(call: Call, concept_id: str):
-        scope = scope_param(query_args(("scope",)).get("scope"))
-        call.check("understanding.read", scope)
+        scope = scoped(call, "understanding.read")
         return await engine.get_concept(scope, concept_id)
 
     @api("GET", "/v1/understanding/{concept_id}/related", tier="beta", summary="Related concepts")
@@ -562,8 +561,6 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         async def put_doc(call: Call, **kw: Any):
             target = converter(kw[param])
             call.check(capability, target if tier == "scope" else None)
-            if tier == "actor" and target != call.principal.actor:
-                pass  # a scope owner administers other actors; the capability above governs
             return await state.policy.put(tier, target, call.json())
 
         get_doc.__name__ = f"policy_{tier}_get"
