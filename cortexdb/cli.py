@@ -6,11 +6,13 @@
 
     cortexdb serve [--preset P] [--data DIR] [--backend B] [--bind HOST:PORT] [--issuer-keys DIR]
                    [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR] [--tenant T]
+                   [--embedder hash|minilm|best] [--http-server cortex|hypercorn]
     cortexdb token keygen --dir DIR [--iss ISS]
     cortexdb token mint --dir DIR --sub ACTOR --tenant T [--caps a,b] [--scopes ...] [--ttl SECONDS]
 
 ``serve`` reads CORTEX_DEPLOYMENT_PRESET, CORTEX_DATA_DIR, CORTEX_BACKEND, CORTEX_BIND,
-CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_ISSUER_KEYS and CORTEX_ENABLE_EXPERIMENTAL; flags win.
+CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER and
+CORTEX_ENABLE_EXPERIMENTAL; flags win.
 """
 
 from __future__ import annotations
@@ -68,12 +70,15 @@ def _serve(args) -> None:
         if not sep or not iss or not path:
             raise SystemExit("cortexdb: --jwt-issuer takes ISS=PATH (a PEM public key or a JWKS file)")
         jwt_issuers.append((iss, path))
-    settings = ServerSettings.from_env(
-        preset=args.preset, data_dir=args.data, backend=args.backend, bind=args.bind,
-        tenant=args.tenant, issuer_dirs=args.issuer_keys or None, jwt_issuers=jwt_issuers or None,
-        operators=tuple(args.operator) if args.operator else None,
-        embedder=args.embedder or os.environ.get("CORTEX_EMBEDDER") or "best",
-    )  # fmt: skip
+    try:
+        settings = ServerSettings.from_env(
+            preset=args.preset, data_dir=args.data, backend=args.backend, bind=args.bind,
+            tenant=args.tenant, issuer_dirs=args.issuer_keys or None, jwt_issuers=jwt_issuers or None,
+            operators=tuple(args.operator) if args.operator else None,
+            embedder=args.embedder or os.environ.get("CORTEX_EMBEDDER") or "best", http_server=args.http_server,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise SystemExit(f"cortexdb: {exc}") from None
     try:
         trio.run(run_server, settings)
     except OSError as exc:  # the address is taken, or not ours to bind
@@ -121,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="a deployment operator (holds the operator-only capabilities)")
     serve.add_argument("--embedder", choices=("hash", "minilm", "best"),
                        help="best (default): all-MiniLM-L6-v2 when installed, else the hash embedder")
+    serve.add_argument("--http-server", choices=("cortex", "hypercorn"),
+                       help="cortex (default): the built-in HTTP/1.1 + WebSocket server; hypercorn: Hypercorn's trio worker")
     token = commands.add_parser("token", help="the reference PASETO v4.public issuer")
     token_commands = token.add_subparsers(dest="token_command", required=True)
     keygen = token_commands.add_parser("keygen", help="create an Ed25519 issuer key pair")

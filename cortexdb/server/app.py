@@ -25,6 +25,7 @@ from ..engine import jsoncodec
 from ..engine.scopes import canonical_scope
 from ..errors import CortexError, InvalidBody, PolicyDenied
 from .audit import AuditLog
+from .dispatch import DirectDispatch, Router
 from .auth import (
     Issuer,
     IssuerConfigError,
@@ -141,6 +142,13 @@ class Call:
 
 
 _current: contextvars.ContextVar[Call | None] = contextvars.ContextVar("cortex_call", default=None)
+_request: contextvars.ContextVar[Any] = contextvars.ContextVar("cortex_request", default=None)
+
+
+def current_request() -> Any:
+    """The request being handled: Quart's, or the direct dispatcher's (``dispatch.DirectRequest``)."""
+    req = _request.get()
+    return req if req is not None else request
 
 
 class RequestPolicyHook:
@@ -232,8 +240,9 @@ def json_response(data: Any, status: int = 200) -> Response:
     return Response(jsoncodec.encode(data), status=status, content_type="application/json; charset=utf-8")
 
 
-def _request_id(state: ServerState) -> str:
-    given = request.headers.get("X-Cortex-Request-ID") or request.headers.get("X-Request-ID")
+def _request_id(state: ServerState, req: Any = None) -> str:
+    headers = (req if req is not None else request).headers
+    given = headers.get("X-Cortex-Request-ID") or headers.get("X-Request-ID")
     if given and len(given) <= 200 and given.isprintable():
         return given
     return state.engine._ctx.ids.new("req")
@@ -248,6 +257,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     app.cortex = state  # type: ignore[attr-defined]
     maintenance = trio.CancelScope()
+    router = Router()
 
     @app.before_serving
     async def _load() -> None:
@@ -280,20 +290,22 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
 
         def register(handler: Callable[..., Awaitable[Any]]):
             async def view(**params: Any) -> Response:
-                return await _handle(route, handler, params)
+                return await _handle(route, handler, params, request._get_current_object())
 
             view.__name__ = f"{method.lower()}_{handler.__name__}"
             app.add_url_rule(_quart_path(path), view.__name__, view, methods=[method])
+            router.add(route, handler)
             return handler
 
         return register
 
-    async def _handle(route: Route, handler, params: dict[str, Any]) -> Response:
+    async def _handle(route: Route, handler, params: dict[str, Any], req: Any) -> Response:
         started = time.perf_counter()
-        request_id = _request_id(state)
+        request_id = _request_id(state, req)
         call: Call | None = None
         raw = b""
         token = None
+        request_token = _request.set(req)
         try:
             if route.tier == "experimental" and not (
                 state.policy.preset.experimental_enabled or settings.enable_experimental
@@ -305,10 +317,10 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
             principal = None
             if not route.open:
                 principal = state.verifier.principal(
-                    request.headers.get("Authorization"), request.headers.get("X-Cortex-Actor"),
+                    req.headers.get("Authorization"), req.headers.get("X-Cortex-Actor"),
                     require_signed=bool(state.policy.preset.defaults.get("actor.require_signed", True)),
                     operators=state.policy.operators)  # fmt: skip
-            raw = await request.get_data(cache=False)
+            raw = await req.get_data(cache=False)
             call = Call(state, route, principal, request_id, raw)
             if principal is not None and route.rate is not None:
                 limits = state.policy.rate_limits(principal.tenant)
@@ -337,6 +349,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
         finally:
             if token is not None:
                 _current.reset(token)
+            _request.reset(request_token)
         if call is not None:
             for name, value in call.headers.items():
                 response.headers[name] = value
@@ -346,11 +359,11 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
                 try:
                     await state.audit.record(
                         principal=call.principal, scope=call.scope, endpoint=f"{route.method} {route.path}",
-                        method=route.method, path=request.path, capability=decision.capability,
+                        method=route.method, path=req.path, capability=decision.capability,
                         decision="allow" if decision.allowed else "deny", tier=decision.tier,
-                        body=raw, headers=request.headers, status=response.status_code,
+                        body=raw, headers=req.headers, status=response.status_code,
                         request_id=request_id, elapsed_ms=(time.perf_counter() - started) * 1000,
-                        client_ip=(request.remote_addr or None), user_agent=request.headers.get("User-Agent"),
+                        client_ip=(req.remote_addr or None), user_agent=req.headers.get("User-Agent"),
                         event_id=call.event_id)  # fmt: skip
                 except CortexError as exc:  # the store is closing; the call itself is answered
                     log.warning("audit row not written: %s", exc.error_code)
@@ -369,15 +382,31 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
         response.headers["X-Cortex-Stability"] = "stable"
         return response
 
-    @app.errorhandler(Exception)
-    async def _unexpected(exc: Exception) -> Response:
-        request_id = _request_id(state)
+    def _unexpected_response(exc: BaseException, request_id: str) -> Response:
         inner = _single(exc) if isinstance(exc, BaseExceptionGroup) else None  # noqa: F821
         if inner is None:
-            log.exception("unexpected error (request %s)", request_id)
+            log.error("unexpected error (request %s)", request_id, exc_info=exc)
             inner = CortexError("unexpected server error; the request id identifies it in the log",
                                 retriable=True)  # fmt: skip
         response = envelope_response(inner, request_id)
+        response.headers["X-Cortex-Request-ID"] = request_id
+        response.headers["X-Cortex-Stability"] = "stable"
+        return response
+
+    @app.errorhandler(Exception)
+    async def _unexpected(exc: Exception) -> Response:
+        return _unexpected_response(exc, _request_id(state))
+
+    async def _direct(route: Route, handler, params: dict[str, Any], req: Any) -> Response:
+        try:
+            return await _handle(route, handler, params, req)
+        except Exception as exc:
+            return _unexpected_response(exc, _request_id(state, req))
+
+    async def _too_large() -> Response:
+        request_id = state.engine._ctx.ids.new("req")
+        code, message = HTTP_CODES[413]
+        response = envelope_response(HttpError(413, code, message, retriable=False), request_id)
         response.headers["X-Cortex-Request-ID"] = request_id
         response.headers["X-Cortex-Stability"] = "stable"
         return response
@@ -386,6 +415,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
 
     routes.install(api, state)
     streams.install(app, api, state)
+    app.asgi_app = DirectDispatch(app.asgi_app, router, _direct, _too_large, settings.max_body_bytes)  # type: ignore[method-assign]
     return app
 
 

@@ -8,14 +8,13 @@ import base64
 import binascii
 from typing import Any
 
-from quart import request
 
 from .. import __version__
 from ..engine import jsoncodec
 from ..engine.scopes import ancestors, canonical_scope
 from ..engine.temporal import parse_rfc3339
 from ..errors import CortexError, InvalidBody, NotFound
-from .app import Call, ServerState, json_response, scope_param
+from .app import Call, ServerState, current_request, json_response, scope_param
 
 TEMPORAL_PARAMS = ("as_of", "valid_during", "recorded_during", "natural", "reference_date")
 COMMON_PARAMS = ("scope", "view", "limit", "cursor")
@@ -46,6 +45,7 @@ class NotImplementedYet(CortexError):
 
 def query_args(allowed: tuple[str, ...]) -> dict[str, str]:
     args = {}
+    request = current_request()
     for name in request.args:
         if name not in allowed:
             raise InvalidQueryParam(f"unknown query parameter {name!r}",
@@ -179,7 +179,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
          request_schema="experience_envelope", response_schema="experience_result")
     async def experience(call: Call):
         body = call.json()
-        header_key = request.headers.get("X-Cortex-Idempotency-Key")
+        header_key = current_request().headers.get("X-Cortex-Idempotency-Key")
         if header_key and "idempotency_key" not in body:
             body = {**body, "idempotency_key": header_key}
         wait = query_args(("wait",)).get("wait")

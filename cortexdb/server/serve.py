@@ -1,7 +1,9 @@
-"""``cortexdb serve``: Hypercorn's trio worker with the engine in the same Trio loop.
+"""``cortexdb serve``: the HTTP server and the engine in the same Trio loop.
 
-Shutdown on SIGINT/SIGTERM: open streams end (``state.closing``), Hypercorn drains requests,
-then the engine closes (actors stop, WAL and store flushed).
+The HTTP layer is the built-in HTTP/1.1 + WebSocket server (``http11.py``) by default, or
+Hypercorn's trio worker (``--http-server hypercorn``); docs/decisions.md says why the default
+changed.  Shutdown on SIGINT/SIGTERM: open streams end (``state.closing``), the server drains
+requests in flight, then the engine closes (actors stop, WAL and store flushed).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
+from ..engine import jsoncodec
 from ..engine.config import EngineConfig
 from ..engine.engine import open_engine
-from .app import create_app
+from . import http11
+from .app import HttpError, create_app
 from .settings import ServerSettings
 
 log = logging.getLogger("cortexdb.server")
@@ -52,11 +56,20 @@ async def run_server(settings: ServerSettings, *,
             await trigger()
             state.closing.set()  # end open lifecycle streams now, not after the grace period
 
+        def error_body(status: int, code: str, message: str) -> bytes:
+            return jsoncodec.encode(HttpError(status, code, message).to_envelope(engine._ctx.ids.new("req")))
+
+        async def serve(task_status) -> None:
+            if settings.http_server == "hypercorn":
+                await hypercorn_serve(app, hyper, shutdown_trigger=stop, task_status=task_status)
+            else:
+                await http11.serve(app, settings.bind, shutdown_trigger=stop, max_body=settings.max_body_bytes,
+                                   error_body=error_body, task_status=task_status)  # fmt: skip
+
         async with trio.open_nursery() as nursery:
-            binds = await nursery.start(lambda task_status: hypercorn_serve(
-                app, hyper, shutdown_trigger=stop, task_status=task_status))  # fmt: skip
-            log.info("CortexDB serving on %s (preset %s, %s backend%s)", ", ".join(binds),
+            binds = await nursery.start(serve)
+            log.info("CortexDB serving on %s (preset %s, %s backend%s, %s HTTP server)", ", ".join(binds),
                      state.policy.preset.name, settings.backend,
-                     f" at {settings.data_dir}" if path else "")  # fmt: skip
+                     f" at {settings.data_dir}" if path else "", settings.http_server)  # fmt: skip
             task_status.started(binds)
     log.info("CortexDB stopped cleanly")

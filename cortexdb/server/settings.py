@@ -25,6 +25,9 @@ class ServerSettings:
     embedder: str = "hash"
     stream_keepalive: float = 15.0  # seconds between SSE comment lines on a quiet stream
     maintenance_interval: float = 60.0
+    # "cortex": the lean HTTP/1.1 + WebSocket server in http11.py (default; decisions.md, "The
+    # HTTP layer"); "hypercorn": Hypercorn's trio worker.
+    http_server: str = attrs.field(default="cortex", validator=attrs.validators.in_(("cortex", "hypercorn")))
     # Over HTTP, consecutive writes arrive a few milliseconds apart; derivation waits for this much
     # capture silence so it runs in batches instead of between every two requests (decisions.md).
     derivation_defer: float = 0.02
@@ -47,6 +50,8 @@ class ServerSettings:
             values["operators"] = tuple(a.strip() for a in env["CORTEX_OPERATORS"].split(",") if a.strip())
         if env.get("CORTEX_ISSUER_KEYS"):
             values["issuer_dirs"] = [d for d in env["CORTEX_ISSUER_KEYS"].split(os.pathsep) if d]
+        if env.get("CORTEX_HTTP_SERVER"):
+            values["http_server"] = env["CORTEX_HTTP_SERVER"]
         if env.get("CORTEX_EMBEDDER"):
             values["embedder"] = env["CORTEX_EMBEDDER"]
         values["enable_experimental"] = env.get("CORTEX_ENABLE_EXPERIMENTAL", "") in ("1", "true", "yes")
