@@ -25,7 +25,6 @@ from ..engine import jsoncodec
 from ..engine.scopes import canonical_scope
 from ..errors import CortexError, InvalidBody, PolicyDenied
 from .audit import AuditLog
-from .dispatch import DirectDispatch, Router
 from .auth import (
     Issuer,
     IssuerConfigError,
@@ -34,6 +33,7 @@ from .auth import (
     load_issuer_dir,
     load_jwt_keys,
 )
+from .dispatch import DirectDispatch, Router
 from .policy import Decision, PolicyEngine, Principal, load_preset
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry

@@ -8,7 +8,6 @@ import base64
 import binascii
 from typing import Any
 
-
 from .. import __version__
 from ..engine import jsoncodec
 from ..engine.scopes import ancestors, canonical_scope
