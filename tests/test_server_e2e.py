@@ -161,9 +161,10 @@ async def test_sdk_lifecycle_resumes_after_the_server_drops_a_lagging_stream(tmp
         assert streams and int(streams.group(1)) >= 2  # the server dropped the stream; the SDK came back
 
 
-async def test_sse_stream_disconnects_and_resumes_without_gaps_or_duplicates(tmp_path):
+@pytest.mark.parametrize("http_server", ["cortex", "hypercorn"])
+async def test_sse_stream_disconnects_and_resumes_without_gaps_or_duplicates(tmp_path, http_server):
     scope = "org:acme/user:alice"
-    async with live(tmp_path) as (url, keys), httpx.AsyncClient(base_url=url) as http:
+    async with live(tmp_path, http_server=http_server) as (url, keys), httpx.AsyncClient(base_url=url) as http:
         since = await anchor(http, keys, scope)
         stream_url = f"/v1/lifecycle/stream?scope={scope}&events=captured"
         written = []
@@ -226,9 +227,10 @@ async def test_policy_change_revokes_an_open_stream(tmp_path):
         assert refused.status_code == 403 and refused.json()["details"]["denied_by_tier"] == "actor"
 
 
-async def test_websocket_lifecycle_feed(tmp_path):
+@pytest.mark.parametrize("http_server", ["cortex", "hypercorn"])
+async def test_websocket_lifecycle_feed(tmp_path, http_server):
     scope = "org:acme/user:alice"
-    async with live(tmp_path) as (url, keys), httpx.AsyncClient(base_url=url) as http:
+    async with live(tmp_path, http_server=http_server) as (url, keys), httpx.AsyncClient(base_url=url) as http:
         since = await anchor(http, keys, scope)
         ws_url = url.replace("http://", "ws://") + f"/v1/lifecycle/ws?scope={scope}&events=captured&since_lifecycle_id={since}"
         headers = [(k.encode(), v.encode()) for k, v in auth(keys).items()]
@@ -252,6 +254,25 @@ async def test_websocket_lifecycle_feed(tmp_path):
         rows = (await http.get("/v1/audit?capability=lifecycle.subscribe", headers=auth(keys))).json()["items"]
         assert any(r["endpoint"] == "GET /v1/lifecycle/ws" and r["decision"] == "allow" and r["response_status"] == 101
                    for r in rows)  # fmt: skip
+
+
+async def test_requests_the_http_layer_refuses_carry_the_envelope(tmp_path):
+    async with live(tmp_path, max_body_bytes=1000) as (url, keys):
+        host, port = url.removeprefix("http://").split(":")
+        for raw, status, code in [
+            (b"BROKEN\r\n\r\n", 400, "INVALID_BODY"),
+            (b"POST /v1/experience HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n", 413, "PAYLOAD_TOO_LARGE"),
+        ]:  # fmt: skip
+            stream = await trio.open_tcp_stream(host, int(port))
+            await stream.send_all(raw)
+            received = b""
+            while chunk := await stream.receive_some(65536):  # the server answers, then closes
+                received += chunk
+            head, _, payload = received.partition(b"\r\n\r\n")
+            assert head.startswith(f"HTTP/1.1 {status} ".encode()), received
+            envelope = json.loads(payload)
+            assert envelope["error_code"] == code and envelope["request_id"].startswith("req_")
+            await stream.aclose()
 
 
 def _start(data: Path, *extra: str) -> tuple[subprocess.Popen, str]:

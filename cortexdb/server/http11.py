@@ -228,9 +228,11 @@ class Server:
             return
         except httptools.HttpParserError as exc:
             try:
-                await self._error(stream, 400, "INVALID_REQUEST", f"malformed HTTP request: {exc}")
+                await self._error(stream, 400, "INVALID_BODY", f"malformed HTTP request: {exc}")
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 pass
+        except Exception:  # one broken connection never takes the server down
+            log.exception("HTTP connection from %s failed", client)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
@@ -255,6 +257,8 @@ class Server:
             if idle.cancelled_caught or not data:
                 return None, None
             offset = parsing.feed(data)
+            if parsing.current is not None and parsing.current.too_large:
+                return parsing.current, None  # refused now, not after reading a body we won't keep
             if offset is not None:
                 if parsing.current is not None:  # headers done, body of the upgrade request pending
                     parsing.on_message_complete()
@@ -346,6 +350,8 @@ class Server:
                 else:
                     keep_alive = False
                     closed_on_stream = True
+            if self.closing:
+                keep_alive = False
             if not keep_alive:
                 headers.append((b"connection", b"close"))
             payload = _head(status, headers)
@@ -375,7 +381,7 @@ class Server:
         headers = dict(request.headers)
         key = headers.get(b"sec-websocket-key")
         if not key:
-            await self._error(stream, 400, "INVALID_REQUEST", "a WebSocket upgrade needs Sec-WebSocket-Key")
+            await self._error(stream, 400, "INVALID_BODY", "a WebSocket upgrade needs Sec-WebSocket-Key")
             return
         url = httptools.parse_url(request.url)
         raw_path = url.path or b"/"

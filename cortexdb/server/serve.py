@@ -57,7 +57,8 @@ async def run_server(settings: ServerSettings, *,
             state.closing.set()  # end open lifecycle streams now, not after the grace period
 
         def error_body(status: int, code: str, message: str) -> bytes:
-            return jsoncodec.encode(HttpError(status, code, message).to_envelope(engine._ctx.ids.new("req")))
+            error = HttpError(status, code, message, retriable=status >= 500)
+            return jsoncodec.encode(error.to_envelope(engine._ctx.ids.new("req")))
 
         async def serve(task_status) -> None:
             if settings.http_server == "hypercorn":
