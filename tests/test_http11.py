@@ -194,6 +194,10 @@ async def test_malformed_and_oversize_requests_get_an_envelope_and_a_close():
                                       b"b\r\n01234567890\r\n0\r\n\r\n")  # fmt: skip
         status, _, _ = await chunked.response()
         assert status == 413
+        endless = await Raw.open(port)  # headers that never end are cut off, not buffered forever
+        await endless.stream.send_all(b"GET / HTTP/1.1\r\nHost: t\r\n" + b"X-Pad: " + b"a" * 70_000)
+        status, _, body = await endless.response()
+        assert status == 431 and json.loads(body)["error"]["code"] == "REQUEST_HEADERS_TOO_LARGE"
         assert app.bodies == []  # the app never saw any of them
 
 

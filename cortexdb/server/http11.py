@@ -39,6 +39,7 @@ from ..engine import jsoncodec
 log = logging.getLogger("cortexdb.server.http")
 
 MAX_RECV = 65536
+MAX_HEAD = 64 * 1024  # request line + headers; more is refused with 431
 ASGI = {"version": "3.0", "spec_version": "2.3"}
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 
@@ -51,9 +52,11 @@ def _default_error_body(status: int, code: str, message: str) -> bytes:
 
 class _Request:
     __slots__ = ("method", "url", "headers", "body", "version", "keep_alive", "upgrade",
-                 "too_large", "expect_continue")  # fmt: skip
+                 "too_large", "expect_continue", "head_size", "headers_done")  # fmt: skip
 
     def __init__(self) -> None:
+        self.head_size = 0  # bytes received while the head was incomplete
+        self.headers_done = False
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.body = bytearray()
@@ -88,6 +91,7 @@ class _Parsing:
         request = self.current
         assert request is not None
         parser = self.parser
+        request.headers_done = True
         request.method = parser.get_method().decode("ascii")
         request.version = parser.get_http_version()
         request.keep_alive = parser.should_keep_alive()
@@ -121,6 +125,8 @@ class _Parsing:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
             return int(upgrade.args[0])
+        if self.current is not None and not self.current.headers_done:
+            self.current.head_size += len(data)
         return None
 
 
@@ -259,6 +265,10 @@ class Server:
             offset = parsing.feed(data)
             if parsing.current is not None and parsing.current.too_large:
                 return parsing.current, None  # refused now, not after reading a body we won't keep
+            if parsing.current is not None and parsing.current.head_size > MAX_HEAD:
+                await self._error(stream, 431, "REQUEST_HEADERS_TOO_LARGE",
+                                  f"the request line and headers exceed {MAX_HEAD} bytes")  # fmt: skip
+                return None, None
             if offset is not None:
                 if parsing.current is not None:  # headers done, body of the upgrade request pending
                     parsing.on_message_complete()
