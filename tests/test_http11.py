@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from contextlib import asynccontextmanager
 
+import pytest
 import trio
 import trio_websocket
 
@@ -240,13 +241,13 @@ async def test_shutdown_drains_a_request_in_flight_and_closes_idle_connections()
 
 
 async def test_websocket_upgrade_echo_and_close():
-    async with serving(Probe()) as (port, _):
-        async with trio_websocket.open_websocket_url(f"ws://127.0.0.1:{port}/ws?room=1") as ws:
-            await ws.send_message("hi")
-            assert await ws.get_message() == "echo hi room=1"
-            await ws.send_message("bye")
-            try:
-                await ws.get_message()
-                raise AssertionError("the server should have closed")
-            except trio_websocket.ConnectionClosed as closed:
-                assert closed.reason.code == 1000
+    async with (
+        serving(Probe()) as (port, _),
+        trio_websocket.open_websocket_url(f"ws://127.0.0.1:{port}/ws?room=1") as ws,
+    ):
+        await ws.send_message("hi")
+        assert await ws.get_message() == "echo hi room=1"
+        await ws.send_message("bye")
+        with pytest.raises(trio_websocket.ConnectionClosed) as closed:
+            await ws.get_message()
+        assert closed.value.reason.code == 1000
