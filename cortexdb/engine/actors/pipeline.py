@@ -167,6 +167,8 @@ class Pipeline:
         self._flush_waiters: list[tuple[ReplySlot, bool]] = []
         self.text_index = LayeredTextIndex()
         self.vector_index = self._new_vector_index()
+        self._background: trio.Nursery | None = None  # vector seals and merges run here
+        self._vector_job = False
 
     def _new_vector_index(self) -> LayeredVectorIndex:
         config = self.ctx.config
@@ -203,7 +205,29 @@ class Pipeline:
                     Put(keys.vector(self.scope, doc_id), vector.astype(np.float32).tobytes())
                 )
         if self.vector_index.needs_seal:
-            await self.vector_index.seal()
+            if self._background is None:
+                await self.vector_index.seal()
+            elif not self._vector_job:
+                self._start_vector_job()
+
+    def _start_vector_job(self) -> None:
+        """Seal and merge vector segments beside derivation, which goes on meanwhile (the index
+        takes adds and removes while a segment builds; decisions.md, "Recall at 100k")."""
+        index = self.vector_index
+        self._vector_job = True
+
+        async def job() -> None:
+            try:
+                while index.needs_seal or index.needs_merge:
+                    if index.needs_seal:
+                        await index.seal()
+                    else:
+                        await index.merge()
+            finally:
+                self._vector_job = False
+
+        assert self._background is not None
+        self._background.start_soon(job)
 
     def unindex(self, batch: StageBatch | None, doc_id: str) -> None:
         self.text_index.remove(doc_id)
@@ -232,8 +256,16 @@ class Pipeline:
 
     # -- the lane ------------------------------------------------------------------------------
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        await self._restore()
-        task_status.started()
+        async with trio.open_nursery() as background:
+            await self._restore()
+            self._background = background
+            task_status.started()
+            if self.vector_index.needs_merge:
+                self._start_vector_job()
+            await self._lane()
+            background.cancel_scope.cancel()
+
+    async def _lane(self) -> None:
         while not self.stopping:
             if not self.queue and not self.controls:
                 self._answer_flushes()
@@ -306,8 +338,8 @@ class Pipeline:
             doc_id = keys.last_part(key)
             if doc_id in documents and len(raw) == dimension * 4:
                 self.vector_index.add(doc_id, np.frombuffer(raw, dtype=np.float32))
-                if self.vector_index.needs_seal:
-                    await self.vector_index.seal()
+                if self.vector_index.needs_seal:  # segments merge after start, in the background
+                    await self.vector_index.seal(merge=False)
         for doc_id, text in documents.items():
             self.text_index.add(doc_id, text)
         missing = [(d, t) for d, t in documents.items() if d not in self.vector_index]

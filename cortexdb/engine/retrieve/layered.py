@@ -84,10 +84,19 @@ class LayeredVectorIndex(_Layered):
     def needs_seal(self) -> bool:
         return any(index.needs_seal for index in self._indexes.values())
 
-    async def seal(self) -> None:
+    @property
+    def needs_merge(self) -> bool:
+        return any(index.needs_merge for index in self._indexes.values())
+
+    async def seal(self, *, merge: bool = True) -> None:
         for index in list(self._indexes.values()):
             if index.needs_seal:
-                await index.seal()
+                await index.seal(merge=merge)
+
+    async def merge(self) -> None:
+        for index in list(self._indexes.values()):
+            if index.needs_merge:
+                await index.merge()
 
     def search(self, query: np.ndarray, limit: int, prefix: str) -> list[tuple[str, float]]:
         index = self._indexes.get(prefix)
