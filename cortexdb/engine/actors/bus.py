@@ -20,10 +20,11 @@ from typing import Any
 import attrs
 import trio
 
-from .. import keys
+from .. import jsoncodec, keys
 from ..model import LifecycleEvent, encode_json, loads
 from ..model.converter import lifecycle_wire
 from ..spi.kv import Put
+from ..temporal import parse_rfc3339
 
 STAGE_SEQ = {"captured": 0, "extracted": 1, "indexed": 2, "consolidated": 3, "compressed": 4}
 PIPELINE_STAGES = ("captured", "extracted", "indexed", "consolidated", "compressed")
@@ -292,15 +293,22 @@ class LifecycleBus:
         from ..spi.kv import Delete
 
         cutoff = self._clock.now() - self.window
-        doomed = []
+        doomed: list[Delete] = []
+        pruned = 0
         async for key, raw in self._store.scan(prefix=keys.LIFECYCLE_PREFIX, limit=100_000):
-            record = loads(raw, LifecycleEvent)
-            if record.ts >= cutoff:
+            # only the timestamp is needed: decoding whole records blocked the loop for ~100 ms
+            # per 2,000 rows on a large backlog
+            if parse_rfc3339(jsoncodec.decode(raw)["ts"]) >= cutoff:
                 break
             doomed.append(Delete(key))
+            if len(doomed) >= 2_000:
+                await self._store.write(doomed)
+                pruned += len(doomed)
+                doomed = []
         if doomed:
             await self._store.write(doomed)
-        return len(doomed)
+            pruned += len(doomed)
+        return pruned
 
     def statistics(self) -> dict[str, int]:
         return {
