@@ -8,18 +8,30 @@ so rank-bm25 serves as the reference in tests.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
 
 import numpy as np
+import snowballstemmer
 
 _TOKEN = re.compile(r"[0-9a-z]+")
 _UUID = re.compile(r"^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-[0-9a-f]{4}-[0-9a-f]{12}$")
+_STEMMER = snowballstemmer.stemmer("english")
+# English function words: in a small scope "did" or "when" can be rare enough to outweigh the
+# words that carry the question (docs/decisions.md, "BM25 terms")
+STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "d", "ll", "m", "re", "ve"])
+
+
+@functools.lru_cache(maxsize=262_144)
+def _stem(word: str) -> str:
+    return _STEMMER.stemWord(word)
 
 
 def tokenize(text: str) -> list[str]:
-    return _TOKEN.findall(text.casefold())
+    """Lower-cased alphanumeric runs, English stop words dropped, Snowball (Porter2) stems."""
+    return [_stem(token) for token in _TOKEN.findall(text.casefold()) if token not in STOPWORDS]
 
 
 class TextIndex:
