@@ -310,6 +310,15 @@ def test_text_index_scores_equal_rank_bm25_and_updates_incrementally():
             assert got.get(doc_id, 0.0) == pytest.approx(score, abs=1e-9)
 
 
+def test_bm25_terms_drop_stop_words_and_share_stems():
+    assert tokenize("When did Caroline go painting with the kids?") == ["carolin", "go", "paint", "kid"]
+    assert tokenize("She's been adopting; adoption agencies") == ["adopt", "adopt", "agenc"]
+    index = TextIndex()
+    index.add("a", "Caroline paints with her kid")
+    index.add("b", "When did you do that, and where?")
+    assert [doc_id for doc_id, _ in index.search("When did Caroline go painting with the kids?")] == ["a"]
+
+
 def test_pruned_bm25_scores_exactly_and_only_skips_common_terms_for_generation():
     index = TextIndex()
     for i in range(400):
