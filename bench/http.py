@@ -102,11 +102,26 @@ async def drive(total: int, clients: int, call) -> tuple[float, list[float]]:
     return total / (time.perf_counter() - started), latencies
 
 
-async def over_http(url: str, token: str, args) -> dict[str, float]:
-    headers = {"Authorization": f"Bearer {token}", "X-Cortex-Actor": "user:alice"}
+def auth_headers(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "X-Cortex-Actor": "user:alice"}
+
+
+async def capture_phase(url: str, token: str, args) -> tuple[float, list[float], list[float]]:
+    """Warm-up, ``--writes`` from ``--clients`` connections, then 500 from one: (writes/s,
+    latencies, sequential latencies)."""
+    headers = auth_headers(token)
 
     def write(offset: int):
         return lambda conn, i: conn.encode("POST", "/v1/experience", json.dumps(body(offset + i)).encode(), headers)
+
+    await loadgen.load(url, 200, args.clients, write(10_000_000), 202)
+    rate, lat = await loadgen.load(url, args.writes, args.clients, write(0), 202)
+    _, seq = await loadgen.load(url, 500, 1, write(20_000_000), 202)
+    return rate, lat, seq
+
+
+async def over_http(url: str, token: str, args) -> dict[str, float]:
+    headers = auth_headers(token)
 
     def recall(conn, i):
         request = {"scope": SCOPE, "query": QUERIES[i % len(QUERIES)]}
@@ -116,9 +131,7 @@ async def over_http(url: str, token: str, args) -> dict[str, float]:
         items = [{k: v for k, v in body(30_000_000 + i * 100 + j).items() if k != "scope"} for j in range(100)]
         return conn.encode("POST", "/v1/experience/bulk", json.dumps({"scope": SCOPE, "items": items}).encode(), headers)
 
-    await loadgen.load(url, 200, args.clients, write(10_000_000), 202)  # warm-up
-    rate, lat = await loadgen.load(url, args.writes, args.clients, write(0), 202)
-    _, seq = await loadgen.load(url, 500, 1, write(20_000_000), 202)
+    rate, lat, seq = await capture_phase(url, token, args)
     bulk_rate, _ = await loadgen.load(url, 20, 2, bulk, 202)
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600) as http:
         flush_started = time.perf_counter()
@@ -133,14 +146,7 @@ async def over_http(url: str, token: str, args) -> dict[str, float]:
 
 async def capture_only(url: str, token: str, args) -> tuple[float, float, float]:
     """The capture phase alone: (writes/s, p50, sequential p50)."""
-    headers = {"Authorization": f"Bearer {token}", "X-Cortex-Actor": "user:alice"}
-
-    def write(offset: int):
-        return lambda conn, i: conn.encode("POST", "/v1/experience", json.dumps(body(offset + i)).encode(), headers)
-
-    await loadgen.load(url, 200, args.clients, write(10_000_000), 202)
-    rate, lat = await loadgen.load(url, args.writes, args.clients, write(0), 202)
-    _, seq = await loadgen.load(url, 500, 1, write(20_000_000), 202)
+    rate, lat, seq = await capture_phase(url, token, args)
     return rate, pct(lat, 0.5), pct(seq, 0.5)
 
 

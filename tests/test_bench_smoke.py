@@ -62,7 +62,7 @@ def test_recall_benchmark_runs_on_a_slice():
 
 def test_http_benchmark_runs_on_a_slice():
     result = subprocess.run(
-        [sys.executable, "bench/http.py", "--writes", "100", "--recalls", "10", "--clients", "4"],
+        [sys.executable, "bench/http.py", "--writes", "100", "--recalls", "10", "--clients", "4", "--also-hypercorn"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -70,3 +70,5 @@ def test_http_benchmark_runs_on_a_slice():
     assert re.search(r"capture:\s+\d+ writes/s\s+p50 [\d.]+ ms\s+p99 [\d.]+ ms\s+sequential p50 [\d.]+ ms", out)
     assert re.search(r"capture throughput [\d.]+\s+sequential p50 x[\d.]+", out)
     assert re.search(r"bulk:\s+\d+ items/s", out)
+    assert re.search(r"derivation caught up [\d.]+ s after the last write", out)
+    assert re.search(r"hypercorn trio worker, same run:\s+\d+ writes/s", out)
