@@ -198,11 +198,7 @@ class Server:
 
     # ----------------------------------------------------------- connections
     async def _connection(self, stream: trio.SocketStream) -> None:
-        try:
-            stream.setsockopt(6, 1, 1)  # TCP_NODELAY
-        except OSError:
-            pass
-        try:
+        try:  # (trio's SocketStream sets TCP_NODELAY itself)
             client = _address(stream.socket.getpeername())
             server = _address(stream.socket.getsockname())
         except OSError:
@@ -408,6 +404,8 @@ class Server:
         try:
             with scope_cancel:
                 await self.app(scope, ws.receive, ws.send)
+        except _Closed:
+            pass  # the client went away while the app was sending
         except Exception:
             log.exception("unhandled error in the app for WebSocket %s", scope["path"])
         finally:
