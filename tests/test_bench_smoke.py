@@ -57,6 +57,7 @@ def test_recall_benchmark_runs_on_a_slice():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert re.search(r"300 events, one scope: recall p50\s+[\d.]+ ms", result.stdout)
+    assert re.search(r"300 events, one scope, second pass: recall p50\s+[\d.]+ ms", result.stdout)
     assert re.search(r"300 events, holistic over 3 levels: recall p50\s+[\d.]+ ms", result.stdout)
 
 
