@@ -13,6 +13,7 @@ __all__ = [
     "CortexError",
     "DataDirLocked",
     "DerivedLayerUnavailable",
+    "HttpError",
     "IdempotencyConflict",
     "Internal",
     "InvalidBody",
@@ -141,3 +142,13 @@ class DerivedLayerUnavailable(CortexError):
     error_code = "DERIVED_LAYER_UNAVAILABLE"
     http_status = 503
     default_retriable = True
+
+
+class HttpError(CortexError):
+    """A failure at the HTTP layer (unknown route, wrong method, oversize body, malformed request)
+    as an envelope: the status and code are the instance's."""
+
+    def __init__(self, status: int, code: str, message: str, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.http_status = status  # type: ignore[misc]
+        self.error_code = code  # type: ignore[misc]

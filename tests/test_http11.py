@@ -183,12 +183,17 @@ async def test_malformed_and_oversize_requests_get_an_envelope_and_a_close():
         conn = await Raw.open(port)
         await conn.stream.send_all(b"NOT A REQUEST\r\n\r\n")
         status, _, body = await conn.response()
-        assert status == 400 and json.loads(body)["error"]["code"] == "INVALID_BODY"
+        assert status == 400 and json.loads(body)["error_code"] == "INVALID_BODY"
         assert await conn.closed()
+        target = await Raw.open(port)  # a request line whose target is no URL
+        await target.stream.send_all(b"GET http://[bad HTTP/1.1\r\nHost: t\r\n\r\n")
+        status, headers, body = await target.response()
+        assert status == 400 and json.loads(body)["error_code"] == "INVALID_BODY"
+        assert headers["x-cortex-request-id"] == json.loads(body)["request_id"]
         big = await Raw.open(port)
         await big.stream.send_all(b"POST /p HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n01234567890")
         status, _, body = await big.response()
-        assert status == 413 and json.loads(body)["error"]["code"] == "PAYLOAD_TOO_LARGE"
+        assert status == 413 and json.loads(body)["error_code"] == "PAYLOAD_TOO_LARGE"
         assert await big.closed()
         chunked = await Raw.open(port)  # no Content-Length to refuse early: counted as it arrives
         await chunked.stream.send_all(b"POST /p HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -198,7 +203,7 @@ async def test_malformed_and_oversize_requests_get_an_envelope_and_a_close():
         endless = await Raw.open(port)  # headers that never end are cut off, not buffered forever
         await endless.stream.send_all(b"GET / HTTP/1.1\r\nHost: t\r\n" + b"X-Pad: " + b"a" * 70_000)
         status, _, body = await endless.response()
-        assert status == 431 and json.loads(body)["error"]["code"] == "REQUEST_HEADERS_TOO_LARGE"
+        assert status == 431 and json.loads(body)["error_code"] == "REQUEST_HEADERS_TOO_LARGE"
         assert app.bodies == []  # the app never saw any of them
 
 
@@ -207,7 +212,9 @@ async def test_an_app_failure_is_a_500_envelope():
         conn = await Raw.open(port)
         await conn.stream.send_all(get("/boom"))
         status, _, body = await conn.response()
-        assert status == 500 and json.loads(body)["error"]["code"] == "INTERNAL"
+        envelope = json.loads(body)
+        assert status == 500 and envelope["error_code"] == "INTERNAL" and envelope["retriable"] is True
+        assert envelope["request_id"].startswith("req_")
 
 
 async def test_streamed_response_is_chunked_head_first_and_a_disconnect_reaches_the_app():

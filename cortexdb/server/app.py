@@ -23,7 +23,7 @@ from werkzeug.exceptions import HTTPException
 
 from ..engine import jsoncodec
 from ..engine.scopes import canonical_scope
-from ..errors import CortexError, InvalidBody, PolicyDenied
+from ..errors import CortexError, HttpError, InvalidBody, PolicyDenied
 from .audit import AuditLog
 from .auth import (
     Issuer,
@@ -61,15 +61,6 @@ class RateLimited(CortexError):
 class ExperimentalDisabled(CortexError):
     error_code = "EXPERIMENTAL_DISABLED"
     http_status = 403
-
-
-class HttpError(CortexError):
-    """A framework-level failure (unknown route, wrong method, oversize body) as an envelope."""
-
-    def __init__(self, status: int, code: str, message: str, **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.http_status = status  # type: ignore[misc]
-        self.error_code = code  # type: ignore[misc]
 
 
 @attrs.define
@@ -374,13 +365,16 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
         state.count(f"{route.method} {route.path} {response.status_code}")
         return response
 
-    @app.errorhandler(HTTPException)
-    async def _framework_error(exc: HTTPException) -> Response:
-        request_id = _request_id(state)
-        response = envelope_response(_http_error(exc), request_id)
+    def _outside_routes(error: CortexError, request_id: str) -> Response:
+        """The envelope of a failure no route answered (framework errors, crashes, 413s)."""
+        response = envelope_response(error, request_id)
         response.headers["X-Cortex-Request-ID"] = request_id
         response.headers["X-Cortex-Stability"] = "stable"
         return response
+
+    @app.errorhandler(HTTPException)
+    async def _framework_error(exc: HTTPException) -> Response:
+        return _outside_routes(_http_error(exc), _request_id(state))
 
     def _unexpected_response(exc: BaseException, request_id: str) -> Response:
         inner = _single(exc) if isinstance(exc, BaseExceptionGroup) else None  # noqa: F821
@@ -388,10 +382,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
             log.error("unexpected error (request %s)", request_id, exc_info=exc)
             inner = CortexError("unexpected server error; the request id identifies it in the log",
                                 retriable=True)  # fmt: skip
-        response = envelope_response(inner, request_id)
-        response.headers["X-Cortex-Request-ID"] = request_id
-        response.headers["X-Cortex-Stability"] = "stable"
-        return response
+        return _outside_routes(inner, request_id)
 
     @app.errorhandler(Exception)
     async def _unexpected(exc: Exception) -> Response:
@@ -404,12 +395,8 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
             return _unexpected_response(exc, _request_id(state, req))
 
     async def _too_large() -> Response:
-        request_id = state.engine._ctx.ids.new("req")
         code, message = HTTP_CODES[413]
-        response = envelope_response(HttpError(413, code, message, retriable=False), request_id)
-        response.headers["X-Cortex-Request-ID"] = request_id
-        response.headers["X-Cortex-Stability"] = "stable"
-        return response
+        return _outside_routes(HttpError(413, code, message, retriable=False), state.engine._ctx.ids.new("req"))
 
     from . import routes, streams
 

@@ -28,13 +28,13 @@ TooLarge = Callable[[], Awaitable[Any]]  # () -> the 413 envelope response
 
 
 class DirectHeaders:
-    """Request headers with the lookups the handlers use: case-insensitive ``get`` (first value),
-    ``items()`` in arrival order (the audit hashes them), ``in``."""
+    """Request headers with the two lookups the handlers and the audit use: case-insensitive
+    ``get`` (first value) and ``items()`` in arrival order."""
 
     __slots__ = ("_items", "_first")
 
     def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
-        self._items = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw]
+        self._items = tuple((name.decode("latin-1"), value.decode("latin-1")) for name, value in raw)
         self._first: dict[str, str] = {}
         for name, value in self._items:
             self._first.setdefault(name.lower(), value)
@@ -42,17 +42,8 @@ class DirectHeaders:
     def get(self, name: str, default: str | None = None) -> str | None:
         return self._first.get(name.lower(), default)
 
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lower() in self._first
-
-    def __getitem__(self, name: str) -> str:
-        return self._first[name.lower()]
-
-    def items(self) -> list[tuple[str, str]]:
-        return list(self._items)
-
-    def __iter__(self):
-        return iter(self._items)
+    def items(self) -> tuple[tuple[str, str], ...]:
+        return self._items
 
 
 class DirectRequest:

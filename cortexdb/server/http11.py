@@ -14,12 +14,13 @@ What it implements: HTTP/1.1 keep-alive and pipelining, ``Connection: close``, H
 ASGI lifespan protocol, client-disconnect detection (``http.disconnect`` while a handler waits,
 e.g. an SSE stream), WebSocket upgrades (RFC 6455 through wsproto's frame layer), idle and
 header timeouts, and a graceful drain on shutdown.  Errors the server itself answers (a
-malformed request, an oversize body) carry the same error envelope as the app's.
+malformed request or target, an oversize body or head) carry the API's error envelope (§6.6).
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
@@ -35,6 +36,7 @@ from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import generate_accept_token
 
 from ..engine import jsoncodec
+from ..errors import CortexError, HttpError, Internal
 
 log = logging.getLogger("cortexdb.server.http")
 
@@ -43,21 +45,21 @@ MAX_HEAD = 64 * 1024  # request line + headers; more is refused with 431
 ASGI = {"version": "3.0", "spec_version": "2.3"}
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 
-ErrorBody = Callable[[int, str, str], bytes]  # (status, code, message) -> envelope JSON
 
 
-def _default_error_body(status: int, code: str, message: str) -> bytes:
-    return jsoncodec.encode({"error": {"code": code, "message": message}})
+def _random_request_id() -> str:
+    return f"req_{uuid.uuid4()}"
 
 
 class _Request:
-    __slots__ = ("method", "url", "headers", "body", "version", "keep_alive", "upgrade",
-                 "too_large", "expect_continue", "head_size", "headers_done")  # fmt: skip
+    __slots__ = ("method", "url", "target", "headers", "body", "version", "keep_alive", "upgrade",
+                 "too_large", "head_size", "headers_done")  # fmt: skip
 
     def __init__(self) -> None:
         self.head_size = 0  # bytes received while the head was incomplete
         self.headers_done = False
         self.url = b""
+        self.target: Any = None  # httptools.parse_url(url), set before the request is served
         self.headers: list[tuple[bytes, bytes]] = []
         self.body = bytearray()
         self.method = "GET"
@@ -65,7 +67,6 @@ class _Request:
         self.keep_alive = True
         self.upgrade = False
         self.too_large = False
-        self.expect_continue = False
 
 
 class _Parsing:
@@ -96,13 +97,13 @@ class _Parsing:
         request.version = parser.get_http_version()
         request.keep_alive = parser.should_keep_alive()
         request.upgrade = parser.should_upgrade()
+        expect_continue = False
         for name, value in request.headers:
             if name == b"content-length" and value.strip().isdigit() and int(value) > self.max_body:
                 request.too_large = True
             elif name == b"expect" and value.strip().lower() == b"100-continue":
-                request.expect_continue = True
-        if request.expect_continue and not request.too_large:
-            self.continue_wanted = True
+                expect_continue = True
+        self.continue_wanted = expect_continue and not request.too_large
 
     def on_body(self, body: bytes) -> None:
         request = self.current
@@ -137,13 +138,14 @@ class _Closed(Exception):
 class Server:
     def __init__(self, app: Callable[..., Awaitable[None]], *, max_body: int = 16 * 1024 * 1024,
                  keep_alive_timeout: float = 5.0, header_timeout: float = 30.0,
-                 graceful_timeout: float = 5.0, error_body: ErrorBody = _default_error_body) -> None:  # fmt: skip
+                 graceful_timeout: float = 5.0,
+                 new_request_id: Callable[[], str] = _random_request_id) -> None:  # fmt: skip
         self.app = app
         self.max_body = max_body
         self.keep_alive_timeout = keep_alive_timeout
         self.header_timeout = header_timeout
         self.graceful_timeout = graceful_timeout
-        self.error_body = error_body
+        self.new_request_id = new_request_id  # for the envelopes of requests refused here
         self.closing = False
         self.active: set[trio.CancelScope] = set()  # connections serving a request
         self.idle: set[trio.CancelScope] = set()  # connections between requests
@@ -209,13 +211,18 @@ class Server:
                 request, leftover = await self._next_request(stream, parsing)
                 if request is None:
                     return
+                try:
+                    request.target = httptools.parse_url(request.url or b"/")
+                except httptools.HttpParserInvalidURLError:
+                    await self._error(stream, HttpError(400, "INVALID_BODY", "the request target is not a URL path"))
+                    return
                 upgraded = request.upgrade and leftover is not None
                 if upgraded and dict(request.headers).get(b"upgrade", b"").lower() == b"websocket":
                     await self._websocket(stream, request, leftover, client, server)
                     return
                 if request.too_large:
-                    await self._error(stream, 413, "PAYLOAD_TOO_LARGE",
-                                      f"the request body is larger than {self.max_body} bytes")  # fmt: skip
+                    await self._error(stream, HttpError(413, "PAYLOAD_TOO_LARGE",
+                                                        f"the request body is larger than {self.max_body} bytes"))  # fmt: skip
                     return
                 scope = trio.CancelScope()
                 self.active.add(scope)
@@ -230,7 +237,7 @@ class Server:
             return
         except httptools.HttpParserError as exc:
             try:
-                await self._error(stream, 400, "INVALID_BODY", f"malformed HTTP request: {exc}")
+                await self._error(stream, HttpError(400, "INVALID_BODY", f"malformed HTTP request: {exc}"))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 pass
         except Exception:  # one broken connection never takes the server down
@@ -262,8 +269,8 @@ class Server:
             if parsing.current is not None and parsing.current.too_large:
                 return parsing.current, None  # refused now, not after reading a body we won't keep
             if parsing.current is not None and parsing.current.head_size > MAX_HEAD:
-                await self._error(stream, 431, "REQUEST_HEADERS_TOO_LARGE",
-                                  f"the request line and headers exceed {MAX_HEAD} bytes")  # fmt: skip
+                await self._error(stream, HttpError(431, "REQUEST_HEADERS_TOO_LARGE",
+                                                    f"the request line and headers exceed {MAX_HEAD} bytes"))  # fmt: skip
                 return None, None
             if offset is not None:
                 if parsing.current is not None:  # headers done, body of the upgrade request pending
@@ -273,20 +280,22 @@ class Server:
         request = parsing.ready.popleft()
         return request, None
 
-    async def _error(self, stream: trio.SocketStream, status: int, code: str, message: str) -> None:
-        body = self.error_body(status, code, message)
-        await stream.send_all(_head(status, [(b"content-type", b"application/json; charset=utf-8"),
+    async def _error(self, stream: trio.SocketStream, error: CortexError) -> None:
+        """Answer with the API's error envelope and close (a request this layer refuses)."""
+        request_id = self.new_request_id()
+        body = jsoncodec.encode(error.to_envelope(request_id))
+        await stream.send_all(_head(error.http_status, [(b"x-cortex-request-id", request_id.encode()),(b"content-type", b"application/json; charset=utf-8"),
                                              (b"content-length", str(len(body)).encode()),
                                              (b"connection", b"close")]) + body)  # fmt: skip
 
     async def _http(self, stream: trio.SocketStream, parsing: _Parsing, request: _Request,
                     client: Any, server: Any) -> bool:  # fmt: skip
         """Run the app for one request; True to keep the connection open."""
-        url = httptools.parse_url(request.url) if request.url else None
-        raw_path = (url.path if url else b"/") or b"/"
+        url = request.target
+        raw_path = url.path or b"/"
         scope = {"type": "http", "asgi": ASGI, "http_version": request.version, "method": request.method,
                  "scheme": "http", "path": unquote(raw_path.decode("latin-1")), "raw_path": raw_path,
-                 "query_string": (url.query or b"") if url else b"", "root_path": "",
+                 "query_string": url.query or b"", "root_path": "",
                  "headers": request.headers, "client": client, "server": server, "extensions": {},
                  "state": dict(self.lifespan_state)}  # fmt: skip
         head_only = request.method == "HEAD"
@@ -372,10 +381,10 @@ class Server:
         except Exception:
             log.exception("unhandled error in the app for %s %s", request.method, scope["path"])
             if not started or len(started) == 2:
-                await self._error(stream, 500, "INTERNAL", "the server failed to answer this request")
+                await self._error(stream, Internal("the server failed to answer this request"))
             return False
         if not started or len(started) == 2:  # the app returned without answering
-            await self._error(stream, 500, "INTERNAL", "the server failed to answer this request")
+            await self._error(stream, Internal("the server failed to answer this request"))
             return False
         if not body_sent:  # a stream the app abandoned (cancelled on disconnect or shutdown)
             return False
@@ -387,9 +396,9 @@ class Server:
         headers = dict(request.headers)
         key = headers.get(b"sec-websocket-key")
         if not key:
-            await self._error(stream, 400, "INVALID_BODY", "a WebSocket upgrade needs Sec-WebSocket-Key")
+            await self._error(stream, HttpError(400, "INVALID_BODY", "a WebSocket upgrade needs Sec-WebSocket-Key"))
             return
-        url = httptools.parse_url(request.url)
+        url = request.target
         raw_path = url.path or b"/"
         protocols = [p.strip().decode("latin-1") for p in headers.get(b"sec-websocket-protocol", b"").split(b",")
                      if p.strip()]  # fmt: skip
@@ -578,11 +587,11 @@ def _address(address: Any) -> Any:
 
 async def serve(app: Callable[..., Awaitable[None]], bind: str, *,
                 shutdown_trigger: Callable[[], Awaitable[None]], max_body: int = 16 * 1024 * 1024,
-                error_body: ErrorBody = _default_error_body, graceful_timeout: float = 5.0,
+                new_request_id: Callable[[], str] = _random_request_id, graceful_timeout: float = 5.0,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:  # fmt: skip
     """Serve ``app`` on ``bind`` ("HOST:PORT", port 0 picks one) until ``shutdown_trigger``
     returns; ``task_status.started`` receives the bound URLs."""
     host, _, port = bind.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
-    server = Server(app, max_body=max_body, error_body=error_body, graceful_timeout=graceful_timeout)
+    server = Server(app, max_body=max_body, new_request_id=new_request_id, graceful_timeout=graceful_timeout)
     await server.serve(host, int(port), shutdown_trigger=shutdown_trigger, task_status=task_status)

@@ -16,11 +16,10 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
-from ..engine import jsoncodec
 from ..engine.config import EngineConfig
 from ..engine.engine import open_engine
 from . import http11
-from .app import HttpError, create_app
+from .app import create_app
 from .settings import ServerSettings
 
 log = logging.getLogger("cortexdb.server")
@@ -56,16 +55,12 @@ async def run_server(settings: ServerSettings, *,
             await trigger()
             state.closing.set()  # end open lifecycle streams now, not after the grace period
 
-        def error_body(status: int, code: str, message: str) -> bytes:
-            error = HttpError(status, code, message, retriable=status >= 500)
-            return jsoncodec.encode(error.to_envelope(engine._ctx.ids.new("req")))
-
         async def serve(task_status) -> None:
             if settings.http_server == "hypercorn":
                 await hypercorn_serve(app, hyper, shutdown_trigger=stop, task_status=task_status)
             else:
                 await http11.serve(app, settings.bind, shutdown_trigger=stop, max_body=settings.max_body_bytes,
-                                   error_body=error_body, task_status=task_status)  # fmt: skip
+                                   new_request_id=lambda: engine._ctx.ids.new("req"), task_status=task_status)  # fmt: skip
 
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(serve)

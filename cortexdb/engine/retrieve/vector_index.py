@@ -101,12 +101,13 @@ class VectorIndex:
     def needs_seal(self) -> bool:
         return not self._sealing and len(self._delta_ids) >= self.segment_size
 
+    def _newest_two_similar(self) -> bool:
+        segments = self._segments
+        return len(segments) >= 2 and len(segments[-2].ids) <= MERGE_RATIO * len(segments[-1].ids)
+
     @property
     def needs_merge(self) -> bool:
-        segments = self._segments
-        return not self._sealing and len(segments) >= 2 and (
-            len(segments[-2].ids) <= MERGE_RATIO * len(segments[-1].ids)
-        )
+        return not self._sealing and self._newest_two_similar()
 
     async def merge(self) -> None:
         """Merge the newest segments while they are of similar size (each merge in a worker thread)."""
@@ -114,9 +115,7 @@ class VectorIndex:
             return
         self._sealing = True
         try:
-            while len(self._segments) >= 2 and (
-                len(self._segments[-2].ids) <= MERGE_RATIO * len(self._segments[-1].ids)
-            ):
+            while self._newest_two_similar():
                 await self._merge_newest_two()
         finally:
             self._sealing = False
@@ -129,7 +128,7 @@ class VectorIndex:
         self._sealing = True
         try:
             count = len(self._delta_ids)
-            live = [i for i in range(count) if self._delta_live[i]]
+            live = np.flatnonzero(self._delta_live[:count]).tolist()
             ids = [self._delta_ids[i] for i in live]
             matrix = self._delta[live].copy()
             built = await trio.to_thread.run_sync(self._build, matrix, abandon_on_cancel=True)
@@ -160,9 +159,7 @@ class VectorIndex:
             self._delta_ids = rest
             self._delta_pos = {doc_id: i for i, doc_id in enumerate(rest)}
             self._rewritten.clear()
-            while merge and len(self._segments) >= 2 and (
-                len(self._segments[-2].ids) <= MERGE_RATIO * len(self._segments[-1].ids)
-            ):
+            while merge and self._newest_two_similar():
                 await self._merge_newest_two()
         finally:
             self._sealing = False
