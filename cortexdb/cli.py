@@ -6,13 +6,15 @@
 
     cortexdb serve [--preset P] [--data DIR] [--backend B] [--bind HOST:PORT] [--issuer-keys DIR]
                    [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR] [--tenant T]
+                   [--tenant-admin ACTOR] [--allow-origin ORIGIN]
                    [--embedder hash|minilm|best] [--http-server cortex|hypercorn]
     cortexdb token keygen --dir DIR [--iss ISS]
     cortexdb token mint --dir DIR --sub ACTOR --tenant T [--caps a,b] [--scopes ...] [--ttl SECONDS]
 
 ``serve`` reads CORTEX_DEPLOYMENT_PRESET, CORTEX_DATA_DIR, CORTEX_BACKEND, CORTEX_BIND,
-CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER and
-CORTEX_ENABLE_EXPERIMENTAL; flags win.
+CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_TENANT_ADMINS, CORTEX_ALLOWED_ORIGINS,
+CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER and CORTEX_ENABLE_EXPERIMENTAL;
+flags win.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ def _serve(args) -> None:
             preset=args.preset, data_dir=args.data, backend=args.backend, bind=args.bind,
             tenant=args.tenant, issuer_dirs=args.issuer_keys or None, jwt_issuers=jwt_issuers or None,
             operators=tuple(args.operator) if args.operator else None,
+            tenant_admins=tuple(args.tenant_admin) if args.tenant_admin else None,
+            allowed_origins=tuple(args.allow_origin) if args.allow_origin else None,
             embedder=args.embedder or os.environ.get("CORTEX_EMBEDDER") or "best", http_server=args.http_server,
         )  # fmt: skip
     except ValueError as exc:
@@ -118,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--backend", choices=("leveldb", "memory"))
     serve.add_argument("--bind", help="HOST:PORT (default 127.0.0.1:8077)")
     serve.add_argument("--tenant", help="the tenant this deployment binds (token aud cortexdb:tenant:T)")
+    serve.add_argument("--tenant-admin", action="append", metavar="ACTOR",
+                       help="a tenant admin: owner of every scope, editor of the tenant policy (repeatable)")
+    serve.add_argument("--allow-origin", action="append", metavar="ORIGIN",
+                       help="a browser origin allowed besides loopback ones, e.g. https://app.example (repeatable)")
     serve.add_argument("--issuer-keys", action="append", metavar="DIR",
                        help="trust a `cortexdb token keygen` directory (repeatable)")
     serve.add_argument("--jwt-issuer", action="append", metavar="ISS=PATH",

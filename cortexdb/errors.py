@@ -20,10 +20,14 @@ __all__ = [
     "InvalidEnvelope",
     "InvalidScopeGrammar",
     "InvalidTimestamp",
+    "NotAMember",
     "NotFound",
+    "OriginNotAllowed",
     "PolicyDenied",
+    "PolicyLockout",
     "ResourceDeleted",
     "StoreClosed",
+    "UnsupportedMediaType",
     "WalUnavailable",
 ]
 
@@ -94,6 +98,33 @@ class InvalidTimestamp(CortexError):
 class PolicyDenied(CortexError):
     error_code = "POLICY_DENIED"
     http_status = 403
+
+
+class NotAMember(PolicyDenied):
+    """The caller's role on the scope does not allow the operation (the scope tier's ACL, §3.4.4);
+    a ``PolicyDenied``, so whoever handles policy denials handles it too."""
+
+    error_code = "NOT_A_MEMBER"
+    http_status = 403
+
+
+class PolicyLockout(CortexError):
+    """A policy change that would take away the caller's own right to administer that policy."""
+
+    error_code = "POLICY_LOCKOUT"
+    http_status = 409
+
+
+class OriginNotAllowed(CortexError):
+    """A browser request from a web origin that is neither loopback nor configured (CSRF guard)."""
+
+    error_code = "ORIGIN_NOT_ALLOWED"
+    http_status = 403
+
+
+class UnsupportedMediaType(CortexError):
+    error_code = "UNSUPPORTED_MEDIA_TYPE"
+    http_status = 415
 
 
 class NotFound(CortexError):

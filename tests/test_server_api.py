@@ -80,9 +80,16 @@ async def test_error_envelope_everywhere(tmp_path):
             assert response.headers["X-Cortex-Request-ID"] == data["request_id"]
             assert "X-Cortex-Stability" in response.headers
         for raw in (b"{not json", b"[1, 2]", b""):
-            response = await h.client.post("/v1/experience", data=raw, headers=h.as_("user:alice"))
+            response = await h.client.post("/v1/experience", data=raw, headers={
+                **h.as_("user:alice"), "Content-Type": "application/json"})  # fmt: skip
             data = json.loads(await response.get_data())
             assert response.status_code == 400 and data["error_code"] == "INVALID_BODY"
+        for content_type in (None, "text/plain", "application/x-www-form-urlencoded"):
+            hdrs = h.as_("user:alice") | ({"Content-Type": content_type} if content_type else {})
+            response = await h.client.post("/v1/experience", data=json.dumps(body()), headers=hdrs)
+            data = json.loads(await response.get_data())
+            assert response.status_code == 415 and data["error_code"] == "UNSUPPORTED_MEDIA_TYPE"
+            validate("error_envelope", data)
 
 
 async def test_request_ids_stability_headers_and_replay(tmp_path):
@@ -190,8 +197,10 @@ async def test_scope_registration_members_natural_level_and_prune(tmp_path):
         assert data["details"]["denied_by_tier"] == "tenant"
         below, _ = await h.call("POST", "/v1/experience", "user:bob", json=body(scope="org:acme/dept:eng/user:bob/agent:x"))
         assert below.status_code == 202
-        listing, data = await h.call("GET", "/v1/scopes?prefix=org:acme/&auto_provisioned=true")
+        listing, data = await h.call("GET", "/v1/scopes?prefix=org:acme/&auto_provisioned=true", "user:bob")
         assert {i["path"] for i in data["items"]} >= {"org:acme/dept:eng/user:bob"}
+        listing, data = await h.call("GET", "/v1/scopes?prefix=org:acme/&auto_provisioned=true")
+        assert "org:acme/dept:eng/user:bob" not in {i["path"] for i in data["items"]}  # bob's own
         forget, data = await h.call("DELETE", "/v1/scopes?path=ws:launch&records=forget")
         assert forget.status_code == 501 and data["error_code"] == "NOT_YET_AVAILABLE"
         keep, data = await h.call("DELETE", "/v1/scopes?path=ws:launch")
@@ -201,14 +210,16 @@ async def test_scope_registration_members_natural_level_and_prune(tmp_path):
         events, data = await h.call("GET", "/v1/events?scope=ws:launch")
         assert len(data["items"]) == 1  # records stay
         h.clock.advance(days=100)
-        dry, data = await h.call("POST", "/v1/scopes/prune", json={"older_than": "P90D", "dry_run": True})
+        denied, data = await h.call("POST", "/v1/scopes/prune", json={"older_than": "P90D", "dry_run": True})
+        assert denied.status_code == 403  # tenant admins only
+        dry, data = await h.call("POST", "/v1/scopes/prune", "user:root", json={"older_than": "P90D", "dry_run": True})
         assert dry.status_code == 200 and data["total"] >= 2
         bob = next(c for c in data["candidates"] if c["path"] == "org:acme/dept:eng/user:bob")
         assert bob["records"]["events"] == 1
-        still, _ = await h.call("GET", "/v1/scopes?path=org:acme/dept:eng/user:bob")
+        still, _ = await h.call("GET", "/v1/scopes?path=org:acme/dept:eng/user:bob", "user:bob")
         assert still.status_code == 200
-        real, data = await h.call("POST", "/v1/scopes/prune", json={"older_than": "P90D", "dry_run": False})
-        gone, _ = await h.call("GET", "/v1/scopes?path=org:acme/dept:eng/user:bob")
+        real, data = await h.call("POST", "/v1/scopes/prune", "user:root", json={"older_than": "P90D", "dry_run": False})
+        gone, _ = await h.call("GET", "/v1/scopes?path=org:acme/dept:eng/user:bob", "user:bob")
         assert gone.status_code == 404
 
 

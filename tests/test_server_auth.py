@@ -159,17 +159,24 @@ async def test_cloud_shared_denies_global_scopes_citing_the_deployment_tier(tmp_
         response, data = await h.call("POST", "/v1/scopes", json={"path": "planet:earth"})
         assert response.status_code == 422 and data["error_code"] == "UNREGISTERED_SCOPE_TYPE"
         assert data["details"]["denied_by_tier"] == "deployment"
-        # "~" capabilities: allowed by the deployment, denied by the default tenant policy
+        # "~" capabilities: allowed by the deployment, denied by the default tenant policy; without
+        # diagnostics.read a recall's diagnostics are stripped, not refused (§5.2), and it says so
         response, data = await h.call("POST", "/v1/recall", json={"scope": "org:acme/user:alice", "query": "x",
                                                                   "diagnostics": "summary"})  # fmt: skip
-        assert response.status_code == 403 and data["details"]["denied_by_tier"] == "tenant"
-        assert data["details"]["capability"] == "diagnostics.read"
+        assert response.status_code == 200 and "diagnostics" not in data
+        assert response.headers["X-Cortex-Warning"] == "diagnostics_stripped"
+        response, data = await h.call("POST", "/v1/recall", json={"scope": "org:acme/user:alice", "query": "x"})
+        assert "diagnostics" not in data and "X-Cortex-Warning" not in response.headers
 
 
 async def test_tiers_narrow_monotonically_and_token_caps_only_narrow(tmp_path):
     async with server(tmp_path, preset="cloud_shared_saas", enable_experimental=True) as h:
         # a tenant admin turns on a "~" capability, and tries to grant one the deployment denies
-        response, data = await h.call("PUT", f"/v1/policy/tenant/{TENANT}",
+        # (an ordinary user may not touch the tenant policy at all)
+        grab = {"allow": ["*"]}
+        response, data = await h.call("PUT", f"/v1/policy/tenant/{TENANT}", json=grab)
+        assert response.status_code == 403 and data["details"]["capability"] == "policy.administer.tenant"
+        response, data = await h.call("PUT", f"/v1/policy/tenant/{TENANT}", "user:root",
                                       json={"allow": ["diagnostics.read", "scope.create.global"]})  # fmt: skip
         assert response.status_code == 200, data
         assert response.headers["X-Cortex-Stability"] == "experimental"
@@ -178,11 +185,16 @@ async def test_tiers_narrow_monotonically_and_token_caps_only_narrow(tmp_path):
         assert ok.status_code == 200, pack
         still, data = await h.call("POST", "/v1/scopes", json={"path": "global:everyone"})
         assert still.status_code == 403 and data["details"]["denied_by_tier"] == "deployment"
-        # a scope policy denies writes under a subtree; the actor tier denies one actor's reads
-        await h.call("PUT", "/v1/policy/scope/org:acme/team:frozen", json={"deny": ["scope.write"]})
-        frozen, data = await h.call("POST", "/v1/experience", json=body(scope="org:acme/team:frozen/user:alice"))
+        # a scope policy denies writes under a subtree (its owner sets it, once registered); the
+        # actor tier denies one actor's reads
+        unregistered, data = await h.call("PUT", "/v1/policy/scope/ws:frozen", json={"deny": ["scope.write"]})
+        assert unregistered.status_code == 403 and data["error_code"] == "NOT_A_MEMBER"
+        await h.call("POST", "/v1/scopes", json={"path": "ws:frozen"})
+        put, _ = await h.call("PUT", "/v1/policy/scope/ws:frozen", json={"deny": ["scope.write"]})
+        assert put.status_code == 200
+        frozen, data = await h.call("POST", "/v1/experience", json=body(scope="ws:frozen/user:alice"))
         assert frozen.status_code == 403 and data["details"]["denied_by_tier"] == "scope"
-        await h.call("PUT", "/v1/policy/actor/agent:nosy", json={"deny": ["scope.read.*"]})
+        await h.call("PUT", "/v1/policy/actor/agent:nosy", "user:root", json={"deny": ["scope.read.*"]})
         nosy, data = await h.call("GET", "/v1/events?scope=org:acme/user:alice", "agent:nosy")
         assert nosy.status_code == 403 and data["details"]["denied_by_tier"] == "actor"
         # token caps narrow (and cannot widen: a cap the deployment denies stays denied)
@@ -213,13 +225,15 @@ async def test_effective_policy_and_deployment_reads(tmp_path):
         # policy mutation is experimental: gated on cloud presets unless enabled
         response, data = await h.call("PUT", f"/v1/policy/tenant/{TENANT}", json={"allow": []})
         assert response.status_code == 403 and data["error_code"] == "EXPERIMENTAL_DISABLED"
-        # someone else's effective set needs policy.administer.actor
+        # someone else's effective set: those who administer that actor's policy
         response, data = await h.call("GET", "/v1/policy/effective?actor=user:bob")
+        assert response.status_code == 403
+        response, data = await h.call("GET", "/v1/policy/effective?actor=user:bob", "user:root")
         assert response.status_code == 200 and data["actor"] == "user:bob"
 
 
 async def test_invalid_policy_documents_are_422(tmp_path):
     async with server(tmp_path) as h:
         for doc in ({"allow": "scope.write"}, {"allow": ["Scope Write"]}, {"grant": []}):
-            response, data = await h.call("PUT", "/v1/policy/actor/user:bob", json=doc)
+            response, data = await h.call("PUT", "/v1/policy/actor/user:bob", "user:bob", json=doc)
             assert response.status_code == 422 and data["error_code"] == "INVALID_POLICY", data

@@ -54,10 +54,10 @@ def auth(keys: Keys, actor: str = "user:alice", **mint) -> dict[str, str]:
     return {"Authorization": f"Bearer {keys.paseto(actor, **mint)}", "X-Cortex-Actor": actor}
 
 
-async def anchor(http: httpx.AsyncClient, keys: Keys, scope: str) -> str:
+async def anchor(http: httpx.AsyncClient, keys: Keys, scope: str, actor: str = "user:alice") -> str:
     """Write one event and return its captured lce id: a resume point taken before the test's writes."""
-    r = await http.post("/v1/experience", json=body("anchor", scope=scope), headers=auth(keys))
-    rows = (await http.get(f"/v1/lifecycle?event_id={r.json()['event_id']}", headers=auth(keys))).json()
+    r = await http.post("/v1/experience", json=body("anchor", scope=scope), headers=auth(keys, actor))
+    rows = (await http.get(f"/v1/lifecycle?event_id={r.json()['event_id']}", headers=auth(keys, actor))).json()
     return rows["items"][0]["lifecycle_id"]
 
 
@@ -211,15 +211,15 @@ async def test_recall_streams_as_server_sent_events(tmp_path):
 async def test_policy_change_revokes_an_open_stream(tmp_path):
     scope = "org:acme/user:bob"
     async with live(tmp_path, enable_experimental=True) as (url, keys), httpx.AsyncClient(base_url=url) as http:
-        since = await anchor(http, keys, scope)
+        since = await anchor(http, keys, scope, "user:bob")
         async with http.stream("GET", f"/v1/lifecycle/stream?scope={scope}&events=captured",
                                headers={**auth(keys, "user:bob"), "Last-Event-ID": since}) as response:  # fmt: skip
-            await http.post("/v1/experience", json=body("one", scope=scope), headers=auth(keys))
+            await http.post("/v1/experience", json=body("one", scope=scope), headers=auth(keys, "user:bob"))
             frames = await read_sse(response, 1)
             put = await http.put("/v1/policy/actor/user:bob", json={"deny": ["lifecycle.subscribe"]},
                                  headers=auth(keys, "user:root"))  # fmt: skip
             assert put.status_code == 200, put.text
-            await http.post("/v1/experience", json=body("two", scope=scope), headers=auth(keys))
+            await http.post("/v1/experience", json=body("two", scope=scope), headers=auth(keys, "user:bob"))
             frames += await read_sse(response, 5)
         assert [f[1] for f in frames] == ["captured", "policy_revoked"]
         assert "lifecycle.subscribe" in frames[1][2]["reason"]

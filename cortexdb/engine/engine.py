@@ -29,9 +29,9 @@ from .derive.rules import RuleExtractor
 from .envelope import resolve_identities, validate_envelope
 from .ids import IdGenerator
 from .model import LifecycleEvent, to_wire
-from .policy.hook import AllowAll, PolicyHook
+from .policy.hook import AllowAll, PolicyHook, Verdict
 from .retrieve.embedders import by_name
-from .scopes import canonical_scope
+from .scopes import ancestors, canonical_scope, is_within
 from .temporal import parse_rfc3339
 
 log = logging.getLogger("cortexdb.engine")
@@ -97,6 +97,21 @@ class BulkResult:
             "ordering": self.ordering,
             "lifecycle_stream": self.lifecycle_stream,
         }
+
+
+@attrs.frozen
+class Traversal:
+    """The scopes one read covers: the one traversal rule of recall and every layer read
+    (docs/decisions.md, "One traversal").  ``scopes`` are readable, the start scope first;
+    ``denied`` are the scopes the view reaches but the caller may not read, as §18.2 item 4
+    placeholders (``{scope, denied, item_count, denied_reason}``: existence, never content)."""
+
+    view: str
+    scopes: tuple[str, ...]
+    denied: tuple[dict[str, Any], ...] = ()
+
+
+VIEWS = ("local", "holistic", "descend")
 
 
 @attrs.define
@@ -682,9 +697,73 @@ class Engine:
             }
         return self._phrases[tenant]
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    async def _home_scope(self, event_id: str) -> str:
+    # -- traversal -----------------------------------------------------------------------------
+    async def traverse(self, scope: str, view: str = "local", *, caller: str | None = None) -> Traversal:
+        """The scopes a ``view`` of ``scope`` covers for ``caller``.
 
+        ``local``: the scope.  ``holistic``: the scope, then its ancestors that hold records,
+        nearest first — only up to the roots named by the scope's ``inherit_from`` when it
+        registered some.  ``descend``: the scope, then every scope below it that holds records.
+        Scopes beyond the start that the caller may not read are skipped and reported as
+        placeholders; the start scope itself is the caller's to check (it fails the request)."""
+        scope = canonical_scope(scope)
+        caller = caller or self.config.default_caller
+        if view not in VIEWS:
+            raise InvalidQuery(f"view must be one of {list(VIEWS)}", details={"field": "view"})
+        if view == "local":
+            return Traversal(view, (scope,))
+        if view == "holistic":
+            reach = ancestors(scope)
+            record = await self._scope_record(scope)
+            inherit = (record.policies.get("inherit_from") if record else None) or None
+            if inherit:
+                reach = [a for a in reach if any(is_within(a, root) for root in inherit)]
+            reach = [a for a in reach if await self._scope_record(a) is not None]
+        else:
+            reach = await self.scope_paths(scope + "/")
+        scopes, denied = [scope], []
+        for path in reach:
+            verdict = self._verdict(caller, "scope.read.local", path)
+            if verdict.allowed:
+                scopes.append(path)
+                continue
+            count = await self._supervisor.request(path, lambda reply: ReadLayer("count", {}, reply))
+            denied.append({"scope": path, "denied": True, "item_count": count,
+                           "denied_reason": verdict.tier or "policy"})  # fmt: skip
+        return Traversal(view, tuple(scopes), tuple(denied))
+
+    def _verdict(self, caller: str, capability: str, scope: str) -> Verdict:
+        """The hook's non-raising answer; a hook that only implements ``check`` still works."""
+        hook = self._ctx.policy
+        if hasattr(hook, "verdict"):
+            return hook.verdict(caller, capability, scope)
+        try:
+            hook.check(caller, capability, scope)
+        except PolicyDenied as exc:
+            return Verdict(False, exc.details.get("denied_by_tier"), exc.message)
+        return Verdict(True)
+
+    async def _scope_record(self, path: str):
+        from .model import Scope, loads
+
+        raw = await self.store.get(keys.scope_record(path))
+        return loads(raw, Scope) if raw else None
+
+    async def layer_counts(self, scope: str) -> dict[str, int]:
+        """How many records each layer of a scope holds (operators' inventory, prune)."""
+        return await self._read(scope, "layer_counts")
+
+    def use_policy(self, hook: PolicyHook) -> None:
+        """Route every capability decision through ``hook`` (the server's gate)."""
+        self._ctx.policy = hook
+
+    def new_id(self, prefix: str) -> str:
+        """A fresh time-ordered id of the given namespace (``req``, ``audit``, ...; §3.6)."""
+        return self._ctx.ids.new(prefix)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def home_scope(self, event_id: str) -> str:
+        """The scope an event was captured in (NOT_FOUND when no such event exists)."""
         raw = await self.store.get(keys.event_state(event_id))
         if raw is None:
             raise NotFound(f"no memory event {event_id}", details={"event_id": event_id})
@@ -692,7 +771,7 @@ class Engine:
 
     async def memory_event(self, event_id: str, *, scope: str | None = None) -> dict[str, Any]:
         """The aggregate state of one memory event (§8.9.3)."""
-        scope = scope or await self._home_scope(event_id)
+        scope = scope or await self.home_scope(event_id)
         return await self._read(scope, "event_state", event_id=event_id)
 
     async def lifecycle_event(self, lifecycle_id: str) -> dict[str, Any]:
@@ -730,10 +809,10 @@ class Engine:
     async def cancel(self, event_id: str, *, caller: str | None = None) -> dict[str, Any]:
         """Cancel the queued stages of a captured event; it is excluded from recall (§8.9.5)."""
         caller = caller or self.config.default_caller
-        scope = await self._home_scope(event_id)
-        event = await self.get_event(scope, event_id)
+        scope = await self.home_scope(event_id)
         self._check(caller, "scope.write", scope)
-        if event["caller"] != caller:
+        event = await self.get_event(scope, event_id)
+        if event["caller"] != caller:  # someone else's write: only an administrator of the scope
             self._check(caller, "policy.administer.scope", scope)
         return await self._supervisor.request(
             scope, lambda reply: CancelEvent(event_id, caller, reply)

@@ -22,8 +22,9 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from ..engine import jsoncodec
+from ..engine.policy.hook import ALLOWED, Verdict
 from ..engine.scopes import canonical_scope
-from ..errors import CortexError, HttpError, InvalidBody, PolicyDenied
+from ..errors import CortexError, HttpError, Internal, InvalidBody, PolicyDenied
 from .audit import AuditLog
 from .auth import (
     Issuer,
@@ -34,6 +35,7 @@ from .auth import (
     load_jwt_keys,
 )
 from .dispatch import DirectDispatch, Router
+from .gate import Gate
 from .policy import Decision, PolicyEngine, Principal, load_preset
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry
@@ -75,6 +77,11 @@ class Route:
     response_schema: str | None = None
     status: int = 200
     stream: bool = False
+    # what the route touches, for the gate's guard: "scope" (it must check the caller's right on
+    # a scope before answering), "filtered" (it filters items one by one), "tenant" (no scope),
+    # "open" (no authentication)
+    access: str = "scope"
+    json_body: bool = True  # a body, when sent, must be application/json
 
 
 class Call:
@@ -93,6 +100,14 @@ class Call:
         self.event_id: str | None = None
         self.headers: dict[str, str] = {}
         self._json: Any = None
+        self._audit_id: str | None = None
+
+    @property
+    def audit_id(self) -> str:
+        """The id this call's audit row will carry (responses may cite it, e.g. a cancel)."""
+        if self._audit_id is None:
+            self._audit_id = self.state.engine.new_id("audit")
+        return self._audit_id
 
     def json(self) -> Any:
         if self._json is None:
@@ -106,20 +121,32 @@ class Call:
                 raise InvalidBody("the request body must be a JSON object")
         return self._json
 
-    def check(self, capability: str, scope: str | None = None) -> Decision:
-        """Decide and remember (for the audit row and ``X-Cortex-Policy``); raise if denied."""
+    def check(self, capability: str, scope: str | None = None, *, access: str | None = None) -> Decision:
+        """Decide through the gate and remember (for the audit row and ``X-Cortex-Policy``);
+        raise if denied (``POLICY_DENIED`` or ``NOT_A_MEMBER``)."""
         for decided, where in self.decisions:  # the engine's hook may ask what the handler asked
-            if decided.capability == capability and where == scope and decided.allowed:
+            if decided.capability == capability and where == scope and decided.allowed and access is None:
                 return decided
-        decision = self.state.policy.decide(self.principal, capability, scope)
+        decision = self.state.gate.decide(self.principal, capability, scope, access=access)
         self.decisions.append((decision, scope))
         if scope is not None and self.scope is None:
             self.scope = scope
         decision.raise_if_denied(self.state.policy.preset.name, scope)
         return decision
 
+    def deny(self, capability: str, tier: str, reason: str, scope: str | None = None) -> None:
+        """Refuse for a reason the tiers' documents do not express (e.g. only a tenant admin may
+        edit the tenant policy): recorded and audited like any denial."""
+        decision = Decision(False, capability, tier, reason)
+        self.decisions.append((decision, scope))
+        decision.raise_if_denied(self.state.policy.preset.name, scope)
+
     def allows(self, capability: str, scope: str | None = None) -> bool:
-        return self.state.policy.decide(self.principal, capability, scope).allowed
+        """The gate's answer without recording it: for filtering items, never for the answer."""
+        return self.state.gate.decide(self.principal, capability, scope).allowed
+
+    def checked_a_scope(self) -> bool:
+        return any(where is not None for _, where in self.decisions)
 
     def governing(self) -> Decision | None:
         for decision, _ in self.decisions:
@@ -143,15 +170,22 @@ def current_request() -> Any:
 
 
 class RequestPolicyHook:
-    """The engine's policy hook under the server: decisions go through the current call, so the
-    token's caps narrow them and they are audited.  Engine-internal work outside a request
-    (derivation, consolidation) is not a caller decision and passes."""
+    """The engine's policy hook under the server: decisions go through the current call's gate,
+    so the token's caps and the scope's members narrow them and they are audited.  Engine-internal
+    work outside a request (derivation, consolidation) is not a caller decision and passes."""
 
     def check(self, caller: str, capability: str, scope: str) -> None:
         call = _current.get()
         if call is None or call.principal is None:
             return None
         call.check(capability, scope)
+
+    def verdict(self, caller: str, capability: str, scope: str) -> Verdict:
+        call = _current.get()
+        if call is None or call.principal is None:
+            return ALLOWED
+        decision = call.state.gate.decide(call.principal, capability, scope)
+        return ALLOWED if decision.allowed else Verdict(False, decision.tier, decision.reason)
 
 
 @attrs.define
@@ -162,6 +196,7 @@ class ServerState:
     verifier: Verifier
     revocations: Revocations
     registry: ScopeRegistry
+    gate: Gate
     audit: AuditLog
     limiter: RateLimiter
     routes: list[Route] = attrs.field(factory=list)
@@ -198,12 +233,15 @@ def build_state(engine: Any, settings: ServerSettings) -> ServerState:
                                     details={"iss": iss, "path": str(path)}) from None  # fmt: skip
         issuers.setdefault(iss, Issuer(iss)).jwt.extend(keys)
     revocations = Revocations(engine.store)
+    registry = ScopeRegistry(engine, policy)
     state = ServerState(
         engine=engine, settings=settings, policy=policy,
         verifier=Verifier(list(issuers.values()), settings.tenant, revocations,
                           lambda: engine.clock.now().timestamp()),
-        revocations=revocations, registry=ScopeRegistry(engine, policy),
-        audit=AuditLog(engine.store, engine._ctx.ids, engine.clock, preset.defaults),
+        revocations=revocations, registry=registry,
+        gate=Gate(policy, registry, tenant_admins=settings.tenant_admins,
+                  allowed_origins=settings.allowed_origins),
+        audit=AuditLog(engine.store, engine.new_id, engine.clock, preset.defaults),
         limiter=RateLimiter(trio.current_time if _in_trio() else time.monotonic,
                             lambda: engine.clock.now().timestamp()),
     )  # fmt: skip
@@ -236,13 +274,13 @@ def _request_id(state: ServerState, req: Any = None) -> str:
     given = headers.get("X-Cortex-Request-ID") or headers.get("X-Request-ID")
     if given and len(given) <= 200 and given.isprintable():
         return given
-    return state.engine._ctx.ids.new("req")
+    return state.engine.new_id("req")
 
 
 def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio:
     settings = settings or ServerSettings()
     state = build_state(engine, settings)
-    engine._ctx.policy = RequestPolicyHook()
+    engine.use_policy(RequestPolicyHook())
     app = QuartTrio("cortexdb")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
@@ -274,9 +312,10 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
 
     def api(method: str, path: str, *, tier: str = "stable", rate: str | None = "read",
             summary: str = "", open: bool = False, request_schema: str | None = None,
-            response_schema: str | None = None, status: int = 200, stream: bool = False):  # fmt: skip
+            response_schema: str | None = None, status: int = 200, stream: bool = False,
+            access: str = "scope"):  # fmt: skip
         route = Route(method, path, tier, rate, summary, open, request_schema, response_schema,
-                      status, stream)  # fmt: skip
+                      status, stream, "open" if open else access)  # fmt: skip
         state.routes.append(route)
 
         def register(handler: Callable[..., Awaitable[Any]]):
@@ -305,13 +344,14 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
                     f"{route.method} {route.path} is experimental: start the server with "
                     "CORTEX_ENABLE_EXPERIMENTAL=1 to use it on this deployment",
                     details={"endpoint": f"{route.method} {route.path}"})  # fmt: skip
+            raw = await req.get_data(cache=False)
+            state.gate.admit(req.headers, route.method, raw, route.json_body)
             principal = None
             if not route.open:
                 principal = state.verifier.principal(
                     req.headers.get("Authorization"), req.headers.get("X-Cortex-Actor"),
                     require_signed=bool(state.policy.preset.defaults.get("actor.require_signed", True)),
                     operators=state.policy.operators)  # fmt: skip
-            raw = await req.get_data(cache=False)
             call = Call(state, route, principal, request_id, raw)
             if principal is not None and route.rate is not None:
                 limits = state.policy.rate_limits(principal.tenant)
@@ -325,6 +365,10 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
                                           details={"retry_after": verdict.retry_after, "limit": limits[route.rate]})  # fmt: skip
             token = _current.set(call)
             result = await handler(call, **params)
+            if route.access == "scope" and not call.checked_a_scope():
+                # fail closed: a route that touches a scope answered without asking the gate
+                log.error("%s %s answered without checking a scope; refused", route.method, route.path)
+                raise Internal("this route did not check the caller's access; the answer is withheld")
             response = result if isinstance(result, Response) else json_response(result, route.status)
         except CortexError as exc:
             response = envelope_response(exc, request_id)
@@ -355,7 +399,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
                         body=raw, headers=req.headers, status=response.status_code,
                         request_id=request_id, elapsed_ms=(time.perf_counter() - started) * 1000,
                         client_ip=(req.remote_addr or None), user_agent=req.headers.get("User-Agent"),
-                        event_id=call.event_id)  # fmt: skip
+                        event_id=call.event_id, audit_id=call.audit_id)  # fmt: skip
                 except CortexError as exc:  # the store is closing; the call itself is answered
                     log.warning("audit row not written: %s", exc.error_code)
         response.headers["X-Cortex-Request-ID"] = request_id
@@ -374,7 +418,11 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
 
     @app.errorhandler(HTTPException)
     async def _framework_error(exc: HTTPException) -> Response:
-        return _outside_routes(_http_error(exc), _request_id(state))
+        response = _outside_routes(_http_error(exc), _request_id(state))
+        allowed = getattr(exc, "valid_methods", None)
+        if exc.code == 405 and allowed:  # RFC 9110 §15.5.6: a 405 names the methods that work
+            response.headers["Allow"] = ", ".join(sorted(set(allowed)))
+        return response
 
     def _unexpected_response(exc: BaseException, request_id: str) -> Response:
         inner = _single(exc) if isinstance(exc, BaseExceptionGroup) else None  # noqa: F821
@@ -396,7 +444,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
 
     async def _too_large() -> Response:
         code, message = HTTP_CODES[413]
-        return _outside_routes(HttpError(413, code, message, retriable=False), state.engine._ctx.ids.new("req"))
+        return _outside_routes(HttpError(413, code, message, retriable=False), state.engine.new_id("req"))
 
     from . import routes, streams
 

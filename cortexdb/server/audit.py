@@ -31,9 +31,9 @@ def canonical_headers(headers: Any) -> bytes:
 
 
 class AuditLog:
-    def __init__(self, store: Any, ids: Any, clock: Any, defaults: dict[str, Any]) -> None:
+    def __init__(self, store: Any, new_id: Any, clock: Any, defaults: dict[str, Any]) -> None:
         self.store = store
-        self.ids = ids
+        self.new_id = new_id  # (prefix) -> a fresh id
         self.clock = clock
         self.retention = parse_duration(str(defaults.get("audit.retention", "P2Y")))
         self.rotation = parse_duration(str(defaults.get("audit.pepper_rotation_period", "P3M")))
@@ -77,7 +77,7 @@ class AuditLog:
                      path: str, capability: str, decision: str, tier: str, body: bytes,
                      headers: Any, status: int, request_id: str, elapsed_ms: float,
                      client_ip: str | None, user_agent: str | None,
-                     event_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+                     event_id: str | None = None, audit_id: str | None = None) -> dict[str, Any]:  # fmt: skip
         version, pepper = await self.current_pepper(principal.tenant)
         request = {
             "method": method, "path": path,
@@ -87,7 +87,7 @@ class AuditLog:
         if self.store_body_bytes:
             request["body_bytes"] = len(body)
         row = {
-            "id": self.ids.new("audit"), "ts": format_ts(self.clock.now()),
+            "id": audit_id or self.new_id("audit"), "ts": format_ts(self.clock.now()),
             "actor": principal.actor, "token_jti": principal.jti, "tenant_id": principal.tenant,
             "scope": scope, "endpoint": endpoint, "capability": capability,
             "decision": decision, "decided_by_tier": tier, "request": request,

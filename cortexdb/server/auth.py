@@ -15,6 +15,7 @@ import collections
 import datetime as dt
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ MAX_USER_TTL = 24 * 3600
 MAX_SERVICE_TTL = 30 * 24 * 3600
 IAT_SKEW = 60
 REQUIRED_CLAIMS = ("iss", "sub", "aud", "exp", "iat", "jti")
+ACTOR_ID = re.compile(r"[a-z][a-z0-9_]*:[A-Za-z0-9_.@+\-]{1,200}")
 
 
 class AuthError(CortexError):
@@ -283,9 +285,14 @@ class Verifier:
         if not authorization:
             if require_signed:
                 raise MissingToken("an Authorization: Bearer token is required")
-            actor = actor_header or "user:local"
-            return Principal(actor=actor, tenant=self.tenant, signed=False,
-                             operator=True)  # fmt: skip
+            # unsigned (dev_local only): the caller names itself, and is an operator only when
+            # listed as one — a request without the header is refused, not made an operator
+            if not actor_header or not ACTOR_ID.fullmatch(actor_header):
+                raise ActorMismatch(
+                    "unsigned callers must name themselves: send X-Cortex-Actor: type:id "
+                    "(e.g. user:alice)", details={"header": "X-Cortex-Actor"})  # fmt: skip
+            return Principal(actor=actor_header, tenant=self.tenant, signed=False,
+                             operator=actor_header in operators)  # fmt: skip
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise MissingToken("the Authorization header must be 'Bearer <token>'")

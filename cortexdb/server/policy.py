@@ -24,7 +24,7 @@ import yaml
 from ..engine import jsoncodec, keys
 from ..engine.scopes import ancestors, canonical_scope, is_within, segments
 from ..engine.spi.kv import Put
-from ..errors import CortexError, PolicyDenied
+from ..errors import CortexError, NotAMember, PolicyDenied, PolicyLockout
 
 TIERS = ("deployment", "tenant", "scope", "actor")
 PRESETS = ("on_prem_enterprise", "cloud_shared_saas", "cloud_private", "dev_local")
@@ -49,6 +49,7 @@ CAPABILITIES: tuple[str, ...] = (
     "blob.upload", "blob.read", "admin.flush", "admin.compact", "admin.health",
 )  # fmt: skip
 
+SCOPED = "|"  # stored target of an actor's policy within a scope: "<actor>|<scope>"
 _PATTERN = re.compile(r"^[a-z0-9_*]+(\.[a-z0-9_*]+)*$")
 
 
@@ -182,6 +183,7 @@ class Decision:
     capability: str
     tier: str  # the deciding tier: for a denial the tier that denied, else the most specific allow
     reason: str = ""
+    membership: bool = False  # denied by the scope's member list (NOT_A_MEMBER), not a capability
 
     def header(self) -> str:
         verdict = "allow" if self.allowed else "deny"
@@ -193,6 +195,8 @@ class Decision:
                        "deployment_preset": preset, "remediation": self.reason}  # fmt: skip
             if scope:
                 details["scope"] = scope
+            if self.membership:
+                raise NotAMember(f"{self.reason}", details=details)
             raise PolicyDenied(
                 f"{self.capability} is denied by the {self.tier} tier: {self.reason}",
                 details=details,
@@ -216,6 +220,8 @@ class PolicyEngine:
         self.tenants: dict[str, PolicyDoc] = {}
         self.scopes: dict[str, PolicyDoc] = {}
         self.actors: dict[str, PolicyDoc] = {}
+        # an actor's policy within one scope (and below), set by that scope's owners: (actor, scope)
+        self.actor_scoped: dict[tuple[str, str], PolicyDoc] = {}
         self.version = 0
         self.last_change: dict[str, Any] | None = None
 
@@ -223,36 +229,91 @@ class PolicyEngine:
         async for key, raw in self.store.scan(prefix=keys.POLICY_PREFIX):
             _, tier, target = key.decode().split("\x00", 2)
             data = jsoncodec.decode(raw)
+            doc = PolicyDoc.parse(data)
             if tier == "deployment":
-                self.preset = attrs.evolve(self.preset, doc=PolicyDoc.parse(data))
+                self.preset = attrs.evolve(self.preset, doc=doc)
+            elif tier == "actor" and SCOPED in target:
+                actor, scope = target.split(SCOPED, 1)
+                self.actor_scoped[(actor, scope)] = doc
             else:
-                self._table(tier)[target] = PolicyDoc.parse(data)
+                self._table(tier)[target] = doc
 
     def _table(self, tier: str) -> dict[str, PolicyDoc]:
         return {"tenant": self.tenants, "scope": self.scopes, "actor": self.actors}[tier]
 
-    def document(self, tier: str, target: str) -> dict[str, Any]:
+    def _get(self, tier: str, target: str, scope: str | None) -> PolicyDoc | None:
+        if tier == "actor" and scope is not None:
+            return self.actor_scoped.get((target, scope))
+        return self._table(tier).get(target)
+
+    def _set(self, tier: str, target: str, scope: str | None, doc: PolicyDoc | None) -> None:
+        """Install (or, with None, remove) a document in memory; nothing is persisted."""
+        if tier == "deployment":
+            self.preset = attrs.evolve(self.preset, doc=doc)
+            return
+        table: dict[Any, PolicyDoc] = self.actor_scoped if tier == "actor" and scope else self._table(tier)
+        key = (target, scope) if tier == "actor" and scope else target
+        if doc is None:
+            table.pop(key, None)
+        else:
+            table[key] = doc
+
+    def document(self, tier: str, target: str, scope: str | None = None) -> dict[str, Any]:
         if tier == "deployment":
             return self.preset.to_wire()
-        doc = self._table(tier).get(target)
+        doc = self._get(tier, target, scope)
         if doc is None and tier == "tenant":
             return {"tenant_id": target, "inherited": True, **self.preset.tenant_defaults.to_wire()}
         wire = doc.to_wire() if doc else {"allow": [], "deny": [], "defaults": {}}
-        return {"target": target, "inherited": doc is None, **wire}
+        out = {"target": target, "inherited": doc is None, **wire}
+        if scope is not None:
+            out["scope"] = scope
+        return out
 
-    async def put(self, tier: str, target: str, data: Any) -> dict[str, Any]:
-        if tier == "scope":
-            target = canonical_scope(target)
-        doc = PolicyDoc.parse(data, "body")
-        await self.store.write([Put(keys.policy_doc(tier, target), jsoncodec.encode(doc.to_wire()))],
-                               sync=True)  # fmt: skip
-        if tier == "deployment":
-            self.preset = attrs.evolve(self.preset, doc=doc)
-        else:
-            self._table(tier)[target] = doc
+    def changed(self, tier: str, target: str) -> None:
+        """Something open streams must re-check changed (a policy document or a member list)."""
         self.version += 1
         self.last_change = {"tier": tier, "scope_or_actor": target}
-        return self.document(tier, target)
+
+    async def put(self, tier: str, target: str, data: Any, *, principal: Principal,
+                  scope: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """Replace a tier's document — for the deployment tier, the keys given replace the
+        current ones and the rest stay (a partial or empty document cannot wipe the allow list).
+        A change that would take away the caller's own right to administer this tier is refused
+        with 409 ``POLICY_LOCKOUT`` and nothing is written."""
+        if tier == "scope":
+            target = canonical_scope(target)
+        if tier == "deployment":
+            if not isinstance(data, dict):
+                raise InvalidPolicy("body must be an object", details={"field": "body"})
+            current = self.preset.doc.to_wire()
+            merged = {**current, **{k: v for k, v in data.items() if k != "defaults"}}
+            if isinstance(data.get("defaults"), dict):
+                merged["defaults"] = {**current["defaults"], **data["defaults"]}
+            elif "defaults" in data:
+                merged["defaults"] = data["defaults"]
+            doc = PolicyDoc.parse(merged, "body")
+        else:
+            doc = PolicyDoc.parse(data, "body")
+        capability = f"policy.administer.{tier}"
+        where = target if tier == "scope" else scope
+        previous = self.preset.doc if tier == "deployment" else self._get(tier, target, scope)
+        self._set(tier, target, scope, doc)  # try it in memory: the decision is synchronous
+        try:
+            after = self.decide(principal, capability, where)
+        finally:
+            self._set(tier, target, scope, previous)
+        if not after.allowed:
+            raise PolicyLockout(
+                f"this change would deny {principal.actor} {capability} (by the {after.tier} tier), "
+                "locking the caller out of the policy it is editing; nothing was changed",
+                details={"capability": capability, "would_deny_by_tier": after.tier, "tier": tier})  # fmt: skip
+        stored_target = f"{target}{SCOPED}{scope}" if tier == "actor" and scope else target
+        await self.store.write([Put(keys.policy_doc(tier, stored_target), jsoncodec.encode(doc.to_wire()))],
+                               sync=True)  # fmt: skip
+        self._set(tier, target, scope, doc)
+        self.changed(tier, target if scope is None else f"{target} in {scope}")
+        return self.document(tier, target, scope)
 
     # -- evaluation ------------------------------------------------------------------------------
     def tenant_doc(self, tenant: str) -> PolicyDoc:
@@ -288,8 +349,13 @@ class PolicyEngine:
                     return Decision(False, capability, "scope", f"denied by the policy of scope {path}")
                 if matches(doc.allow, capability):
                     tier = "scope"
-        actor = self.actors.get(principal.actor)
-        if actor is not None:
+        actor_docs = [self.actors.get(principal.actor)]
+        if scope is not None and self.actor_scoped:
+            actor_docs += [doc for (who, root), doc in self.actor_scoped.items()
+                           if who == principal.actor and is_within(scope, root)]  # fmt: skip
+        for actor in actor_docs:
+            if actor is None:
+                continue
             if matches(actor.deny, capability):
                 return Decision(False, capability, "actor", "denied by the actor policy")
             if matches(actor.allow, capability):

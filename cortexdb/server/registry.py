@@ -9,6 +9,7 @@ are an owner or writer) without a scan per request.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -17,7 +18,7 @@ from ..engine import keys
 from ..engine.model import Scope, loads, to_wire
 from ..engine.scopes import canonical_scope, depth
 from ..engine.temporal import parse_duration
-from ..errors import CortexError, NotFound
+from ..errors import CortexError, NotFound, PolicyDenied
 from .policy import PolicyEngine, Principal, scope_type
 
 ROLES = ("owner", "writer", "reader")
@@ -35,11 +36,6 @@ class UnregisteredScopeType(CortexError):
     http_status = 422
 
 
-class NotAMember(CortexError):
-    error_code = "NOT_A_MEMBER"
-    http_status = 403
-
-
 class InvalidScopeRequest(CortexError):
     error_code = "INVALID_BODY"
     http_status = 422
@@ -48,6 +44,14 @@ class InvalidScopeRequest(CortexError):
 class NotYetAvailable(CortexError):
     error_code = "NOT_YET_AVAILABLE"
     http_status = 501
+
+
+@attrs.frozen
+class Acl:
+    """What the gate needs of a scope record: explicit or auto-provisioned, and who has which role."""
+
+    auto: bool
+    members: dict[str, str]  # actor -> owner | writer | reader
 
 
 def _members(value: Any, field: str = "members") -> list[dict[str, str]]:
@@ -77,8 +81,9 @@ class ScopeRegistry:
         self.engine = engine
         self.policy = policy
         self.writers: dict[str, set[str]] = {}  # actor -> scopes where owner/writer
-        # explicitly registered scopes -> {actor: role}; a write checks membership without a read
-        self.registered: dict[str, dict[str, str]] = {}
+        # every scope record (registered or auto-provisioned) -> its ACL: the gate decides
+        # membership on every request without a read
+        self.acls: dict[str, Acl] = {}
 
     async def load(self) -> None:
         async for _, raw in self.engine.store.scan(prefix=keys.SCOPE_PREFIX):
@@ -86,15 +91,27 @@ class ScopeRegistry:
 
     def _index(self, record: Scope | None, previous: Scope | None = None) -> None:
         if previous is not None:
-            self.registered.pop(previous.path, None)
+            self.acls.pop(previous.path, None)
             for member in previous.members:
                 self.writers.get(member["actor"], set()).discard(previous.path)
         if record is not None:
-            if not record.auto_provisioned:
-                self.registered[record.path] = {m["actor"]: m["role"] for m in record.members}
+            self.acls[record.path] = Acl(record.auto_provisioned,
+                                         {m["actor"]: m["role"] for m in record.members})  # fmt: skip
             for member in record.members:
                 if member["role"] in WRITE_ROLES:
                     self.writers.setdefault(member["actor"], set()).add(record.path)
+
+    def acl(self, path: str) -> Acl | None:
+        return self.acls.get(path)
+
+    def others_below(self, path: str, actor: str) -> bool:
+        """True when a scope below ``path`` holds records or a registration ``actor`` does not
+        own (claiming ``path`` would put someone else's scope under its members and policy)."""
+        below = path + "/"
+        for other, acl in self.acls.items():
+            if other.startswith(below) and acl.members.get(actor) != "owner":
+                return True
+        return False
 
     def natural_level(self, actor: str) -> str | None:
         scopes = self.writers.get(actor)
@@ -105,26 +122,24 @@ class ScopeRegistry:
         return loads(raw, Scope) if raw is not None else None
 
     # -- writes ----------------------------------------------------------------------------------
-    def authorise_write(self, principal: Principal, scope: str) -> str:
-        """NOT_A_MEMBER for a registered scope without membership; ``scope.write.elevated`` for a
-        write above the caller's natural level.  Returns the capability that governed."""
-        roles = self.registered.get(scope)
-        if roles is not None:
-            if roles.get(principal.actor) not in WRITE_ROLES:
-                raise NotAMember(f"{principal.actor} is not an owner or writer of {scope}",
-                                 details={"scope": scope, "actor": principal.actor})  # fmt: skip
+    def write_capability(self, principal: Principal, scope: str) -> str:
+        """``scope.write.elevated`` for a write above the caller's natural level (§18.2 item 5),
+        else ``scope.write`` (membership itself is the gate's question)."""
         natural = self.natural_level(principal.actor)
         if natural is not None and depth(scope) < depth(natural):
-            self.policy.check(principal, "scope.write.elevated", scope)
             return "scope.write.elevated"
         return "scope.write"
 
-    def note_write(self, principal: Principal, scope: str) -> None:
-        """A successful write to a scope nobody registered made the writer its owner."""
-        if not any(scope in scopes for scopes in self.writers.values()):
-            self.writers.setdefault(principal.actor, set()).add(scope)
+    async def note_write(self, scope: str) -> None:
+        """After a successful write: a scope seen for the first time was auto-provisioned by the
+        write (its first writer is its owner); index its record."""
+        if scope not in self.acls:
+            self._index(await self.get(scope))
 
-    async def register(self, principal: Principal, body: Any, now: dt.datetime) -> dict[str, Any]:
+    async def register(self, principal: Principal, body: Any, now: dt.datetime,
+                       check: Callable[[str, str], Any]) -> dict[str, Any]:  # fmt: skip
+        """Register ``body["path"]``; ``check(capability, scope)`` is the request's audited
+        capability check (it raises when denied)."""
         if not isinstance(body, dict):
             raise InvalidScopeRequest("the body must be an object")
         unknown = set(body) - {"path", "members", "policies", "idempotency_key"}
@@ -144,14 +159,16 @@ class ScopeRegistry:
             policies["inherit_from"] = [canonical_scope(p) for p in inherit]
         kind = scope_type(path)
         if kind not in self.policy.preset.allowed_scope_types:
-            decision = self.policy.decide(principal, "scope.create.custom", path)
-            if not decision.allowed:
+            try:
+                check("scope.create.custom", path)
+            except PolicyDenied as exc:
                 raise UnregisteredScopeType(
                     f"scope type {kind!r} is not in this deployment's allowed_scope_types",
                     details={"type": kind, "allowed": list(self.policy.preset.allowed_scope_types),
-                             "capability": "scope.create.custom", "denied_by_tier": decision.tier})  # fmt: skip
+                             "capability": "scope.create.custom",
+                             "denied_by_tier": exc.details.get("denied_by_tier")}) from None  # fmt: skip
         else:
-            self.policy.check(principal, f"scope.create.{kind}", path)
+            check(f"scope.create.{kind}", path)
         if not members:
             members = [{"actor": principal.actor, "role": "owner"}]
 
@@ -165,6 +182,7 @@ class ScopeRegistry:
         previous = await self.get(path)
         record = await self.engine.edit_scope(path, edit)
         self._index(record, previous)
+        self.policy.changed("scope", path)  # open streams re-check their reader's rights
         return to_wire(record)
 
     async def set_members(self, principal: Principal, path: str, body: Any) -> dict[str, Any]:
@@ -190,9 +208,10 @@ class ScopeRegistry:
         previous = await self.get(path)
         record = await self.engine.edit_scope(path, edit)
         self._index(record, previous)
+        self.policy.changed("scope", path)  # open streams re-check their reader's rights
         return {"scope": to_wire(record), **diff}
 
-    async def delete(self, principal: Principal, path: str, records: str) -> dict[str, Any]:
+    async def delete(self, path: str, records: str, check: Callable[[str, str], Any]) -> dict[str, Any]:
         path = canonical_scope(path)
         if records not in ("keep", "forget"):
             raise InvalidScopeRequest("records must be keep or forget", details={"field": "records"})
@@ -200,22 +219,28 @@ class ScopeRegistry:
         if previous is None:
             raise NotFound(f"scope {path} is not registered", details={"path": path})
         if records == "forget":
-            self.policy.check(principal, "forget.gdpr", path)
+            check("forget.gdpr", path)
             raise NotYetAvailable(
                 "records=forget needs GDPR erasure (POST /v1/erasures), which this server does not "
                 "implement yet; use records=keep to remove only the registration",
                 details={"path": path, "records": "forget"})  # fmt: skip
         await self.engine.edit_scope(path, lambda current: None)
         self._index(None, previous)
+        self.policy.changed("scope", path)
         return {"path": path, "deleted": True, "records": "keep"}
 
     async def list(self, *, prefix: str = "", auto_provisioned: bool | None = None,
-                   after: str | None = None, limit: int = 50) -> tuple[list[dict], bool]:  # fmt: skip
+                   after: str | None = None, limit: int = 50,
+                   keep: Callable[[str], bool] | None = None) -> tuple[list[dict], bool]:  # fmt: skip
+        """A page of scope records in path order; ``keep(path)`` filters before the page is cut
+        (the caller's read right), so pages are full and cursors exact."""
         items: list[dict] = []
         start = keys.scope_record(after) + b"\x00" if after else None
         async for _, raw in self.engine.store.scan(prefix=keys.SCOPE_PREFIX + prefix.encode(), start=start):
             record = loads(raw, Scope)
             if auto_provisioned is not None and record.auto_provisioned != auto_provisioned:
+                continue
+            if keep is not None and not keep(record.path):
                 continue
             if len(items) == limit:
                 return items, True
@@ -238,17 +263,11 @@ class ScopeRegistry:
                 candidates.append(record)
         out = []
         for record in candidates:
-            counts = await self.engine._supervisor.request(  # the actor counts its own records
-                record.path, _count_message)
+            counts = await self.engine.layer_counts(record.path)
             out.append({"path": record.path, "last_write": to_wire(record)["last_write_at"],
                         "records": counts})  # fmt: skip
             if not dry_run:
                 await self.engine.edit_scope(record.path, lambda current: None)
                 self._index(None, record)
+                self.policy.changed("scope", record.path)
         return {"candidates": out, "total": len(out), "dry_run": dry_run}
-
-
-def _count_message(reply: Any) -> Any:
-    from ..engine.actors.messages import ReadLayer
-
-    return ReadLayer("layer_counts", {}, reply)

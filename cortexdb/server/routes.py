@@ -10,10 +10,11 @@ from typing import Any
 
 from .. import __version__
 from ..engine import jsoncodec
-from ..engine.scopes import ancestors, canonical_scope
+from ..engine.scopes import canonical_scope
 from ..engine.temporal import parse_rfc3339
 from ..errors import CortexError, InvalidBody, NotFound
 from .app import Call, ServerState, current_request, json_response, scope_param
+from .gate import CLAIM
 
 TEMPORAL_PARAMS = ("as_of", "valid_during", "recorded_during", "natural", "reference_date")
 COMMON_PARAMS = ("scope", "view", "limit", "cursor")
@@ -109,6 +110,12 @@ def decode_cursor(text: str) -> dict[str, Any]:
     return data
 
 
+def require_admin(call: Call, capability: str, reason: str) -> None:
+    """Tenant-wide administration: the tenant's admins and the deployment's operators only."""
+    if not call.state.gate.is_admin(call.principal):
+        call.deny(capability, "tenant", reason)
+
+
 def scoped(call: Call, capability: str) -> str:
     """The ``?scope=`` of a single-record read (the only parameter it takes), checked."""
     scope = scope_param(query_args(("scope",)).get("scope"))
@@ -119,19 +126,15 @@ def scoped(call: Call, capability: str) -> str:
 def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists every route
     engine = state.engine
 
-    async def traversal(call: Call, scope: str, view: str) -> list[str]:
+    async def traversal(call: Call, scope: str, view: str):
+        """The start scope is checked (a refusal fails the request); the rest of the view is the
+        engine's one traversal, which skips the scopes the caller may not read."""
+        if view not in ("local", "holistic", "descend"):
+            raise InvalidQueryParam("view must be local, holistic or descend", details={"field": "view"})
         call.check("scope.read.local", scope)
-        if view == "local":
-            return [scope]
-        if view == "holistic":
-            call.check("scope.read.holistic", scope)
-            chain = [a for a in ancestors(scope) if await state.registry.get(a) is not None]
-            return [scope] + [a for a in chain if call.allows("scope.read.local", a)]
-        if view == "descend":
-            call.check("scope.read.descend", scope)
-            below = await engine.scope_paths(scope + "/")
-            return [scope] + [p for p in below if call.allows("scope.read.local", p)]
-        raise InvalidQueryParam("view must be local, holistic or descend", details={"field": "view"})
+        if view != "local":
+            call.check(f"scope.read.{view}", scope)
+        return await engine.traverse(scope, view, caller=call.principal.actor)
 
     async def layer_page(call: Call, layer: str, fetch) -> dict[str, Any]:
         args = query_args(COMMON_PARAMS + LAYER_PARAMS[layer])
@@ -153,7 +156,8 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
                 filters["overlapping_to"] = end or None
             else:
                 filters[name] = value
-        scopes = await traversal(call, scope, view)
+        walk = await traversal(call, scope, view)
+        scopes = list(walk.scopes)
         if view == "local":
             page = await fetch(scope, limit=limit, cursor=cursor, **filters)
             return page
@@ -170,8 +174,9 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
                 break
             index, inner = index + 1, None
         more = index < len(scopes)
+        traversed = [{"scope": s} for s in scopes] + list(walk.denied)
         return {"items": items, "next_cursor": encode_cursor({"i": index, "c": inner}) if more else None,
-                "has_more": more, "view": view, "scopes_traversed": scopes}  # fmt: skip
+                "has_more": more, "view": view, "scopes_traversed": traversed}  # fmt: skip
 
     # -- experience (§8.1, §8.2) -----------------------------------------------------------------
     @api("POST", "/v1/experience", rate="write", status=202, summary="Capture one experience",
@@ -187,14 +192,14 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
             scope = canonical_scope(scope)
             call.primary = "scope.write"
             call.check("scope.write", scope)
-            governing = state.registry.authorise_write(call.principal, scope)
-            if governing == "scope.write.elevated":  # allowed (the registry raised otherwise)
+            governing = state.registry.write_capability(call.principal, scope)
+            if governing == "scope.write.elevated":
                 call.primary = governing
                 call.check(governing, scope)
         result = await engine.experience(body, caller=call.principal.actor, tenant_id=call.principal.tenant,
                                          wait=wait)  # fmt: skip
         call.event_id = result.event_id
-        state.registry.note_write(call.principal, result.scope)
+        await state.registry.note_write(result.scope)
         if result.replay:
             call.headers["X-Cortex-Replay"] = "true"
         return json_response(result.to_wire(), 200 if wait in ("indexed", "consolidated") else 202)
@@ -207,10 +212,13 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
             scope = canonical_scope(scope)
             call.primary = "scope.write"
             call.check("scope.write", scope)
-            state.registry.authorise_write(call.principal, scope)
+            governing = state.registry.write_capability(call.principal, scope)
+            if governing == "scope.write.elevated":
+                call.primary = governing
+                call.check(governing, scope)
         result = await engine.experience_bulk(body, caller=call.principal.actor,
                                               tenant_id=call.principal.tenant)  # fmt: skip
-        state.registry.note_write(call.principal, result.scope)
+        await state.registry.note_write(result.scope)
         if result.accepted == 0 and result.replayed:
             call.headers["X-Cortex-Replay"] = "true"
         return json_response(result.to_wire(), 202)
@@ -239,8 +247,12 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
             call.check("scope.read.local", scope)
             if traversal_mode in ("holistic", "descend"):
                 call.check(f"scope.read.{traversal_mode}", scope)
-            if diagnostics not in (None, "none"):
-                call.check("diagnostics.read", scope)
+            if diagnostics in (None, "summary", "full") and not call.allows("diagnostics.read", scope):
+                # diagnostics are stripped, not refused, for callers without diagnostics.read
+                # (§5.2); an explicit request is told so
+                if diagnostics is not None:
+                    call.headers["X-Cortex-Warning"] = "diagnostics_stripped"
+                body = {**body, "diagnostics": "none"}
         caller, tenant = call.principal.actor, call.principal.tenant
         if body.get("stream") is True:
             stream = engine.recall_stream(body, caller=caller, tenant_id=tenant)
@@ -266,7 +278,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         return await engine.get_event(scope, event_id)
 
     async def _home(event_id: str) -> str:
-        return await engine._home_scope(event_id)
+        return await engine.home_scope(event_id)
 
     @api("GET", "/v1/episodes", summary="List episodes", response_schema="page:episode")
     async def episodes(call: Call):
@@ -345,7 +357,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         return await engine.related_concepts(scope, concept_id)
 
     # -- temporal phrases (§8.17) ----------------------------------------------------------------
-    @api("POST", "/v1/temporal/phrases", tier="beta", rate="write", status=201,
+    @api("POST", "/v1/temporal/phrases", tier="beta", rate="write", status=201, access="tenant",
          summary="Register a custom temporal phrase")
     async def phrase_add(call: Call):
         body = call.json()
@@ -356,12 +368,12 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         return json_response(await engine.register_temporal_phrase(
             body["name"], body["pattern"], body["resolves_to"], tenant_id=call.principal.tenant), 201)
 
-    @api("GET", "/v1/temporal/phrases", tier="beta", summary="List custom temporal phrases")
+    @api("GET", "/v1/temporal/phrases", tier="beta", access="tenant", summary="List custom temporal phrases")
     async def phrase_list(call: Call):
         call.check("temporal.phrases.read")
         return {"items": await engine.temporal_phrases(tenant_id=call.principal.tenant)}
 
-    @api("DELETE", "/v1/temporal/phrases/{name}", tier="beta", rate="write",
+    @api("DELETE", "/v1/temporal/phrases/{name}", tier="beta", rate="write", access="tenant",
          summary="Delete a custom temporal phrase")
     async def phrase_delete(call: Call, name: str):
         call.check("temporal.phrases.write")
@@ -375,11 +387,11 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         body = call.json()
         path = scope_param(body.get("path"), "path")
         call.primary = "policy.administer.scope"
-        call.check("policy.administer.scope", path)
-        record = await state.registry.register(call.principal, body, engine.clock.now())
+        call.check("policy.administer.scope", path, access=CLAIM)  # a claimant may register it
+        record = await state.registry.register(call.principal, body, engine.clock.now(), call.check)
         return json_response(record, 201)
 
-    @api("GET", "/v1/scopes", summary="Look up a scope by ?path= or list by ?prefix=")
+    @api("GET", "/v1/scopes", summary="Look up a scope by ?path= or list by ?prefix=", access="filtered")
     async def scope_get(call: Call):
         args = query_args(("path", "prefix", "auto_provisioned", "limit", "cursor"))
         if "path" in args:
@@ -397,42 +409,31 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         limit = page_limit(args.get("limit"), 50)
         auto = to_bool(args["auto_provisioned"], "auto_provisioned") if "auto_provisioned" in args else None
         after = decode_cursor(args["cursor"]).get("after") if "cursor" in args else None
-        items, more = await state.registry.list(prefix=prefix, auto_provisioned=auto, after=after, limit=limit + 0)
         call.check("scope.read.local")  # the listing itself; each item is filtered by its own path
-        visible = [i for i in items if call.allows("scope.read.local", i["path"])]
-        return {"items": visible, "has_more": more,
+        items, more = await state.registry.list(prefix=prefix, auto_provisioned=auto, after=after, limit=limit,
+                                                keep=lambda path: call.allows("scope.read.local", path))  # fmt: skip
+        return {"items": items, "has_more": more,
                 "next_cursor": encode_cursor({"after": items[-1]["path"]}) if more and items else None}  # fmt: skip
 
     @api("PUT", "/v1/scopes/members", rate="write", summary="Replace a scope's member list (atomic diff)")
     async def scope_members(call: Call):
         path = scope_param(query_args(("path",)).get("path"), "path")
-        call.check("policy.administer.scope", path)
-        await _require_owner(call, path)
+        call.check("policy.administer.scope", path)  # owners only (the gate's membership rule)
         return await state.registry.set_members(call.principal, path, call.json())
-
-    async def _require_owner(call: Call, path: str) -> None:
-        record = await state.registry.get(path)
-        if record is None:
-            raise NotFound(f"scope {path} is not registered", details={"path": path})
-        owners = {m["actor"] for m in record.members if m["role"] == "owner"}
-        if call.principal.actor not in owners and not call.principal.operator:
-            from .registry import NotAMember
-
-            raise NotAMember(f"only an owner of {path} may change it", details={"scope": path})
 
     @api("DELETE", "/v1/scopes", rate="write", summary="Delete a scope registration (?records=keep)")
     async def scope_delete(call: Call):
         args = query_args(("path", "records"))
         path = scope_param(args.get("path"), "path")
-        call.check("policy.administer.scope", path)
-        await _require_owner(call, path)
-        return await state.registry.delete(call.principal, path, args.get("records", "keep"))
+        call.check("policy.administer.scope", path)  # owners only
+        return await state.registry.delete(path, args.get("records", "keep"), call.check)
 
-    @api("POST", "/v1/scopes/prune", tier="experimental", rate="write",
+    @api("POST", "/v1/scopes/prune", tier="experimental", rate="write", access="tenant",
          summary="Remove idle auto-provisioned scopes (dry_run first)")
     async def scope_prune(call: Call):
         body = call.json()
         call.check("policy.administer.tenant")
+        require_admin(call, "policy.administer.tenant", "only the tenant's admins may prune its scopes")
         dry_run = body.get("dry_run", True)
         if not isinstance(dry_run, bool):
             raise InvalidBody("dry_run must be true or false", details={"field": "dry_run"})
@@ -445,9 +446,11 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     @api("GET", "/v1/lifecycle/event/{lce_id}", summary="One lifecycle event")
     async def lifecycle_event(call: Call, lce_id: str):
         record = await engine.lifecycle_event(lce_id)
-        call.check("lifecycle.subscribe", record.get("scope"))
-        if record.get("scope"):
-            call.check("scope.read.local", record["scope"])
+        scope = record.get("scope")
+        if scope is None:  # node-level records (none are persisted today): admins only
+            require_admin(call, "lifecycle.subscribe", "this lifecycle record belongs to no scope")
+        call.check("lifecycle.subscribe", scope)
+        call.check("scope.read.local", scope)
         return record
 
     @api("GET", "/v1/lifecycle/memory-event/{event_id}", summary="Aggregated stages of one memory event")
@@ -461,14 +464,18 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
          summary="Cancel the queued stages of a captured event")
     async def cancel(call: Call, event_id: str):
         body = call.json() if call.raw.strip() else {}
-        result = await engine.cancel(event_id, caller=call.principal.actor)
+        note = body.get("audit_note")
+        if note is not None and not isinstance(note, str):
+            raise InvalidBody("audit_note must be a string", details={"field": "audit_note"})
+        call.primary = "scope.write"
+        result = dict(await engine.cancel(event_id, caller=call.principal.actor))
         call.event_id = event_id
-        result = dict(result)
-        if body.get("audit_note"):
-            result["audit_note"] = str(body["audit_note"])[:500]
+        if note:
+            result["audit_note"] = note[:500]
+        result["audit_id"] = call.audit_id  # the row this call writes (§8.9.5)
         return result
 
-    @api("GET", "/v1/lifecycle", summary="Catch-up list of lifecycle events (lce order)")
+    @api("GET", "/v1/lifecycle", summary="Catch-up list of lifecycle events (lce order)", access="filtered")
     async def lifecycle_list(call: Call):
         args = query_args(("scope", "since_lifecycle_id", "event_id", "batch_id", "job_id", "events",
                            "limit", "cursor"))  # fmt: skip
@@ -482,12 +489,14 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         rows = await engine.lifecycle(since_lifecycle_id=after, limit=limit + 1, scope=scope, **filters)
         more = len(rows) > limit
         rows = [r for r in rows[:limit]]
-        visible = [r for r in rows if not r.get("scope") or call.allows("scope.read.local", r["scope"])]
+        admin = state.gate.is_admin(call.principal)
+        visible = [r for r in rows
+                   if (call.allows("scope.read.local", r["scope"]) if r.get("scope") else admin)]
         return {"items": visible, "has_more": more,
                 "next_cursor": encode_cursor({"after": rows[-1]["lifecycle_id"]}) if more else None}  # fmt: skip
 
     # -- auth (§8.16) ----------------------------------------------------------------------------
-    @api("POST", "/v1/auth/revoke", rate="write", status=204, summary="Revoke a token by jti")
+    @api("POST", "/v1/auth/revoke", rate="write", status=204, access="tenant", summary="Revoke a token by jti")
     async def revoke(call: Call):
         body = call.json()
         jti = body.get("jti")
@@ -510,7 +519,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
 
         return Response(b"", status=204)
 
-    @api("GET", "/v1/auth/whoami", summary="The caller's identity and effective capabilities")
+    @api("GET", "/v1/auth/whoami", access="tenant", summary="The caller's identity and effective capabilities")
     async def whoami(call: Call):
         p = call.principal
         effective = state.policy.effective(p, None)
@@ -520,16 +529,16 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
                 "effective_capabilities": effective["allowed"],
                 "natural_level": state.registry.natural_level(p.actor)}  # fmt: skip
 
-    # -- policy (§5.5) ---------------------------------------------------------------------------
+    # -- policy (§5.5): each tier has owners ------------------------------------------------------
     @api("GET", "/v1/policy/effective", summary="Effective capabilities after stacking the tiers",
-         response_schema="capability_set")
+         response_schema="capability_set", access="tenant")
     async def policy_effective(call: Call):
         args = query_args(("actor", "scope"))
         scope = scope_param(args["scope"]) if args.get("scope") else None
         principal = call.principal
         actor = args.get("actor") or principal.actor
-        if actor != principal.actor:
-            call.check("policy.administer.actor", scope)
+        if actor != principal.actor:  # someone else's capabilities: those who may edit them
+            authorise_actor_policy(call, actor, scope)
             from .policy import Principal
 
             principal = Principal(actor=actor, tenant=principal.tenant, operator=actor in state.policy.operators)
@@ -538,42 +547,70 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
                 "natural_level": state.registry.natural_level(actor),
                 "rate_limits": state.policy.rate_limits(principal.tenant)}  # fmt: skip
 
-    @api("GET", "/v1/policy/deployment", summary="The deployment policy (preset)")
+    @api("GET", "/v1/policy/deployment", summary="The deployment policy (preset)", access="tenant")
     async def policy_deployment(call: Call):
         return state.policy.document("deployment", state.policy.preset.name)
 
-    @api("PUT", "/v1/policy/deployment", tier="experimental", rate="write", summary="Replace the deployment policy")
+    @api("PUT", "/v1/policy/deployment", tier="experimental", rate="write", access="tenant",
+         summary="Change the deployment policy (keys given replace the current ones)")
     async def policy_deployment_put(call: Call):
         call.check("policy.administer.deployment")
-        return await state.policy.put("deployment", state.policy.preset.name, call.json())
+        return await state.policy.put("deployment", state.policy.preset.name, call.json(),
+                                      principal=call.principal)  # fmt: skip
+
+    def authorise_actor_policy(call: Call, actor: str, scope: str | None) -> None:
+        """The actor tier's owners (§5.1): the actor itself, the tenant's admins, and — for the
+        actor's policy within one scope (``?scope=``) — that scope's owners."""
+        call.check("policy.administer.actor", scope)
+        if actor == call.principal.actor or state.gate.is_admin(call.principal):
+            return
+        if scope is None:
+            call.deny("policy.administer.actor", "actor",
+                      f"only {actor} itself or a tenant admin may administer its policy; an owner "
+                      "of a scope may administer it within that scope (?scope=)")  # fmt: skip
+        call.check("policy.administer.scope", scope)  # owners of that scope only
 
     def tier_routes(tier: str, param: str, converter: Any) -> None:
         capability = f"policy.administer.{tier}"
+        params = ("scope",) if tier == "actor" else ()
+
+        def target_of(call: Call, kw: dict[str, Any]) -> tuple[str, str | None]:
+            target = converter(kw[param])
+            args = query_args(params)
+            scope = scope_param(args["scope"]) if args.get("scope") else None
+            if tier == "tenant":
+                call.check(capability)
+                require_admin(call, capability, f"only the admins of tenant {target} may administer its policy")
+                if target != call.principal.tenant and not call.principal.operator:
+                    raise NotFound(f"no tenant {target} on this deployment", details={"tenant_id": target})
+            elif tier == "scope":
+                call.check(capability, target)  # the gate: owners of the scope only
+            else:
+                authorise_actor_policy(call, target, scope)
+            return target, scope
 
         async def get_doc(call: Call, **kw: Any):
-            target = converter(kw[param])
-            call.check(capability, target if tier == "scope" else None)
-            if tier == "tenant" and target != call.principal.tenant and not call.principal.operator:
-                raise NotFound(f"no tenant {target} on this deployment", details={"tenant_id": target})
-            return state.policy.document(tier, target)
+            target, scope = target_of(call, kw)
+            return state.policy.document(tier, target, scope=scope)
 
         async def put_doc(call: Call, **kw: Any):
-            target = converter(kw[param])
-            call.check(capability, target if tier == "scope" else None)
-            return await state.policy.put(tier, target, call.json())
+            target, scope = target_of(call, kw)
+            return await state.policy.put(tier, target, call.json(), principal=call.principal, scope=scope)
 
         get_doc.__name__ = f"policy_{tier}_get"
         put_doc.__name__ = f"policy_{tier}_put"
         path = f"/v1/policy/{tier}/{{{param}{':path' if tier == 'scope' else ''}}}"
-        api("GET", path, summary=f"Read the {tier} policy")(get_doc)
-        api("PUT", path, tier="experimental", rate="write", summary=f"Replace the {tier} policy")(put_doc)
+        access = "scope" if tier == "scope" else "tenant"
+        api("GET", path, summary=f"Read the {tier} policy", access=access)(get_doc)
+        api("PUT", path, tier="experimental", rate="write", summary=f"Replace the {tier} policy",
+            access=access)(put_doc)  # fmt: skip
 
     tier_routes("tenant", "tenant_id", str)
     tier_routes("scope", "scope_path", canonical_scope)
     tier_routes("actor", "actor_id", str)
 
     # -- audit (§8.10) ---------------------------------------------------------------------------
-    @api("GET", "/v1/audit", summary="Query the audit log", response_schema="page:audit_row")
+    @api("GET", "/v1/audit", summary="Query the audit log", access="tenant", response_schema="page:audit_row")
     async def audit_query(call: Call):
         args = query_args(("scope", "actor", "capability", "decision", "since", "limit", "cursor"))
         call.check("audit.read")
@@ -604,11 +641,11 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
             call.check("audit.read.cross_actor")
         return row
 
-    @api("GET", "/v1/audit/{audit_id}", summary="One audit row", response_schema="audit_row")
+    @api("GET", "/v1/audit/{audit_id}", summary="One audit row", access="tenant", response_schema="audit_row")
     async def audit_get(call: Call, audit_id: str):
         return await _audit_row(call, audit_id)
 
-    @api("POST", "/v1/audit/verify", summary="Check a request body against an audit row's hash")
+    @api("POST", "/v1/audit/verify", access="tenant", summary="Check a request body against an audit row's hash")
     async def audit_verify(call: Call):
         body = call.json()
         audit_id, raw = body.get("audit_id"), body.get("body")
@@ -626,7 +663,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         return {"name": "cortexdb", "version": __version__, "api": "v1",
                 "deployment_preset": state.policy.preset.name}  # fmt: skip
 
-    @api("GET", "/v1/admin/health", summary="Liveness and diagnostics")
+    @api("GET", "/v1/admin/health", access="tenant", summary="Liveness and diagnostics")
     async def health(call: Call):
         call.check("admin.health")
         stats = engine.statistics()
@@ -634,7 +671,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
                 "deployment_preset": state.policy.preset.name, "open_streams": state.open_streams,
                 "engine": _stats_wire(stats)}  # fmt: skip
 
-    @api("GET", "/v1/admin/metrics", summary="Prometheus metrics")
+    @api("GET", "/v1/admin/metrics", access="tenant", summary="Prometheus metrics")
     async def metrics(call: Call):
         from quart import Response
 
@@ -656,7 +693,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
                 lines += [f"# TYPE cortexdb_engine_{name} gauge", f"cortexdb_engine_{name} {value}"]
         return Response("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4; charset=utf-8")
 
-    @api("POST", "/v1/admin/flush-views", tier="experimental", rate="write",
+    @api("POST", "/v1/admin/flush-views", tier="experimental", rate="write", access="tenant",
          summary="Wait for queued derivations (seal=true also seals open episodes)")
     async def flush_views(call: Call):
         call.check("admin.flush")
@@ -665,7 +702,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         await engine.flush(scope, seal=bool(body.get("seal", False)))
         return {"flushed": True, "scope": scope, "wal_offset": engine.wal_offset}
 
-    @api("POST", "/v1/admin/compact", tier="experimental", rate="write", summary="Compact the store")
+    @api("POST", "/v1/admin/compact", tier="experimental", rate="write", access="tenant", summary="Compact the store")
     async def compact(call: Call):
         call.check("admin.compact")
         store = engine.store
@@ -688,7 +725,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
                                     details={"endpoint": f"{_m} {_p}"})  # fmt: skip
 
         unbuilt.__name__ = "unbuilt_" + path.strip("/").replace("/", "_").replace("{", "").replace("}", "")
-        api(method, path, tier=tier, summary="Not implemented yet (501)")(unbuilt)
+        api(method, path, tier=tier, summary="Not implemented yet (501)", access="tenant")(unbuilt)
 
 
 def _uptime(state: ServerState) -> float:

@@ -20,6 +20,12 @@ class ServerSettings:
     issuer_dirs: list[str] = attrs.field(factory=list)  # `cortexdb token keygen` directories
     jwt_issuers: list[tuple[str, str]] = attrs.field(factory=list)  # (iss, PEM or JWKS path)
     operators: tuple[str, ...] = ()
+    # the tenant's admins: owners of every scope of the tenant and the only editors of its policy
+    # (operators are admins too); docs/security.md
+    tenant_admins: tuple[str, ...] = ()
+    # browser origins allowed besides loopback ones (a request with any other Origin is refused);
+    # "*" allows every origin
+    allowed_origins: tuple[str, ...] = ()
     enable_experimental: bool = False
     max_body_bytes: int = 16 * 1024 * 1024
     embedder: str = "hash"
@@ -47,7 +53,11 @@ class ServerSettings:
         if env.get("CORTEX_TENANT"):
             values["tenant"] = env["CORTEX_TENANT"]
         if env.get("CORTEX_OPERATORS"):
-            values["operators"] = tuple(a.strip() for a in env["CORTEX_OPERATORS"].split(",") if a.strip())
+            values["operators"] = _csv(env["CORTEX_OPERATORS"])
+        if env.get("CORTEX_TENANT_ADMINS"):
+            values["tenant_admins"] = _csv(env["CORTEX_TENANT_ADMINS"])
+        if env.get("CORTEX_ALLOWED_ORIGINS"):
+            values["allowed_origins"] = _csv(env["CORTEX_ALLOWED_ORIGINS"])
         if env.get("CORTEX_ISSUER_KEYS"):
             values["issuer_dirs"] = [d for d in env["CORTEX_ISSUER_KEYS"].split(os.pathsep) if d]
         if env.get("CORTEX_HTTP_SERVER"):
@@ -57,3 +67,7 @@ class ServerSettings:
         values["enable_experimental"] = env.get("CORTEX_ENABLE_EXPERIMENTAL", "") in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())

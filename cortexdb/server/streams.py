@@ -84,16 +84,16 @@ async def lifecycle_records(state: ServerState, principal: Principal, scope: str
     policy = state.policy
     readable: dict[str, bool] = {}
 
-    def can_read(path: str) -> bool:
+    def can_read(path: str) -> bool:  # the gate, per record scope, cached per policy version
         if path not in readable:
-            readable[path] = policy.decide(principal, "scope.read.local", path).allowed
+            readable[path] = state.gate.decide(principal, "scope.read.local", path).allowed
         return readable[path]
 
     def still_allowed() -> tuple[bool, str]:
         for capability, target in (("lifecycle.subscribe", scope), ("scope.read.local", scope)):
             if target is None and capability == "scope.read.local":
                 continue
-            decision = policy.decide(principal, capability, target)
+            decision = state.gate.decide(principal, capability, target)
             if not decision.allowed:
                 return False, f"{capability} is now denied by the {decision.tier} tier"
         return True, ""
@@ -127,7 +127,7 @@ async def _subscription_args(call: Call, args: dict[str, str], last_event_id: st
     state = call.state
     scope = scope_param(args["scope"]) if args.get("scope") else None
     if scope is None and args.get("event_id"):
-        scope = await state.engine._home_scope(args["event_id"])
+        scope = await state.engine.home_scope(args["event_id"])
     call.check("lifecycle.subscribe", scope)
     if scope is not None:
         call.check("scope.read.local", scope)
@@ -170,7 +170,8 @@ async def _audit_ws(state: ServerState, call: Call | None, status: int, request_
 def install(app: Any, api: Any, state: ServerState) -> None:
     from .routes import query_args
 
-    @api("GET", "/v1/lifecycle/stream", summary="Lifecycle events as Server-Sent Events", stream=True)
+    @api("GET", "/v1/lifecycle/stream", summary="Lifecycle events as Server-Sent Events", stream=True,
+         access="filtered")
     async def lifecycle_stream(call: Call):
         args = query_args(LIFECYCLE_PARAMS)
         scope, since, filters = await _subscription_args(call, args, request.headers.get("Last-Event-ID"))
@@ -178,12 +179,12 @@ def install(app: Any, api: Any, state: ServerState) -> None:
         return sse_response(state, frames)
 
     ws_route = Route("GET", "/v1/lifecycle/ws", "stable", None,
-                     "Lifecycle events over a WebSocket (JSON frames)", False)  # fmt: skip
+                     "Lifecycle events over a WebSocket (JSON frames)", False, access="filtered")  # fmt: skip
     state.routes.append(ws_route)
 
     @app.websocket("/v1/lifecycle/ws")
     async def lifecycle_ws():
-        request_id = websocket.headers.get("X-Cortex-Request-ID") or state.engine._ctx.ids.new("req")
+        request_id = websocket.headers.get("X-Cortex-Request-ID") or state.engine.new_id("req")
         call = None
         try:
             principal = state.verifier.principal(

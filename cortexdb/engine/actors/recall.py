@@ -1,9 +1,9 @@
 """The RecallCoordinator: one recall, from request to stratified pack (reference §8.3, §9, §10.1).
 
 1. validate the request; classify the query (the plan is the first trail phase);
-2. resolve the traversal — ``local`` (the scope), ``holistic`` (the scope and its ancestors,
-   honouring the scope's ``inherit_from``), ``descend`` (registered descendants, with denied
-   placeholders for scopes the caller may not read);
+2. resolve the traversal with ``Engine.traverse`` (the one rule layer reads use too): scopes the
+   caller may not read are skipped, named in the ``traverse`` trail phase and, in diagnostics,
+   as denied placeholders;
 3. ask every scope actor for candidates concurrently, each under a deadline: a slow or failing
    scope degrades the pack (``DERIVED_LAYER_UNAVAILABLE`` in diagnostics) instead of failing it;
 4. score (signals × plan weights), MMR per layer, per-layer limits, the token knapsack;
@@ -20,13 +20,11 @@ from typing import Any
 
 import trio
 
-from ...errors import CortexError, InvalidBody, NotFound, PolicyDenied
-from .. import keys
-from ..model import Scope, loads
+from ...errors import CortexError, InvalidBody, NotFound
 from ..retrieve import filters as recall_filters
 from ..retrieve import planner, render, scoring
 from ..retrieve.temporal_filter import TemporalFilter
-from ..scopes import ancestors, canonical_scope, is_within
+from ..scopes import canonical_scope
 from .messages import ReadLayer
 
 LAYERS = ("events", "episodes", "facts", "beliefs", "understanding")
@@ -191,8 +189,12 @@ class RecallCoordinator:
         self.ctx.policy.check(caller, "scope.read.local", spec["scope"])
         if spec["traversal"] != "local":
             self.ctx.policy.check(caller, policy_capability, spec["scope"])
-        scopes, denied = await self._traversal(spec, caller)
+        traversal = await self.engine.traverse(spec["scope"], spec["traversal"], caller=caller)
+        scopes, denied = list(traversal.scopes), list(traversal.denied)
         lap("policy_check", t)
+        trail.append({"phase": "traverse", "view": spec["traversal"], "scopes": scopes,
+                      "skipped": [{"scope": d["scope"], "denied_reason": d["denied_reason"]} for d in denied],
+                      "elapsed_ms": timings["policy_check"]})  # fmt: skip
 
         t = trio.current_time()
         vector = None
@@ -350,37 +352,6 @@ class RecallCoordinator:
         record["score"] = round(candidate["score"], 4)
         record["scope"] = candidate["scope"]
         return record
-
-    async def _scope_record(self, path: str) -> Scope | None:
-        raw = await self.ctx.store.get(keys.scope_record(path))
-        return loads(raw, Scope) if raw else None
-
-    async def _traversal(
-        self, spec: dict[str, Any], caller: str
-    ) -> tuple[list[str], list[dict[str, Any]]]:
-        scope = spec["scope"]
-        if spec["traversal"] == "local":
-            return [scope], []
-        if spec["traversal"] == "holistic":
-            chain = ancestors(scope)
-            record = await self._scope_record(scope)
-            inherit = (record.policies.get("inherit_from") if record else None) or None
-            if inherit:  # read up to (and including) the named ancestors only
-                chain = [a for a in chain if any(is_within(a, root) for root in inherit)]
-            return [scope] + [a for a in chain if await self._scope_record(a) is not None], []
-        scopes, denied = [scope], []
-        for path in await self.engine.scope_paths(scope + "/"):
-            try:
-                self.ctx.policy.check(caller, "scope.read.local", path)
-            except PolicyDenied as exc:
-                count = await self.ctx.supervisor.request(
-                    path, lambda reply, p=path: ReadLayer("count", {}, reply)
-                )
-                denied.append({"scope": path, "denied": True, "item_count": count,
-                               "denied_reason": exc.details.get("denied_by_tier", "policy")})  # fmt: skip
-                continue
-            scopes.append(path)
-        return scopes, denied
 
     async def _fan_out(self, scopes: list[str], query: dict[str, Any]):
         results: dict[str, list[dict[str, Any]]] = {}
