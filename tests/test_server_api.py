@@ -353,12 +353,16 @@ async def test_temporal_phrases_over_http(tmp_path):
     async with server(tmp_path) as h:
         phrase = {"name": "fiscal_q3", "pattern": "fiscal Q3", "resolves_to": {"valid_during": ["2026-07-01", "2026-10-01"]}}
         response, data = await h.call("POST", "/v1/temporal/phrases", json=phrase)
+        assert response.status_code == 403  # tenant-wide: admins only (§8.17.1)
+        response, data = await h.call("POST", "/v1/temporal/phrases", "user:root", json=phrase)
         assert response.status_code == 201, data
         response, data = await h.call("GET", "/v1/temporal/phrases")
         assert data["items"] == [phrase]
         response, data = await h.call("DELETE", "/v1/temporal/phrases/fiscal_q3")
+        assert response.status_code == 403
+        response, data = await h.call("DELETE", "/v1/temporal/phrases/fiscal_q3", "user:root")
         assert response.status_code == 200
-        response, data = await h.call("DELETE", "/v1/temporal/phrases/fiscal_q3")
+        response, data = await h.call("DELETE", "/v1/temporal/phrases/fiscal_q3", "user:root")
         assert response.status_code == 404 and data["error_code"] == "NOT_FOUND"
         assert TENANT == "acme"
 

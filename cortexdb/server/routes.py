@@ -362,6 +362,8 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     async def phrase_add(call: Call):
         body = call.json()
         call.check("temporal.phrases.write")
+        require_admin(call, "temporal.phrases.write", "custom phrases apply to the whole tenant: "
+                      "only its admins register them (§8.17.1)")
         for field in ("name", "pattern", "resolves_to"):
             if field not in body:
                 raise MissingRequiredField(f"{field} is required", details={"field": field})
@@ -377,6 +379,8 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
          summary="Delete a custom temporal phrase")
     async def phrase_delete(call: Call, name: str):
         call.check("temporal.phrases.write")
+        require_admin(call, "temporal.phrases.write", "custom phrases apply to the whole tenant: "
+                      "only its admins delete them (§8.17.3)")
         await engine.delete_temporal_phrase(name, tenant_id=call.principal.tenant)
         return json_response({"name": name, "deleted": True})
 
