@@ -8,13 +8,16 @@
                    [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR] [--tenant T]
                    [--tenant-admin ACTOR] [--allow-origin ORIGIN]
                    [--embedder hash|minilm|best] [--http-server cortex|hypercorn]
+                   [--token-leeway SECONDS]
     cortexdb token keygen --dir DIR [--iss ISS]
     cortexdb token mint --dir DIR --sub ACTOR --tenant T [--caps a,b] [--scopes ...] [--ttl SECONDS]
+                        [--max-ttl SECONDS]
 
 ``serve`` reads CORTEX_DEPLOYMENT_PRESET, CORTEX_DATA_DIR, CORTEX_BACKEND, CORTEX_BIND,
 CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_TENANT_ADMINS, CORTEX_ALLOWED_ORIGINS,
-CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER and CORTEX_ENABLE_EXPERIMENTAL;
-flags win.
+CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER, CORTEX_TOKEN_LEEWAY and
+CORTEX_ENABLE_EXPERIMENTAL; flags win.  ``token mint`` refuses (exit 2) capabilities outside
+the catalog and TTLs the server would refuse.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ def _serve(args) -> None:
             tenant_admins=tuple(args.tenant_admin) if args.tenant_admin else None,
             allowed_origins=tuple(args.allow_origin) if args.allow_origin else None,
             embedder=args.embedder or os.environ.get("CORTEX_EMBEDDER") or "best", http_server=args.http_server,
+            token_leeway=args.token_leeway,
         )  # fmt: skip
     except ValueError as exc:
         raise SystemExit(f"cortexdb: {exc}") from None
@@ -100,7 +104,7 @@ def _token(args) -> None:
         else:
             caps = [c for c in args.caps.split(",") if c] if args.caps is not None else None
             print(auth.mint(args.dir, sub=args.sub, tenant=args.tenant, caps=caps,
-                            scopes=args.scopes or None, ttl=args.ttl))  # fmt: skip
+                            scopes=args.scopes or None, ttl=args.ttl, max_ttl=args.max_ttl))  # fmt: skip
     except (OSError, ValueError, KeyError) as exc:
         raise SystemExit(f"cortexdb: token {args.token_command}: {args.dir}: {exc}") from None
 
@@ -136,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="best (default): all-MiniLM-L6-v2 when installed, else the hash embedder")
     serve.add_argument("--http-server", choices=("cortex", "hypercorn"),
                        help="cortex (default): the built-in HTTP/1.1 + WebSocket server; hypercorn: Hypercorn's trio worker")
+    serve.add_argument("--token-leeway", metavar="SECONDS",
+                       help="clock skew allowed on a token's iat and nbf (default 60, at most 3600)")
     token = commands.add_parser("token", help="the reference PASETO v4.public issuer")
     token_commands = token.add_subparsers(dest="token_command", required=True)
     keygen = token_commands.add_parser("keygen", help="create an Ed25519 issuer key pair")
@@ -148,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     mint.add_argument("--caps", help="comma-separated capability list that narrows the policy")
     mint.add_argument("--scopes", action="append", help="CAP:SCOPE_PATTERN, e.g. scope.write:org:acme/*")
     mint.add_argument("--ttl", type=int, default=3600, help="seconds (max 24 h; 30 d for service:)")
+    mint.add_argument("--max-ttl", type=int, metavar="SECONDS",
+                      help="refuse a --ttl above this (a site cap; it cannot exceed the server's maximum)")
     args = parser.parse_args(argv)
     try:
         if args.command == "version":

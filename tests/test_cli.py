@@ -1,5 +1,7 @@
 """The command line."""
 
+import pytest
+
 import cortexdb
 from cortexdb.cli import main
 
@@ -63,3 +65,74 @@ def test_cli_errors_are_one_line_not_a_traceback(tmp_path, capsys):
                  "--issuer-keys", str(tmp_path / "nope")])  # fmt: skip
     assert code == 2
     assert "INVALID_ISSUER_CONFIG" in capsys.readouterr().err
+
+
+def _keygen(tmp_path, capsys) -> str:
+    directory = str(tmp_path / "issuer")
+    assert main(["token", "keygen", "--dir", directory]) == 0
+    capsys.readouterr()
+    return directory
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--caps", "scope.write,scope.wrte"], "unknown capability 'scope.wrte' in --caps"),
+    (["--caps", "scope.read.*"], "wildcards are not allowed"),
+    (["--scopes", "scope.wirte:org:acme/*"], "unknown capability 'scope.wirte' in --scopes"),
+    (["--scopes", "scope.write"], "--scopes takes CAP:SCOPE_PATTERN"),
+    (["--ttl", str(24 * 3600 + 1)], "exceeds the maximum of 86400 s for 'user:alice'"),
+    (["--ttl", "0"], "--ttl must be a positive number"), (["--ttl", "-60"], "--ttl must be a positive number"),
+    (["--sub", "service:job", "--ttl", str(30 * 24 * 3600 + 1)], "exceeds the maximum of 2592000 s"),
+    (["--ttl", "3600", "--max-ttl", "600"], "exceeds the maximum of 600 s for 'user:alice' (--max-ttl)"),
+    (["--max-ttl", str(24 * 3600 + 1)], "--max-ttl 86401 exceeds what the server accepts"),
+    (["--max-ttl", "0"], "--max-ttl must be a positive number"),
+])  # fmt: skip
+def test_token_mint_refuses_what_the_server_would_refuse(tmp_path, capsys, flags, says):
+    directory = _keygen(tmp_path, capsys)
+    args = ["token", "mint", "--dir", directory, "--tenant", "acme"]
+    if "--sub" not in flags:
+        args += ["--sub", "user:alice"]
+    assert main(args + flags) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("cortexdb: INVALID_MINT_REQUEST: ") and says in err, err
+
+
+def test_token_mint_accepts_the_maximum_ttls(tmp_path, capsys):
+    import time
+
+    from cortexdb.server.auth import Revocations, Verifier, load_issuer_dir
+
+    directory = _keygen(tmp_path, capsys)
+    verifier = Verifier([load_issuer_dir(directory)], "acme", Revocations(None), time.time)
+    for sub, ttl, extra in (("user:alice", 24 * 3600, []), ("service:job", 30 * 24 * 3600, []),
+                            ("agent:x", 600, ["--max-ttl", "600", "--scopes", "scope.write:org:acme/*"])):  # fmt: skip
+        assert main(["token", "mint", "--dir", directory, "--sub", sub, "--tenant", "acme", "--ttl", str(ttl),
+                     *extra]) == 0  # fmt: skip
+        claims = verifier.verify(capsys.readouterr().out.strip())
+        assert claims["sub"] == sub and claims["exp"] - claims["iat"] == ttl
+
+
+def test_serve_with_a_contradictory_jwks_fails_with_one_line(tmp_path, capsys):
+    import json
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1()).public_key()
+    jwk = {**json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key)), "alg": "RS256", "kid": "k1"}
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [jwk]}))
+    code = main(["serve", "--backend", "memory", "--bind", "127.0.0.1:0", "--embedder", "hash",
+                 "--jwt-issuer", f"https://idp.example={jwks}"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("cortexdb: INVALID_ISSUER_CONFIG: --jwt-issuer https://idp.example: ")
+    assert "kid='k1': alg RS256 contradicts its key type" in err
+
+
+def test_serve_refuses_a_bad_token_leeway(tmp_path):
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--backend", "memory", "--bind", "127.0.0.1:0", "--embedder", "hash",
+              "--token-leeway", "forever"])  # fmt: skip
+    assert str(exit_.value) == "cortexdb: the token leeway must be 0 to 3600 seconds, not 'forever'"

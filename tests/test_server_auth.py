@@ -7,9 +7,14 @@ import json
 
 import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from cortexdb import schemas
+from cortexdb.server.auth import IssuerConfigError
 from cortexdb.server.policy import PRESETS, Principal, load_preset
+from cortexdb.server.settings import ServerSettings
 
 from .server_support import TENANT, body, headers, server
 
@@ -28,8 +33,8 @@ async def test_paseto_and_jwt_tokens_are_accepted(tmp_path):
     ("hs256", "INVALID_TOKEN_SIGNATURE"), ("none", "INVALID_TOKEN_SIGNATURE"),
     ("wrong_key_type", "INVALID_TOKEN_SIGNATURE"), ("tampered_paseto", "INVALID_TOKEN_SIGNATURE"),
     ("tampered_jwt", "INVALID_TOKEN_SIGNATURE"), ("v4_local", "INVALID_TOKEN_SIGNATURE"),
-    ("unknown_issuer", "INVALID_TOKEN_SIGNATURE"), ("future_iat", "INVALID_TOKEN_CLAIMS"),
-    ("too_long", "INVALID_TOKEN_CLAIMS"), ("missing_jti", "INVALID_TOKEN_CLAIMS"),
+    ("unknown_issuer", "INVALID_TOKEN_SIGNATURE"), ("future_iat", "INVALID_TOKEN"),
+    ("too_long", "INVALID_TOKEN"), ("missing_jti", "INVALID_TOKEN"),
     ("foreign_aud", "WRONG_TENANT"), ("expired", "EXPIRED_TOKEN"), ("actor_mismatch", "ACTOR_MISMATCH"),
     ("no_actor_header", "ACTOR_MISMATCH"),
 ])  # fmt: skip
@@ -68,7 +73,7 @@ async def test_token_failures_are_401_with_the_catalog_code(tmp_path, case, code
         elif case == "future_iat":
             token = keys.jwt(iat=keys.now() + 3600, exp=keys.now() + 7200)
         elif case == "too_long":
-            token = keys.paseto(ttl=30 * 24 * 3600)
+            token = keys.paseto(extra={"exp": keys.now() + 30 * 24 * 3600})  # mint itself refuses the ttl
         elif case == "missing_jti":
             claims = keys.claims()
             del claims["jti"]
@@ -87,6 +92,98 @@ async def test_token_failures_are_401_with_the_catalog_code(tmp_path, case, code
         assert data["error_code"] == code
         assert data["retriable"] is False and data["request_id"] == response.headers["X-Cortex-Request-ID"]
         schemas.validator("error_envelope").validate(data)
+
+
+def _token(keys, fmt: str, **claims) -> str:
+    """A PASETO (claims added unchecked after minting) or an RS256 JWT carrying ``claims``."""
+    if fmt == "paseto":
+        return keys.paseto(extra=claims)
+    return keys.jwt(**claims)
+
+
+NOT_A_DATE = [float("nan"), float("inf"), float("-inf"), "1778687000", True, None, [1]]
+
+
+@pytest.mark.parametrize("fmt", ["paseto", "jwt"])
+@pytest.mark.parametrize("claim", ["exp", "iat", "nbf"])
+async def test_dates_that_are_not_finite_numbers_are_401_invalid_token(tmp_path, fmt, claim):
+    """Python's json writes and reads NaN/Infinity, so both formats can carry them; a NaN exp used
+    to never expire (every comparison with NaN is false)."""
+    async with server(tmp_path) as h:
+        for value in NOT_A_DATE:
+            token = _token(h.keys, fmt, **{claim: value})
+            response, data = await h.call("GET", "/v1/auth/whoami", hdrs=headers(token))
+            assert response.status_code == 401, (value, data)
+            assert data["error_code"] == "INVALID_TOKEN" and data["details"] == {"claim": claim}, (value, data)
+            schemas.validator("error_envelope").validate(data)
+            # the token cannot reach the revoke handler (which used to answer int(NaN) with a 500)
+            revoke, data = await h.call("POST", "/v1/auth/revoke", json={"jti": "x"}, hdrs=headers(token))
+            assert revoke.status_code == 401 and data["error_code"] == "INVALID_TOKEN", (value, data)
+        # finite numbers of either JSON kind are accepted
+        for value in (h.keys.now() - 10, h.keys.now() - 10.5) if claim != "exp" else (h.keys.now() + 60.5,):
+            response, data = await h.call("GET", "/v1/auth/whoami", hdrs=headers(_token(h.keys, fmt, **{claim: value})))
+            assert response.status_code == 200, (value, data)
+
+
+@pytest.mark.parametrize("fmt", ["paseto", "jwt"])
+async def test_nbf_is_enforced_with_the_leeway(tmp_path, fmt):
+    async with server(tmp_path) as h:  # default leeway: 60 s
+        now = h.keys.now()
+        for nbf, status in ((now - 3600, 200), (now, 200), (now + 59, 200), (now + 60, 200), (now + 61, 401),
+                            (now + 600, 401)):  # fmt: skip
+            response, data = await h.call("GET", "/v1/auth/whoami", hdrs=headers(_token(h.keys, fmt, nbf=nbf)))
+            assert response.status_code == status, (nbf - now, data)
+            if status == 401:
+                assert data["error_code"] == "INVALID_TOKEN"
+                assert data["details"] == {"claim": "nbf", "nbf": nbf, "leeway_seconds": 60.0}
+        # the same token becomes valid once the clock reaches nbf - leeway
+        token = _token(h.keys, fmt, nbf=now + 600)
+        h.clock.advance(540)
+        response, data = await h.call("GET", "/v1/auth/whoami", hdrs=headers(token))
+        assert response.status_code == 200, data
+
+
+@pytest.mark.parametrize("fmt", ["paseto", "jwt"])
+async def test_the_leeway_is_a_setting(tmp_path, fmt):
+    async with server(tmp_path, token_leeway=5) as h:
+        now = h.keys.now()
+        for claims, status in (({"nbf": now + 5}, 200), ({"nbf": now + 30}, 401),
+                               ({"iat": now + 5, "nbf": now}, 200), ({"iat": now + 30}, 401)):  # fmt: skip
+            if fmt == "jwt" and "iat" in claims:
+                claims = {**claims, "exp": claims["iat"] + 600}
+            response, data = await h.call("GET", "/v1/auth/whoami", hdrs=headers(_token(h.keys, fmt, **claims)))
+            assert response.status_code == status, (claims, data)
+            if status == 401:
+                assert data["error_code"] == "INVALID_TOKEN" and data["details"]["leeway_seconds"] == 5.0
+
+
+def test_leeway_setting_from_env_and_its_bounds():
+    assert ServerSettings().token_leeway == 60.0
+    assert ServerSettings.from_env({"CORTEX_TOKEN_LEEWAY": "12.5"}).token_leeway == 12.5
+    assert ServerSettings.from_env({"CORTEX_TOKEN_LEEWAY": "12"}, token_leeway="0").token_leeway == 0.0
+    for bad in ("nan", "inf", "-1", "3601", "soon"):
+        with pytest.raises(ValueError, match="token leeway"):
+            ServerSettings.from_env({"CORTEX_TOKEN_LEEWAY": bad})
+
+
+async def test_revoke_with_an_unusable_exp_is_400_not_500(tmp_path):
+    async with server(tmp_path) as h:
+        root = headers(h.keys.paseto("user:root"), "user:root", **{"Content-Type": "application/json"})
+        latest = h.keys.now() + 30 * 24 * 3600 + 60
+        for exp in (b"NaN", b"Infinity", b"-Infinity", b"1e400", b"10" + b"0" * 40, str(latest + 1).encode(),
+                    b'"tomorrow"', b"true", b"[1]"):  # fmt: skip
+            raw = b'{"jti": "jti-other", "exp": ' + exp + b"}"
+            response = await h.client.open("/v1/auth/revoke", method="POST", headers=root, data=raw)
+            data = json.loads(await response.get_data())
+            assert response.status_code == 400, (exp, data)
+            assert data["error_code"] == "INVALID_BODY" and data["details"]["field"] == "exp", (exp, data)
+            schemas.validator("error_envelope").validate(data)
+        assert not h.app.cortex.revocations.is_revoked("jti-other")
+        for jti, exp in (("jti-a", latest), ("jti-b", h.keys.now() + 3600.5), ("jti-c", None)):
+            doc = {"jti": jti} if exp is None else {"jti": jti, "exp": exp}
+            response, data = await h.call("POST", "/v1/auth/revoke", "user:root", json=doc)
+            assert response.status_code == 204, data
+            assert h.app.cortex.revocations.revoked[jti] == int(exp if exp is not None else latest)
 
 
 async def test_revoked_jti_is_refused_and_service_tokens_live_longer(tmp_path):
@@ -237,3 +334,65 @@ async def test_invalid_policy_documents_are_422(tmp_path):
         for doc in ({"allow": "scope.write"}, {"allow": ["Scope Write"]}, {"grant": []}):
             response, data = await h.call("PUT", "/v1/policy/actor/user:bob", "user:bob", json=doc)
             assert response.status_code == 422 and data["error_code"] == "INVALID_POLICY", data
+
+
+def _jwk(key, **extra) -> dict:
+    if isinstance(key, rsa.RSAPublicKey):
+        kind = RSAAlgorithm
+    else:
+        kind = ECAlgorithm if isinstance(key, ec.EllipticCurvePublicKey) else OKPAlgorithm
+    return {**json.loads(kind.to_jwk(key)), **extra}
+
+
+@pytest.mark.parametrize("case, says", [
+    ("rs256_on_ec", "alg RS256 contradicts its key type"), ("es256_on_rsa", "alg ES256 contradicts its key type"),
+    ("es256_on_p384", "unsupported EC curve secp384r1"), ("p384_without_alg", "unsupported EC curve secp384r1"),
+    ("ed25519_without_alg", "unsupported JWT key type"), ("rs256_on_ed25519", "alg RS256 contradicts"),
+    ("not_a_key", "not a usable key"), ("private_key", "a private key"),
+])  # fmt: skip
+async def test_an_issuer_key_contradicting_its_alg_stops_startup_naming_iss_and_kid(tmp_path, case, says):
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    p256 = ec.generate_private_key(ec.SECP256R1()).public_key()
+    p384 = ec.generate_private_key(ec.SECP384R1()).public_key()
+    okp = ed25519.Ed25519PrivateKey.generate().public_key()
+    bad = {"rs256_on_ec": _jwk(p256, alg="RS256"), "es256_on_rsa": _jwk(rsa_key.public_key(), alg="ES256"),
+           "es256_on_p384": _jwk(p384, alg="ES256"), "p384_without_alg": _jwk(p384),
+           "ed25519_without_alg": _jwk(okp), "rs256_on_ed25519": _jwk(okp, alg="RS256"),
+           "not_a_key": {"kty": "RSA", "alg": "RS256"},
+           "private_key": {**json.loads(RSAAlgorithm.to_jwk(rsa_key)), "alg": "RS256"}}[case]  # fmt: skip
+    jwks = tmp_path / "idp.json"
+    good = _jwk(p256, alg="ES256", kid="good")
+    hs256 = {"kty": "oct", "k": "c2VjcmV0", "alg": "HS256", "kid": "skipped"}  # never accepted, quietly skipped
+    jwks.write_text(json.dumps({"keys": [hs256, good, {**bad, "kid": "k-bad"}]}))
+    with pytest.raises(IssuerConfigError) as error:
+        async with server(tmp_path, jwt_issuers=[("https://idp.example/other", str(jwks))]):
+            pass
+    message = error.value.message
+    assert "https://idp.example/other" in message and "kid='k-bad'" in message and says in message, message
+    assert error.value.details["iss"] == "https://idp.example/other" and error.value.details["kid"] == "k-bad"
+    assert "\n" not in message
+
+
+async def test_a_pem_issuer_key_of_an_unsupported_type_stops_startup(tmp_path):
+    for name, key, says in (("ed.pem", ed25519.Ed25519PrivateKey.generate(), "unsupported JWT key type"),
+                            ("p384.pem", ec.generate_private_key(ec.SECP384R1()), "unsupported EC curve"),
+                            ("junk.pem", None, "not a PEM public key")):  # fmt: skip
+        path = tmp_path / name
+        path.write_bytes(b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n" if key is None else
+                         key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                       serialization.PublicFormat.SubjectPublicKeyInfo))  # fmt: skip
+        with pytest.raises(IssuerConfigError) as error:
+            async with server(tmp_path / name.split(".")[0], jwt_issuers=[("https://idp.example/pem", str(path))]):
+                pass
+        assert "--jwt-issuer https://idp.example/pem" in error.value.message and says in error.value.message
+
+
+async def test_a_jwks_without_alg_fields_still_loads(tmp_path):
+    """Keys without alg take it from their type (RSA → RS256, P-256 → ES256); tokens verify."""
+    async with server(tmp_path) as h:
+        plain = {"keys": [_jwk(h.keys.rsa.public_key(), kid="rsa1"), _jwk(h.keys.ec.public_key(), kid="ec1")]}
+        h.keys.jwks.write_text(json.dumps(plain))
+    async with server(tmp_path / "again", keys=h.keys) as again:
+        for alg, kid in (("RS256", "rsa1"), ("ES256", "ec1")):
+            response, data = await again.call("GET", "/v1/auth/whoami", hdrs=headers(h.keys.jwt(alg=alg, kid=kid)))
+            assert response.status_code == 200, data

@@ -228,16 +228,17 @@ def build_state(engine: Any, settings: ServerSettings) -> ServerState:
     for iss, path in settings.jwt_issuers:
         try:
             keys = load_jwt_keys(path)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (IssuerConfigError, OSError, ValueError, KeyError, TypeError) as exc:
+            extra = exc.details if isinstance(exc, IssuerConfigError) else {}  # e.g. the key's kid
             raise IssuerConfigError(f"--jwt-issuer {iss}: cannot load {path} ({exc})",
-                                    details={"iss": iss, "path": str(path)}) from None  # fmt: skip
+                                    details={**extra, "iss": iss, "path": str(path)}) from None  # fmt: skip
         issuers.setdefault(iss, Issuer(iss)).jwt.extend(keys)
     revocations = Revocations(engine.store)
     registry = ScopeRegistry(engine, policy)
     state = ServerState(
         engine=engine, settings=settings, policy=policy,
         verifier=Verifier(list(issuers.values()), settings.tenant, revocations,
-                          lambda: engine.clock.now().timestamp()),
+                          lambda: engine.clock.now().timestamp(), leeway=settings.token_leeway),
         revocations=revocations, registry=registry,
         gate=Gate(policy, registry, tenant_admins=settings.tenant_admins,
                   allowed_origins=settings.allowed_origins),

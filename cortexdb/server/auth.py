@@ -4,8 +4,9 @@ Two wire formats, chosen by the token's shape: PASETO ``v4.public.`` (pyseto) an
 RS256/ES256 only (pyjwt, always with an explicit ``algorithms=[alg]``; the key is picked by
 ``kid`` and ``alg``, because an ES256 token checked against an RSA key raises ``TypeError``).
 Every decode failure is a 401.  Validation follows §4.3: signature, ``iss`` on the allowlist,
-``aud`` = the deployment's tenant binding, ``exp``/``iat``, revocation by ``jti``, and
-``X-Cortex-Actor`` = ``sub``.  Token contents are never logged.
+``aud`` = the deployment's tenant binding, ``exp``/``iat``/``nbf`` (finite NumericDates; ``iat``
+and ``nbf`` get the configured leeway), revocation by ``jti``, and ``X-Cortex-Actor`` = ``sub``.
+Token contents are never logged.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import base64
 import collections
 import datetime as dt
 import json
+import math
 import os
 import re
 import secrets
@@ -29,14 +31,27 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from ..engine import jsoncodec, keys
 from ..engine.spi.kv import Delete, Put
 from ..errors import CortexError
-from .policy import Principal
+from .policy import CAPABILITIES, Principal
 
 JWT_ALGORITHMS = ("RS256", "ES256")
-MAX_USER_TTL = 24 * 3600
-MAX_SERVICE_TTL = 30 * 24 * 3600
-IAT_SKEW = 60
+MAX_USER_TTL = 24 * 3600  # §4.2: exp at most 24 h after iat
+MAX_SERVICE_TTL = 30 * 24 * 3600  # §4.4: 30 d for service:<name> subjects
+DEFAULT_LEEWAY = 60  # seconds of clock skew allowed on iat and nbf (§4.3: iat <= now + 60 s)
 REQUIRED_CLAIMS = ("iss", "sub", "aud", "exp", "iat", "jti")
 ACTOR_ID = re.compile(r"[a-z][a-z0-9_]*:[A-Za-z0-9_.@+\-]{1,200}")
+DATE_CLAIMS = ("exp", "iat", "nbf")  # nbf is optional
+
+
+def ttl_limit(sub: str) -> int:
+    """The longest lifetime (exp - iat) a token for ``sub`` may have; mint and verifier share it."""
+    return MAX_SERVICE_TTL if sub.startswith("service:") else MAX_USER_TTL
+
+
+def is_numeric_date(value: Any) -> bool:
+    """A JWT NumericDate as JSON can carry it: a finite int or float (not a bool, NaN or ±inf)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
 
 
 class AuthError(CortexError):
@@ -51,11 +66,12 @@ class InvalidTokenSignature(AuthError):
     error_code = "INVALID_TOKEN_SIGNATURE"
 
 
-class InvalidTokenClaims(AuthError):
-    """A verified token whose claims are malformed (missing, wrong type, iat in the future,
-    lifetime over the §4.2/§4.4 maximum).  Not in §16's selected entries; see docs/errors.md."""
+class InvalidToken(AuthError):
+    """A verified token whose claims are unusable (missing, wrong type, a non-finite date, iat or
+    nbf in the future beyond the leeway, lifetime over the §4.2/§4.4 maximum).  Not in §16's
+    selected entries; see docs/errors.md."""
 
-    error_code = "INVALID_TOKEN_CLAIMS"
+    error_code = "INVALID_TOKEN"
 
 
 class ExpiredToken(AuthError):
@@ -79,6 +95,13 @@ class IssuerConfigError(CortexError):
     http_status = 500
 
 
+class InvalidMintRequest(CortexError):
+    """``cortexdb token mint`` refuses to sign what the server would refuse (never served)."""
+
+    error_code = "INVALID_MINT_REQUEST"
+    http_status = 422
+
+
 @attrs.define
 class JwtKey:
     key: Any
@@ -94,30 +117,65 @@ class Issuer:
 
 
 def _alg_of(key: Any) -> str:
+    if isinstance(key, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey):
+        raise IssuerConfigError("a private key: configure the issuer's public key only")
     if isinstance(key, rsa.RSAPublicKey):
         return "RS256"
     if isinstance(key, ec.EllipticCurvePublicKey):
         if key.curve.name != "secp256r1":
             raise IssuerConfigError(f"unsupported EC curve {key.curve.name}: ES256 needs P-256")
         return "ES256"
-    raise IssuerConfigError(f"unsupported JWT key type {type(key).__name__}: RS256 or ES256 only")
+    raise IssuerConfigError(f"unsupported JWT key type {type(key).__name__}: RS256 (RSA) or ES256 (P-256) only")
+
+
+def _jwk_key(jwk: Any, index: int) -> JwtKey | None:
+    """One JWKS entry as a key, ``None`` for one that is not for RS256/ES256 signatures, or an
+    :class:`IssuerConfigError` naming the entry (by ``kid``) for a key that contradicts its ``alg``."""
+    if not isinstance(jwk, dict):
+        raise IssuerConfigError(f"JWKS key #{index} is not a JSON object")
+    kid = jwk.get("kid")
+    name = f"key kid={kid!r}" if kid is not None else f"key #{index} (no kid)"
+    if kid is not None and not isinstance(kid, str):
+        raise IssuerConfigError(f"JWKS {name}: kid must be a string", details={"kid": str(kid)})
+    alg = jwk.get("alg")
+    if alg not in (None, *JWT_ALGORITHMS):
+        return None  # HS256 / none / others are never accepted
+    try:  # the key from its kty/crv alone; its declared alg is checked against it below
+        key = jwt.PyJWK({k: v for k, v in jwk.items() if k != "alg"}).key
+    except Exception as exc:  # PyJWKError / InvalidKeyError / ValueError: not a usable public key
+        raise IssuerConfigError(f"JWKS {name}: not a usable key ({exc})", details={"kid": kid}) from None
+    contradiction = f"alg {alg} contradicts its key type: " if alg is not None else ""
+    try:
+        actual = _alg_of(key)
+    except IssuerConfigError as exc:
+        raise IssuerConfigError(f"JWKS {name}: {contradiction}{exc.message}", details={"kid": kid}) from None
+    if alg is not None and alg != actual:
+        kind = "an RSA key signs RS256" if actual == "RS256" else "a P-256 EC key signs ES256"
+        raise IssuerConfigError(f"JWKS {name}: {contradiction}{kind}", details={"kid": kid, "alg": alg})
+    return JwtKey(key=key, alg=actual, kid=kid)
 
 
 def load_jwt_keys(path: str | Path) -> list[JwtKey]:
-    """A PEM public key, or a JWKS file (``{"keys": [...]}``) of RSA / P-256 keys."""
+    """A PEM public key, or a JWKS file (``{"keys": [...]}``) of RSA / P-256 keys.
+
+    Entries whose ``alg`` is not RS256/ES256 are skipped; a key whose type contradicts its
+    ``alg`` (RS256 on an EC key, ES256 on an RSA key or another curve) or of an unsupported type
+    is an :class:`IssuerConfigError` (the server refuses to start), never a silently dead key."""
     path = Path(path)
     data = path.read_bytes()
     if path.suffix == ".json" or data.lstrip().startswith(b"{"):
-        found = []
-        for jwk in json.loads(data).get("keys", []):
-            if jwk.get("alg") not in (None, *JWT_ALGORITHMS):
-                continue  # HS256 / none / others are never accepted
-            key = jwt.PyJWK(jwk).key
-            found.append(JwtKey(key=key, alg=jwk.get("alg") or _alg_of(key), kid=jwk.get("kid")))
+        document = json.loads(data)
+        entries = document.get("keys") if isinstance(document, dict) else None
+        if not isinstance(entries, list):
+            raise IssuerConfigError(f"{path}: a JWKS must be a JSON object with a \"keys\" list")
+        found = [key for index, jwk in enumerate(entries) if (key := _jwk_key(jwk, index)) is not None]
         if not found:
             raise IssuerConfigError(f"{path}: no RS256/ES256 keys in the JWKS")
         return found
-    key = serialization.load_pem_public_key(data)
+    try:
+        key = serialization.load_pem_public_key(data)
+    except Exception as exc:  # ValueError (not PEM), UnsupportedAlgorithm (unknown key type)
+        raise IssuerConfigError(f"{path}: not a PEM public key ({exc})") from None
     return [JwtKey(key=key, alg=_alg_of(key))]
 
 
@@ -125,8 +183,10 @@ def load_issuer_dir(directory: str | Path) -> Issuer:
     """A directory made by ``cortexdb token keygen``: ``issuer.json`` and ``public.pem``."""
     directory = Path(directory)
     meta = json.loads((directory / "issuer.json").read_text())
+    if not isinstance(meta, dict) or not isinstance(meta.get("iss"), str) or not meta["iss"]:
+        raise ValueError("issuer.json must be an object with a non-empty string \"iss\"")
     public = (directory / "public.pem").read_bytes()
-    return Issuer(iss=meta["iss"], paseto=[pyseto.Key.new(4, "public", public)])
+    return Issuer(iss=meta["iss"], paseto=[pyseto.Key.new(4, "public", public)])  # ValueError: not Ed25519
 
 
 class Revocations:
@@ -161,8 +221,9 @@ class Revocations:
 
 class Verifier:
     def __init__(self, issuers: list[Issuer], tenant: str, revocations: Revocations,
-                 now: Any) -> None:  # fmt: skip
+                 now: Any, leeway: float = DEFAULT_LEEWAY) -> None:  # fmt: skip
         self.issuers = {i.iss: i for i in issuers}
+        self.leeway = leeway  # seconds of clock skew allowed on iat and nbf
         self.tenant = tenant
         self.audience = f"cortexdb:tenant:{tenant}"
         self.revocations = revocations
@@ -219,7 +280,7 @@ class Verifier:
         except Exception:  # every decode failure is a 401, never a 500
             raise InvalidTokenSignature("PASETO signature verification failed") from None
         if not isinstance(claims, dict):
-            raise InvalidTokenClaims("the token payload is not a JSON object")
+            raise InvalidToken("the token payload is not a JSON object")
         return claims
 
     def _jwt(self, token: str) -> dict[str, Any]:
@@ -250,11 +311,13 @@ class Verifier:
     def _claims(self, claims: dict[str, Any]) -> dict[str, Any]:
         missing = [c for c in REQUIRED_CLAIMS if c not in claims]
         if missing:
-            raise InvalidTokenClaims(f"missing required claims {missing}", details={"claims": missing})
+            raise InvalidToken(f"missing required claims {missing}", details={"claims": missing})
         if not all(isinstance(claims[c], str) for c in ("iss", "sub", "jti")):
-            raise InvalidTokenClaims("iss, sub and jti must be strings")
-        if not all(isinstance(claims[c], int | float) for c in ("exp", "iat")):
-            raise InvalidTokenClaims("exp and iat must be numeric dates")
+            raise InvalidToken("iss, sub and jti must be strings")
+        for name in DATE_CLAIMS:
+            if name in claims and not is_numeric_date(claims[name]):
+                raise InvalidToken(f"{name} must be a finite number of seconds since the epoch",
+                                   details={"claim": name})  # fmt: skip
         aud = claims["aud"]
         audiences = aud if isinstance(aud, list) else [aud]
         if self.audience not in audiences:
@@ -263,21 +326,25 @@ class Verifier:
         now = self._now()
         if claims["exp"] <= now:
             raise ExpiredToken("the token has expired", details={"exp": claims["exp"]})
-        if claims["iat"] > now + IAT_SKEW:
-            raise InvalidTokenClaims("the token's iat is in the future", details={"iat": claims["iat"]})
-        limit = MAX_SERVICE_TTL if claims["sub"].startswith("service:") else MAX_USER_TTL
-        if claims["exp"] - claims["iat"] > limit:
-            raise InvalidTokenClaims(
+        if claims["iat"] > now + self.leeway:
+            raise InvalidToken("the token's iat is in the future",
+                               details={"claim": "iat", "iat": claims["iat"], "leeway_seconds": self.leeway})  # fmt: skip
+        if "nbf" in claims and claims["nbf"] > now + self.leeway:
+            raise InvalidToken("the token is not valid yet (nbf is in the future)",
+                               details={"claim": "nbf", "nbf": claims["nbf"], "leeway_seconds": self.leeway})  # fmt: skip
+        limit = ttl_limit(claims["sub"])
+        if claims["exp"] > claims["iat"] + limit:  # not exp - iat: a huge int minus a float overflows
+            raise InvalidToken(
                 f"token lifetime exceeds the maximum ({limit // 3600} h for this kind of subject)",
-                details={"max_ttl_seconds": limit})  # fmt: skip
+                details={"claim": "exp", "max_ttl_seconds": limit})  # fmt: skip
         if self.revocations.is_revoked(claims["jti"]):
             raise RevokedToken("the token has been revoked", details={"jti": claims["jti"]})
         for name in ("caps", "scopes"):
             value = claims.get(name)
             if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-                raise InvalidTokenClaims(f"{name} must be a list of strings")
+                raise InvalidToken(f"{name} must be a list of strings")
         if any("*" in c for c in claims.get("caps") or ()):
-            raise InvalidTokenClaims("wildcards are not allowed in token caps (§5.2)")
+            raise InvalidToken("wildcards are not allowed in token caps (§5.2)")
         return claims
 
     def principal(self, authorization: str | None, actor_header: str | None, *,
@@ -331,17 +398,56 @@ def keygen(directory: str | Path, iss: str = "cortexdb-reference-issuer") -> dic
     return {"iss": iss, "private": str(path), "public": str(directory / "public.pem")}
 
 
+def check_mint_request(sub: str, caps: list[str] | None, scopes: list[str] | None, ttl: Any,
+                       max_ttl: Any = None) -> None:  # fmt: skip
+    """Refuse what the verifier would refuse, or what could only be a typo: a capability (in
+    ``caps`` or in a ``scopes`` entry ``CAP:PATTERN``) outside the catalog, a TTL that is not a
+    positive number of seconds or exceeds ``max_ttl`` (default and ceiling: :func:`ttl_limit`)."""
+    limit = ttl_limit(sub)
+    why = "24 h for users and agents, 30 d for service: subjects"
+    if max_ttl is not None:
+        if isinstance(max_ttl, bool) or not isinstance(max_ttl, int) or max_ttl <= 0:
+            raise InvalidMintRequest(f"--max-ttl must be a positive number of seconds, not {max_ttl!r}")
+        if max_ttl > limit:
+            raise InvalidMintRequest(f"--max-ttl {max_ttl} exceeds what the server accepts for {sub!r} "
+                                     f"({limit} s)", details={"max_ttl_seconds": limit})  # fmt: skip
+        limit, why = max_ttl, "--max-ttl"
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0:
+        raise InvalidMintRequest(f"--ttl must be a positive number of seconds, not {ttl!r}")
+    if ttl > limit:
+        raise InvalidMintRequest(f"--ttl {ttl} exceeds the maximum of {limit} s for {sub!r} ({why})",
+                                 details={"ttl": ttl, "max_ttl_seconds": limit})  # fmt: skip
+    for cap in caps or ():
+        if "*" in cap:
+            raise InvalidMintRequest(f"wildcards are not allowed in token caps (§5.2): {cap!r}")
+        if cap not in CAPABILITIES:
+            raise InvalidMintRequest(f"unknown capability {cap!r} in --caps", details={"capability": cap})
+    for entry in scopes or ():
+        cap, sep, pattern = entry.partition(":")
+        if not sep or not pattern:
+            raise InvalidMintRequest(f"--scopes takes CAP:SCOPE_PATTERN, not {entry!r}")
+        if cap not in CAPABILITIES:
+            raise InvalidMintRequest(f"unknown capability {cap!r} in --scopes {entry!r}",
+                                     details={"capability": cap})  # fmt: skip
+
+
 def mint(directory: str | Path, *, sub: str, tenant: str, caps: list[str] | None = None,
          scopes: list[str] | None = None, ttl: int = 3600, now: int | None = None,
-         jti: str | None = None, extra: dict[str, Any] | None = None) -> str:  # fmt: skip
-    """A PASETO v4.public token signed with the directory's private key."""
+         jti: str | None = None, extra: dict[str, Any] | None = None,
+         max_ttl: int | None = None) -> str:  # fmt: skip
+    """A PASETO v4.public token signed with the directory's private key.
+
+    The request is checked first (:func:`check_mint_request`, an :class:`InvalidMintRequest`
+    when refused).  ``extra`` claims are added last and unchecked (tests use them to make
+    tokens the server must refuse)."""
+    check_mint_request(sub, caps, scopes, ttl, max_ttl)
     directory = Path(directory)
     meta = json.loads((directory / "issuer.json").read_text())
     key = pyseto.Key.new(4, "public", (directory / "private.pem").read_bytes())
     issued = int(now if now is not None else dt.datetime.now(dt.UTC).timestamp())
     claims: dict[str, Any] = {
         "iss": meta["iss"], "sub": sub, "aud": f"cortexdb:tenant:{tenant}",
-        "iat": issued, "exp": issued + int(ttl), "jti": jti or secrets.token_hex(16),
+        "iat": issued, "exp": issued + ttl, "jti": jti or secrets.token_hex(16),
     }  # fmt: skip
     if caps is not None:
         claims["caps"] = list(caps)

@@ -513,11 +513,17 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
 
             raise PolicyDenied("only an operator may revoke another caller's token",
                                details={"capability": "auth.revoke", "denied_by_tier": "deployment"})  # fmt: skip
+        from .auth import MAX_SERVICE_TTL, is_numeric_date
+
+        latest = state.now_unix() + MAX_SERVICE_TTL + state.settings.token_leeway  # no token outlives it
         exp = body.get("exp")
+        if exp is not None and not (is_numeric_date(exp) and exp <= latest):
+            raise InvalidBody("exp must be a finite Unix time no later than the longest token lifetime from now",
+                              details={"field": "exp", "max": int(latest)})  # fmt: skip
         if own:
             exp = call.principal.claims["exp"]
-        if not isinstance(exp, int | float):
-            exp = state.now_unix() + 30 * 24 * 3600  # unknown expiry: keep it as long as a token can live
+        if exp is None:
+            exp = latest  # unknown expiry: keep it as long as a token can live
         await state.revocations.revoke(jti, int(exp), body.get("reason"))
         from quart import Response
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -37,6 +38,8 @@ class ServerSettings:
     # Over HTTP, consecutive writes arrive a few milliseconds apart; derivation waits for this much
     # capture silence so it runs in batches instead of between every two requests (decisions.md).
     derivation_defer: float = 0.02
+    # Clock skew (seconds) allowed on a token's iat and nbf (reference §4.3: iat <= now + 60 s).
+    token_leeway: float = attrs.field(default=60.0, converter=lambda v: _leeway(v))
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> ServerSettings:
@@ -64,6 +67,8 @@ class ServerSettings:
             values["http_server"] = env["CORTEX_HTTP_SERVER"]
         if env.get("CORTEX_EMBEDDER"):
             values["embedder"] = env["CORTEX_EMBEDDER"]
+        if env.get("CORTEX_TOKEN_LEEWAY"):
+            values["token_leeway"] = env["CORTEX_TOKEN_LEEWAY"]
         values["enable_experimental"] = env.get("CORTEX_ENABLE_EXPERIMENTAL", "") in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -71,3 +76,14 @@ class ServerSettings:
 
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _leeway(value: Any) -> float:
+    """CORTEX_TOKEN_LEEWAY / --token-leeway: 0 to 3600 seconds (more would void iat and nbf)."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not 0 <= seconds <= 3600:  # NaN fails too
+        raise ValueError(f"the token leeway must be 0 to 3600 seconds, not {value!r}")
+    return seconds
