@@ -249,3 +249,208 @@ async def test_every_route_checks_every_role(tmp_path, route):
                 assert "decision=deny" in headers["X-Cortex-Policy"], where
             _, rows = await h.call("GET", f"/v1/audit?actor={ROLES[role]}&decision=deny", "user:root")
             assert any(r["request_id"] == data["request_id"] for r in rows["items"]), where
+
+
+# -- the rules, one by one ---------------------------------------------------------------------
+ALICE = "org:acme/user:alice"
+
+
+async def test_personal_scopes_belong_to_their_user(tmp_path):
+    """An unregistered ``user:X`` scope (and anything below it) is X's: nobody else reads or
+    writes it — except operators and tenant admins."""
+    async with server(tmp_path, tenant_admins=("user:tina",)) as h:
+        ok, _ = await h.call("POST", "/v1/experience?wait=consolidated", json=body(f"{SECRET} is my cat.", scope=ALICE))
+        assert ok.status_code == 200
+        for path in (ALICE, ALICE + "/agent:helper"):
+            denied, data = await h.call("POST", "/v1/experience", "user:bob", json=body("hi", scope=path))
+            assert denied.status_code == 403 and data["error_code"] == "NOT_A_MEMBER", data
+            assert data["details"]["denied_by_tier"] == "scope"
+        for method, path, payload in (("GET", f"/v1/events?scope={ALICE}", None),
+                                      ("POST", "/v1/recall", {"scope": ALICE, "query": SECRET, "view": "local"}),
+                                      ("GET", f"/v1/facts?scope={ALICE}", None)):  # fmt: skip
+            denied, data = await h.call(method, path, "user:bob", json=payload)
+            assert denied.status_code == 403 and SECRET not in json.dumps(data)
+            for admin in ("user:root", "user:tina"):
+                seen, data = await h.call(method, path, admin, json=payload)
+                assert seen.status_code == 200 and SECRET in json.dumps(data), (admin, data)
+
+
+async def test_holistic_and_descend_skip_what_the_caller_may_not_read(tmp_path):
+    async with server(tmp_path) as h:
+        # org:acme is registered by an admin for the admins only; alice's own scope sits below it
+        await h.call("POST", "/v1/scopes", "user:root", json={"path": "org:acme", "members": [
+            {"actor": "user:root", "role": "owner"}]})  # fmt: skip
+        await h.call("POST", "/v1/experience?wait=indexed", "user:root", json=body(f"{SECRET} budget is 9M.", scope="org:acme"))
+        await h.call("POST", "/v1/experience?wait=indexed", json=body("I like tea.", scope=ALICE))
+        response, pack = await h.call("POST", "/v1/recall", json={"scope": ALICE, "query": f"{SECRET} budget tea"})
+        assert response.status_code == 200 and SECRET not in json.dumps(pack)
+        traverse = next(p for p in pack["provenance"]["trail"] if p["phase"] == "traverse")
+        assert traverse["scopes"] == [ALICE]
+        assert traverse["skipped"] == [{"scope": "org:acme", "denied_reason": "scope"}]
+        response, page = await h.call("GET", f"/v1/events?scope={ALICE}&view=holistic")
+        assert response.status_code == 200 and SECRET not in json.dumps(page["items"])
+        assert {"scope": "org:acme", "denied": True, "item_count": 1, "denied_reason": "scope"} in page["scopes_traversed"]
+        # descend: bob's team workspace has a secret project registered for bob alone
+        members = [{"actor": "user:bob", "role": "owner"}, {"actor": "user:alice", "role": "reader"}]
+        await h.call("POST", "/v1/scopes", "user:bob", json={"path": "ws:team", "members": members})
+        await h.call("POST", "/v1/scopes", "user:bob", json={"path": "ws:team/project:x", "members": members[:1]})
+        await h.call("POST", "/v1/experience?wait=indexed", "user:bob", json=body("Standup at nine.", scope="ws:team"))
+        await h.call("POST", "/v1/experience?wait=indexed", "user:bob", json=body(f"{SECRET} ships Friday.", scope="ws:team/project:x"))
+        response, pack = await h.call("POST", "/v1/recall", json={"scope": "ws:team", "query": f"{SECRET} standup",
+                                                                  "view": "descend", "diagnostics": "summary"})  # fmt: skip
+        assert response.status_code == 200 and SECRET not in json.dumps(pack)
+        assert {"scope": "ws:team/project:x", "denied": True, "item_count": 1,
+                "denied_reason": "scope"} in pack["diagnostics"]["scopes_traversed"]  # fmt: skip
+        response, page = await h.call("GET", "/v1/events?scope=ws:team&view=descend")
+        assert [i["content"]["text"] for i in page["items"]] == ["Standup at nine."]
+        response, pack = await h.call("POST", "/v1/recall", "user:bob", json={"scope": "ws:team", "query": SECRET, "view": "descend"})
+        assert SECRET in json.dumps(pack["layers"]["events"])
+
+
+async def test_lifecycle_feeds_are_filtered_per_subscriber(tmp_path):
+    """A firehose subscription (no scope) sees only the records of scopes its caller may read,
+    and a member removed from a scope loses an open stream on it at the next record."""
+    async with server(tmp_path) as h:
+        await h.call("POST", "/v1/scopes", json={"path": VAULT, "members": MEMBERS})
+
+        async def frames(actor: str, path: str, until: Callable[[list[dict]], bool]) -> list[dict]:
+            seen: list[dict] = []
+            with trio.fail_after(10), trio.CancelScope() as done:  # fail_after: a hang guard only
+                async with h.client.request(path, method="GET", headers=h.as_(actor)) as connection:
+                    await connection.send_complete()
+                    buffer = b""
+                    while not until(seen):
+                        buffer += await connection.receive()
+                        while b"\n\n" in buffer:
+                            frame, buffer = buffer.split(b"\n\n", 1)
+                            fields = dict(line.split(": ", 1) for line in frame.decode().splitlines() if ": " in line)
+                            if "event" in fields:
+                                seen.append({"event": fields["event"], **json.loads(fields["data"])})
+                    done.cancel()
+            return seen
+
+        secret = (await h.call("POST", "/v1/experience", json=body(SECRET, scope=VAULT)))[1]["event_id"]
+        mine = (await h.call("POST", "/v1/experience", "user:mallory", json=body("mine", scope="org:acme/user:mallory")))[1]["event_id"]
+        seen = await frames("user:mallory", "/v1/lifecycle/stream?since_lifecycle_id=&events=captured",
+                            lambda s: any(f.get("event_id") == mine for f in s))  # fmt: skip
+        assert secret not in [f.get("event_id") for f in seen]
+        assert all(f.get("scope") != VAULT for f in seen)
+        refused, data = await h.call("GET", f"/v1/lifecycle/stream?scope={VAULT}", "user:mallory")
+        assert refused.status_code == 403 and data["error_code"] == "NOT_A_MEMBER"
+        _, rows = await h.call("GET", "/v1/lifecycle?events=captured", "user:mallory")
+        assert [r["event_id"] for r in rows["items"]] == [mine]
+
+
+async def test_membership_changes_reach_open_streams(tmp_path):
+    async with server(tmp_path) as h:
+        await h.call("POST", "/v1/scopes", json={"path": VAULT, "members": MEMBERS})
+        seen: list[str] = []
+        ready = trio.Event()
+
+        async def rita() -> None:
+            with trio.fail_after(10):  # a hang guard only
+                async with h.client.request(f"/v1/lifecycle/stream?scope={VAULT}&events=captured",
+                                            method="GET", headers=h.as_("user:rita")) as connection:  # fmt: skip
+                    await connection.send_complete()
+                    ready.set()
+                    buffer = b""
+                    while "policy_revoked" not in seen:
+                        chunk = await connection.receive()
+                        if not chunk:
+                            break
+                        buffer += chunk
+                        while b"\n\n" in buffer:
+                            frame, buffer = buffer.split(b"\n\n", 1)
+                            seen.extend(line[7:] for line in frame.decode().splitlines() if line.startswith("event: "))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(rita)
+            await ready.wait()
+            await h.call("POST", "/v1/experience", json=body("one", scope=VAULT))
+            without_rita = [m for m in MEMBERS if m["actor"] != "user:rita"]
+            response, _ = await h.call("PUT", f"/v1/scopes/members?path={VAULT}", json={"members": without_rita})
+            assert response.status_code == 200
+            await h.call("POST", "/v1/experience", json=body(SECRET, scope=VAULT))
+        assert seen == ["captured", "policy_revoked"]
+
+
+async def test_consolidate_into_needs_membership_of_the_target(tmp_path):
+    async with server(tmp_path) as h:
+        await h.call("POST", "/v1/scopes", "user:bob", json={"path": "ws:bobs", "members": [
+            {"actor": "user:bob", "role": "owner"}]})  # fmt: skip
+        envelope = body("I like tea.", scope=ALICE, directives={"consolidate_into": "ws:bobs"})
+        response, data = await h.call("POST", "/v1/experience", json=envelope)
+        assert response.status_code == 422 and data["error_code"] == "INVALID_ENVELOPE"
+        assert data["details"]["field"] == "directives.consolidate_into"
+        assert data["details"]["denied_by_tier"] == "scope"
+
+
+async def test_cancel_is_audited_and_checked_before_anything_is_read(tmp_path):
+    async with server(tmp_path) as h:
+        written = (await h.call("POST", "/v1/experience", json=body(SECRET, scope=ALICE)))[1]["event_id"]
+        denied, data = await h.call("POST", f"/v1/lifecycle/memory-event/{written}/cancel", "user:bob", json={})
+        assert denied.status_code == 403 and SECRET not in json.dumps(data)
+        response, data = await h.call("POST", f"/v1/lifecycle/memory-event/{written}/cancel", json={"audit_note": "oops"})
+        assert response.status_code == 200 and data["excluded_from_recall"] is True
+        _, row = await h.call("GET", f"/v1/audit/{data['audit_id']}")
+        assert row["endpoint"] == "POST /v1/lifecycle/memory-event/{event_id}/cancel"
+        assert row["event_id"] == written and row["decision"] == "allow"
+
+
+async def test_policy_tiers_have_owners_and_cannot_lock_their_editor_out(tmp_path):
+    async with server(tmp_path, preset="dev_local") as h:
+        def unsigned(actor: str) -> dict[str, str]:
+            return {"X-Cortex-Actor": actor}
+
+        # a partial (even empty) deployment document merges: nothing is wiped
+        response, data = await h.call("PUT", "/v1/policy/deployment", json={}, hdrs=unsigned("user:dev"))
+        assert response.status_code == 200 and data["allow"] == ["*"]
+        ok, _ = await h.call("POST", "/v1/experience", json=body(scope="org:acme/user:dev"), hdrs=unsigned("user:dev"))
+        assert ok.status_code == 202
+        # a change that removes the editor's own right is refused, and nothing changes
+        for doc in ({"allow": []}, {"deny": ["policy.*"]}, {"deny": ["*"]}):
+            response, data = await h.call("PUT", "/v1/policy/deployment", json=doc, hdrs=unsigned("user:dev"))
+            assert response.status_code == 409 and data["error_code"] == "POLICY_LOCKOUT", data
+        response, data = await h.call("GET", "/v1/policy/deployment", hdrs=unsigned("user:dev"))
+        assert data["allow"] == ["*"] and data["deny"] == []
+        # the tenant policy is its admins'; an actor's policy is its own (or an admin's)
+        response, data = await h.call("PUT", f"/v1/policy/tenant/{TENANT}", json={"allow": ["*"]}, hdrs=unsigned("user:dev"))
+        assert response.status_code == 403 and data["details"]["denied_by_tier"] == "tenant"
+        response, data = await h.call("PUT", "/v1/policy/actor/user:victim", json={"deny": ["*"]}, hdrs=unsigned("user:dev"))
+        assert response.status_code == 403
+        response, data = await h.call("PUT", f"/v1/policy/tenant/{TENANT}", json={"deny": ["policy.administer.tenant"]},
+                                      hdrs=unsigned("user:root"))  # fmt: skip
+        assert response.status_code == 409 and data["details"]["would_deny_by_tier"] == "tenant"
+        response, data = await h.call("PUT", "/v1/policy/actor/user:dev", json={"deny": ["scope.read.descend"]},
+                                      hdrs=unsigned("user:dev"))  # fmt: skip
+        assert response.status_code == 200  # narrowing oneself is fine
+
+
+async def test_csrf_guards_on_dev_local(tmp_path):
+    async with server(tmp_path, preset="dev_local", allowed_origins=("https://app.example",)) as h:
+        me = {"X-Cortex-Actor": "user:dev"}
+        payload = json.dumps(body(scope="org:acme/user:dev"))
+        # a form post from a web page: no JSON content type, no actor header
+        response = await h.client.post("/v1/experience", data=payload, headers={"Content-Type": "text/plain"})
+        assert response.status_code == 415
+        response, data = await h.call("POST", "/v1/experience", json=body(scope="org:acme/user:dev"), hdrs={})
+        assert response.status_code == 401 and data["error_code"] == "ACTOR_MISMATCH"
+        for origin, status in (("https://evil.example", 403), ("null", 403), ("http://localhost:3000", 202),
+                               ("http://127.0.0.1:8077", 202), ("https://app.example", 202)):  # fmt: skip
+            response, data = await h.call("POST", "/v1/experience", json=body(scope="org:acme/user:dev"),
+                                          hdrs={**me, "Origin": origin})  # fmt: skip
+            assert response.status_code == status, (origin, data)
+            if status == 403:
+                assert data["error_code"] == "ORIGIN_NOT_ALLOWED"
+        # naming oneself does not make one an operator
+        _, who = await h.call("GET", "/v1/auth/whoami", hdrs=me)
+        assert who["operator"] is False
+        _, who = await h.call("GET", "/v1/auth/whoami", hdrs={"X-Cortex-Actor": "user:root"})
+        assert who["operator"] is True
+
+
+async def test_405_names_the_allowed_methods(tmp_path):
+    async with server(tmp_path) as h:
+        response, data = await h.call("DELETE", "/v1/recall")
+        assert response.status_code == 405 and data["error_code"] == "METHOD_NOT_ALLOWED"
+        assert "POST" in response.headers["Allow"]
