@@ -390,6 +390,8 @@ class Engine:
             if subject is not None:
                 envelope["subject"] = subject
             if shared_directives or raw.get("directives"):
+                if not isinstance(raw.get("directives") or {}, dict):
+                    raise InvalidEnvelope(f"items[{index}].directives", "must be an object", item=index)
                 envelope["directives"] = {**shared_directives, **(raw.get("directives") or {})}
             try:
                 valid = validate_envelope(envelope)

@@ -13,10 +13,12 @@ import re
 from typing import Any
 
 import attrs
+import orjson
 
 from ..errors import InvalidEnvelope, InvalidScopeGrammar
+from .jsoncodec import MAX_DEPTH_CEILING, first_fault
 from .scopes import canonical_scope
-from .temporal import try_parse_rfc3339
+from .temporal import timestamp_problem, try_parse_rfc3339
 
 MODALITIES = frozenset(
     {"conversation", "document", "tool_result", "observation", "feedback", "imported"}
@@ -86,7 +88,10 @@ def _timestamp(value: Any, field: str, *, required: bool) -> None:
             _fail(field, "is required")
         return
     if not isinstance(value, str) or try_parse_rfc3339(value) is None:
-        _fail(field, "must be an RFC 3339 timestamp (e.g. 2026-05-13T15:42:00Z)")
+        problem = timestamp_problem(value)
+        if problem.startswith("is not an RFC 3339"):
+            _fail(field, "must be an RFC 3339 timestamp (e.g. 2026-05-13T15:42:00Z)")
+        _fail(field, f"must be an RFC 3339 timestamp of a real instant: this one {problem}")
 
 
 def _scope(value: Any, field: str) -> str:
@@ -267,7 +272,7 @@ def validate_envelope(body: Any) -> ValidEnvelope:
     if unknown:
         name = sorted(unknown)[0]
         _fail(name, "is not a field of the experience envelope")
-    return ValidEnvelope(
+    valid = ValidEnvelope(
         scope=_scope(body.get("scope"), "scope"),
         observed_actor=_actor(body.get("observed_actor"), "observed_actor"),
         subject=_actor(body.get("subject"), "subject"),
@@ -277,6 +282,24 @@ def validate_envelope(body: Any) -> ValidEnvelope:
         directives=validate_directives(body.get("directives")),
         idempotency_key=validate_idempotency_key(body.get("idempotency_key")),
     )
+    _storable(body)
+    return valid
+
+
+def _storable(body: dict) -> None:
+    """What a Python caller may hand the engine and no JSON can carry (an HTTP body cannot: the
+    request decoder refuses it): a lone surrogate, or nesting the encoder cannot follow.  orjson
+    refuses both (and big integers, which are fine), so the tree is only walked when it refuses."""
+    try:
+        orjson.dumps(body, default=str)
+        return
+    except orjson.JSONEncodeError:
+        pass
+    fault = first_fault(body, MAX_DEPTH_CEILING)
+    if fault is not None:
+        reason, path = fault
+        _fail(path, "contains a lone UTF-16 surrogate, which no UTF-8 text can hold"
+              if reason == "lone_surrogate" else f"nests more than {MAX_DEPTH_CEILING} levels")  # fmt: skip
 
 
 def resolve_identities(caller: str, envelope: ValidEnvelope) -> Identities:

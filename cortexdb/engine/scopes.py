@@ -33,11 +33,15 @@ def _fail(reason: str, path: str, segment: str | None = None, index: int | None 
     raise InvalidScopeGrammar(f"invalid scope path: {reason}", details=details)
 
 
-@lru_cache(maxsize=65536)
 def canonical_scope(path: str) -> str:
     """Validate ``path`` and return its canonical form, or raise ``INVALID_SCOPE_GRAMMAR``."""
-    if not isinstance(path, str):
-        _fail("scope must be a string", repr(path))
+    if not isinstance(path, str):  # before the cache: a list or an object is not hashable
+        _fail("scope must be a string", repr(path)[:256])
+    return _canonical_scope(path)
+
+
+@lru_cache(maxsize=65536)
+def _canonical_scope(path: str) -> str:
     text = path.strip()
     if text.endswith("/") and len(text) > 1:
         text = text[:-1]

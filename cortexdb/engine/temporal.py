@@ -23,10 +23,34 @@ _DURATION = re.compile(
 )
 
 
+MAX_TIMESTAMP_LENGTH = 40  # the longest RFC 3339 form is 35 characters (nine fraction digits)
+OUT_OF_RANGE = "is outside 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999Z once in UTC"
+
+
 def try_parse_rfc3339(text: str) -> dt.datetime | None:
-    if not isinstance(text, str):
+    if not isinstance(text, str) or len(text) > MAX_TIMESTAMP_LENGTH:  # long text: never cached
         return None
     return _parse_cached(text)
+
+
+def timestamp_problem(text: object) -> str:
+    """Why ``try_parse_rfc3339`` refused ``text``: a wrong shape, or a date that does not exist
+    (``2026-02-30``) or cannot be represented in UTC (``9999-12-31T23:59:59-01:00``)."""
+    match = (
+        _RFC3339.match(text)
+        if isinstance(text, str) and len(text) <= MAX_TIMESTAMP_LENGTH
+        else None
+    )
+    if match is None:
+        return "is not an RFC 3339 timestamp (e.g. 2026-05-13T15:42:00Z)"
+    year, month, day, hour, minute, second, _, offset = match.groups()
+    try:
+        dt.datetime(int(year), int(month), int(day), int(hour), int(minute), min(int(second), 59))
+    except ValueError:
+        return "is not a real date and time"
+    if offset not in ("Z", "z") and (int(offset[1:3]) > 23 or int(offset[4:6]) > 59):
+        return "has an offset beyond -23:59 .. +23:59"
+    return OUT_OF_RANGE
 
 
 @lru_cache(maxsize=4096)
@@ -53,19 +77,28 @@ def _parse_cached(text: str) -> dt.datetime | None:
         value = dt.datetime(
             int(year), int(month), int(day), int(hour), int(minute), min(int(second), 59), micro, tz
         )
-    except ValueError:
+        return value.astimezone(UTC)
+    except (ValueError, OverflowError):  # no such day; or in UTC before year 1 or after 9999
         return None
-    return value.astimezone(UTC)
 
 
 def parse_rfc3339(text: str, *, field: str = "timestamp") -> dt.datetime:
     value = try_parse_rfc3339(text)
     if value is None:
+        reason = timestamp_problem(text)
         raise InvalidTimestamp(
-            f"{field} is not an RFC 3339 timestamp",
-            details={"field": field, "value": str(text)[:64]},
+            f"{field} {reason}",
+            details={"field": field, "reason": reason, "value": str(text)[:64]},
         )
     return value
+
+
+def shift(value: dt.datetime, delta: dt.timedelta) -> dt.datetime:
+    """``value + delta``, saturated at the ends of the representable range."""
+    try:
+        return value + delta
+    except OverflowError:
+        return (dt.datetime.max if delta > dt.timedelta(0) else dt.datetime.min).replace(tzinfo=UTC)
 
 
 _last_formatted: tuple[dt.datetime | None, str] = (None, "")
@@ -93,10 +126,13 @@ def parse_duration(text: str) -> dt.timedelta:
         raise ValueError(f"not an ISO 8601 duration: {text!r}")
     parts = {k: float(v) for k, v in match.groupdict().items() if v}
     days = parts.get("years", 0) * 365 + parts.get("months", 0) * 30 + parts.get("days", 0)
-    return dt.timedelta(
-        weeks=parts.get("weeks", 0),
-        days=days,
-        hours=parts.get("hours", 0),
-        minutes=parts.get("minutes", 0),
-        seconds=parts.get("seconds", 0),
-    )
+    try:
+        return dt.timedelta(
+            weeks=parts.get("weeks", 0),
+            days=days,
+            hours=parts.get("hours", 0),
+            minutes=parts.get("minutes", 0),
+            seconds=parts.get("seconds", 0),
+        )
+    except OverflowError:  # beyond timedelta's 999,999,999 days (or an infinite float)
+        raise ValueError(f"the duration {text[:40]!r} is too long") from None

@@ -6,7 +6,9 @@ UTC; ``None`` marks an open end.  Supported: "last|past N days|weeks|months|year
 "in <Month> [<Year>]", "in <Year>", and a bare date; X and Y are ISO dates or timestamps,
 "May 1[, 2026]", "1 May [2026]", a month ("May [2026]") or a year.  Weeks start on Monday.
 Custom phrases registered per tenant take precedence (exact, case-insensitive match).
-Anything else raises ``UNPARSEABLE_TEMPORAL``.
+Anything else raises ``UNPARSEABLE_TEMPORAL``, as does a phrase longer than ``MAX_PHRASE``
+characters; a phrase that names a day that does not exist ("2026-02-30") or a time outside the
+years 1..9999 ("in 9999" ends in 10000, "last 99999999 days") raises ``INVALID_TIMESTAMP``.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ import calendar
 import datetime as dt
 import re
 
-from ..errors import CortexError
-from .temporal import try_parse_rfc3339
+from ..errors import CortexError, InvalidTimestamp
+from .temporal import OUT_OF_RANGE, try_parse_rfc3339
 
 UTC = dt.UTC
 MONTHS = {name.lower(): index for index, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): index for index, name in enumerate(calendar.month_abbr) if name})
 MONTHS["sept"] = 9
 _UNIT = r"(day|week|month|year)s?"
+MAX_PHRASE = 256
 
 
 class UnparseableTemporal(CortexError):
@@ -96,12 +99,26 @@ def _dated(year: int | None, month: int, day: int, reference: dt.datetime) -> In
 def resolve_phrase(
     phrase: str, reference: dt.datetime, custom: dict[str, Interval] | None = None
 ) -> Interval:
+    if len(str(phrase)) > MAX_PHRASE:
+        raise UnparseableTemporal(f"a time phrase is at most {MAX_PHRASE} characters",
+                                  details={"field": "temporal.natural", "phrase": str(phrase)[:200]})  # fmt: skip
     text = " ".join(str(phrase).lower().split())
     if custom:
         for pattern, interval in custom.items():
             if pattern.lower() == text:
                 return interval
-    reference = reference.astimezone(UTC)
+    try:
+        return _resolve(text, phrase, reference.astimezone(UTC))
+    except (ValueError, OverflowError):  # the calendar arithmetic left the years 1..9999
+        raise InvalidTimestamp(
+            f"the time phrase {str(phrase)[:200]!r} names a day that does not exist or a time that "
+            + OUT_OF_RANGE,
+            details={"field": "temporal.natural", "phrase": str(phrase)[:200],
+                     "reason": "not a real day, or " + OUT_OF_RANGE},
+        ) from None  # fmt: skip
+
+
+def _resolve(text: str, phrase: str, reference: dt.datetime) -> Interval:
     today = _day(reference)
     if m := re.fullmatch(rf"(?:last|past|previous) (\d+) {_UNIT}", text):
         count, unit = int(m[1]), m[2]

@@ -114,7 +114,7 @@ class Call:
             if not self.raw.strip():
                 raise InvalidBody("the request body is empty; send a JSON object")
             try:
-                self._json = jsoncodec.decode(self.raw)
+                self._json = jsoncodec.decode_request(self.raw, max_depth=self.state.settings.max_json_depth)
             except ValueError as exc:
                 raise InvalidBody(f"malformed JSON: {exc}") from None
             if not isinstance(self._json, dict):

@@ -100,12 +100,16 @@ def encode_cursor(data: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(jsoncodec.encode(data)).decode().rstrip("=")
 
 
+CURSOR_FIELDS = {"i": lambda v: type(v) is int and v >= 0, "c": lambda v: v is None or isinstance(v, str),
+                 "after": lambda v: isinstance(v, str)}  # fmt: skip
+
+
 def decode_cursor(text: str) -> dict[str, Any]:
     try:
-        data = jsoncodec.decode(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (ValueError, binascii.Error):
+        data = jsoncodec.decode_request(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)), max_depth=2)
+    except (ValueError, binascii.Error, InvalidBody):
         data = None
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or not all(k in CURSOR_FIELDS and CURSOR_FIELDS[k](v) for k, v in data.items()):
         raise InvalidQueryParam("cursor is not one this server issued", details={"field": "cursor"})
     return data
 

@@ -29,6 +29,8 @@ class ServerSettings:
     allowed_origins: tuple[str, ...] = ()
     enable_experimental: bool = False
     max_body_bytes: int = 16 * 1024 * 1024
+    # arrays and objects in a request body may nest this deep (400 INVALID_BODY beyond; 1..512)
+    max_json_depth: int = attrs.field(default=64, converter=int, validator=[attrs.validators.ge(1), attrs.validators.le(512)])
     embedder: str = "hash"
     stream_keepalive: float = 15.0  # seconds between SSE comment lines on a quiet stream
     maintenance_interval: float = 60.0
@@ -69,6 +71,8 @@ class ServerSettings:
             values["embedder"] = env["CORTEX_EMBEDDER"]
         if env.get("CORTEX_TOKEN_LEEWAY"):
             values["token_leeway"] = env["CORTEX_TOKEN_LEEWAY"]
+        if env.get("CORTEX_MAX_JSON_DEPTH"):
+            values["max_json_depth"] = env["CORTEX_MAX_JSON_DEPTH"]
         values["enable_experimental"] = env.get("CORTEX_ENABLE_EXPERIMENTAL", "") in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from ...errors import CortexError
-from ..temporal import parse_rfc3339, try_parse_rfc3339
+from ..temporal import parse_rfc3339, shift, try_parse_rfc3339
 from ..timephrases import resolve_phrase
 
 Interval = tuple[dt.datetime | None, dt.datetime | None]
@@ -131,7 +131,7 @@ class TemporalFilter:
             return True
         if layer == "episodes":  # an episode describes the span of its events
             valid_from = _ts(record["started_at"])
-            valid_to = _ts(record["ended_at"]) + dt.timedelta(microseconds=1)
+            valid_to = shift(_ts(record["ended_at"]), dt.timedelta(microseconds=1))
         else:
             valid_from, valid_to = _ts(record.get("valid_from")), _ts(record.get("valid_to"))
         recorded_from, recorded_to = (
