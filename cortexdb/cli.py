@@ -7,12 +7,15 @@
     cortexdb serve [--preset P] [--data DIR] [--backend B] [--bind HOST:PORT] [--issuer-keys DIR]
                    [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR] [--tenant T]
                    [--embedder hash|minilm|best] [--http-server cortex|hypercorn]
+                   [--max-body-bytes N] [--max-head-bytes N] [--head-timeout S]
+                   [--max-connections N] [--max-ws-message-bytes N]
     cortexdb token keygen --dir DIR [--iss ISS]
     cortexdb token mint --dir DIR --sub ACTOR --tenant T [--caps a,b] [--scopes ...] [--ttl SECONDS]
 
 ``serve`` reads CORTEX_DEPLOYMENT_PRESET, CORTEX_DATA_DIR, CORTEX_BACKEND, CORTEX_BIND,
-CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER and
-CORTEX_ENABLE_EXPERIMENTAL; flags win.
+CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER,
+CORTEX_MAX_BODY_BYTES, CORTEX_MAX_HEAD_BYTES, CORTEX_HEAD_TIMEOUT, CORTEX_MAX_CONNECTIONS,
+CORTEX_MAX_WS_MESSAGE_BYTES and CORTEX_ENABLE_EXPERIMENTAL; flags win.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ def _serve(args) -> None:
             tenant=args.tenant, issuer_dirs=args.issuer_keys or None, jwt_issuers=jwt_issuers or None,
             operators=tuple(args.operator) if args.operator else None,
             embedder=args.embedder or os.environ.get("CORTEX_EMBEDDER") or "best", http_server=args.http_server,
+            max_body_bytes=args.max_body_bytes, max_head_bytes=args.max_head_bytes, head_timeout=args.head_timeout,
+            max_connections=args.max_connections, max_ws_message_bytes=args.max_ws_message_bytes,
         )  # fmt: skip
     except ValueError as exc:
         raise SystemExit(f"cortexdb: {exc}") from None
@@ -127,7 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--embedder", choices=("hash", "minilm", "best"),
                        help="best (default): all-MiniLM-L6-v2 when installed, else the hash embedder")
     serve.add_argument("--http-server", choices=("cortex", "hypercorn"),
-                       help="cortex (default): the built-in HTTP/1.1 + WebSocket server; hypercorn: Hypercorn's trio worker")
+                       help="cortex (default): the built-in HTTP/1.1 + WebSocket server; hypercorn: Hypercorn's trio "
+                            "worker (a failure on one connection closes that connection only; the head deadline is "
+                            "Hypercorn's keep-alive timeout, 5 s at most)")
+    serve.add_argument("--max-body-bytes", type=int, metavar="N", help="larger request bodies get 413 (default 16 MiB)")
+    serve.add_argument("--max-head-bytes", type=int, metavar="N",
+                       help="a larger request line + headers gets 431 (default 65536)")
+    serve.add_argument("--head-timeout", type=float, metavar="S",
+                       help="seconds from a request's first byte to its complete head, else 408 and close (default 10)")
+    serve.add_argument("--max-connections", type=int, metavar="N",
+                       help="open connections; the ones over it get 503 and are closed (default 1000)")
+    serve.add_argument("--max-ws-message-bytes", type=int, metavar="N",
+                       help="a larger WebSocket message closes the socket with 1009 (default 1 MiB)")
     token = commands.add_parser("token", help="the reference PASETO v4.public issuer")
     token_commands = token.add_subparsers(dest="token_command", required=True)
     keygen = token_commands.add_parser("keygen", help="create an Ed25519 issuer key pair")

@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 DEFAULT_BIND = "127.0.0.1:8077"
+_positive = attrs.validators.gt(0)
 
 
 @attrs.define
@@ -21,7 +22,15 @@ class ServerSettings:
     jwt_issuers: list[tuple[str, str]] = attrs.field(factory=list)  # (iss, PEM or JWKS path)
     operators: tuple[str, ...] = ()
     enable_experimental: bool = False
-    max_body_bytes: int = 16 * 1024 * 1024
+    # HTTP limits (docs/decisions.md, "HTTP limits"); each has a CORTEX_* variable and a flag.
+    # Over them: a larger body 413; a larger request line + headers 431; a head not complete
+    # head_timeout seconds after its first byte 408; a connection over max_connections 503; a
+    # larger WebSocket message close 1009.
+    max_body_bytes: int = attrs.field(default=16 * 1024 * 1024, validator=_positive)
+    max_head_bytes: int = attrs.field(default=64 * 1024, validator=_positive)
+    head_timeout: float = attrs.field(default=10.0, validator=_positive)
+    max_connections: int = attrs.field(default=1000, validator=_positive)
+    max_ws_message_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
     embedder: str = "hash"
     stream_keepalive: float = 15.0  # seconds between SSE comment lines on a quiet stream
     maintenance_interval: float = 60.0
@@ -54,6 +63,17 @@ class ServerSettings:
             values["http_server"] = env["CORTEX_HTTP_SERVER"]
         if env.get("CORTEX_EMBEDDER"):
             values["embedder"] = env["CORTEX_EMBEDDER"]
+        for name, field, kind in _LIMITS:
+            if env.get(name):
+                try:
+                    values[field] = kind(env[name])
+                except ValueError:
+                    raise ValueError(f"{name} must be a number, not {env[name]!r}") from None
         values["enable_experimental"] = env.get("CORTEX_ENABLE_EXPERIMENTAL", "") in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+_LIMITS = (("CORTEX_MAX_BODY_BYTES", "max_body_bytes", int), ("CORTEX_MAX_HEAD_BYTES", "max_head_bytes", int),
+           ("CORTEX_HEAD_TIMEOUT", "head_timeout", float), ("CORTEX_MAX_CONNECTIONS", "max_connections", int),
+           ("CORTEX_MAX_WS_MESSAGE_BYTES", "max_ws_message_bytes", int))  # fmt: skip
