@@ -9,15 +9,18 @@
                    [--tenant-admin ACTOR] [--allow-origin ORIGIN]
                    [--embedder hash|minilm|best] [--http-server cortex|hypercorn]
                    [--token-leeway SECONDS]
+                   [--max-body-bytes N] [--max-head-bytes N] [--head-timeout S]
+                   [--max-connections N] [--max-ws-message-bytes N]
     cortexdb token keygen --dir DIR [--iss ISS]
     cortexdb token mint --dir DIR --sub ACTOR --tenant T [--caps a,b] [--scopes ...] [--ttl SECONDS]
                         [--max-ttl SECONDS]
 
 ``serve`` reads CORTEX_DEPLOYMENT_PRESET, CORTEX_DATA_DIR, CORTEX_BACKEND, CORTEX_BIND,
 CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_TENANT_ADMINS, CORTEX_ALLOWED_ORIGINS,
-CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER, CORTEX_TOKEN_LEEWAY and
-CORTEX_ENABLE_EXPERIMENTAL; flags win.  ``token mint`` refuses (exit 2) capabilities outside
-the catalog and TTLs the server would refuse.
+CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER, CORTEX_TOKEN_LEEWAY,
+CORTEX_MAX_BODY_BYTES, CORTEX_MAX_HEAD_BYTES, CORTEX_HEAD_TIMEOUT, CORTEX_MAX_CONNECTIONS,
+CORTEX_MAX_WS_MESSAGE_BYTES, CORTEX_MAX_JSON_DEPTH and CORTEX_ENABLE_EXPERIMENTAL; flags win.
+``token mint`` refuses (exit 2) capabilities outside the catalog and TTLs the server would refuse.
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ def _serve(args) -> None:
             allowed_origins=tuple(args.allow_origin) if args.allow_origin else None,
             embedder=args.embedder or os.environ.get("CORTEX_EMBEDDER") or "best", http_server=args.http_server,
             token_leeway=args.token_leeway,
+            max_body_bytes=args.max_body_bytes, max_head_bytes=args.max_head_bytes, head_timeout=args.head_timeout,
+            max_connections=args.max_connections, max_ws_message_bytes=args.max_ws_message_bytes,
         )  # fmt: skip
     except ValueError as exc:
         raise SystemExit(f"cortexdb: {exc}") from None
@@ -139,9 +144,20 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--embedder", choices=("hash", "minilm", "best"),
                        help="best (default): all-MiniLM-L6-v2 when installed, else the hash embedder")
     serve.add_argument("--http-server", choices=("cortex", "hypercorn"),
-                       help="cortex (default): the built-in HTTP/1.1 + WebSocket server; hypercorn: Hypercorn's trio worker")
+                       help="cortex (default): the built-in HTTP/1.1 + WebSocket server; hypercorn: Hypercorn's trio "
+                            "worker (a failure on one connection closes that connection only; the head deadline is "
+                            "Hypercorn's keep-alive timeout, 5 s at most)")
     serve.add_argument("--token-leeway", metavar="SECONDS",
                        help="clock skew allowed on a token's iat and nbf (default 60, at most 3600)")
+    serve.add_argument("--max-body-bytes", type=int, metavar="N", help="larger request bodies get 413 (default 16 MiB)")
+    serve.add_argument("--max-head-bytes", type=int, metavar="N",
+                       help="a larger request line + headers gets 431 (default 65536)")
+    serve.add_argument("--head-timeout", type=float, metavar="S",
+                       help="seconds from a request's first byte to its complete head, else 408 and close (default 10)")
+    serve.add_argument("--max-connections", type=int, metavar="N",
+                       help="open connections; the ones over it get 503 and are closed (default 1000)")
+    serve.add_argument("--max-ws-message-bytes", type=int, metavar="N",
+                       help="a larger WebSocket message closes the socket with 1009 (default 1 MiB)")
     token = commands.add_parser("token", help="the reference PASETO v4.public issuer")
     token_commands = token.add_subparsers(dest="token_command", required=True)
     keygen = token_commands.add_parser("keygen", help="create an Ed25519 issuer key pair")

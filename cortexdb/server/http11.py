@@ -12,9 +12,19 @@ response head and body with one ``send_all``.  Hypercorn stays available
 What it implements: HTTP/1.1 keep-alive and pipelining, ``Connection: close``, HTTP/1.0,
 ``Expect: 100-continue``, chunked request bodies, chunked streaming responses (SSE), HEAD, the
 ASGI lifespan protocol, client-disconnect detection (``http.disconnect`` while a handler waits,
-e.g. an SSE stream), WebSocket upgrades (RFC 6455 through wsproto's frame layer), idle and
-header timeouts, and a graceful drain on shutdown.  Errors the server itself answers (a
-malformed request or target, an oversize body or head) carry the API's error envelope (§6.6).
+e.g. an SSE stream), WebSocket upgrades (RFC 6455 through wsproto's frame layer), and a graceful
+drain on shutdown.  Errors the server itself answers (a malformed request or target, a missing or
+repeated ``Host``, an oversize body or head, a head that took too long, too many connections)
+carry the API's error envelope (§6.6).
+
+Limits (``Server`` arguments; docs/decisions.md, "HTTP limits"): ``max_body`` (413),
+``max_head`` over every byte of the request line and headers (431), ``head_timeout`` a total
+deadline from a request's first byte until its head is complete (408, then close: slowloris),
+``keep_alive_timeout`` a total deadline for an idle connection's next request, ``body_timeout``
+between two reads of a body, ``max_connections`` (503 to the ones above it), ``max_ws_message``
+(WebSocket close 1009).  Bytes are parsed in bounded slices, and while a request is in flight at
+most ``pipeline_buffer`` further bytes are read: then the socket is left unread (TCP
+backpressure) until the response is done.
 """
 
 from __future__ import annotations
@@ -41,10 +51,14 @@ from ..errors import CortexError, HttpError, Internal
 log = logging.getLogger("cortexdb.server.http")
 
 MAX_RECV = 65536
-MAX_HEAD = 64 * 1024  # request line + headers; more is refused with 431
+HEAD_SLICE = 1024  # bytes outside a body are parsed this many at a time (bounds the parsed queue)
+MAX_HEAD = 64 * 1024  # default: request line + headers; more is refused with 431
+MAX_WS_MESSAGE = 1024 * 1024  # default: a larger WebSocket message closes the socket with 1009
 ASGI = {"version": "3.0", "spec_version": "2.3"}
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
-
+_ERROR_SEND_TIMEOUT = 5.0  # a refusal the client does not read is abandoned after this long
+_LINGER_TIME = 1.0  # after a refusal, what the client still sends is read and dropped this long
+_LINGER_BYTES = 1024 * 1024  # or up to this many bytes
 
 
 def _random_request_id() -> str:
@@ -53,10 +67,12 @@ def _random_request_id() -> str:
 
 class _Request:
     __slots__ = ("method", "url", "target", "headers", "body", "version", "keep_alive", "upgrade",
-                 "too_large", "head_size", "headers_done")  # fmt: skip
+                 "refused", "head_size", "head_slices", "headers_done", "head_deadline")  # fmt: skip
 
-    def __init__(self) -> None:
-        self.head_size = 0  # bytes received while the head was incomplete
+    def __init__(self, head_deadline: float) -> None:
+        self.head_deadline = head_deadline  # the head must be complete by then
+        self.head_size = 0  # bytes of the request line and headers the callbacks have seen
+        self.head_slices = 0  # bytes of the parse slices that lay wholly inside this head
         self.headers_done = False
         self.url = b""
         self.target: Any = None  # httptools.parse_url(url), set before the request is served
@@ -66,27 +82,37 @@ class _Request:
         self.version = "1.1"
         self.keep_alive = True
         self.upgrade = False
-        self.too_large = False
+        self.refused: HttpError | None = None  # answered with this envelope, then the connection closes
 
 
 class _Parsing:
-    """httptools callbacks: complete requests collect in ``ready``."""
+    """httptools callbacks: complete requests collect in ``ready``; bytes received but not parsed
+    yet wait in ``pending`` and are parsed a slice at a time (``feed``)."""
 
-    def __init__(self, max_body: int) -> None:
+    def __init__(self, max_body: int, max_head: int, head_timeout: float) -> None:
         self.max_body = max_body
+        self.max_head = max_head
+        self.head_timeout = head_timeout
         self.parser = httptools.HttpRequestParser(self)
         self.current: _Request | None = None
         self.ready: deque[_Request] = deque()
+        self.pending = bytearray()
         self.continue_wanted = False
 
     def on_message_begin(self) -> None:
-        self.current = _Request()
+        self.current = _Request(trio.current_time() + self.head_timeout)
 
     def on_url(self, url: bytes) -> None:
-        self.current.url += url  # type: ignore[union-attr]
+        request = self.current
+        assert request is not None
+        request.url += url
+        request.head_size += len(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.current.headers.append((name.lower(), value))  # type: ignore[union-attr]
+        request = self.current
+        assert request is not None
+        request.headers.append((name.lower(), value))
+        request.head_size += len(name) + len(value) + 4  # ": " and CRLF
 
     def on_headers_complete(self) -> None:
         request = self.current
@@ -97,22 +123,31 @@ class _Parsing:
         request.version = parser.get_http_version()
         request.keep_alive = parser.should_keep_alive()
         request.upgrade = parser.should_upgrade()
+        request.head_size += len(request.method) + 14  # " ", " HTTP/1.1", CRLF, the final CRLF
         expect_continue = False
+        hosts = 0
         for name, value in request.headers:
             if name == b"content-length" and value.strip().isdigit() and int(value) > self.max_body:
-                request.too_large = True
+                request.refused = _too_large(self.max_body)
             elif name == b"expect" and value.strip().lower() == b"100-continue":
                 expect_continue = True
-        self.continue_wanted = expect_continue and not request.too_large
+            elif name == b"host":
+                hosts += 1
+        if max(request.head_size, request.head_slices) > self.max_head:
+            request.refused = _head_too_large(self.max_head)
+        elif request.refused is None and (hosts > 1 or (hosts == 0 and request.version == "1.1")):
+            request.refused = HttpError(400, "INVALID_BODY", f"an HTTP/{request.version} request needs exactly "
+                                                             f"one Host header ({hosts} sent)")  # fmt: skip
+        self.continue_wanted = expect_continue and request.refused is None
 
     def on_body(self, body: bytes) -> None:
         request = self.current
         assert request is not None
-        if request.too_large:
+        if request.refused is not None:
             return
         request.body += body
         if len(request.body) > self.max_body:
-            request.too_large = True
+            request.refused = _too_large(self.max_body)
             request.body.clear()
 
     def on_message_complete(self) -> None:
@@ -120,15 +155,40 @@ class _Parsing:
         self.ready.append(self.current)
         self.current = None
 
-    def feed(self, data: bytes) -> int | None:
-        """Parse ``data``; the offset of the upgraded bytes if a WebSocket upgrade begins."""
+    def feed(self) -> bytes | None:
+        """Parse the next slice of ``pending``; the bytes after it if a WebSocket upgrade begins.
+
+        A slice outside a body is at most ``HEAD_SLICE`` bytes, so one call queues a bounded
+        number of pipelined requests.  The head's size is the larger of the bytes the callbacks
+        saw (request line and headers, without optional whitespace) and the slices that lay
+        wholly inside it (whitespace included): at most the two partial slices at its ends
+        (2 KiB) short of the true size."""
+        request = self.current
+        in_head = request is not None and not request.headers_done
+        size = MAX_RECV if request is not None and request.headers_done else HEAD_SLICE
+        data = bytes(self.pending[:size])
+        del self.pending[:size]
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
-            return int(upgrade.args[0])
-        if self.current is not None and not self.current.headers_done:
-            self.current.head_size += len(data)
+            rest = data[int(upgrade.args[0]):] + bytes(self.pending)
+            self.pending.clear()
+            return rest
+        current = self.current
+        if current is not None and not current.headers_done:
+            if in_head and current is request:
+                current.head_slices += len(data)
+            if max(current.head_size, current.head_slices) > self.max_head and current.refused is None:
+                current.refused = _head_too_large(self.max_head)
         return None
+
+
+def _too_large(max_body: int) -> HttpError:
+    return HttpError(413, "PAYLOAD_TOO_LARGE", f"the request body is larger than {max_body} bytes")
+
+
+def _head_too_large(max_head: int) -> HttpError:
+    return HttpError(431, "REQUEST_HEADERS_TOO_LARGE", f"the request line and headers exceed {max_head} bytes")
 
 
 class _Closed(Exception):
@@ -137,16 +197,24 @@ class _Closed(Exception):
 
 class Server:
     def __init__(self, app: Callable[..., Awaitable[None]], *, max_body: int = 16 * 1024 * 1024,
-                 keep_alive_timeout: float = 5.0, header_timeout: float = 30.0,
+                 max_head: int = MAX_HEAD, head_timeout: float = 10.0, keep_alive_timeout: float = 5.0,
+                 body_timeout: float = 30.0, max_connections: int = 1000,
+                 max_ws_message: int = MAX_WS_MESSAGE, pipeline_buffer: int = MAX_RECV,
                  graceful_timeout: float = 5.0,
                  new_request_id: Callable[[], str] = _random_request_id) -> None:  # fmt: skip
         self.app = app
         self.max_body = max_body
-        self.keep_alive_timeout = keep_alive_timeout
-        self.header_timeout = header_timeout
+        self.max_head = max_head
+        self.head_timeout = head_timeout  # total, from a request's first byte to the end of its head
+        self.keep_alive_timeout = keep_alive_timeout  # total, for an idle connection's next request
+        self.body_timeout = body_timeout  # between two reads while a body arrives
+        self.max_connections = max_connections
+        self.max_ws_message = max_ws_message
+        self.pipeline_buffer = pipeline_buffer  # bytes read ahead while a request is in flight
         self.graceful_timeout = graceful_timeout
         self.new_request_id = new_request_id  # for the envelopes of requests refused here
         self.closing = False
+        self.connections = 0  # open connections (the ones refused over the cap not counted)
         self.active: set[trio.CancelScope] = set()  # connections serving a request
         self.idle: set[trio.CancelScope] = set()  # connections between requests
         self.lifespan_state: dict[str, Any] = {}
@@ -204,12 +272,21 @@ class Server:
             client = _address(stream.socket.getpeername())
             server = _address(stream.socket.getsockname())
         except OSError:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
             return
-        parsing = _Parsing(self.max_body)
+        if self.connections >= self.max_connections:
+            await self._refuse(stream)
+            return
+        self.connections += 1
+        parsing = _Parsing(self.max_body, self.max_head, self.head_timeout)
         try:
             while not self.closing:
                 request, leftover = await self._next_request(stream, parsing)
                 if request is None:
+                    return
+                if request.refused is not None:
+                    await self._error(stream, request.refused)
                     return
                 try:
                     request.target = httptools.parse_url(request.url or b"/")
@@ -219,10 +296,6 @@ class Server:
                 upgraded = request.upgrade and leftover is not None
                 if upgraded and dict(request.headers).get(b"upgrade", b"").lower() == b"websocket":
                     await self._websocket(stream, request, leftover, client, server)
-                    return
-                if request.too_large:
-                    await self._error(stream, HttpError(413, "PAYLOAD_TOO_LARGE",
-                                                        f"the request body is larger than {self.max_body} bytes"))  # fmt: skip
                     return
                 scope = trio.CancelScope()
                 self.active.add(scope)
@@ -243,50 +316,75 @@ class Server:
         except Exception:  # one broken connection never takes the server down
             log.exception("HTTP connection from %s failed", client)
         finally:
+            self.connections -= 1  # before the close: a client that sees EOF finds the slot free
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+
+    async def _refuse(self, stream: trio.SocketStream) -> None:
+        """Over ``max_connections``: a 503 envelope, then close (what the client sent is not parsed)."""
+        try:
+            await self._error(stream, HttpError(503, "TOO_MANY_CONNECTIONS",
+                                                f"the server holds its maximum of {self.max_connections} connections",
+                                                retriable=True), ((b"retry-after", b"1"),))  # fmt: skip
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
 
     async def _next_request(self, stream: trio.SocketStream,
                             parsing: _Parsing) -> tuple[_Request | None, bytes | None]:  # fmt: skip
-        """Read until a whole request is parsed; (None, None) when the peer closes or idles out."""
-        while not parsing.ready:
+        """Parse until a whole request (or one refused early) is there; (None, None) when the peer
+        closes, idles out, or does not finish a head within ``head_timeout``."""
+        idle_deadline = trio.current_time() + self.keep_alive_timeout
+        while True:
+            if parsing.ready:
+                return parsing.ready.popleft(), None
+            current = parsing.current
+            if current is not None and current.refused is not None:
+                return current, None  # refused now, not after reading a body we won't keep
+            if parsing.pending:
+                leftover = parsing.feed()
+                if leftover is not None:
+                    if parsing.current is not None:  # headers done, body of the upgrade request pending
+                        parsing.on_message_complete()
+                    return parsing.ready.popleft(), leftover
+                continue
             if parsing.continue_wanted:
                 parsing.continue_wanted = False
                 await stream.send_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-            partial = parsing.current is not None
-            idle = trio.CancelScope(deadline=trio.current_time()
-                                    + (self.header_timeout if partial else self.keep_alive_timeout))  # fmt: skip
-            if not partial:
-                self.idle.add(idle)
+            if current is None:  # between requests: bytes that begin none do not extend the wait
+                deadline = idle_deadline
+            elif not current.headers_done:
+                deadline = current.head_deadline
+            else:
+                deadline = trio.current_time() + self.body_timeout
+            wait = trio.CancelScope(deadline=deadline)
+            if current is None:
+                self.idle.add(wait)
             try:
-                with idle:
+                with wait:
                     data = await stream.receive_some(MAX_RECV)
             finally:
-                self.idle.discard(idle)
-            if idle.cancelled_caught or not data:
+                self.idle.discard(wait)
+            if wait.cancelled_caught:
+                if current is not None and not current.headers_done and not self.closing:
+                    await self._error(stream, HttpError(408, "REQUEST_TIMEOUT", "the request head was not complete "
+                                                        f"within {self.head_timeout:g} s", retriable=True))  # fmt: skip
                 return None, None
-            offset = parsing.feed(data)
-            if parsing.current is not None and parsing.current.too_large:
-                return parsing.current, None  # refused now, not after reading a body we won't keep
-            if parsing.current is not None and parsing.current.head_size > MAX_HEAD:
-                await self._error(stream, HttpError(431, "REQUEST_HEADERS_TOO_LARGE",
-                                                    f"the request line and headers exceed {MAX_HEAD} bytes"))  # fmt: skip
+            if not data:
                 return None, None
-            if offset is not None:
-                if parsing.current is not None:  # headers done, body of the upgrade request pending
-                    parsing.on_message_complete()
-                request = parsing.ready.popleft()
-                return request, data[offset:]
-        request = parsing.ready.popleft()
-        return request, None
+            parsing.pending += data
 
-    async def _error(self, stream: trio.SocketStream, error: CortexError) -> None:
-        """Answer with the API's error envelope and close (a request this layer refuses)."""
-        request_id = self.new_request_id()
-        body = jsoncodec.encode(error.to_envelope(request_id))
-        await stream.send_all(_head(error.http_status, [(b"x-cortex-request-id", request_id.encode()),(b"content-type", b"application/json; charset=utf-8"),
-                                             (b"content-length", str(len(body)).encode()),
-                                             (b"connection", b"close")]) + body)  # fmt: skip
+    async def _error(self, stream: trio.SocketStream, error: CortexError,
+                     extra: tuple[tuple[bytes, bytes], ...] = (), *, read_all: bool = False) -> None:  # fmt: skip
+        """Answer with the API's error envelope before a close (a request this layer refuses); a
+        client that does not read it is not waited for.  Unless the request was read whole
+        (``read_all``), a lingering close follows."""
+        with trio.move_on_after(_ERROR_SEND_TIMEOUT):
+            await stream.send_all(error_response(error, self.new_request_id(), extra))
+        if not read_all and not self.closing:
+            await linger(stream)
 
     async def _http(self, stream: trio.SocketStream, parsing: _Parsing, request: _Request,
                     client: Any, server: Any) -> bool:  # fmt: skip
@@ -312,21 +410,21 @@ class Server:
                 delivered = True
                 return {"type": "http.request", "body": bytes(request.body), "more_body": False}
             # Afterwards the app waits for a disconnect (Quart always does, SSE handlers rely on
-            # it); pipelined requests that arrive meanwhile are parsed and queued.
+            # it).  Pipelined requests that arrive meanwhile wait unparsed, up to pipeline_buffer
+            # bytes; then the socket is not read until this response is done (TCP backpressure),
+            # and a disconnect shows when a send fails.
             while True:
+                room = self.pipeline_buffer - len(parsing.pending)
+                if room <= 0:
+                    await trio.sleep_forever()  # the app cancels this wait when it has answered
                 try:
-                    data = await stream.receive_some(MAX_RECV)
+                    data = await stream.receive_some(min(room, MAX_RECV))
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     data = b""
                 if not data:
                     keep_alive = False
                     return {"type": "http.disconnect"}
-                try:
-                    if parsing.feed(data) is not None:
-                        keep_alive = False  # a pipelined upgrade: not supported
-                except httptools.HttpParserError:
-                    keep_alive = False
-                    return {"type": "http.disconnect"}
+                parsing.pending += data
 
         async def send(message: dict[str, Any]) -> None:
             nonlocal body_sent, chunked, keep_alive, closed_on_stream
@@ -381,10 +479,10 @@ class Server:
         except Exception:
             log.exception("unhandled error in the app for %s %s", request.method, scope["path"])
             if not started or len(started) == 2:
-                await self._error(stream, Internal("the server failed to answer this request"))
+                await self._error(stream, Internal("the server failed to answer this request"), read_all=True)
             return False
         if not started or len(started) == 2:  # the app returned without answering
-            await self._error(stream, Internal("the server failed to answer this request"))
+            await self._error(stream, Internal("the server failed to answer this request"), read_all=True)
             return False
         if not body_sent:  # a stream the app abandoned (cancelled on disconnect or shutdown)
             return False
@@ -407,7 +505,7 @@ class Server:
                  "query_string": url.query or b"", "root_path": "", "headers": request.headers,
                  "client": client, "server": server, "subprotocols": protocols, "extensions": {},
                  "state": dict(self.lifespan_state)}  # fmt: skip
-        ws = _WebSocket(stream, key, leftover)
+        ws = _WebSocket(stream, key, leftover, self.max_ws_message)
         scope_cancel = trio.CancelScope()
         self.active.add(scope_cancel)
         try:
@@ -426,8 +524,10 @@ class Server:
 class _WebSocket:
     """ASGI WebSocket messages over wsproto's frame layer (the handshake is answered here)."""
 
-    def __init__(self, stream: trio.SocketStream, key: bytes, leftover: bytes) -> None:
+    def __init__(self, stream: trio.SocketStream, key: bytes, leftover: bytes, max_message: int) -> None:
         self.stream = stream
+        self.max_message = max_message
+        self.size = 0  # bytes of the message being received (wsproto hands frames over as they arrive)
         self.key = key
         self.conn = WsConnection(ConnectionType.SERVER)
         self.leftover = leftover
@@ -454,13 +554,19 @@ class _WebSocket:
                     await self._send_quietly(self.conn.send(event.response()))
                 elif isinstance(event, TextMessage):
                     self.text.append(event.data)
+                    self.size += len(event.data.encode("utf-8"))
+                    if self.size > self.max_message:
+                        return await self._too_big()
                     if event.message_finished:
-                        text, self.text = "".join(self.text), []
+                        text, self.text, self.size = "".join(self.text), [], 0
                         return {"type": "websocket.receive", "text": text}
                 elif isinstance(event, BytesMessage):
                     self.data.append(bytes(event.data))
+                    self.size += len(event.data)
+                    if self.size > self.max_message:
+                        return await self._too_big()
                     if event.message_finished:
-                        data, self.data = b"".join(self.data), []
+                        data, self.data, self.size = b"".join(self.data), [], 0
                         return {"type": "websocket.receive", "bytes": data}
             if self.closed:
                 return {"type": "websocket.disconnect", "code": 1006}
@@ -504,6 +610,15 @@ class _WebSocket:
                 self.closed = True
                 code = message.get("code", 1000)
                 await self._send_quietly(self.conn.send(CloseConnection(code=code, reason=message.get("reason") or None)))
+
+    async def _too_big(self) -> dict[str, Any]:
+        """A message over ``max_message``: close with 1009 (RFC 6455 §7.4.1) and drop it."""
+        self.text, self.data, self.size = [], [], 0
+        self.events.clear()
+        self.closed = True
+        await self._send_quietly(self.conn.send(CloseConnection(
+            code=CloseReason.MESSAGE_TOO_BIG, reason=f"a message is limited to {self.max_message} bytes")))  # fmt: skip
+        return {"type": "websocket.disconnect", "code": int(CloseReason.MESSAGE_TOO_BIG)}
 
     async def _send_quietly(self, payload: bytes) -> None:
         try:
@@ -569,6 +684,30 @@ class _Lifespan:
                 await self.stopped.wait()
 
 
+def error_response(error: CortexError, request_id: str, extra: tuple[tuple[bytes, bytes], ...] = ()) -> bytes:
+    """A whole response carrying ``error``'s envelope, announcing the close that follows."""
+    body = jsoncodec.encode(error.to_envelope(request_id))
+    return _head(error.http_status, [(b"x-cortex-request-id", request_id.encode()),
+                                     (b"content-type", b"application/json; charset=utf-8"),
+                                     (b"content-length", str(len(body)).encode()), (b"connection", b"close"),
+                                     *extra]) + body  # fmt: skip
+
+
+async def linger(stream: trio.SocketStream) -> None:
+    """After an answer that ends the connection: half-close, then read and drop what the client
+    still sends (at most ``_LINGER_BYTES``, for ``_LINGER_TIME``), so that the close does not
+    reset the connection before the client has read the answer (a client still sending a body
+    it was refused would otherwise see a reset instead of the 413)."""
+    dropped = 0
+    with trio.move_on_after(_LINGER_TIME):
+        try:
+            await stream.send_eof()
+            while dropped < _LINGER_BYTES and (data := await stream.receive_some(MAX_RECV)):
+                dropped += len(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+
+
 def _head(status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
     lines = [b"HTTP/1.1 %d %s" % (status, _REASONS.get(status, b"Unknown"))]
     lines += [bytes(name) + b": " + bytes(value) for name, value in headers]
@@ -586,12 +725,12 @@ def _address(address: Any) -> Any:
 
 
 async def serve(app: Callable[..., Awaitable[None]], bind: str, *,
-                shutdown_trigger: Callable[[], Awaitable[None]], max_body: int = 16 * 1024 * 1024,
-                new_request_id: Callable[[], str] = _random_request_id, graceful_timeout: float = 5.0,
-                task_status=trio.TASK_STATUS_IGNORED) -> None:  # fmt: skip
+                shutdown_trigger: Callable[[], Awaitable[None]],
+                task_status=trio.TASK_STATUS_IGNORED, **options: Any) -> None:  # fmt: skip
     """Serve ``app`` on ``bind`` ("HOST:PORT", port 0 picks one) until ``shutdown_trigger``
-    returns; ``task_status.started`` receives the bound URLs."""
+    returns; ``task_status.started`` receives the bound URLs.  ``options`` are ``Server``'s
+    (limits, timeouts, ``new_request_id``)."""
     host, _, port = bind.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
-    server = Server(app, max_body=max_body, new_request_id=new_request_id, graceful_timeout=graceful_timeout)
+    server = Server(app, **options)
     await server.serve(host, int(port), shutdown_trigger=shutdown_trigger, task_status=task_status)

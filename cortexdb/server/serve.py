@@ -4,20 +4,30 @@ The HTTP layer is the built-in HTTP/1.1 + WebSocket server (``http11.py``) by de
 Hypercorn's trio worker (``--http-server hypercorn``); docs/decisions.md says why the default
 changed.  Shutdown on SIGINT/SIGTERM: open streams end (``state.closing``), the server drains
 requests in flight, then the engine closes (actors stop, WAL and store flushed).
+
+Under Hypercorn, an exception that escapes one connection's handler (e.g. a malformed chunked
+body racing the response: Hypercorn's ``send_eof`` and its 400 answer collide in a
+``trio.BusyResourceError``) would end ``trio.serve_listeners`` and the whole process; a guarded
+``TCPServer`` logs it and closes that connection only, and refuses connections over
+``max_connections`` with a 503 envelope (docs/decisions.md, "HTTP limits").
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
 
+import hypercorn.trio.run
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
+from hypercorn.trio.tcp_server import TCPServer
 
 from ..engine.config import EngineConfig
 from ..engine.engine import open_engine
+from ..errors import HttpError
 from . import http11
 from .app import create_app
 from .settings import ServerSettings
@@ -32,6 +42,60 @@ async def wait_for_signal() -> None:
             return
 
 
+class _HypercornGuard:
+    """Per-server state of ``_GuardedTCPServer`` (carried on the Hypercorn ``Config``)."""
+
+    def __init__(self, max_connections: int, new_request_id: Callable[[], str]) -> None:
+        self.max_connections = max_connections
+        self.new_request_id = new_request_id
+        self.connections = 0
+
+    def refusal(self) -> bytes:
+        error = HttpError(503, "TOO_MANY_CONNECTIONS",
+                          f"the server holds its maximum of {self.max_connections} connections", retriable=True)  # fmt: skip
+        return http11.error_response(error, self.new_request_id(), ((b"retry-after", b"1"),))
+
+
+class _GuardedTCPServer(TCPServer):
+    """Hypercorn's connection handler, contained: whatever one connection raises is logged and
+    ends that connection, not the server; over the cap a connection gets a 503 and is closed."""
+
+    async def run(self) -> None:
+        guard: _HypercornGuard | None = getattr(self.config, "cortex_guard", None)
+        if guard is None:
+            await super().run()
+            return
+        if guard.connections >= guard.max_connections:
+            # As the built-in server does: answer, then read (not parse) and drop what the client
+            # sent for a moment, so that the close does not reset the answer away.
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                with trio.move_on_after(5):
+                    await self.stream.send_all(guard.refusal())
+                await http11.linger(self.stream)
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await self.stream.aclose()
+            return
+        guard.connections += 1
+        try:
+            await super().run()
+        except* Exception as failure:  # trio.Cancelled (a BaseException) still propagates
+            log.warning("Hypercorn failed on a connection; closed that connection: %r", failure.exceptions)
+            log.debug("the failure", exc_info=True)
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await self.stream.aclose()
+        finally:
+            guard.connections -= 1
+
+
+def _guard_hypercorn() -> None:
+    """Hypercorn's trio worker builds its connection handlers from ``hypercorn.trio.run.TCPServer``;
+    point that at the guarded subclass (it behaves as before for a Config without a guard)."""
+    if hypercorn.trio.run.TCPServer is not _GuardedTCPServer:
+        if hypercorn.trio.run.TCPServer is not TCPServer:
+            raise RuntimeError("Hypercorn's trio worker changed: review serve._GuardedTCPServer")
+        hypercorn.trio.run.TCPServer = _GuardedTCPServer  # type: ignore[misc]
+
+
 async def run_server(settings: ServerSettings, *,
                      shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
                      engine_config: EngineConfig | None = None, clock=None, id_seed=None,
@@ -42,12 +106,23 @@ async def run_server(settings: ServerSettings, *,
     path = settings.data_dir if settings.backend == "leveldb" else None
     async with open_engine(settings.backend, path, config=config, clock=clock, id_seed=id_seed) as engine:
         app = create_app(engine, settings)
+
+        def new_request_id() -> str:  # for the envelopes the HTTP layer answers itself
+            return engine._ctx.ids.new("req")
+
         hyper = Config()
         hyper.bind = [settings.bind]
         hyper.graceful_timeout = 5.0
         hyper.accesslog = None
         hyper.errorlog = logging.getLogger("hypercorn.error")
         hyper.include_server_header = False
+        # The limits Hypercorn has (the body limit is the app's).  Its keep-alive timeout (5 s)
+        # runs from the connection's start or last response until a complete head, reads do
+        # not re-arm it: that is the head deadline under Hypercorn (a shorter one is honoured).
+        hyper.h11_max_incomplete_size = settings.max_head_bytes  # h11 answers 431 over it
+        hyper.websocket_max_message_size = settings.max_ws_message_bytes  # closes with 1009
+        hyper.keep_alive_timeout = min(hyper.keep_alive_timeout, settings.head_timeout)
+        hyper.cortex_guard = _HypercornGuard(settings.max_connections, new_request_id)  # type: ignore[attr-defined]
         trigger = shutdown_trigger or wait_for_signal
         state = app.cortex  # type: ignore[attr-defined]
 
@@ -57,10 +132,14 @@ async def run_server(settings: ServerSettings, *,
 
         async def serve(task_status) -> None:
             if settings.http_server == "hypercorn":
+                _guard_hypercorn()
                 await hypercorn_serve(app, hyper, shutdown_trigger=stop, task_status=task_status)
             else:
-                await http11.serve(app, settings.bind, shutdown_trigger=stop, max_body=settings.max_body_bytes,
-                                   new_request_id=lambda: engine._ctx.ids.new("req"), task_status=task_status)  # fmt: skip
+                await http11.serve(app, settings.bind, shutdown_trigger=stop, task_status=task_status,
+                                   new_request_id=new_request_id, max_body=settings.max_body_bytes,
+                                   max_head=settings.max_head_bytes, head_timeout=settings.head_timeout,
+                                   max_connections=settings.max_connections,
+                                   max_ws_message=settings.max_ws_message_bytes)  # fmt: skip
 
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(serve)

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 DEFAULT_BIND = "127.0.0.1:8077"
+_positive = attrs.validators.gt(0)
 
 
 @attrs.define
@@ -28,9 +29,17 @@ class ServerSettings:
     # "*" allows every origin
     allowed_origins: tuple[str, ...] = ()
     enable_experimental: bool = False
-    max_body_bytes: int = 16 * 1024 * 1024
     # arrays and objects in a request body may nest this deep (400 INVALID_BODY beyond; 1..512)
     max_json_depth: int = attrs.field(default=64, converter=int, validator=[attrs.validators.ge(1), attrs.validators.le(512)])
+    # HTTP limits (docs/decisions.md, "HTTP limits"); each has a CORTEX_* variable and a flag.
+    # Over them: a larger body 413; a larger request line + headers 431; a head not complete
+    # head_timeout seconds after its first byte 408; a connection over max_connections 503; a
+    # larger WebSocket message close 1009.
+    max_body_bytes: int = attrs.field(default=16 * 1024 * 1024, validator=_positive)
+    max_head_bytes: int = attrs.field(default=64 * 1024, validator=_positive)
+    head_timeout: float = attrs.field(default=10.0, validator=_positive)
+    max_connections: int = attrs.field(default=1000, validator=_positive)
+    max_ws_message_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
     embedder: str = "hash"
     stream_keepalive: float = 15.0  # seconds between SSE comment lines on a quiet stream
     maintenance_interval: float = 60.0
@@ -73,6 +82,12 @@ class ServerSettings:
             values["token_leeway"] = env["CORTEX_TOKEN_LEEWAY"]
         if env.get("CORTEX_MAX_JSON_DEPTH"):
             values["max_json_depth"] = env["CORTEX_MAX_JSON_DEPTH"]
+        for name, field, kind in _LIMITS:
+            if env.get(name):
+                try:
+                    values[field] = kind(env[name])
+                except ValueError:
+                    raise ValueError(f"{name} must be a number, not {env[name]!r}") from None
         values["enable_experimental"] = env.get("CORTEX_ENABLE_EXPERIMENTAL", "") in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -91,3 +106,6 @@ def _leeway(value: Any) -> float:
     if not 0 <= seconds <= 3600:  # NaN fails too
         raise ValueError(f"the token leeway must be 0 to 3600 seconds, not {value!r}")
     return seconds
+_LIMITS = (("CORTEX_MAX_BODY_BYTES", "max_body_bytes", int), ("CORTEX_MAX_HEAD_BYTES", "max_head_bytes", int),
+           ("CORTEX_HEAD_TIMEOUT", "head_timeout", float), ("CORTEX_MAX_CONNECTIONS", "max_connections", int),
+           ("CORTEX_MAX_WS_MESSAGE_BYTES", "max_ws_message_bytes", int))  # fmt: skip
