@@ -37,6 +37,18 @@ class EngineConfig:
     idempotency_ttl_seconds: float = 86_400.0
     maintenance_interval: float = 60.0
     bulk_max_items: int = 1000
+    # the largest text one event may carry, in bytes of UTF-8: content.text, a triple's object, and
+    # json content as encoded.  1 MiB holds the envelope's 1,000,000-character text when it is ASCII
+    # and bounds what a multi-byte text costs to derive; a larger text is refused at validation,
+    # before anything is written, with 413 PAYLOAD_TOO_LARGE (docs/decisions.md, "Bounded work")
+    max_event_text_bytes: int = 1_048_576
+    # facts + entities one event may derive; the extractor's output beyond it is not derived, and
+    # the event's `extracted` record says so (intake status rejected, reason derived_records_limit)
+    max_derived_per_event: int = 256
+    # an event whose text is longer than this many characters is indexed as passages of at most
+    # this size (about 300 tokens), split at paragraph and sentence ends; recall returns the
+    # matching passage, not the whole text
+    passage_max_chars: int = 1200
     read_default_limit: int = 50
     read_max_limit: int = 1000
     recovery_scan_chunk: int = 10_000

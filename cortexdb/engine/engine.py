@@ -17,7 +17,14 @@ import attrs
 import trio
 
 from ..backends import open_store
-from ..errors import CortexError, IdempotencyConflict, InvalidEnvelope, NotFound, PolicyDenied
+from ..errors import (
+    CortexError,
+    IdempotencyConflict,
+    InvalidEnvelope,
+    NotFound,
+    PayloadTooLarge,
+    PolicyDenied,
+)
 from . import jsoncodec, keys
 from .actors.bus import LifecycleBus, LifecycleFilter, Subscription
 from .actors.messages import CancelEvent, Capture, CaptureItem, Flush, Ping, ReadLayer, Rebuild
@@ -28,6 +35,7 @@ from .config import EngineConfig
 from .derive.rules import RuleExtractor
 from .envelope import resolve_identities, validate_envelope
 from .ids import IdGenerator
+from .limits import check_event_size
 from .model import LifecycleEvent, to_wire
 from .policy.hook import AllowAll, PolicyHook
 from .retrieve.embedders import by_name
@@ -243,6 +251,7 @@ class Engine:
         started = trio.current_time()
         caller = caller or self.config.default_caller
         tenant = tenant_id or self.config.tenant_id
+        check_event_size(envelope, self.config.max_event_text_bytes)
         valid = validate_envelope(envelope)
         identities = resolve_identities(caller, valid)
         self._authorise_write(caller, valid, identities)
@@ -376,6 +385,11 @@ class Engine:
                 envelope["subject"] = subject
             if shared_directives or raw.get("directives"):
                 envelope["directives"] = {**shared_directives, **(raw.get("directives") or {})}
+            try:
+                check_event_size(envelope, self.config.max_event_text_bytes, f"items[{index}].")
+            except PayloadTooLarge as exc:
+                exc.details["item"] = index
+                raise
             try:
                 valid = validate_envelope(envelope)
             except InvalidEnvelope as exc:

@@ -31,6 +31,9 @@ class ServerSettings:
     # Over HTTP, consecutive writes arrive a few milliseconds apart; derivation waits for this much
     # capture silence so it runs in batches instead of between every two requests (decisions.md).
     derivation_defer: float = 0.02
+    # per-event bounds handed to EngineConfig (its defaults; docs/decisions.md, "Bounded work")
+    max_event_text_bytes: int = 1_048_576
+    max_derived_per_event: int = 256
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> ServerSettings:
@@ -54,6 +57,12 @@ class ServerSettings:
             values["http_server"] = env["CORTEX_HTTP_SERVER"]
         if env.get("CORTEX_EMBEDDER"):
             values["embedder"] = env["CORTEX_EMBEDDER"]
+        for name in ("max_event_text_bytes", "max_derived_per_event"):
+            raw = env.get(f"CORTEX_{name.upper()}")
+            if raw:
+                if not raw.isdigit() or int(raw) < 1:
+                    raise ValueError(f"CORTEX_{name.upper()} must be a positive integer, not {raw!r}")
+                values[name] = int(raw)
         values["enable_experimental"] = env.get("CORTEX_ENABLE_EXPERIMENTAL", "") in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
