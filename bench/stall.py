@@ -107,20 +107,35 @@ class Load:
             await trio.sleep(think)
 
 
-async def run(load: Load, args, call, write_document, recall_budgeted) -> dict:
+def rss_mb(pid: int) -> float:
+    """Resident set size of a process (Linux), in MB; NaN elsewhere."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for entry in status:
+                if entry.startswith("VmRSS:"):
+                    return int(entry.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+async def run(load: Load, args, call, write_document, recall_budgeted, pid: int) -> dict:
     text = document(args.chars)
     async with trio.open_nursery() as nursery:
         for client in range(args.clients):
             nursery.start_soon(load.client, call, client, args.think_ms / 1000)
         await trio.sleep(args.baseline)
+        rss_before = rss_mb(pid)
         load.phase = "during"
         started = time.perf_counter()
         await write_document(text)
         consolidation = time.perf_counter() - started
         load.phase = "after"
         load.stop = True
+    rss_after = rss_mb(pid)
     found = await recall_budgeted()
-    return {"consolidation": consolidation, "found": found, "bytes": len(text.encode())}
+    return {"consolidation": consolidation, "found": found, "bytes": len(text.encode()),
+            "rss": (rss_before, rss_after)}  # fmt: skip
 
 
 def budgeted_answer(pack: dict) -> dict:
@@ -131,7 +146,7 @@ def budgeted_answer(pack: dict) -> dict:
             "tokens": knapsack["tokens_used"], "items": sum(len(v) for v in pack["layers"].values())}  # fmt: skip
 
 
-async def over_http(url: str, token: str, args) -> tuple[Load, dict]:
+async def over_http(url: str, token: str, pid: int, args) -> tuple[Load, dict]:
     headers = {"Authorization": f"Bearer {token}", "X-Cortex-Actor": "user:alice"}
     connections = [await loadgen.Connection.open(url) for _ in range(args.clients)]
     load = Load()
@@ -168,7 +183,7 @@ async def over_http(url: str, token: str, args) -> tuple[Load, dict]:
         return budgeted_answer(json.loads(answer)) | {"pack_bytes": len(answer)}
 
     try:
-        result = await run(load, args, call, write_document, recall_budgeted)
+        result = await run(load, args, call, write_document, recall_budgeted, pid)
     finally:
         for conn in connections:
             await conn.aclose()
@@ -193,7 +208,7 @@ async def embedded(args) -> tuple[Load, dict]:
             pack = await engine.recall({"scope": DOC_SCOPE, "query": QUERY, "budgets": {"max_tokens": 500}})
             return budgeted_answer(pack) | {"pack_bytes": len(json.dumps(pack))}
 
-        result = await run(load, args, call, write_document, recall_budgeted)
+        result = await run(load, args, call, write_document, recall_budgeted, os.getpid())
     return load, result
 
 
@@ -235,7 +250,7 @@ def main() -> None:
             token = auth.mint(keys, sub="user:alice", tenant="bench", ttl=3600)
             process, url = start_server(os.path.join(root, "data"), keys)
             try:
-                load, result = trio.run(over_http, url, token, args)
+                load, result = trio.run(over_http, url, token, process.pid, args)
             finally:
                 process.send_signal(signal.SIGTERM)
                 process.wait(timeout=120)
@@ -249,7 +264,8 @@ def main() -> None:
     print(line("during", during))
     print(f"  ratio during/before: p50 x{pct(during, 0.5) / pct(before, 0.5):.2f}   "
           f"p99 x{pct(during, 0.99) / pct(before, 0.99):.2f}")
-    print(f"  consolidation: {result['consolidation']:.2f} s from the document's POST to its answer")
+    print(f"  consolidation: {result['consolidation']:.2f} s from the document's POST to its answer; "
+          f"server RSS {result['rss'][0]:.0f} -> {result['rss'][1]:.0f} MB")
     found = result["found"]
     where = f"passage {found['passage']['index']} of {found['passage']['count']}" if found["passage"] else "no passage"
     print(f"  recall with a 500-token budget: planted sentence {'found' if found['found'] else 'NOT found'} "

@@ -234,8 +234,9 @@ async def test_passages_are_restored_after_a_restart(tmp_path, clock):
 
 # -- off the event loop --------------------------------------------------------------------------
 class GatedExtractor:
-    """The rule extractor, held at a gate: it reports being entered through trio.from_thread,
-    which only works from a worker thread (on the event loop it raises), and waits for release."""
+    """The rule extractor, held at a gate in worker threads: there it reports being entered (through
+    trio.from_thread, which only works from a Trio worker thread) and waits for release.  On the
+    event loop's thread (a short text) it just extracts."""
 
     name = "gated"
 
@@ -245,6 +246,8 @@ class GatedExtractor:
         self.rules = RuleExtractor()
 
     def extract(self, context):
+        if threading.current_thread() is threading.main_thread():
+            return self.rules.extract(context)
         trio.from_thread.run_sync(self.entered.set)
         self.release.wait(timeout=60)
         return self.rules.extract(context)
@@ -258,7 +261,7 @@ class RecordingEmbedder(HashEmbedder):
         self.calls: list[tuple[int, bool]] = []
 
     def embed(self, texts):
-        self.calls.append((sum(map(len, texts)), threading.current_thread() is threading.main_thread()))
+        self.calls.append((len(texts), sum(map(len, texts)), threading.current_thread() is threading.main_thread()))
         return super().embed(texts)
 
 
@@ -280,8 +283,9 @@ async def test_a_long_text_is_derived_while_other_requests_are_served(engine_fac
         view = await engine.memory_event(big.event_id)
         assert view["stages_completed"][:4] == ["captured", "extracted", "indexed", "consolidated"]
         assert view["errors"] == []
-        big_batches = [on_loop for size, on_loop in embedder.calls if size > OFF_LOOP_CHARS]
-        assert big_batches == [False]  # the passages were embedded off the loop
+        # the passages were embedded off the loop; what ran on it was small
+        assert sum(count for count, _, on_loop in embedder.calls if not on_loop) >= view["passages"]
+        assert all(size <= OFF_LOOP_CHARS for _, size, on_loop in embedder.calls if on_loop)
 
 
 # -- cancellation --------------------------------------------------------------------------------

@@ -134,16 +134,22 @@ def clip(text: str, max_chars: int) -> str:
     return (head[:cut] if cut > max_chars // 2 else head).rstrip() + " …"
 
 
+def handover() -> None:
+    """In a worker thread: sleep 0 s, which hands the GIL to the event loop's thread if it waits
+    for it — otherwise the loop waits up to ``sys.getswitchinterval()`` (5 ms) each time it wants
+    it back (decisions.md, "Bounded work per request")."""
+    time.sleep(0)
+
+
 def yielding(work, items: list, size: int):
-    """``work`` over ``items`` ``size`` at a time, for a worker thread: between two calls the
-    thread sleeps 0 s, which hands the GIL to the event loop's thread if it is waiting for it
-    (otherwise the loop waits up to ``sys.getswitchinterval()``, 5 ms, each time it wants it)."""
+    """``work`` over ``items``, ``size`` at a time (one at a time when 1), for a worker thread
+    that hands the GIL over between calls."""
 
     def run() -> list:
         out = []
         for start in range(0, len(items), size):
             out.append(work(items[start : start + size]) if size > 1 else work(items[start]))
-            time.sleep(0)
+            handover()
         return out
 
     return run
@@ -173,7 +179,7 @@ def read_event(extractor, event: Event, *, max_chars: int, limit: int) -> tuple[
         for item in contexts:
             try:
                 yield extractor.extract(item)
-                time.sleep(0)  # hand the GIL to the event loop if it waits (see yielding())
+                handover()
             except Exception as exc:  # an extractor bug must not stall the scope
                 log.warning("extractor failed on %s: %r", event.id, exc)
                 errors.append(repr(exc)[:500])
@@ -275,7 +281,7 @@ class Pipeline:
             return embedder.embed(texts)
         if not getattr(embedder, "inline", False):
             return await trio.to_thread.run_sync(embedder.embed, texts)  # a model releases the GIL
-        vectors = await trio.to_thread.run_sync(yielding(embedder.embed, texts, 16), abandon_on_cancel=True)
+        vectors = await trio.to_thread.run_sync(yielding(embedder.embed, texts, 2), abandon_on_cancel=True)
         return np.concatenate(vectors) if vectors else embedder.embed([])
 
     async def add_texts(self, documents: dict[str, str]) -> None:
