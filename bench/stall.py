@@ -1,6 +1,6 @@
 """Other clients' latency while one maximum-size experience consolidates.
 
-    python bench/stall.py [--chars 1000000] [--clients 8] [--baseline 5] [--think-ms 10] [--embedded]
+    python bench/stall.py [--chars 1000000] [--clients 4] [--baseline 5] [--think-ms 50] [--embedded]
 
 By default it starts `cortexdb serve` as a separate process (LevelDB data dir in a temp directory,
 hash embedder, on_prem_enterprise with a signed PASETO token, the built-in HTTP server; as
@@ -77,9 +77,16 @@ def document(chars: int) -> str:
     return text if planted else PLANTED + " " + text[: chars - len(PLANTED) - 1]
 
 
+TURNS = ["We talked about the {w} roadmap for a while.", "The {w} meeting ran long but it went well.",
+         "Can you remind me what we decided about the {w} budget?", "I finished reading the {w} report today.",
+         "Let's move the {w} review to next week.", "My favorite {w} dish is the one with lentils."]  # fmt: skip
+
+
 def small(client: int, i: int) -> dict:
+    """A short conversation turn; a few of them state facts."""
+    text = TURNS[(i // 2) % len(TURNS)].format(w=NAMES[(i // 12) % 20].lower())
     return {"scope": f"org:stall{client}/user:alice", "modality": "conversation",
-            "content": {"kind": "message", "role": "user", "text": f"I moved to Lisbon and I like green tea (note {i})."},
+            "content": {"kind": "message", "role": "user", "text": text},
             "context": {"observed_at": f"2026-05-01T{(i // 60) % 24:02d}:{i % 60:02d}:00Z"}}  # fmt: skip
 
 
@@ -94,6 +101,7 @@ class Load:
     def __init__(self) -> None:
         self.phase = "before"
         self.latencies: dict[str, list[float]] = {"before": [], "during": [], "after": []}
+        self.by_kind: dict[tuple[str, str], list[float]] = {}  # (phase, write|recall) -> ms
         self.stop = False
 
     async def client(self, call, client: int, think: float) -> None:
@@ -102,7 +110,9 @@ class Load:
             phase = self.phase
             started = time.perf_counter()
             await call(client, i)
-            self.latencies[phase].append((time.perf_counter() - started) * 1000)
+            elapsed = (time.perf_counter() - started) * 1000
+            self.latencies[phase].append(elapsed)
+            self.by_kind.setdefault((phase, "recall" if i % 2 else "write"), []).append(elapsed)
             i += 1
             await trio.sleep(think)
 
@@ -157,7 +167,7 @@ async def over_http(url: str, token: str, pid: int, args) -> tuple[Load, dict]:
             raw = conn.encode("POST", "/v1/experience", json.dumps(small(client, i)).encode(), headers)
             expect = 202
         else:
-            query = {"scope": f"org:stall{client}/user:alice", "query": "where did I move"}
+            query = {"scope": f"org:stall{client}/user:alice", "query": "what did we decide about the budget"}
             raw = conn.encode("POST", "/v1/recall", json.dumps(query).encode(), headers)
             expect = 200
         status, body = await conn.request(raw)
@@ -198,7 +208,7 @@ async def embedded(args) -> tuple[Load, dict]:
             if i % 2 == 0:
                 await engine.experience(small(client, i))
             else:
-                await engine.recall({"scope": f"org:stall{client}/user:alice", "query": "where did I move"})
+                await engine.recall({"scope": f"org:stall{client}/user:alice", "query": "what did we decide about the budget"})
 
         async def write_document(text: str) -> None:
             await engine.experience({"scope": DOC_SCOPE, "modality": "document", "content": {"kind": "text", "text": text},
@@ -234,11 +244,12 @@ def line(name: str, values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chars", type=int, default=1_000_000, help="characters of the document")
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--baseline", type=float, default=5.0, help="seconds of load before the document")
-    parser.add_argument("--think-ms", type=float, default=10.0, help="pause between a client's requests")
+    parser.add_argument("--think-ms", type=float, default=50.0, help="pause between a client's requests")
     parser.add_argument("--embedded", action="store_true", help="an engine in this process, not the HTTP server")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]  # other work on the machine skews every figure here
     if args.embedded:
         load, result = trio.run(embedded, args)
         mode = "embedded engine (memory backend)"
@@ -258,10 +269,14 @@ def main() -> None:
             shutil.rmtree(root, ignore_errors=True)
         mode = "HTTP (built-in server, LevelDB, separate process)"
     before, during = load.latencies["before"], load.latencies["during"]
-    print(f"stall: {mode}, {args.clients} clients alternating a write and a recall, {args.think_ms:g} ms apart")
+    print(f"stall: {mode}, {args.clients} clients alternating a write and a recall, {args.think_ms:g} ms apart "
+          f"(load average {load_before:.2f} on {os.cpu_count()} CPUs before the run)")
     print(f"  document: {args.chars:,} characters ({result['bytes']:,} bytes), written with wait=consolidated")
     print(line("before", before))
     print(line("during", during))
+    for kind in ("write", "recall"):
+        b, d = load.by_kind.get(("before", kind), []), load.by_kind.get(("during", kind), [])
+        print(f"    {kind + 's:':8} p50 {pct(b, 0.5):.2f} -> {pct(d, 0.5):.2f} ms   p99 {pct(b, 0.99):.2f} -> {pct(d, 0.99):.2f} ms")
     print(f"  ratio during/before: p50 x{pct(during, 0.5) / pct(before, 0.5):.2f}   "
           f"p99 x{pct(during, 0.99) / pct(before, 0.99):.2f}")
     print(f"  consolidation: {result['consolidation']:.2f} s from the document's POST to its answer; "

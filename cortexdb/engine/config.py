@@ -49,6 +49,9 @@ class EngineConfig:
     # this size (about 300 tokens), split at paragraph and sentence ends; recall returns the
     # matching passage, not the whole text
     passage_max_chars: int = 1200
+    # worker threads derivation's CPU work (long texts: extraction, tokenising, hash embedding) may
+    # occupy at once, engine-wide: on a 2-core machine one leaves a core to serve requests
+    derivation_threads: int = 1
     read_default_limit: int = 50
     read_max_limit: int = 1000
     recovery_scan_chunk: int = 10_000

@@ -123,6 +123,7 @@ class NodeContext:
     policy: PolicyHook
     embedder: Any = None
     supervisor: ScopeSupervisor | None = None
+    cpu_limiter: trio.CapacityLimiter | None = None  # derivation's worker threads (config.derivation_threads)
 
 
 class Engine:
@@ -834,6 +835,7 @@ async def open_engine(
         extractor=extractor or RuleExtractor(),
         policy=policy or AllowAll(),
         embedder=embedder or by_name(config.embedder),
+        cpu_limiter=trio.CapacityLimiter(config.derivation_threads),
     )  # fmt: skip
     try:
         async with trio.open_nursery() as nursery:

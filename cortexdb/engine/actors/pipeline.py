@@ -141,18 +141,14 @@ def handover() -> None:
     time.sleep(0)
 
 
-def yielding(work, items: list, size: int):
-    """``work`` over ``items``, ``size`` at a time (one at a time when 1), for a worker thread
-    that hands the GIL over between calls."""
-
-    def run() -> list:
-        out = []
-        for start in range(0, len(items), size):
-            out.append(work(items[start : start + size]) if size > 1 else work(items[start]))
-            handover()
-        return out
-
-    return run
+def in_slices(work, items: list, size: int) -> list:
+    """``work`` over ``items``, ``size`` at a time (one at a time when 1), handing the GIL over
+    between calls: what a worker runs (a module-level function, so a process can run it too)."""
+    out = []
+    for start in range(0, len(items), size):
+        out.append(work(items[start : start + size]) if size > 1 else work(items[start]))
+        handover()
+    return out
 
 
 def read_event(extractor, event: Event, *, max_chars: int, limit: int) -> tuple[list | None, Selection, list[str]]:
@@ -281,8 +277,13 @@ class Pipeline:
             return embedder.embed(texts)
         if not getattr(embedder, "inline", False):
             return await trio.to_thread.run_sync(embedder.embed, texts)  # a model releases the GIL
-        vectors = await trio.to_thread.run_sync(yielding(embedder.embed, texts, 2), abandon_on_cancel=True)
+        vectors = await self._off_loop(functools.partial(in_slices, embedder.embed, texts, 2))
         return np.concatenate(vectors) if vectors else embedder.embed([])
+
+    async def _off_loop(self, work):
+        """Pure CPU work in a worker thread, at most ``derivation_threads`` of them in the engine at
+        once (the rest of the cores serve requests); shutdown need not wait for it."""
+        return await trio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=self.ctx.cpu_limiter)
 
     async def add_texts(self, documents: dict[str, str]) -> None:
         """Add documents to the text index.  A large batch (a long text's passages, a restart) is
@@ -304,8 +305,7 @@ class Pipeline:
             await self._add_chunk(chunk)
 
     async def _add_chunk(self, chunk: list[tuple[str, str]]) -> None:
-        work = yielding(tokenize, [text for _, text in chunk], 1)
-        tokens = await trio.to_thread.run_sync(work, abandon_on_cancel=True)
+        tokens = await self._off_loop(functools.partial(in_slices, tokenize, [text for _, text in chunk], 1))
         index = self.text_index
         for position, ((doc_id, text), terms) in enumerate(zip(chunk, tokens, strict=True), 1):
             index.add(doc_id, text, terms)
@@ -367,7 +367,7 @@ class Pipeline:
         text = content_text(event)
         max_chars = self.ctx.config.passage_max_chars
         if len(text) > OFF_LOOP_CHARS:
-            spans = await trio.to_thread.run_sync(passages.split, text, max_chars, abandon_on_cancel=True)
+            spans = await self._off_loop(functools.partial(passages.split, text, max_chars))
         else:
             spans = passages.split(text, max_chars)
         return [list(span) for span in spans]
@@ -605,7 +605,7 @@ class Pipeline:
             read = functools.partial(read_event, self.ctx.extractor, event, max_chars=config.passage_max_chars,
                                      limit=limit)  # fmt: skip
             if len(content_text(event)) > OFF_LOOP_CHARS:
-                spans, selection, errors = await trio.to_thread.run_sync(read, abandon_on_cancel=True)
+                spans, selection, errors = await self._off_loop(read)
             else:
                 spans, selection, errors = read()
             for message in errors[:5]:
