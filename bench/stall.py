@@ -1,6 +1,7 @@
 """Other clients' latency while one maximum-size experience consolidates.
 
-    python bench/stall.py [--chars 1000000] [--clients 4] [--baseline 5] [--think-ms 50] [--embedded]
+    python bench/stall.py [--chars 1000000] [--clients 4] [--baseline 5] [--think-ms 50]
+                          [--workers process|thread] [--embedded]
 
 By default it starts `cortexdb serve` as a separate process (LevelDB data dir in a temp directory,
 hash embedder, on_prem_enterprise with a signed PASETO token, the built-in HTTP server; as
@@ -15,8 +16,12 @@ runs the same load against an engine in this process instead (memory backend).
    The document is paragraphs of sentences, many of them facts about distinct names (far more
    than ``max_derived_per_event``), with one planted sentence;
 3. a recall with a 500-token budget asks for the planted sentence.
-Printed: the other clients' p50 / p99 / max latency before and during, their ratios, the
-consolidation time, and what the budgeted recall returned.  Goal: p99 during < 100 ms.
+Printed: the other clients' p50 / p99 / max latency before and during (and for writes and recalls
+apart), their ratios, the consolidation time, the RSS of the server and its derivation workers,
+and what the budgeted recall returned.  Goal: p99 during < 100 ms.  ``--workers thread`` runs
+derivation's CPU work in threads instead of worker processes (EngineConfig.derivation_workers);
+to measure another checkout, run the script with that checkout as the working directory and
+PYTHONPATH (the server starts with ``python -m``, which imports from the working directory).
 The client and the server share the machine's cores; the VM is noisy, so compare a few runs.
 """
 
@@ -118,15 +123,18 @@ class Load:
 
 
 def rss_mb(pid: int) -> float:
-    """Resident set size of a process (Linux), in MB; NaN elsewhere."""
+    """Resident set size of a process and its children (Linux: the derivation worker processes
+    count too), in MB; NaN elsewhere."""
     try:
         with open(f"/proc/{pid}/status") as status:
-            for entry in status:
-                if entry.startswith("VmRSS:"):
-                    return int(entry.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+            total = next(int(e.split()[1]) for e in status if e.startswith("VmRSS:")) / 1024
+        kids = []
+        for task in os.listdir(f"/proc/{pid}/task"):  # a child belongs to the thread that forked it
+            with open(f"/proc/{pid}/task/{task}/children") as children:
+                kids += [int(child) for child in children.read().split()]
+    except (OSError, StopIteration):
+        return float("nan")
+    return total + sum(rss_mb(kid) for kid in kids if kid)
 
 
 async def run(load: Load, args, call, write_document, recall_budgeted, pid: int) -> dict:
@@ -202,7 +210,8 @@ async def over_http(url: str, token: str, pid: int, args) -> tuple[Load, dict]:
 
 async def embedded(args) -> tuple[Load, dict]:
     load = Load()
-    async with cortexdb.open_engine("memory", config=EngineConfig(default_caller="user:alice")) as engine:
+    config = EngineConfig(default_caller="user:alice", derivation_workers=args.workers)
+    async with cortexdb.open_engine("memory", config=config) as engine:
 
         async def call(client: int, i: int) -> None:
             if i % 2 == 0:
@@ -222,12 +231,13 @@ async def embedded(args) -> tuple[Load, dict]:
     return load, result
 
 
-def start_server(data: str, keys: str) -> tuple[subprocess.Popen, str]:
+def start_server(data: str, keys: str, workers: str) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "cortexdb.cli", "serve", "--data", data, "--bind", "127.0.0.1:0",
          "--preset", "on_prem_enterprise", "--issuer-keys", keys, "--tenant", "bench", "--operator", "user:alice",
          "--embedder", "hash"],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "CORTEX_DERIVATION_WORKERS": workers},
     )  # fmt: skip
     for line in process.stderr:
         match = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
@@ -248,6 +258,8 @@ def main() -> None:
     parser.add_argument("--baseline", type=float, default=5.0, help="seconds of load before the document")
     parser.add_argument("--think-ms", type=float, default=50.0, help="pause between a client's requests")
     parser.add_argument("--embedded", action="store_true", help="an engine in this process, not the HTTP server")
+    parser.add_argument("--workers", default="process", choices=("process", "thread"),
+                        help="where derivation's CPU work runs (EngineConfig.derivation_workers)")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]  # other work on the machine skews every figure here
     if args.embedded:
@@ -259,7 +271,7 @@ def main() -> None:
             keys = os.path.join(root, "issuer")
             auth.keygen(keys)
             token = auth.mint(keys, sub="user:alice", tenant="bench", ttl=3600)
-            process, url = start_server(os.path.join(root, "data"), keys)
+            process, url = start_server(os.path.join(root, "data"), keys, args.workers)
             try:
                 load, result = trio.run(over_http, url, token, process.pid, args)
             finally:
@@ -269,7 +281,7 @@ def main() -> None:
             shutil.rmtree(root, ignore_errors=True)
         mode = "HTTP (built-in server, LevelDB, separate process)"
     before, during = load.latencies["before"], load.latencies["during"]
-    print(f"stall: {mode}, {args.clients} clients alternating a write and a recall, {args.think_ms:g} ms apart "
+    print(f"stall: {mode}, derivation in worker {args.workers}{'es' if args.workers == 'process' else 's'}, {args.clients} clients alternating a write and a recall, {args.think_ms:g} ms apart "
           f"(load average {load_before:.2f} on {os.cpu_count()} CPUs before the run)")
     print(f"  document: {args.chars:,} characters ({result['bytes']:,} bytes), written with wait=consolidated")
     print(line("before", before))
@@ -280,7 +292,7 @@ def main() -> None:
     print(f"  ratio during/before: p50 x{pct(during, 0.5) / pct(before, 0.5):.2f}   "
           f"p99 x{pct(during, 0.99) / pct(before, 0.99):.2f}")
     print(f"  consolidation: {result['consolidation']:.2f} s from the document's POST to its answer; "
-          f"server RSS {result['rss'][0]:.0f} -> {result['rss'][1]:.0f} MB")
+          f"RSS {result['rss'][0]:.0f} -> {result['rss'][1]:.0f} MB (with worker processes)")
     found = result["found"]
     where = f"passage {found['passage']['index']} of {found['passage']['count']}" if found["passage"] else "no passage"
     print(f"  recall with a 500-token budget: planted sentence {'found' if found['found'] else 'NOT found'} "

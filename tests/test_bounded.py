@@ -96,6 +96,10 @@ async def test_the_limits_come_from_the_server_environment():
     assert ServerSettings.from_env({}).max_event_text_bytes == EngineConfig().max_event_text_bytes
     with pytest.raises(ValueError):
         ServerSettings.from_env({"CORTEX_MAX_DERIVED_PER_EVENT": "lots"})
+    assert ServerSettings.from_env({}).derivation_workers == "process"  # the server's main is guarded
+    assert ServerSettings.from_env({"CORTEX_DERIVATION_WORKERS": "thread"}).derivation_workers == "thread"
+    with pytest.raises(ValueError):
+        ServerSettings.from_env({"CORTEX_DERIVATION_WORKERS": "fibers"})
 
 
 async def test_an_oversize_text_over_http_is_413_with_the_envelope(tmp_path):
@@ -401,3 +405,34 @@ async def test_a_cancel_reaches_the_scope_the_event_was_consolidated_into(engine
     assert (await engine.beliefs(team))["items"] == []
     pack = await engine.recall({"scope": team, "query": "Zanzibar quokka stew"})
     assert "Zanzibar" not in json.dumps(pack)
+
+
+async def derive_in(engine_factory, workers: str):
+    """A long text derived with the given workers: what the layers and a recall show, ids aside."""
+    async with engine_factory(config=config(derivation_workers=workers)) as engine:
+        text = long_text(400, needle_at=300) + " I live in Lisbon. Kim Vale works at Acme Corp."
+        done = await engine.experience(document(text), wait="consolidated")
+        await engine.flush(SCOPE, seal=True)
+        facts = sorted((f["predicate"], json.dumps(f["object"], sort_keys=True))
+                       for f in (await engine.facts(SCOPE, limit=1000))["items"])  # fmt: skip
+        pack = await engine.recall({"scope": SCOPE, "query": "Zephyr vault access code", "budgets": {"max_tokens": 500}})
+        view = await engine.memory_event(done.event_id)
+        return engine._ctx.cpu_workers, facts, view["passages"], [i["passage"] for i in pack["layers"]["events"]]
+
+
+async def test_worker_processes_derive_exactly_what_threads_do(engine_factory):
+    workers, *in_processes = await derive_in(engine_factory, "process")
+    assert workers == "process"  # the rule extractor and the hash embedder went to a process
+    threads, *in_threads = await derive_in(engine_factory, "thread")
+    assert threads == "thread"
+    assert in_processes == in_threads and in_processes[0]  # facts, passages and the recalled passage
+
+
+async def test_an_extractor_a_process_cannot_take_falls_back_to_threads(engine_factory):
+    gate = GatedExtractor()  # holds locks: it cannot be pickled
+    gate.release.set()
+    async with engine_factory(extractor=gate, config=config(derivation_workers="process")) as engine:
+        done = await engine.experience(document(long_text(400, needle_at=5)), wait="consolidated")
+        assert engine._ctx.cpu_workers == "thread"
+        view = await engine.memory_event(done.event_id)
+        assert view["errors"] == [] and view["passages"] > 1

@@ -49,8 +49,14 @@ class EngineConfig:
     # this size (about 300 tokens), split at paragraph and sentence ends; recall returns the
     # matching passage, not the whole text
     passage_max_chars: int = 1200
-    # worker threads derivation's CPU work (long texts: extraction, tokenising, hash embedding) may
-    # occupy at once, engine-wide: on a 2-core machine one leaves a core to serve requests
+    # where derivation's CPU work on long texts (extraction, tokenising, hash embedding) runs:
+    # "thread" | "process" (worker processes, trio-parallel: no GIL shared with the event loop, so
+    # other requests wait less; falls back to threads when the extractor or embedder cannot be
+    # pickled or a worker cannot start).  Processes use the spawn start method, which re-imports
+    # the program's main module: only for programs whose main module has an
+    # `if __name__ == "__main__"` guard — `cortexdb serve` uses them (docs/decisions.md)
+    derivation_workers: str = "thread"
+    # how many such workers may run at once, engine-wide: on 2 cores one leaves a core to serve
     derivation_threads: int = 1
     read_default_limit: int = 50
     read_max_limit: int = 1000

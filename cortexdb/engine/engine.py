@@ -123,7 +123,8 @@ class NodeContext:
     policy: PolicyHook
     embedder: Any = None
     supervisor: ScopeSupervisor | None = None
-    cpu_limiter: trio.CapacityLimiter | None = None  # derivation's worker threads (config.derivation_threads)
+    cpu_limiter: trio.CapacityLimiter | None = None  # derivation's workers (config.derivation_threads)
+    cpu_workers: str = "thread"  # thread | process: config.derivation_workers, until a process fails
 
 
 class Engine:
@@ -835,7 +836,7 @@ async def open_engine(
         extractor=extractor or RuleExtractor(),
         policy=policy or AllowAll(),
         embedder=embedder or by_name(config.embedder),
-        cpu_limiter=trio.CapacityLimiter(config.derivation_threads),
+        cpu_limiter=trio.CapacityLimiter(config.derivation_threads), cpu_workers=config.derivation_workers,
     )  # fmt: skip
     try:
         async with trio.open_nursery() as nursery:

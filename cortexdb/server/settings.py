@@ -34,6 +34,8 @@ class ServerSettings:
     # per-event bounds handed to EngineConfig (its defaults; docs/decisions.md, "Bounded work")
     max_event_text_bytes: int = 1_048_576
     max_derived_per_event: int = 256
+    # `cortexdb serve`'s main module is guarded, so derivation may use worker processes (decisions.md)
+    derivation_workers: str = attrs.field(default="process", validator=attrs.validators.in_(("process", "thread")))
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> ServerSettings:
@@ -63,6 +65,8 @@ class ServerSettings:
                 if not raw.isdigit() or int(raw) < 1:
                     raise ValueError(f"CORTEX_{name.upper()} must be a positive integer, not {raw!r}")
                 values[name] = int(raw)
+        if env.get("CORTEX_DERIVATION_WORKERS"):
+            values["derivation_workers"] = env["CORTEX_DERIVATION_WORKERS"]
         values["enable_experimental"] = env.get("CORTEX_ENABLE_EXPERIMENTAL", "") in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

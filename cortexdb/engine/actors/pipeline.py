@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 import trio
+import trio_parallel
 
 from .. import jsoncodec, keys
 from ..derive import beliefs as belief_math
@@ -281,9 +282,19 @@ class Pipeline:
         return np.concatenate(vectors) if vectors else embedder.embed([])
 
     async def _off_loop(self, work):
-        """Pure CPU work in a worker thread, at most ``derivation_threads`` of them in the engine at
-        once (the rest of the cores serve requests); shutdown need not wait for it."""
-        return await trio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=self.ctx.cpu_limiter)
+        """Pure CPU work (a picklable call) off the event loop: in a worker process, or a worker
+        thread when processes are off or cannot run it; at most ``derivation_threads`` at once in
+        the engine (the rest of the cores serve requests).  Shutdown need not wait for it."""
+        ctx = self.ctx
+        if ctx.cpu_workers == "process":
+            try:
+                return await trio_parallel.run_sync(work, kill_on_cancel=True, limiter=ctx.cpu_limiter)
+            except Exception as exc:  # unpicklable extractor, a worker that cannot start, …
+                if ctx.cpu_workers == "process":
+                    log.warning("derivation runs in worker threads from now on: a worker process "
+                                "could not run it (%r)", exc)  # fmt: skip
+                    ctx.cpu_workers = "thread"
+        return await trio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=ctx.cpu_limiter)
 
     async def add_texts(self, documents: dict[str, str]) -> None:
         """Add documents to the text index.  A large batch (a long text's passages, a restart) is
