@@ -15,6 +15,7 @@ from ..retrieve import passages
 from ..retrieve.scoring import estimate_tokens, recency
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
+from .pipeline import text_of
 
 LAYER_OF_PREFIX = {"evt": "events", "fact": "facts", "ep": "episodes", "belief": "beliefs"}
 PREFIX_OF_LAYER = {layer: prefix + "_" for prefix, layer in LAYER_OF_PREFIX.items()}
@@ -153,12 +154,11 @@ async def _load(
             return None  # cancelled
         record = dict(stored)
         spans = state.get("passages")
-        if not spans and actor is not None and index is None:  # long, and not indexed yet
-            from .pipeline import text_of
-
-            found[3] = text_of(stored["content"])
-            if len(found[3]) > actor.ctx.config.passage_max_chars:
-                spans = passages.split(found[3], actor.ctx.config.passage_max_chars)
+        text = stored["content"].get("text")
+        if not spans and actor is not None and isinstance(text, str):  # long, not indexed yet?
+            max_chars = actor.ctx.config.passage_max_chars
+            if len(text) > max_chars:
+                spans = passages.split(text, max_chars)
         size = len(raw)
         if spans:  # a long text: the candidate is one passage, and says so
             index = index or 0
@@ -167,8 +167,6 @@ async def _load(
             record_id = passages.passage_id(event_id, index)
             start, end = spans[index]
             if found[3] is None:
-                from .pipeline import text_of
-
                 found[3] = text_of(stored["content"])
             content = {k: v for k, v in stored["content"].items() if k != "data"}
             content["text"] = found[3][start:end]

@@ -15,6 +15,7 @@ import collections
 import datetime as dt
 import functools
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -135,11 +136,21 @@ def clip(text: str, max_chars: int) -> str:
     return (head[:cut] if cut > max_chars // 2 else head).rstrip() + " …"
 
 
+HANDOVER_EVERY = 0.001  # seconds of a worker thread's work between two hand-overs of the GIL
+_handover = threading.local()
+
+
 def handover() -> None:
-    """In a worker thread: sleep 0 s, which hands the GIL to the event loop's thread if it waits
-    for it — otherwise the loop waits up to ``sys.getswitchinterval()`` (5 ms) each time it wants
-    it back (decisions.md, "Bounded work per request")."""
-    time.sleep(0)
+    """In a worker thread, once a millisecond: sleep 0 s, which hands the GIL to the event loop's
+    thread if it waits for it — otherwise the loop waits up to ``sys.getswitchinterval()`` (5 ms)
+    each time it wants it back (decisions.md, "Bounded work per request").  Nothing on a main
+    thread: the event loop's own (a short text read inline), or a worker process's."""
+    if threading.current_thread() is threading.main_thread():
+        return
+    now = time.perf_counter()
+    if now - getattr(_handover, "last", 0.0) >= HANDOVER_EVERY:
+        time.sleep(0)
+        _handover.last = time.perf_counter()
 
 
 def in_slices(work, items: list, size: int) -> list:
