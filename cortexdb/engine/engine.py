@@ -125,6 +125,7 @@ class NodeContext:
     supervisor: ScopeSupervisor | None = None
     cpu_limiter: trio.CapacityLimiter | None = None  # derivation's workers (config.derivation_threads)
     cpu_workers: str = "thread"  # thread | process: config.derivation_workers, until a process fails
+    cpu_processes: Any = None  # the engine's trio-parallel worker context (derivation_workers=process)
 
 
 class Engine:
@@ -805,6 +806,24 @@ def lifecycle_wire(record: LifecycleEvent) -> dict[str, Any]:
 
 
 @asynccontextmanager
+async def derivation_processes(config: EngineConfig) -> AsyncIterator[Any]:
+    """The engine's own worker processes for derivation's CPU work (``derivation_workers =
+    "process"``): started on first use at a lower CPU priority, shut down with the engine."""
+    if config.derivation_workers != "process":
+        yield None
+        return
+    import trio_parallel
+
+    from .actors.pipeline import lower_priority
+
+    try:
+        async with trio_parallel.open_worker_context(init=lower_priority, grace_period=5.0) as processes:
+            yield processes
+    except trio_parallel.BrokenWorkerError as exc:  # a worker that would not stop was killed
+        log.warning("a derivation worker process did not shut down cleanly: %r", exc)
+
+
+@asynccontextmanager
 async def open_engine(
     backend: str = "memory",
     path: str | None = None,
@@ -839,7 +858,8 @@ async def open_engine(
         cpu_limiter=trio.CapacityLimiter(config.derivation_threads), cpu_workers=config.derivation_workers,
     )  # fmt: skip
     try:
-        async with trio.open_nursery() as nursery:
+        async with derivation_processes(config) as processes, trio.open_nursery() as nursery:
+            ctx.cpu_processes = processes
             engine = Engine(ctx)
             await engine._start(nursery)
             try:

@@ -15,6 +15,7 @@ import collections
 import datetime as dt
 import functools
 import logging
+import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 import trio
-import trio_parallel
 
 from .. import jsoncodec, keys
 from ..derive import beliefs as belief_math
@@ -151,6 +151,15 @@ def handover() -> None:
     if now - getattr(_handover, "last", 0.0) >= HANDOVER_EVERY:
         time.sleep(0)
         _handover.last = time.perf_counter()
+
+
+def lower_priority() -> None:
+    """A derivation worker process's start: yield the CPU to the server's own threads (os.nice;
+    a process of its own, so no lock is held at the lower priority)."""
+    try:
+        os.nice(10)
+    except (AttributeError, OSError):  # no nice on this platform, or not allowed
+        pass
 
 
 def in_slices(work, items: list, size: int) -> list:
@@ -297,9 +306,9 @@ class Pipeline:
         thread when processes are off or cannot run it; at most ``derivation_threads`` at once in
         the engine (the rest of the cores serve requests).  Shutdown need not wait for it."""
         ctx = self.ctx
-        if ctx.cpu_workers == "process":
+        if ctx.cpu_workers == "process" and ctx.cpu_processes is not None:
             try:
-                return await trio_parallel.run_sync(work, kill_on_cancel=True, limiter=ctx.cpu_limiter)
+                return await ctx.cpu_processes.run_sync(work, kill_on_cancel=True, limiter=ctx.cpu_limiter)
             except Exception as exc:  # unpicklable extractor, a worker that cannot start, …
                 if ctx.cpu_workers == "process":
                     log.warning("derivation runs in worker threads from now on: a worker process "
