@@ -172,10 +172,15 @@ async def over_http(url: str, token: str, pid: int, args) -> tuple[Load, dict]:
     async def call(client: int, i: int) -> None:
         conn = connections[client]
         if i % 2 == 0:
-            raw = conn.encode("POST", "/v1/experience", json.dumps(small(client, i)).encode(), headers)
+            raw = conn.encode(
+                "POST", "/v1/experience", json.dumps(small(client, i)).encode(), headers
+            )
             expect = 202
         else:
-            query = {"scope": f"org:stall{client}/user:alice", "query": "what did we decide about the budget"}
+            query = {
+                "scope": f"org:stall{client}/user:alice",
+                "query": "what did we decide about the budget",
+            }
             raw = conn.encode("POST", "/v1/recall", json.dumps(query).encode(), headers)
             expect = 200
         status, body = await conn.request(raw)
@@ -187,7 +192,9 @@ async def over_http(url: str, token: str, pid: int, args) -> tuple[Load, dict]:
         body = {"scope": DOC_SCOPE, "modality": "document", "content": {"kind": "text", "text": text},
                 "context": {"observed_at": "2026-05-01T12:00:00Z"}}  # fmt: skip
         status, answer = await conn.request(
-            conn.encode("POST", "/v1/experience?wait=consolidated", json.dumps(body).encode(), headers)
+            conn.encode(
+                "POST", "/v1/experience?wait=consolidated", json.dumps(body).encode(), headers
+            )
         )
         await conn.aclose()
         if status != 200:
@@ -196,7 +203,9 @@ async def over_http(url: str, token: str, pid: int, args) -> tuple[Load, dict]:
     async def recall_budgeted() -> dict:
         conn = await loadgen.Connection.open(url)
         request = {"scope": DOC_SCOPE, "query": QUERY, "budgets": {"max_tokens": 500}}
-        status, answer = await conn.request(conn.encode("POST", "/v1/recall", json.dumps(request).encode(), headers))
+        status, answer = await conn.request(
+            conn.encode("POST", "/v1/recall", json.dumps(request).encode(), headers)
+        )
         await conn.aclose()
         return budgeted_answer(json.loads(answer)) | {"pack_bytes": len(answer)}
 
@@ -217,14 +226,21 @@ async def embedded(args) -> tuple[Load, dict]:
             if i % 2 == 0:
                 await engine.experience(small(client, i))
             else:
-                await engine.recall({"scope": f"org:stall{client}/user:alice", "query": "what did we decide about the budget"})
+                await engine.recall(
+                    {
+                        "scope": f"org:stall{client}/user:alice",
+                        "query": "what did we decide about the budget",
+                    }
+                )
 
         async def write_document(text: str) -> None:
             await engine.experience({"scope": DOC_SCOPE, "modality": "document", "content": {"kind": "text", "text": text},
                                      "context": {"observed_at": "2026-05-01T12:00:00Z"}}, wait="consolidated")  # fmt: skip
 
         async def recall_budgeted() -> dict:
-            pack = await engine.recall({"scope": DOC_SCOPE, "query": QUERY, "budgets": {"max_tokens": 500}})
+            pack = await engine.recall(
+                {"scope": DOC_SCOPE, "query": QUERY, "budgets": {"max_tokens": 500}}
+            )
             return budgeted_answer(pack) | {"pack_bytes": len(json.dumps(pack))}
 
         result = await run(load, args, call, write_document, recall_budgeted, os.getpid())
@@ -255,11 +271,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chars", type=int, default=1_000_000, help="characters of the document")
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--baseline", type=float, default=5.0, help="seconds of load before the document")
-    parser.add_argument("--think-ms", type=float, default=50.0, help="pause between a client's requests")
-    parser.add_argument("--embedded", action="store_true", help="an engine in this process, not the HTTP server")
-    parser.add_argument("--workers", default="process", choices=("process", "thread"),
-                        help="where derivation's CPU work runs (EngineConfig.derivation_workers)")
+    parser.add_argument(
+        "--baseline", type=float, default=5.0, help="seconds of load before the document"
+    )
+    parser.add_argument(
+        "--think-ms", type=float, default=50.0, help="pause between a client's requests"
+    )
+    parser.add_argument(
+        "--embedded", action="store_true", help="an engine in this process, not the HTTP server"
+    )
+    parser.add_argument(
+        "--workers",
+        default="process",
+        choices=("process", "thread"),
+        help="where derivation's CPU work runs (EngineConfig.derivation_workers)",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()[0]  # other work on the machine skews every figure here
     if args.embedded:
@@ -281,22 +307,38 @@ def main() -> None:
             shutil.rmtree(root, ignore_errors=True)
         mode = "HTTP (built-in server, LevelDB, separate process)"
     before, during = load.latencies["before"], load.latencies["during"]
-    print(f"stall: {mode}, derivation in worker {args.workers}{'es' if args.workers == 'process' else 's'}, {args.clients} clients alternating a write and a recall, {args.think_ms:g} ms apart "
-          f"(load average {load_before:.2f} on {os.cpu_count()} CPUs before the run)")
-    print(f"  document: {args.chars:,} characters ({result['bytes']:,} bytes), written with wait=consolidated")
+    print(
+        f"stall: {mode}, derivation in worker {args.workers}{'es' if args.workers == 'process' else 's'}, {args.clients} clients alternating a write and a recall, {args.think_ms:g} ms apart "
+        f"(load average {load_before:.2f} on {os.cpu_count()} CPUs before the run)"
+    )
+    print(
+        f"  document: {args.chars:,} characters ({result['bytes']:,} bytes), written with wait=consolidated"
+    )
     print(line("before", before))
     print(line("during", during))
     for kind in ("write", "recall"):
         b, d = load.by_kind.get(("before", kind), []), load.by_kind.get(("during", kind), [])
-        print(f"    {kind + 's:':8} p50 {pct(b, 0.5):.2f} -> {pct(d, 0.5):.2f} ms   p99 {pct(b, 0.99):.2f} -> {pct(d, 0.99):.2f} ms")
-    print(f"  ratio during/before: p50 x{pct(during, 0.5) / pct(before, 0.5):.2f}   "
-          f"p99 x{pct(during, 0.99) / pct(before, 0.99):.2f}")
-    print(f"  consolidation: {result['consolidation']:.2f} s from the document's POST to its answer; "
-          f"RSS {result['rss'][0]:.0f} -> {result['rss'][1]:.0f} MB (with worker processes)")
+        print(
+            f"    {kind + 's:':8} p50 {pct(b, 0.5):.2f} -> {pct(d, 0.5):.2f} ms   p99 {pct(b, 0.99):.2f} -> {pct(d, 0.99):.2f} ms"
+        )
+    print(
+        f"  ratio during/before: p50 x{pct(during, 0.5) / pct(before, 0.5):.2f}   "
+        f"p99 x{pct(during, 0.99) / pct(before, 0.99):.2f}"
+    )
+    print(
+        f"  consolidation: {result['consolidation']:.2f} s from the document's POST to its answer; "
+        f"RSS {result['rss'][0]:.0f} -> {result['rss'][1]:.0f} MB (with worker processes)"
+    )
     found = result["found"]
-    where = f"passage {found['passage']['index']} of {found['passage']['count']}" if found["passage"] else "no passage"
-    print(f"  recall with a 500-token budget: planted sentence {'found' if found['found'] else 'NOT found'} "
-          f"({where}, {found['tokens']} tokens used, {found['items']} items, pack {result['found']['pack_bytes']:,} bytes)")
+    where = (
+        f"passage {found['passage']['index']} of {found['passage']['count']}"
+        if found["passage"]
+        else "no passage"
+    )
+    print(
+        f"  recall with a 500-token budget: planted sentence {'found' if found['found'] else 'NOT found'} "
+        f"({where}, {found['tokens']} tokens used, {found['items']} items, pack {result['found']['pack_bytes']:,} bytes)"
+    )
     p99 = pct(during, 0.99)
     print(f"goal p99 during < 100 ms: {'met' if p99 < 100 else 'NOT met'} ({p99:.2f} ms)")
 

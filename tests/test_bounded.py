@@ -37,7 +37,9 @@ def long_text(sentences: int, needle_at: int | None = None) -> str:
     for i in range(sentences):
         if i == needle_at:
             out.append(NEEDLE + " ")
-        out.append(f"The {words[i % 10]} report number {i} talks about the {words[(i // 10) % 10]} garden. ")
+        out.append(
+            f"The {words[i % 10]} report number {i} talks about the {words[(i // 10) % 10]} garden. "
+        )
         if i % 6 == 5:
             out.append("\n\n")
     return "".join(out)
@@ -83,21 +85,36 @@ async def test_an_oversize_text_is_refused_before_anything_is_written(engine_fac
             assert info.value.details == {"field": field, "limit": 1000, "size": size}
         with pytest.raises(PayloadTooLarge) as info:
             await engine.experience_bulk(
-                {"scope": SCOPE, "items": [envelope("fine"), envelope("b" * 1500), envelope("fine too")]}
+                {
+                    "scope": SCOPE,
+                    "items": [envelope("fine"), envelope("b" * 1500), envelope("fine too")],
+                }
             )
-        assert info.value.details == {"field": "items[1].content.text", "limit": 1000, "size": 1500, "item": 1}
+        assert info.value.details == {
+            "field": "items[1].content.text",
+            "limit": 1000,
+            "size": 1500,
+            "item": 1,
+        }
         assert engine.wal_offset == offset  # nothing of any refused write was captured
         assert len((await engine.events(SCOPE))["items"]) == 1
 
 
 async def test_the_limits_come_from_the_server_environment():
-    settings = ServerSettings.from_env({"CORTEX_MAX_EVENT_TEXT_BYTES": "4096", "CORTEX_MAX_DERIVED_PER_EVENT": "32"})
+    settings = ServerSettings.from_env(
+        {"CORTEX_MAX_EVENT_TEXT_BYTES": "4096", "CORTEX_MAX_DERIVED_PER_EVENT": "32"}
+    )
     assert (settings.max_event_text_bytes, settings.max_derived_per_event) == (4096, 32)
     assert ServerSettings.from_env({}).max_event_text_bytes == EngineConfig().max_event_text_bytes
     with pytest.raises(ValueError):
         ServerSettings.from_env({"CORTEX_MAX_DERIVED_PER_EVENT": "lots"})
-    assert ServerSettings.from_env({}).derivation_workers == "process"  # the server's main is guarded
-    assert ServerSettings.from_env({"CORTEX_DERIVATION_WORKERS": "thread"}).derivation_workers == "thread"
+    assert (
+        ServerSettings.from_env({}).derivation_workers == "process"
+    )  # the server's main is guarded
+    assert (
+        ServerSettings.from_env({"CORTEX_DERIVATION_WORKERS": "thread"}).derivation_workers
+        == "thread"
+    )
     with pytest.raises(ValueError):
         ServerSettings.from_env({"CORTEX_DERIVATION_WORKERS": "fibers"})
 
@@ -120,7 +137,12 @@ def test_selection_counts_facts_and_the_entities_they_name():
                              datatype="entity", confidence=confidence, pattern="test")  # fmt: skip
 
     extraction = Extraction(
-        facts=(fact("Ann", "Bob"), fact("Ann", "Cy", confidence=0.1), fact("Bob", "Ann"), fact("Dee", "Eve")),
+        facts=(
+            fact("Ann", "Bob"),
+            fact("Ann", "Cy", confidence=0.1),
+            fact("Bob", "Ann"),
+            fact("Dee", "Eve"),
+        ),
         entities=(TermRef("Ann"), TermRef("Fay"), TermRef("Gus")),
     )
     alias = str.casefold
@@ -128,7 +150,10 @@ def test_selection_counts_facts_and_the_entities_they_name():
                        alias=lambda term: alias(term.name))  # fmt: skip
     # Ann->Bob costs 3 (a fact, two new names), the below-floor one nothing, Bob->Ann 1: 4 used;
     # Dee->Eve would cost 3: it and everything after it is not derived, and counted
-    kinds = [(kind, item.object_value.name if kind == "fact" else item["reason"]) for kind, item in selection.steps]
+    kinds = [
+        (kind, item.object_value.name if kind == "fact" else item["reason"])
+        for kind, item in selection.steps
+    ]
     assert kinds == [("fact", "Bob"), ("intake", "below_confidence_floor"), ("fact", "Ann")]
     assert [t.name for t in selection.entities] == []  # Ann is counted, but the limit came first
     assert (selection.facts_over, selection.entities_over) == (1, 2)
@@ -144,7 +169,10 @@ async def test_output_beyond_the_derived_limit_is_reported_not_derived(engine_fa
         assert payload["derived"]["facts"] + payload["derived"]["entities"] <= 10
         limited = payload["intake"][-1]
         assert limited["status"] == "rejected" and limited["reason"] == "derived_records_limit"
-        assert limited["limit"] == 10 and limited["count"] == limited["facts"] + limited["entities"] > 0
+        assert (
+            limited["limit"] == 10
+            and limited["count"] == limited["facts"] + limited["entities"] > 0
+        )
         assert payload["derived_records_limit"]["facts_not_derived"] == limited["facts"]
         view = await engine.memory_event(done.event_id)
         assert view["derived_records_limit"]["limit"] == 10
@@ -170,7 +198,13 @@ def test_passages_cover_the_text_at_paragraph_and_sentence_ends():
     assert text[previous_end:].strip() == ""
     assert passages.split("short text", 1200) == [(0, 10)]
     unbroken = "x" * 5000  # no white space anywhere: hard cuts
-    assert passages.split(unbroken, 1200) == [(0, 1200), (1200, 2400), (2400, 3600), (3600, 4800), (4800, 5000)]
+    assert passages.split(unbroken, 1200) == [
+        (0, 1200),
+        (1200, 2400),
+        (2400, 3600),
+        (3600, 4800),
+        (4800, 5000),
+    ]
     assert passages.parse_passage_id(passages.passage_id("evt_1", 3)) == ("evt_1", 3)
     assert passages.parse_passage_id("evt_1") == ("evt_1", None)
 
@@ -178,17 +212,23 @@ def test_passages_cover_the_text_at_paragraph_and_sentence_ends():
 async def test_a_long_text_is_found_by_its_passage_within_a_small_budget(engine):
     text = long_text(400, needle_at=250)
     done = await engine.experience(document(text), wait="consolidated")
-    await engine.experience(envelope("I like tea."), wait="consolidated")  # a short event: unchanged
+    await engine.experience(
+        envelope("I like tea."), wait="consolidated"
+    )  # a short event: unchanged
     view = await engine.memory_event(done.event_id)
     assert view["passages"] == len(passages.split(text, 1200))
-    pack = await engine.recall({"scope": SCOPE, "query": "Zephyr vault access code", "budgets": {"max_tokens": 500}})
+    pack = await engine.recall(
+        {"scope": SCOPE, "query": "Zephyr vault access code", "budgets": {"max_tokens": 500}}
+    )
     items = pack["layers"]["events"]
     assert len(items) == 1
     item = items[0]
     assert item["id"] == done.event_id and item["content_truncated"] is True
     assert NEEDLE in item["content"]["text"] and len(item["content"]["text"]) <= 1200
     start, end = item["passage"]["char_start"], item["passage"]["char_end"]
-    assert text[start:end] == item["content"]["text"] and item["passage"]["count"] == view["passages"]
+    assert (
+        text[start:end] == item["content"]["text"] and item["passage"]["count"] == view["passages"]
+    )
     knapsack = next(p for p in pack["provenance"]["trail"] if p["phase"] == "knapsack")
     assert 0 < knapsack["tokens_used"] <= 500
     assert NEEDLE in pack["context_block"]
@@ -210,7 +250,9 @@ async def test_passages_are_rebuilt_and_removed_with_their_event(engine):
     ids = [passages.passage_id(done.event_id, i) for i in range(count)]
     assert all(i in pipeline.text_index and i in pipeline.vector_index for i in ids)
     assert done.event_id not in pipeline.text_index  # the whole text is not a document
-    pack = await engine.recall({"scope": SCOPE, "query": "Zephyr vault access code", "budgets": {"max_tokens": 500}})
+    pack = await engine.recall(
+        {"scope": SCOPE, "query": "Zephyr vault access code", "budgets": {"max_tokens": 500}}
+    )
     assert NEEDLE in pack["layers"]["events"][0]["content"]["text"]
     await engine.cancel(done.event_id)
     assert not any(i in pipeline.text_index or i in pipeline.vector_index for i in ids)
@@ -222,7 +264,9 @@ async def test_passages_are_restored_after_a_restart(tmp_path, clock):
     """LevelDB only: the memory backend does not outlive its engine by design."""
 
     def reopen():
-        return cortexdb.open_engine("leveldb", path=str(tmp_path / "data"), clock=clock, id_seed=5, config=config())
+        return cortexdb.open_engine(
+            "leveldb", path=str(tmp_path / "data"), clock=clock, id_seed=5, config=config()
+        )
 
     text = long_text(300, needle_at=200)
     async with reopen() as engine:
@@ -232,7 +276,9 @@ async def test_passages_are_restored_after_a_restart(tmp_path, clock):
         pipeline = engine._supervisor.actor(SCOPE).pipeline
         assert passages.passage_id(done.event_id, 0) in pipeline.text_index
         assert passages.passage_id(done.event_id, 0) in pipeline.vector_index  # its stored vector
-        pack = await engine.recall({"scope": SCOPE, "query": "Zephyr vault access code", "budgets": {"max_tokens": 500}})
+        pack = await engine.recall(
+            {"scope": SCOPE, "query": "Zephyr vault access code", "budgets": {"max_tokens": 500}}
+        )
         assert NEEDLE in pack["layers"]["events"][0]["content"]["text"]
 
 
@@ -265,7 +311,13 @@ class RecordingEmbedder(HashEmbedder):
         self.calls: list[tuple[int, bool]] = []
 
     def embed(self, texts):
-        self.calls.append((len(texts), sum(map(len, texts)), threading.current_thread() is threading.main_thread()))
+        self.calls.append(
+            (
+                len(texts),
+                sum(map(len, texts)),
+                threading.current_thread() is threading.main_thread(),
+            )
+        )
         return super().embed(texts)
 
 
@@ -303,7 +355,9 @@ async def assert_no_trace(engine, event_id: str) -> None:
         "events": await engine.events(SCOPE, limit=1000),
         "episodes": await engine.episodes(SCOPE, limit=1000),
         "facts": await engine.facts(SCOPE, include_superseded=True, limit=1000),
-        "beliefs": await engine.beliefs(SCOPE, include_superseded=True, include_deprecated=True, limit=1000),
+        "beliefs": await engine.beliefs(
+            SCOPE, include_superseded=True, include_deprecated=True, limit=1000
+        ),
     }
     for name, page in layers.items():
         dumped = json.dumps(page)
@@ -311,9 +365,13 @@ async def assert_no_trace(engine, event_id: str) -> None:
         assert event_id not in dumped, name
     for view in ("raw", "granular", "holistic", "structured"):
         for query in ("Zanzibar quokka stew", ""):
-            pack = await engine.recall({"scope": SCOPE, "view": view, "query": query, "diagnostics": "full"})
+            pack = await engine.recall(
+                {"scope": SCOPE, "view": view, "query": query, "diagnostics": "full"}
+            )
             dumped = json.dumps(pack)
-            assert "Zanzibar" not in dumped and "quokka" not in dumped and event_id not in dumped, view
+            assert "Zanzibar" not in dumped and "quokka" not in dumped and event_id not in dumped, (
+                view
+            )
     pipeline = engine._supervisor.actor(SCOPE).pipeline
     assert event_id not in pipeline.text_index and event_id not in pipeline.vector_index
     direct = await engine.get_event(SCOPE, event_id)  # still directly addressable (§8.9.5)
@@ -326,7 +384,9 @@ async def test_a_cancel_after_consolidation_leaves_no_trace(engine, position):
     texts.insert({"first": 0, "middle": 1, "last": 3}[position], SECRET)
     ids = {}
     for i, text in enumerate(texts):
-        done = await engine.experience(envelope(text, observed_at=f"2026-05-13T15:4{i}:00Z"), wait="consolidated")
+        done = await engine.experience(
+            envelope(text, observed_at=f"2026-05-13T15:4{i}:00Z"), wait="consolidated"
+        )
         ids[text] = done.event_id
     await engine.flush(SCOPE, seal=position == "last")  # an open episode and a sealed one
     await engine.cancel(ids[SECRET])
@@ -335,8 +395,13 @@ async def test_a_cancel_after_consolidation_leaves_no_trace(engine, position):
     episodes = (await engine.episodes(SCOPE))["items"]
     assert [e["events"] for e in episodes] == [[ids[t] for t in texts if t != SECRET]]
     episode = episodes[0]
-    assert episode["causal_chain"][0]["role"] == "trigger" and episode["causal_chain"][-1]["role"] == "outcome"
-    assert episode["summary"].startswith("3 events") and episode["opening"] == next(t for t in texts if t != SECRET)
+    assert (
+        episode["causal_chain"][0]["role"] == "trigger"
+        and episode["causal_chain"][-1]["role"] == "outcome"
+    )
+    assert episode["summary"].startswith("3 events") and episode["opening"] == next(
+        t for t in texts if t != SECRET
+    )
 
 
 async def test_an_episode_of_only_cancelled_events_is_excluded(engine):
@@ -350,7 +415,9 @@ async def test_an_episode_of_only_cancelled_events_is_excluded(engine):
     after = await engine.experience(envelope("I work at Acme."), wait="consolidated")
     await engine.flush(SCOPE, seal=True)
     episodes = (await engine.episodes(SCOPE))["items"]
-    assert [e["events"] for e in episodes] == [[after.event_id]]  # a new episode, not the emptied one
+    assert [e["events"] for e in episodes] == [
+        [after.event_id]
+    ]  # a new episode, not the emptied one
 
 
 async def test_an_event_cancelled_before_its_stages_ran_never_reaches_an_episode(engine_factory):
@@ -415,9 +482,16 @@ async def derive_in(engine_factory, workers: str):
         await engine.flush(SCOPE, seal=True)
         facts = sorted((f["predicate"], json.dumps(f["object"], sort_keys=True))
                        for f in (await engine.facts(SCOPE, limit=1000))["items"])  # fmt: skip
-        pack = await engine.recall({"scope": SCOPE, "query": "Zephyr vault access code", "budgets": {"max_tokens": 500}})
+        pack = await engine.recall(
+            {"scope": SCOPE, "query": "Zephyr vault access code", "budgets": {"max_tokens": 500}}
+        )
         view = await engine.memory_event(done.event_id)
-        return engine._ctx.cpu_workers, facts, view["passages"], [i["passage"] for i in pack["layers"]["events"]]
+        return (
+            engine._ctx.cpu_workers,
+            facts,
+            view["passages"],
+            [i["passage"] for i in pack["layers"]["events"]],
+        )
 
 
 async def test_worker_processes_derive_exactly_what_threads_do(engine_factory):
@@ -425,13 +499,17 @@ async def test_worker_processes_derive_exactly_what_threads_do(engine_factory):
     assert workers == "process"  # the rule extractor and the hash embedder went to a process
     threads, *in_threads = await derive_in(engine_factory, "thread")
     assert threads == "thread"
-    assert in_processes == in_threads and in_processes[0]  # facts, passages and the recalled passage
+    assert (
+        in_processes == in_threads and in_processes[0]
+    )  # facts, passages and the recalled passage
 
 
 async def test_an_extractor_a_process_cannot_take_falls_back_to_threads(engine_factory):
     gate = GatedExtractor()  # holds locks: it cannot be pickled
     gate.release.set()
-    async with engine_factory(extractor=gate, config=config(derivation_workers="process")) as engine:
+    async with engine_factory(
+        extractor=gate, config=config(derivation_workers="process")
+    ) as engine:
         done = await engine.experience(document(long_text(400, needle_at=5)), wait="consolidated")
         assert engine._ctx.cpu_workers == "thread"
         view = await engine.memory_event(done.event_id)

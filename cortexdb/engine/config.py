@@ -57,7 +57,7 @@ class EngineConfig:
     # `if __name__ == "__main__"` guard — `cortexdb serve` uses them (docs/decisions.md)
     derivation_workers: str = "thread"
     # how many such workers may run at once, engine-wide: on 2 cores one leaves a core to serve
-    derivation_threads: int = 1
+    derivation_worker_limit: int = 1
     read_default_limit: int = 50
     read_max_limit: int = 1000
     recovery_scan_chunk: int = 10_000

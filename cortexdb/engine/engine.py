@@ -123,9 +123,12 @@ class NodeContext:
     policy: PolicyHook
     embedder: Any = None
     supervisor: ScopeSupervisor | None = None
-    cpu_limiter: trio.CapacityLimiter | None = None  # derivation's workers (config.derivation_threads)
-    cpu_workers: str = "thread"  # thread | process: config.derivation_workers, until a process fails
-    cpu_processes: Any = None  # the engine's trio-parallel worker context (derivation_workers=process)
+    # derivation's CPU work on long texts: at most config.derivation_worker_limit workers at once;
+    # "process" (config.derivation_workers) until a process fails, then "thread"; the engine's
+    # trio-parallel worker context when processes are on
+    cpu_limiter: trio.CapacityLimiter | None = None
+    cpu_workers: str = "thread"
+    cpu_processes: Any = None
 
 
 class Engine:
@@ -817,7 +820,8 @@ async def derivation_processes(config: EngineConfig) -> AsyncIterator[Any]:
     from .actors.pipeline import lower_priority
 
     try:
-        async with trio_parallel.open_worker_context(init=lower_priority, grace_period=5.0) as processes:
+        context = trio_parallel.open_worker_context(init=lower_priority, grace_period=5.0)
+        async with context as processes:
             yield processes
     except trio_parallel.BrokenWorkerError as exc:  # a worker that would not stop was killed
         log.warning("a derivation worker process did not shut down cleanly: %r", exc)
@@ -855,7 +859,8 @@ async def open_engine(
         extractor=extractor or RuleExtractor(),
         policy=policy or AllowAll(),
         embedder=embedder or by_name(config.embedder),
-        cpu_limiter=trio.CapacityLimiter(config.derivation_threads), cpu_workers=config.derivation_workers,
+        cpu_limiter=trio.CapacityLimiter(config.derivation_worker_limit),
+        cpu_workers=config.derivation_workers,
     )  # fmt: skip
     try:
         async with derivation_processes(config) as processes, trio.open_nursery() as nursery:

@@ -1,4 +1,4 @@
-"""Per-event size limits, checked before anything is written (``EngineConfig.max_event_text_bytes``).
+"""Per-event size limits, checked before anything is written (``max_event_text_bytes``).
 
 The check runs on the raw envelope, ahead of validation: an oversize text is 413
 ``PAYLOAD_TOO_LARGE`` whatever else is wrong with the body, and nothing of it reaches the WAL.
@@ -14,7 +14,7 @@ from . import jsoncodec
 
 
 def utf8_size(text: str) -> int:
-    """Bytes of ``text`` in UTF-8 (lone surrogates, which only embedded callers can pass, count 3)."""
+    """Bytes of ``text`` in UTF-8 (a lone surrogate, only an embedded caller's, counts 3)."""
     if text.isascii():
         return len(text)
     return len(text.encode("utf-8", "surrogatepass"))

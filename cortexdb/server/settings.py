@@ -34,8 +34,10 @@ class ServerSettings:
     # per-event bounds handed to EngineConfig (its defaults; docs/decisions.md, "Bounded work")
     max_event_text_bytes: int = 1_048_576
     max_derived_per_event: int = 256
-    # `cortexdb serve`'s main module is guarded, so derivation may use worker processes (decisions.md)
-    derivation_workers: str = attrs.field(default="process", validator=attrs.validators.in_(("process", "thread")))
+    # `cortexdb serve`'s main module is guarded, so derivation may use processes (decisions.md)
+    derivation_workers: str = attrs.field(
+        default="process", validator=attrs.validators.in_(("process", "thread"))
+    )
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> ServerSettings:
@@ -63,7 +65,9 @@ class ServerSettings:
             raw = env.get(f"CORTEX_{name.upper()}")
             if raw:
                 if not raw.isdigit() or int(raw) < 1:
-                    raise ValueError(f"CORTEX_{name.upper()} must be a positive integer, not {raw!r}")
+                    raise ValueError(
+                        f"CORTEX_{name.upper()} must be a positive integer, not {raw!r}"
+                    )
                 values[name] = int(raw)
         if env.get("CORTEX_DERIVATION_WORKERS"):
             values["derivation_workers"] = env["CORTEX_DERIVATION_WORKERS"]

@@ -171,7 +171,8 @@ async def _load(
             content = {k: v for k, v in stored["content"].items() if k != "data"}
             content["text"] = found[3][start:end]
             record["content"] = content
-            record["passage"] = {"index": index, "count": len(spans), "char_start": start, "char_end": end}
+            record["passage"] = {"index": index, "count": len(spans), "char_start": start,
+                                 "char_end": end}  # fmt: skip
             record["content_truncated"] = True
             size = len(jsoncodec.encode(record))  # what the item costs is the passage, not the book
         elif index is not None:

@@ -63,8 +63,8 @@ log = logging.getLogger("cortexdb.pipeline")
 
 STEPS = ("captured", "extracted", "indexed", "consolidated", "episode")
 FACT_SUPPORTS_KEPT = 64  # supports kept in a fact record: the first and the latest 63
-# CPU work on more text than this (characters) runs in a worker thread, not on the event loop:
-# about 20 ms of extraction, tokenising or hash-embedding (docs/decisions.md, "Bounded work")
+# CPU work on more text than this (characters) runs in a worker (thread or process), not on the
+# event loop: about 20 ms of extraction, tokenising or hash-embedding (decisions.md, "Bounded work")
 OFF_LOOP_CHARS = 16_384
 SLICE_DOCUMENTS = 64  # documents added to the indexes between two checkpoints of a large batch
 SLICE_PAIRS = 16  # (subject, predicate) pairs revised between two checkpoints
@@ -172,10 +172,12 @@ def in_slices(work, items: list, size: int) -> list:
     return out
 
 
-def read_event(extractor, event: Event, *, max_chars: int, limit: int) -> tuple[list | None, Selection, list[str]]:
+def read_event(
+    extractor, event: Event, *, max_chars: int, limit: int
+) -> tuple[list | None, Selection, list[str]]:
     """Split a long text into passages, run the extractor (per passage for message and text
     content, whose rules read sentence by sentence) and select what the event derives.  Pure
-    CPU work: the pipeline runs it in a worker thread for a long text."""
+    CPU work: the pipeline runs it in a worker (thread or process) for a long text."""
     text = content_text(event)
     spans = passages.split(text, max_chars) if len(text) > max_chars else None
     content = event.content
@@ -186,7 +188,8 @@ def read_event(extractor, event: Event, *, max_chars: int, limit: int) -> tuple[
                                  observed_actor_id=event.actor,
                                  labels=tuple(labels) if isinstance(labels, list) else ())  # fmt: skip
 
-    if spans is not None and content.get("kind") in ("message", "text") and content.get("text") is text:
+    per_passage = content.get("kind") in ("message", "text") and content.get("text") is text
+    if spans is not None and per_passage:
         contexts = (context({**content, "text": text[start:end]}) for start, end in spans)
     else:
         contexts = iter([context(content)])
@@ -294,21 +297,24 @@ class Pipeline:
         hash embedder is cheap per text, not per megabyte)."""
         embedder = self.ctx.embedder
         # an inline (hash) embedder: each text costs about 40 characters' worth on top of its length
-        if getattr(embedder, "inline", False) and sum(map(len, texts)) + 40 * len(texts) <= OFF_LOOP_CHARS:
+        inline = getattr(embedder, "inline", False)
+        if inline and sum(map(len, texts)) + 40 * len(texts) <= OFF_LOOP_CHARS:
             return embedder.embed(texts)
-        if not getattr(embedder, "inline", False):
+        if not inline:
             return await trio.to_thread.run_sync(embedder.embed, texts)  # a model releases the GIL
         vectors = await self._off_loop(functools.partial(in_slices, embedder.embed, texts, 2))
         return np.concatenate(vectors) if vectors else embedder.embed([])
 
     async def _off_loop(self, work):
         """Pure CPU work (a picklable call) off the event loop: in a worker process, or a worker
-        thread when processes are off or cannot run it; at most ``derivation_threads`` at once in
-        the engine (the rest of the cores serve requests).  Shutdown need not wait for it."""
+        thread when processes are off or cannot run it; at most ``derivation_worker_limit`` at
+        once in the engine (the rest of the cores serve requests).  Shutdown need not wait."""
         ctx = self.ctx
         if ctx.cpu_workers == "process" and ctx.cpu_processes is not None:
             try:
-                return await ctx.cpu_processes.run_sync(work, kill_on_cancel=True, limiter=ctx.cpu_limiter)
+                return await ctx.cpu_processes.run_sync(
+                    work, kill_on_cancel=True, limiter=ctx.cpu_limiter
+                )
             except Exception as exc:  # unpicklable extractor, a worker that cannot start, …
                 if ctx.cpu_workers == "process":
                     log.warning("derivation runs in worker threads from now on: a worker process "
@@ -336,7 +342,8 @@ class Pipeline:
             await self._add_chunk(chunk)
 
     async def _add_chunk(self, chunk: list[tuple[str, str]]) -> None:
-        tokens = await self._off_loop(functools.partial(in_slices, tokenize, [text for _, text in chunk], 1))
+        texts = [text for _, text in chunk]
+        tokens = await self._off_loop(functools.partial(in_slices, tokenize, texts, 1))
         index = self.text_index
         for position, ((doc_id, text), terms) in enumerate(zip(chunk, tokens, strict=True), 1):
             index.add(doc_id, text, terms)
@@ -633,14 +640,16 @@ class Pipeline:
         extractor_name = getattr(self.ctx.extractor, "name", type(self.ctx.extractor).__name__)
         for event in events:
             state = states[event.id]
-            read = functools.partial(read_event, self.ctx.extractor, event, max_chars=config.passage_max_chars,
-                                     limit=limit)  # fmt: skip
+            read = functools.partial(read_event, self.ctx.extractor, event,
+                                     max_chars=config.passage_max_chars, limit=limit)  # fmt: skip
             if len(content_text(event)) > OFF_LOOP_CHARS:
                 spans, selection, errors = await self._off_loop(read)
             else:
                 spans, selection, errors = read()
             for message in errors[:5]:
-                state["errors"].append({"stage": "extracted", "error": "EXTRACTOR_FAILED", "message": message})
+                state["errors"].append(
+                    {"stage": "extracted", "error": "EXTRACTOR_FAILED", "message": message}
+                )
             if len(errors) > 5:
                 state["errors"][-1]["failures"] = len(errors)
             if spans is not None:
@@ -1376,9 +1385,9 @@ class Pipeline:
             self.ctx.bus.release_event(event_id)
             pairs = sorted({(f.subject.id, f.predicate) for f in facts if event_id in f.supports})
             for target in state.get("foreign", ()):
-                await self.actor.ctx.supervisor.consolidate_foreign(
-                    target, self.scope, event_id, {"cancel": True, "pairs": [list(p) for p in pairs]}
-                )
+                work = {"cancel": True, "pairs": [list(p) for p in pairs]}
+                supervisor = self.actor.ctx.supervisor
+                await supervisor.consolidate_foreign(target, self.scope, event_id, work)
         return {
             "event_id": event_id,
             "stages_cancelled": state.get("stages_cancelled", cancelled),
@@ -1386,7 +1395,9 @@ class Pipeline:
             "excluded_from_recall": True,
         }
 
-    async def _exclude_sole_support(self, batch: StageBatch, facts: list[Fact], event_id: str) -> list[str]:
+    async def _exclude_sole_support(
+        self, batch: StageBatch, facts: list[Fact], event_id: str
+    ) -> list[str]:
         """Exclude the facts whose only support is ``event_id``; revise their beliefs.  Returns
         the ids of the beliefs deleted for want of evidence."""
         touched: dict[str, Fact] = {}
@@ -1417,8 +1428,8 @@ class Pipeline:
         if not episode_id:
             return
         await self._load_episode()
-        episode = self._episode if self._episode is not None and self._episode.id == episode_id else None
-        if episode is None:
+        episode = self._episode
+        if episode is None or episode.id != episode_id:
             raw = await self.ctx.store.get(keys.episode(self.scope, episode_id))
             if raw is None:
                 return
@@ -1455,7 +1466,9 @@ class Pipeline:
             max_chars = self.ctx.config.passage_max_chars
             texts = [clip(content_text(e), max_chars) for e in members]
             first = members[0]
-            episode.name = episode_rules.title(texts[0], first.context.get("intent"), f"{first.modality} episode")
+            episode.name = episode_rules.title(
+                texts[0], first.context.get("intent"), f"{first.modality} episode"
+            )
             observed = [parse_rfc3339(e.context["observed_at"]) for e in members]
             episode.started_at = episode.valid_from = min(observed)
             episode.ended_at = max(observed)
@@ -1464,9 +1477,11 @@ class Pipeline:
             episode.opening = texts[0] or None
             episode.closing = next((t for t in reversed(texts) if t), None)
             count = len(members)
+            roles = [
+                episode_rules.role_of(text, i, count, sealed=False) for i, text in enumerate(texts)
+            ]
             episode.causal_chain = [
-                CausalLink(event=e.id, role=episode_rules.role_of(text, position, count, sealed=False))
-                for position, (e, text) in enumerate(zip(members, texts, strict=True))
+                CausalLink(event=e.id, role=role) for e, role in zip(members, roles, strict=True)
             ]
             if episode.status == "compressed" and count > 1:
                 episode.causal_chain[-1].role = "outcome"

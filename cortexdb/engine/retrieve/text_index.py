@@ -20,7 +20,9 @@ import snowballstemmer
 _TOKEN = re.compile(r"[0-9a-z]+")
 # the passages of one event (``<id>#p<n>``, see passages.py) share its key; ties among them take
 # the exact path (_duplicate_keys)
-_UUID = re.compile(r"^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-[0-9a-f]{4}-[0-9a-f]{12}(?:#p\d+)?$")
+_UUID = re.compile(
+    r"^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-[0-9a-f]{4}-[0-9a-f]{12}(?:#p\d+)?$"
+)
 # a Snowball stemmer keeps its state on the object: one per thread, as long texts are tokenised
 # in a worker thread while recall tokenises its query on the event loop
 _STEMMERS = threading.local()
@@ -70,7 +72,7 @@ class TextIndex:
         return doc_id in self._lengths
 
     def add(self, doc_id: str, text: str, tokens: list[str] | None = None) -> None:
-        """Index ``text`` (or its ``tokens``, already computed by ``tokenize``, e.g. off the loop)."""
+        """Index ``text``, or its ``tokens`` when ``tokenize`` already ran (e.g. off the loop)."""
         if doc_id in self._lengths:
             self.remove(doc_id)
         if tokens is None:
