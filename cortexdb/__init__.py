@@ -28,6 +28,7 @@ from .errors import Internal as Internal
 from .errors import InvalidEnvelope as InvalidEnvelope
 from .errors import InvalidScopeGrammar as InvalidScopeGrammar
 from .errors import NotFound as NotFound
+from .errors import PayloadTooLarge as PayloadTooLarge
 from .errors import PolicyDenied as PolicyDenied
 from .errors import ResourceDeleted as ResourceDeleted
 

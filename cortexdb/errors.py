@@ -23,6 +23,7 @@ __all__ = [
     "NotAMember",
     "NotFound",
     "OriginNotAllowed",
+    "PayloadTooLarge",
     "PolicyDenied",
     "PolicyLockout",
     "ResourceDeleted",
@@ -130,6 +131,19 @@ class UnsupportedMediaType(CortexError):
 class NotFound(CortexError):
     error_code = "NOT_FOUND"
     http_status = 404
+
+
+class PayloadTooLarge(CortexError):
+    """A write carries more than an event may hold (``details``: field, limit, size in bytes)."""
+
+    error_code = "PAYLOAD_TOO_LARGE"
+    http_status = 413
+
+    def __init__(self, field: str, limit: int, size: int, **extra: Any) -> None:
+        super().__init__(
+            f"{field} is {size} bytes of UTF-8; an event may carry at most {limit}",
+            details={"field": field, "limit": limit, "size": size, **extra},
+        )
 
 
 class ResourceDeleted(CortexError):

@@ -73,3 +73,16 @@ def test_http_benchmark_runs_on_a_slice():
     assert re.search(r"bulk:\s+\d+ items/s", out)
     assert re.search(r"derivation caught up [\d.]+ s after the last write", out)
     assert re.search(r"hypercorn trio worker, same run:\s+\d+ writes/s", out)
+
+
+def test_stall_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/stall.py", "--chars", "40000", "--clients", "2", "--baseline", "0.5"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for phase in ("before", "during"):
+        assert re.search(rf"{phase}:\s+\d+ requests\s+p50\s+([\d.]+|nan) ms\s+p99\s+([\d.]+|nan) ms", out)
+    assert re.search(r"consolidation: [\d.]+ s", out)
+    assert "recall with a 500-token budget: planted sentence found (passage" in out

@@ -5,7 +5,7 @@ import cortexdb
 PUBLIC = {
     "ActorStatistics", "AllowAll", "BulkResult", "Clock", "CortexError", "DataDirLocked", "Engine",
     "EngineConfig", "ExperienceResult", "IdempotencyConflict", "Internal", "InvalidEnvelope",
-    "InvalidScopeGrammar", "LifecycleEvent", "LifecycleFilter", "ManualClock", "NotFound",
+    "InvalidScopeGrammar", "LifecycleEvent", "LifecycleFilter", "ManualClock", "NotFound", "PayloadTooLarge",
     "PolicyDenied", "PolicyHook", "ResourceDeleted", "Subscription", "SupervisorStatistics",
     "SystemClock", "open_engine",
 }  # fmt: skip

@@ -37,6 +37,27 @@ class EngineConfig:
     idempotency_ttl_seconds: float = 86_400.0
     maintenance_interval: float = 60.0
     bulk_max_items: int = 1000
+    # the largest text one event may carry, in bytes of UTF-8: content.text, a triple's object, and
+    # json content as encoded.  1 MiB holds the envelope's 1,000,000-character text when it is ASCII
+    # and bounds what a multi-byte text costs to derive; a larger text is refused at validation,
+    # before anything is written, with 413 PAYLOAD_TOO_LARGE (docs/decisions.md, "Bounded work")
+    max_event_text_bytes: int = 1_048_576
+    # facts + entities one event may derive; the extractor's output beyond it is not derived, and
+    # the event's `extracted` record says so (intake status rejected, reason derived_records_limit)
+    max_derived_per_event: int = 256
+    # an event whose text is longer than this many characters is indexed as passages of at most
+    # this size (about 300 tokens), split at paragraph and sentence ends; recall returns the
+    # matching passage, not the whole text
+    passage_max_chars: int = 1200
+    # where derivation's CPU work on long texts (extraction, tokenising, hash embedding) runs:
+    # "thread" | "process" (worker processes, trio-parallel: no GIL shared with the event loop, so
+    # other requests wait less; falls back to threads when the extractor or embedder cannot be
+    # pickled or a worker cannot start).  Processes use the spawn start method, which re-imports
+    # the program's main module: only for programs whose main module has an
+    # `if __name__ == "__main__"` guard — `cortexdb serve` uses them (docs/decisions.md)
+    derivation_workers: str = "thread"
+    # how many such workers may run at once, engine-wide: on 2 cores one leaves a core to serve
+    derivation_worker_limit: int = 1
     read_default_limit: int = 50
     read_max_limit: int = 1000
     recovery_scan_chunk: int = 10_000

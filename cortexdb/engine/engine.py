@@ -17,7 +17,14 @@ import attrs
 import trio
 
 from ..backends import open_store
-from ..errors import CortexError, IdempotencyConflict, InvalidEnvelope, NotFound, PolicyDenied
+from ..errors import (
+    CortexError,
+    IdempotencyConflict,
+    InvalidEnvelope,
+    NotFound,
+    PayloadTooLarge,
+    PolicyDenied,
+)
 from . import jsoncodec, keys
 from .actors.bus import LifecycleBus, LifecycleFilter, Subscription
 from .actors.messages import CancelEvent, Capture, CaptureItem, Flush, Ping, ReadLayer, Rebuild
@@ -28,6 +35,7 @@ from .config import EngineConfig
 from .derive.rules import RuleExtractor
 from .envelope import resolve_identities, validate_envelope
 from .ids import IdGenerator
+from .limits import check_event_size
 from .model import LifecycleEvent, to_wire
 from .policy.hook import AllowAll, PolicyHook, Verdict
 from .retrieve.embedders import by_name
@@ -130,6 +138,12 @@ class NodeContext:
     policy: PolicyHook
     embedder: Any = None
     supervisor: ScopeSupervisor | None = None
+    # derivation's CPU work on long texts: at most config.derivation_worker_limit workers at once;
+    # "process" (config.derivation_workers) until a process fails, then "thread"; the engine's
+    # trio-parallel worker context when processes are on
+    cpu_limiter: trio.CapacityLimiter | None = None
+    cpu_workers: str = "thread"
+    cpu_processes: Any = None
 
 
 class Engine:
@@ -258,6 +272,7 @@ class Engine:
         started = trio.current_time()
         caller = caller or self.config.default_caller
         tenant = tenant_id or self.config.tenant_id
+        check_event_size(envelope, self.config.max_event_text_bytes)
         valid = validate_envelope(envelope)
         identities = resolve_identities(caller, valid)
         self._authorise_write(caller, valid, identities)
@@ -393,6 +408,11 @@ class Engine:
                 if not isinstance(raw.get("directives") or {}, dict):
                     raise InvalidEnvelope(f"items[{index}].directives", "must be an object", item=index)
                 envelope["directives"] = {**shared_directives, **(raw.get("directives") or {})}
+            try:
+                check_event_size(envelope, self.config.max_event_text_bytes, f"items[{index}].")
+            except PayloadTooLarge as exc:
+                exc.details["item"] = index
+                raise
             try:
                 valid = validate_envelope(envelope)
             except InvalidEnvelope as exc:
@@ -870,6 +890,25 @@ def lifecycle_wire(record: LifecycleEvent) -> dict[str, Any]:
 
 
 @asynccontextmanager
+async def derivation_processes(config: EngineConfig) -> AsyncIterator[Any]:
+    """The engine's own worker processes for derivation's CPU work (``derivation_workers =
+    "process"``): started on first use at a lower CPU priority, shut down with the engine."""
+    if config.derivation_workers != "process":
+        yield None
+        return
+    import trio_parallel
+
+    from .actors.pipeline import lower_priority
+
+    try:
+        context = trio_parallel.open_worker_context(init=lower_priority, grace_period=5.0)
+        async with context as processes:
+            yield processes
+    except trio_parallel.BrokenWorkerError as exc:  # a worker that would not stop was killed
+        log.warning("a derivation worker process did not shut down cleanly: %r", exc)
+
+
+@asynccontextmanager
 async def open_engine(
     backend: str = "memory",
     path: str | None = None,
@@ -901,9 +940,12 @@ async def open_engine(
         extractor=extractor or RuleExtractor(),
         policy=policy or AllowAll(),
         embedder=embedder or by_name(config.embedder),
+        cpu_limiter=trio.CapacityLimiter(config.derivation_worker_limit),
+        cpu_workers=config.derivation_workers,
     )  # fmt: skip
     try:
-        async with trio.open_nursery() as nursery:
+        async with derivation_processes(config) as processes, trio.open_nursery() as nursery:
+            ctx.cpu_processes = processes
             engine = Engine(ctx)
             await engine._start(nursery)
             try:

@@ -102,7 +102,13 @@ async def run_server(settings: ServerSettings, *,
                      task_status=trio.TASK_STATUS_IGNORED) -> None:  # fmt: skip
     """Open the engine, serve until ``shutdown_trigger`` returns (default: SIGINT/SIGTERM), and
     report the bound addresses through ``task_status`` (``nursery.start`` returns them)."""
-    config = engine_config or EngineConfig(embedder=settings.embedder, derivation_defer=settings.derivation_defer)
+    config = engine_config or EngineConfig(
+        embedder=settings.embedder,
+        derivation_defer=settings.derivation_defer,
+        max_event_text_bytes=settings.max_event_text_bytes,
+        max_derived_per_event=settings.max_derived_per_event,
+        derivation_workers=settings.derivation_workers,
+    )
     path = settings.data_dir if settings.backend == "leveldb" else None
     async with open_engine(settings.backend, path, config=config, clock=clock, id_seed=id_seed) as engine:
         app = create_app(engine, settings)

@@ -51,6 +51,13 @@ class ServerSettings:
     derivation_defer: float = 0.02
     # Clock skew (seconds) allowed on a token's iat and nbf (reference §4.3: iat <= now + 60 s).
     token_leeway: float = attrs.field(default=60.0, converter=lambda v: _leeway(v))
+    # per-event bounds handed to EngineConfig (its defaults; docs/decisions.md, "Bounded work")
+    max_event_text_bytes: int = 1_048_576
+    max_derived_per_event: int = 256
+    # `cortexdb serve`'s main module is guarded, so derivation may use processes (decisions.md)
+    derivation_workers: str = attrs.field(
+        default="process", validator=attrs.validators.in_(("process", "thread"))
+    )
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> ServerSettings:
@@ -88,6 +95,16 @@ class ServerSettings:
                     values[field] = kind(env[name])
                 except ValueError:
                     raise ValueError(f"{name} must be a number, not {env[name]!r}") from None
+        for name in ("max_event_text_bytes", "max_derived_per_event"):
+            raw = env.get(f"CORTEX_{name.upper()}")
+            if raw:
+                if not raw.isdigit() or int(raw) < 1:
+                    raise ValueError(
+                        f"CORTEX_{name.upper()} must be a positive integer, not {raw!r}"
+                    )
+                values[name] = int(raw)
+        if env.get("CORTEX_DERIVATION_WORKERS"):
+            values["derivation_workers"] = env["CORTEX_DERIVATION_WORKERS"]
         values["enable_experimental"] = env.get("CORTEX_ENABLE_EXPERIMENTAL", "") in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -11,9 +11,11 @@ from typing import Any
 
 from .. import jsoncodec, keys
 from ..retrieve import filters as recall_filters
+from ..retrieve import passages
 from ..retrieve.scoring import estimate_tokens, recency
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
+from .pipeline import text_of
 
 LAYER_OF_PREFIX = {"evt": "events", "fact": "facts", "ep": "episodes", "belief": "beliefs"}
 PREFIX_OF_LAYER = {layer: prefix + "_" for prefix, layer in LAYER_OF_PREFIX.items()}
@@ -56,13 +58,15 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
     historical = include_superseded or bool(temporal.as_of) or temporal.valid_during is not None
 
     out: list[dict[str, Any]] = []
+    events: dict[str, list] = {}  # each event read and decoded once per recall
     for record_id in ids:
         layer = layer_of(record_id)
         if layer is None or layer not in layers:
             continue
-        candidate = await _load(store, scope, layer, record_id, historical, actor)
+        candidate = await _load(store, scope, layer, record_id, historical, actor, events)
         if candidate is None:
             continue
+        record_id = candidate["id"]  # a long event found without a query: its first passage
         record = candidate["record"]
         if not temporal.matches(layer, record):
             continue
@@ -128,18 +132,51 @@ def _decode_episode(actor, record_id: str, raw: bytes) -> dict[str, Any]:
 
 
 async def _load(
-    store, scope: str, layer: str, record_id: str, historical: bool, actor=None
-) -> dict[str, Any] | None:
+    store, scope: str, layer: str, record_id: str, historical: bool, actor=None,
+    events: dict[str, list] | None = None,
+) -> dict[str, Any] | None:  # fmt: skip
     """A candidate from its stored JSON (decoded, not structured: records stay wire dicts)."""
     if layer == "events":
-        raw = await store.get(keys.event(scope, record_id))
-        if raw is None:
+        event_id, index = passages.parse_passage_id(record_id)
+        found = events.get(event_id) if events is not None else None
+        if found is None:
+            raw = await store.get(keys.event(scope, event_id))
+            if raw is None:
+                return None
+            state_raw = await store.get(keys.event_state(event_id))
+            state = jsoncodec.decode(state_raw) if state_raw else {}
+            # [stored bytes, state, decoded record (None: cancelled), its indexed text (lazily)]
+            found = [raw, state, None if state.get("cancelled") else jsoncodec.decode(raw), None]
+            if events is not None:
+                events[event_id] = found
+        raw, state, stored, _ = found
+        if stored is None:
+            return None  # cancelled
+        record = dict(stored)
+        spans = state.get("passages")
+        text = stored["content"].get("text")
+        if not spans and actor is not None and isinstance(text, str):  # long, not indexed yet?
+            max_chars = actor.ctx.config.passage_max_chars
+            if len(text) > max_chars:
+                spans = passages.split(text, max_chars)
+        size = len(raw)
+        if spans:  # a long text: the candidate is one passage, and says so
+            index = index or 0
+            if index >= len(spans):
+                return None  # a passage id of another split (the index is rebuilt on restart)
+            record_id = passages.passage_id(event_id, index)
+            start, end = spans[index]
+            if found[3] is None:
+                found[3] = text_of(stored["content"])
+            content = {k: v for k, v in stored["content"].items() if k != "data"}
+            content["text"] = found[3][start:end]
+            record["content"] = content
+            record["passage"] = {"index": index, "count": len(spans), "char_start": start,
+                                 "char_end": end}  # fmt: skip
+            record["content_truncated"] = True
+            size = len(jsoncodec.encode(record))  # what the item costs is the passage, not the book
+        elif index is not None:
             return None
-        state_raw = await store.get(keys.event_state(record_id))
-        state = jsoncodec.decode(state_raw) if state_raw else {}
-        if state.get("cancelled"):
-            return None
-        record = jsoncodec.decode(raw)
         record["derives"] = state.get("derives", [])
         record["excluded_from_recall"] = False
         content = record["content"]
@@ -147,7 +184,7 @@ async def _load(
         facts = sum(1 for d in record["derives"] if d.startswith("fact_"))
         return {"layer": layer, "id": record_id, "record": record, "text": str(content.get("text") or ""),
                 "time": record["context"]["observed_at"], "importance": min(1.0, facts / 2), "confidence": 1.0,
-                "links": links, "chain": {}, "raw_size": len(raw)}  # fmt: skip
+                "links": links, "chain": {}, "raw_size": size}  # fmt: skip
     table = {"facts": keys.fact, "episodes": keys.episode, "beliefs": keys.belief}[layer]
     raw = await store.get(table(scope, record_id))
     if raw is None:

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import functools
 import logging
+import os
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -24,6 +28,7 @@ from .. import jsoncodec, keys
 from ..derive import beliefs as belief_math
 from ..derive import episodes as episode_rules
 from ..derive.facts import noisy_or, object_key, resolve
+from ..derive.intake import Selection, select
 from ..envelope import provenance_source
 from ..model import (
     Belief,
@@ -42,11 +47,14 @@ from ..model import (
     loads,
     to_wire,
 )
+from ..retrieve import passages
 from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
-from ..spi.extractor import Extraction, ExtractionContext, TermRef
+from ..retrieve.text_index import tokenize
+from ..spi.extractor import ExtractionContext, TermRef
 from ..spi.kv import Delete, Put
 from ..temporal import format_ts, parse_duration, parse_rfc3339
 from .messages import ReplySlot
+from .services import EntityResolver
 
 if TYPE_CHECKING:
     from .scope_actor import ScopeActor
@@ -55,6 +63,11 @@ log = logging.getLogger("cortexdb.pipeline")
 
 STEPS = ("captured", "extracted", "indexed", "consolidated", "episode")
 FACT_SUPPORTS_KEPT = 64  # supports kept in a fact record: the first and the latest 63
+# CPU work on more text than this (characters) runs in a worker (thread or process), not on the
+# event loop: about 20 ms of extraction, tokenising or hash-embedding (decisions.md, "Bounded work")
+OFF_LOOP_CHARS = 16_384
+SLICE_DOCUMENTS = 64  # documents added to the indexes between two checkpoints of a large batch
+SLICE_PAIRS = 16  # (subject, predicate) pairs revised between two checkpoints
 
 
 def speaker_name(actor_id: str) -> str:
@@ -70,7 +83,11 @@ def event_text(event: Event) -> str:
 
 
 def content_text(event: Event) -> str:
-    content = event.content
+    return text_of(event.content)
+
+
+def text_of(content: dict[str, Any]) -> str:
+    """The text an event's content is indexed by (passage offsets index it)."""
     text = content.get("text")
     if isinstance(text, str):
         return text
@@ -99,6 +116,102 @@ def belief_text(belief: Belief) -> str:
     value = obj.get("name") if obj.get("type") != "literal" else obj.get("value")
     subject = claim["subject"].get("name") or claim["subject"].get("id")
     return f"{subject} {claim['predicate'].replace('_', ' ')} {value}"
+
+
+def passage_documents(event: Event, spans: list) -> dict[str, str]:
+    """The index documents of a long event: one per passage, each led by the speaker."""
+    text = content_text(event)
+    speaker = speaker_name(event.actor)
+    return {passages.passage_id(event.id, i): f"{speaker}: {text[start:end]}"
+            for i, (start, end) in enumerate(spans)}  # fmt: skip
+
+
+def clip(text: str, max_chars: int) -> str:
+    """``text``, or its first ``max_chars`` characters cut at a word and marked: what an episode
+    keeps of a long event (its opening, closing and title need the beginning, not the book)."""
+    if len(text) <= max_chars:
+        return text
+    head = text[:max_chars]
+    cut = head.rfind(" ")
+    return (head[:cut] if cut > max_chars // 2 else head).rstrip() + " …"
+
+
+HANDOVER_EVERY = 0.001  # seconds of a worker thread's work between two hand-overs of the GIL
+_handover = threading.local()
+
+
+def handover() -> None:
+    """In a worker thread, once a millisecond: sleep 0 s, which hands the GIL to the event loop's
+    thread if it waits for it — otherwise the loop waits up to ``sys.getswitchinterval()`` (5 ms)
+    each time it wants it back (decisions.md, "Bounded work per request").  Nothing on a main
+    thread: the event loop's own (a short text read inline), or a worker process's."""
+    if threading.current_thread() is threading.main_thread():
+        return
+    now = time.perf_counter()
+    if now - getattr(_handover, "last", 0.0) >= HANDOVER_EVERY:
+        time.sleep(0)
+        _handover.last = time.perf_counter()
+
+
+def lower_priority() -> None:
+    """A derivation worker process's start: yield the CPU to the server's own threads (os.nice;
+    a process of its own, so no lock is held at the lower priority)."""
+    try:
+        os.nice(10)
+    except (AttributeError, OSError):  # no nice on this platform, or not allowed
+        pass
+
+
+def in_slices(work, items: list, size: int) -> list:
+    """``work`` over ``items``, ``size`` at a time (one at a time when 1), handing the GIL over
+    between calls: what a worker runs (a module-level function, so a process can run it too)."""
+    out = []
+    for start in range(0, len(items), size):
+        out.append(work(items[start : start + size]) if size > 1 else work(items[start]))
+        handover()
+    return out
+
+
+def read_event(
+    extractor, event: Event, *, max_chars: int, limit: int
+) -> tuple[list | None, Selection, list[str]]:
+    """Split a long text into passages, run the extractor (per passage for message and text
+    content, whose rules read sentence by sentence) and select what the event derives.  Pure
+    CPU work: the pipeline runs it in a worker (thread or process) for a long text."""
+    text = content_text(event)
+    spans = passages.split(text, max_chars) if len(text) > max_chars else None
+    content = event.content
+    labels = event.context.get("labels")
+
+    def context(body: dict[str, Any]) -> ExtractionContext:
+        return ExtractionContext(content=body, modality=event.modality, subject_id=event.subject["id"],
+                                 observed_actor_id=event.actor,
+                                 labels=tuple(labels) if isinstance(labels, list) else ())  # fmt: skip
+
+    per_passage = content.get("kind") in ("message", "text") and content.get("text") is text
+    if spans is not None and per_passage:
+        contexts = (context({**content, "text": text[start:end]}) for start, end in spans)
+    else:
+        contexts = iter([context(content)])
+    errors: list[str] = []
+
+    def extractions():
+        for item in contexts:
+            try:
+                yield extractor.extract(item)
+                handover()
+            except Exception as exc:  # an extractor bug must not stall the scope
+                log.warning("extractor failed on %s: %r", event.id, exc)
+                errors.append(repr(exc)[:500])
+
+    directives = event.directives or {}
+    wanted = directives.get("extract")
+    selection = select(
+        extractions(), limit=limit, floor=float(directives.get("confidence_floor") or 0.0),
+        want_facts=wanted is None or "facts" in wanted, want_entities=wanted is None or "entities" in wanted,
+        alias=EntityResolver.alias_of,
+    )  # fmt: skip
+    return spans, selection, errors
 
 
 @attrs.define
@@ -151,8 +264,9 @@ class Pipeline:
         self.processed = 0
         # derived-state caches; coherent because this lane is the only writer of the scope's keys
         self._facts: dict[str, Fact] = {}
-        self._new_supports: dict[str, list[str]] = {}
-        self._previous_turn: tuple[str | None, str] | None = None  # fact id -> supports not yet written (FS)
+        self._new_supports: dict[str, list[str]] = {}  # fact id -> supports not yet written (FS)
+        # (session, indexed text, event id) of the latest turn: the context of the next one's vector
+        self._previous_turn: tuple[str | None, str, str] | None = None
         self._fact_ids: dict[tuple[str, str], list[str]] = {}
         self._beliefs: dict[str, Belief | None] = {}  # claim key -> belief (None = none stored)
         # per (subject, predicate): ids of facts with recorded_to unset (what resolution and
@@ -179,11 +293,62 @@ class Pipeline:
         )
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
-        """Embed off the event loop when the embedder is a model (the hash embedder is cheap)."""
+        """Embed off the event loop when the embedder is a model, or when the texts are many (the
+        hash embedder is cheap per text, not per megabyte)."""
         embedder = self.ctx.embedder
-        if getattr(embedder, "inline", False):
+        # an inline (hash) embedder: each text costs about 40 characters' worth on top of its length
+        inline = getattr(embedder, "inline", False)
+        if inline and sum(map(len, texts)) + 40 * len(texts) <= OFF_LOOP_CHARS:
             return embedder.embed(texts)
-        return await trio.to_thread.run_sync(embedder.embed, texts)
+        if not inline:
+            return await trio.to_thread.run_sync(embedder.embed, texts)  # a model releases the GIL
+        vectors = await self._off_loop(functools.partial(in_slices, embedder.embed, texts, 2))
+        return np.concatenate(vectors) if vectors else embedder.embed([])
+
+    async def _off_loop(self, work):
+        """Pure CPU work (a picklable call) off the event loop: in a worker process, or a worker
+        thread when processes are off or cannot run it; at most ``derivation_worker_limit`` at
+        once in the engine (the rest of the cores serve requests).  Shutdown need not wait."""
+        ctx = self.ctx
+        if ctx.cpu_workers == "process" and ctx.cpu_processes is not None:
+            try:
+                return await ctx.cpu_processes.run_sync(
+                    work, kill_on_cancel=True, limiter=ctx.cpu_limiter
+                )
+            except Exception as exc:  # unpicklable extractor, a worker that cannot start, …
+                if ctx.cpu_workers == "process":
+                    log.warning("derivation runs in worker threads from now on: a worker process "
+                                "could not run it (%r)", exc)  # fmt: skip
+                    ctx.cpu_workers = "thread"
+        return await trio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=ctx.cpu_limiter)
+
+    async def add_texts(self, documents: dict[str, str]) -> None:
+        """Add documents to the text index.  A large batch (a long text's passages, a restart) is
+        tokenised in a worker thread, a chunk at a time, and added in slices between checkpoints,
+        so requests keep being served meanwhile."""
+        if sum(len(text) for text in documents.values()) <= OFF_LOOP_CHARS:
+            for doc_id, text in documents.items():
+                self.text_index.add(doc_id, text)
+            return
+        chunk: list[tuple[str, str]] = []
+        size = 0
+        for item in documents.items():
+            chunk.append(item)
+            size += len(item[1])
+            if size >= 16 * OFF_LOOP_CHARS:
+                await self._add_chunk(chunk)
+                chunk, size = [], 0
+        if chunk:
+            await self._add_chunk(chunk)
+
+    async def _add_chunk(self, chunk: list[tuple[str, str]]) -> None:
+        texts = [text for _, text in chunk]
+        tokens = await self._off_loop(functools.partial(in_slices, tokenize, texts, 1))
+        index = self.text_index
+        for position, ((doc_id, text), terms) in enumerate(zip(chunk, tokens, strict=True), 1):
+            index.add(doc_id, text, terms)
+            if position % SLICE_DOCUMENTS == 0:
+                await trio.lowlevel.checkpoint()
 
     async def index_documents(
         self, batch: StageBatch | None, documents: dict[str, str], *, embed_known: bool = True,
@@ -192,13 +357,14 @@ class Pipeline:
         """Add records to the text and vector indexes; vectors are persisted with ``batch``."""
         if not documents:
             return
-        for doc_id, text in documents.items():
-            self.text_index.add(doc_id, text)
+        await self.add_texts(documents)
         todo = {d: t for d, t in documents.items() if embed_known or d not in self.vector_index}
         if not todo:
             return
         vectors = await self._embed([(embed_texts or {}).get(d, t) for d, t in todo.items()])
-        for doc_id, vector in zip(todo, vectors, strict=True):
+        for position, (doc_id, vector) in enumerate(zip(todo, vectors, strict=True), 1):
+            if position % SLICE_DOCUMENTS == 0:
+                await trio.lowlevel.checkpoint()
             self.vector_index.add(doc_id, vector)
             if batch is not None:
                 batch.ops.append(
@@ -234,6 +400,21 @@ class Pipeline:
         self.vector_index.remove(doc_id)
         if batch is not None:
             batch.ops.append(Delete(keys.vector(self.scope, doc_id)))
+
+    async def _split(self, event: Event) -> list[list[int]]:
+        text = content_text(event)
+        max_chars = self.ctx.config.passage_max_chars
+        if len(text) > OFF_LOOP_CHARS:
+            spans = await self._off_loop(functools.partial(passages.split, text, max_chars))
+        else:
+            spans = passages.split(text, max_chars)
+        return [list(span) for span in spans]
+
+    def unindex_event(self, batch: StageBatch | None, event_id: str, state: dict[str, Any]) -> None:
+        """Remove an event from the indexes: its document, or each of its passages."""
+        self.unindex(batch, event_id)
+        for index in range(len(state.get("passages") or ())):
+            self.unindex(batch, passages.passage_id(event_id, index))
 
     # -- feeding -------------------------------------------------------------------------------
     def enqueue(self, event: Event) -> None:
@@ -281,6 +462,8 @@ class Pipeline:
                     await self._handle_control(self.controls.popleft())
                 if self.queue and not self.stopping:
                     await self._defer_to_captures()
+                    while self.controls and not self.stopping:  # e.g. a cancel sent meanwhile
+                        await self._handle_control(self.controls.popleft())
                     size = self.ctx.config.pipeline_batch
                     batch = [self.queue.popleft() for _ in range(min(size, len(self.queue)))]
                     if batch:
@@ -318,11 +501,23 @@ class Pipeline:
             event = loads(raw, Event)
             if event.id in pending_set:
                 continue
-            state = await self.read_state(event.id)
-            if state and state.get("cancelled"):
+            state = await self.read_state(event.id) or {}
+            if state.get("cancelled"):
                 continue
-            documents[event.id] = event_text(event)
-            self._previous_turn = (event.observed_actor.get("session"), documents[event.id])
+            session = event.observed_actor.get("session")
+            spans = state.get("passages")
+            if spans is None and len(content_text(event)) > self.ctx.config.passage_max_chars:
+                spans = await self._split(event)  # indexed before passages: split now
+                if state:
+                    state["passages"] = spans
+                    await store.write([self.state_op(event.id, state)])
+            if spans:
+                parts = passage_documents(event, spans)
+                documents.update(parts)
+                self._previous_turn = (session, parts[next(reversed(parts))], event.id)
+            else:
+                documents[event.id] = event_text(event)
+                self._previous_turn = (session, documents[event.id], event.id)
         async for _, raw in store.scan(prefix=keys.facts_prefix(self.scope)):
             fact = loads(raw, Fact)
             if not fact.excluded_from_recall:
@@ -340,8 +535,7 @@ class Pipeline:
                 self.vector_index.add(doc_id, np.frombuffer(raw, dtype=np.float32))
                 if self.vector_index.needs_seal:  # segments merge after start, in the background
                     await self.vector_index.seal(merge=False)
-        for doc_id, text in documents.items():
-            self.text_index.add(doc_id, text)
+        await self.add_texts(documents)
         missing = [(d, t) for d, t in documents.items() if d not in self.vector_index]
         for start in range(0, len(missing), 512):  # e.g. after switching embedders (reembed)
             batch = StageBatch()
@@ -398,6 +592,7 @@ class Pipeline:
             ("consolidated", self._consolidate),
             ("episode", self._compress),
         ):
+            await self._cancels_first(states)
             todo = [
                 e
                 for e in work
@@ -412,6 +607,14 @@ class Pipeline:
                     self.ctx.bus.abort(batch.records)  # never leave the bus waiting on us
                     raise
         self.processed += len(events)
+
+    async def _cancels_first(self, states: dict[str, dict[str, Any]]) -> None:
+        """A cancel of an event in the batch being derived runs before the batch's next stage
+        (the stages await the store and worker threads, so one may arrive meanwhile)."""
+        for item in [c for c in self.controls if c.kind == "cancel" and c.event_id in states]:
+            self.controls.remove(item)
+            await self._handle_control(item)
+            states[item.event_id] = await self.read_state(item.event_id) or states[item.event_id]
 
     def _finish_stage(self, batch: StageBatch, event: Event, state: dict, stage: str, started: float,
                       payload: dict[str, Any] | None) -> None:  # fmt: skip
@@ -432,51 +635,43 @@ class Pipeline:
         self, events: list[Event], states: dict, started: float, batch: StageBatch
     ) -> None:
         touched_facts: dict[str, Fact] = {}
+        config = self.ctx.config
+        limit = config.max_derived_per_event
+        extractor_name = getattr(self.ctx.extractor, "name", type(self.ctx.extractor).__name__)
         for event in events:
             state = states[event.id]
-            directives = event.directives or {}
-            wanted = directives.get("extract")
-            want_facts = wanted is None or "facts" in wanted
-            want_entities = wanted is None or "entities" in wanted
-            floor = float(directives.get("confidence_floor") or 0.0)
-            try:
-                extraction = self.ctx.extractor.extract(
-                    ExtractionContext(
-                        content=event.content,
-                        modality=event.modality,
-                        subject_id=event.subject["id"],
-                        observed_actor_id=event.actor,
-                        labels=tuple(event.context.get("labels") or ())
-                        if isinstance(event.context.get("labels"), list)
-                        else (),
-                    )
-                )
-            except Exception as exc:  # an extractor bug must not stall the scope
-                log.warning("extractor failed on %s: %r", event.id, exc)
+            read = functools.partial(read_event, self.ctx.extractor, event,
+                                     max_chars=config.passage_max_chars, limit=limit)  # fmt: skip
+            if len(content_text(event)) > OFF_LOOP_CHARS:
+                spans, selection, errors = await self._off_loop(read)
+            else:
+                spans, selection, errors = read()
+            for message in errors[:5]:
                 state["errors"].append(
-                    {"stage": "extracted", "error": "EXTRACTOR_FAILED", "message": repr(exc)[:500]}
+                    {"stage": "extracted", "error": "EXTRACTOR_FAILED", "message": message}
                 )
-                extraction = Extraction()
+            if len(errors) > 5:
+                state["errors"][-1]["failures"] = len(errors)
+            if spans is not None:
+                state["passages"] = [list(span) for span in spans]
             intake: list[dict[str, Any]] = []
             entity_ids: set[str] = set()
             source = provenance_source(event.modality, event.actor)
             valid_from = parse_rfc3339(event.context["observed_at"])
-            extractor_name = getattr(self.ctx.extractor, "name", type(self.ctx.extractor).__name__)
-            for candidate in extraction.facts if want_facts else ():
-                if candidate.confidence < floor:
-                    intake.append({"status": "rejected", "predicate": candidate.predicate,
-                                   "reason": "below_confidence_floor", "confidence": candidate.confidence})  # fmt: skip
+            for position, (step, item) in enumerate(selection.steps, 1):
+                if position % SLICE_DOCUMENTS == 0:
+                    await trio.lowlevel.checkpoint()  # up to max_derived_per_event assertions
+                if step == "intake":
+                    intake.append(item)
                     continue
-                assertion = await self._assertion(
-                    event, candidate, extractor_name, source, valid_from
-                )
+                assertion = await self._assertion(event, item, extractor_name, source, valid_from)
                 entity_ids.update(assertion.entity_ids)
                 outcome = await self.apply_assertion(assertion, event.id, touched_facts)
                 intake.append(outcome)
-            if want_entities:
-                for term in extraction.entities:
-                    entity = await self.ctx.entities.resolve(event.tenant_id, term)
-                    entity_ids.add(entity.id)
+            for term in selection.entities:
+                entity = await self.ctx.entities.resolve(event.tenant_id, term)
+                entity_ids.add(entity.id)
+            intake += selection.summary(limit)
             batch.entity_ids.update(entity_ids)
             fact_ids = [item["fact_id"] for item in intake if "fact_id" in item]
             for fact_id in fact_ids:
@@ -498,7 +693,14 @@ class Pipeline:
                 },
                 "intake": intake,
             }
-            if extraction.unread:
+            if selection.facts_over or selection.entities_over:
+                state["derived_records_limit"] = payload["derived_records_limit"] = {
+                    "limit": limit, "facts_not_derived": selection.facts_over,
+                    "entities_not_derived": selection.entities_over,
+                }  # fmt: skip
+            if spans is not None:
+                payload["passages"] = len(spans)
+            if selection.unread:
                 payload["unread"] = (
                     f"content kind {event.content.get('kind')!r} is not read by {extractor_name}"
                 )
@@ -669,14 +871,23 @@ class Pipeline:
         # an event is embedded with the turn before it in the same session (BM25 sees the turn
         # alone): a reply is about what it answers (LoCoMo hybrid recall@10 61.9 -> 64.9)
         embed_texts: dict[str, str] = {}
+        max_chars = self.ctx.config.passage_max_chars
         for event in events:
             state = states[event.id]
-            documents[event.id] = event_text(event)
-            previous = self._previous_turn
             session = event.observed_actor.get("session")
-            if previous is not None and previous[0] == session and session is not None:
-                embed_texts[event.id] = f"{previous[1]}\n{documents[event.id]}"
-            self._previous_turn = (session, documents[event.id])
+            spans = state.get("passages")
+            if spans is None and len(content_text(event)) > max_chars:  # extracted before passages
+                spans = state["passages"] = await self._split(event)
+            if spans:  # a long text: its passages are the documents, each embedded alone
+                parts = passage_documents(event, spans)
+                documents.update(parts)
+                self._previous_turn = (session, parts[next(reversed(parts))], event.id)
+            else:
+                documents[event.id] = event_text(event)
+                previous = self._previous_turn
+                if previous is not None and previous[0] == session and session is not None:
+                    embed_texts[event.id] = f"{previous[1]}\n{documents[event.id]}"
+                self._previous_turn = (session, documents[event.id], event.id)
             layers = ["events"]
             facts = [
                 self._facts[f]
@@ -692,6 +903,8 @@ class Pipeline:
                 "layers_indexed": layers,
                 "indexes": ["text", "vector"],
             }
+            if spans:
+                payload["passages"] = len(spans)
             self._finish_stage(batch, event, state, "indexed", started, payload)
         # a reinforced fact keeps its text, so its vector is not recomputed
         await self.index_documents(batch, documents, embed_known=False, embed_texts=embed_texts)
@@ -788,7 +1001,9 @@ class Pipeline:
             if fact is not None:
                 extra.setdefault((fact.subject.id, fact.predicate), []).append(fact)
                 pairs.add((fact.subject.id, fact.predicate))
-        for subject_id, predicate in sorted(pairs):
+        for position, (subject_id, predicate) in enumerate(sorted(pairs), 1):
+            if position % SLICE_PAIRS == 0:
+                await trio.lowlevel.checkpoint()  # the store's reads do not yield
             facts = await self.current_facts(subject_id, predicate)
             seen = {f.id for f in facts}
             facts += [f for f in extra.get((subject_id, predicate), ()) if f.id not in seen]
@@ -1010,7 +1225,7 @@ class Pipeline:
                 episode = None
             else:
                 predecessor = episode.causal_predecessor if episode else None
-            text = content_text(event)
+            text = clip(content_text(event), config.passage_max_chars)
             if episode is None:
                 episode = Episode(
                     id=self.ctx.ids.new("ep"), scope=self.scope,
@@ -1124,6 +1339,10 @@ class Pipeline:
             await self._process([self.queue.popleft() for _ in range(min(size, len(self.queue)))])
 
     async def _control_cancel(self, item: Control) -> dict[str, Any]:
+        """§8.9.5: the event's queued stages are dropped and nothing derived shows it any more —
+        its index documents (passages too) go, the facts it alone supports are excluded (not
+        deleted) and their beliefs revised, it leaves its episode, and the scopes it was
+        consolidated into are told to do the same."""
         event_id = item.event_id
         state = await self.read_state(event_id)
         if state is None:
@@ -1138,45 +1357,137 @@ class Pipeline:
         if not state.get("cancelled"):
             state["cancelled"] = True
             state["stages_cancelled"] = cancelled
-            self.unindex(batch, event_id)
-            if event_id in self.events:
-                self.events.pop(event_id)
-                try:
-                    self.queue.remove(event_id)
-                except ValueError:
-                    pass
+            self.unindex_event(batch, event_id, state)
+            if self._previous_turn is not None and self._previous_turn[2] == event_id:
+                self._previous_turn = None  # the next turn's vector must not carry its text
+            self.events.pop(event_id, None)
+            try:
+                self.queue.remove(event_id)
+            except ValueError:
+                pass
             # records this event already produced are excluded too (not deleted, §8.9.5)
-            touched: dict[str, Fact] = {}
+            facts = []
             for record_id in state["derives"]:
                 if record_id.startswith("fact_"):
                     fact = self._facts.get(record_id)
                     if fact is None:
                         raw = await self.ctx.store.get(keys.fact(self.scope, record_id))
                         fact = loads(raw, Fact) if raw else None
-                    if fact is not None and fact.supports == [event_id]:
-                        fact.excluded_from_recall = True
-                        self._facts[fact.id] = fact
-                        self._track(fact)
-                        self.unindex(batch, fact.id)
-                        touched[fact.id] = fact
-            self._fact_ops(batch, touched)
-            if touched:  # beliefs resting on the excluded facts lose that evidence
-                summary = {"created": [], "revised": [], "deleted": [], "deferred": []}
-                pairs = sorted({(f.subject.id, f.predicate) for f in touched.values()})
-                await self.revise_beliefs(batch, pairs, event_id, summary, tuple(touched))
-                state["beliefs_deleted_by_cancel"] = summary["deleted"]
-                for belief_id in summary["deleted"]:
-                    self.unindex(batch, belief_id)
+                    if fact is not None:
+                        facts.append(fact)
+            deleted = await self._exclude_sole_support(batch, facts, event_id)
+            if deleted:
+                state["beliefs_deleted_by_cancel"] = deleted
+            await self._leave_episode(batch, state, event_id)
             batch.ops.append(Delete(keys.pending(self.scope, event_id)))
             batch.ops.append(self.state_op(event_id, state))
             await self._commit(batch)
             self.ctx.bus.release_event(event_id)
+            pairs = sorted({(f.subject.id, f.predicate) for f in facts if event_id in f.supports})
+            for target in state.get("foreign", ()):
+                work = {"cancel": True, "pairs": [list(p) for p in pairs]}
+                supervisor = self.actor.ctx.supervisor
+                await supervisor.consolidate_foreign(target, self.scope, event_id, work)
         return {
             "event_id": event_id,
             "stages_cancelled": state.get("stages_cancelled", cancelled),
             "stages_already_completed": completed,
             "excluded_from_recall": True,
         }
+
+    async def _exclude_sole_support(
+        self, batch: StageBatch, facts: list[Fact], event_id: str
+    ) -> list[str]:
+        """Exclude the facts whose only support is ``event_id``; revise their beliefs.  Returns
+        the ids of the beliefs deleted for want of evidence."""
+        touched: dict[str, Fact] = {}
+        for fact in facts:
+            if fact.supports == [event_id] and not fact.excluded_from_recall:
+                fact.excluded_from_recall = True
+                self._facts[fact.id] = fact
+                self._track(fact)
+                self.unindex(batch, fact.id)
+                touched[fact.id] = fact
+        self._fact_ops(batch, touched)
+        if not touched:
+            return []
+        summary = {"created": [], "revised": [], "deleted": [], "deferred": []}
+        pairs = sorted({(f.subject.id, f.predicate) for f in touched.values()})
+        await self.revise_beliefs(batch, pairs, event_id, summary, tuple(touched))
+        for belief_id in summary["deleted"]:
+            self.unindex(batch, belief_id)
+        await self.index_documents(
+            batch, {b: belief_text(self._belief_by_id[b]) for b in summary["created"]}
+        )
+        return summary["deleted"]
+
+    async def _leave_episode(self, batch: StageBatch, state: dict[str, Any], event_id: str) -> None:
+        """Take a cancelled event out of its episode and describe the episode again from the
+        events that remain; an episode left without events is excluded from recall."""
+        episode_id = state.get("episode_id")
+        if not episode_id:
+            return
+        await self._load_episode()
+        episode = self._episode
+        if episode is None or episode.id != episode_id:
+            raw = await self.ctx.store.get(keys.episode(self.scope, episode_id))
+            if raw is None:
+                return
+            episode = loads(raw, Episode)
+        if event_id not in episode.events:
+            return
+        episode.events = [e for e in episode.events if e != event_id]
+        episode.supports = [e for e in episode.supports if e != event_id]
+        members: list[Event] = []
+        informative = 0
+        for member_id in episode.events:
+            event = self.events.get(member_id)
+            if event is None:
+                raw = await self.ctx.store.get(keys.event(self.scope, member_id))
+                if raw is None:
+                    continue
+                event = loads(raw, Event)
+            members.append(event)
+            member_state = await self.read_state(member_id) or {}
+            informative += any(d.startswith("fact_") for d in member_state.get("derives", ()))
+        if not members:
+            episode.excluded_from_recall = True
+            episode.opening = episode.closing = None
+            episode.actors_involved, episode.causal_chain = [], []
+            episode.informative_events = 0
+            episode.summary = ""
+            if self._episode is episode:  # the next event opens a new episode
+                self._episode = None
+                episode.status, episode.sealed_at = "compressed", self.ctx.clock.now()
+                episode.partial, episode.partial_reason = False, None
+                batch.ops.append(Delete(keys.open_episode(self.scope, "main")))
+            self.unindex(batch, episode.id)
+        else:
+            max_chars = self.ctx.config.passage_max_chars
+            texts = [clip(content_text(e), max_chars) for e in members]
+            first = members[0]
+            episode.name = episode_rules.title(
+                texts[0], first.context.get("intent"), f"{first.modality} episode"
+            )
+            observed = [parse_rfc3339(e.context["observed_at"]) for e in members]
+            episode.started_at = episode.valid_from = min(observed)
+            episode.ended_at = max(observed)
+            episode.actors_involved = list(dict.fromkeys(e.actor for e in members))
+            episode.informative_events = informative
+            episode.opening = texts[0] or None
+            episode.closing = next((t for t in reversed(texts) if t), None)
+            count = len(members)
+            roles = [
+                episode_rules.role_of(text, i, count, sealed=False) for i, text in enumerate(texts)
+            ]
+            episode.causal_chain = [
+                CausalLink(event=e.id, role=role) for e, role in zip(members, roles, strict=True)
+            ]
+            if episode.status == "compressed" and count > 1:
+                episode.causal_chain[-1].role = "outcome"
+            self._describe(episode)
+            await self.index_documents(batch, {episode.id: episode_text(episode)})
+        batch.ops.append(Put(keys.episode(self.scope, episode.id), dumps(episode)))
 
     async def _control_derived(self, item: Control) -> None:
         state = await self.read_state(item.event_id)
@@ -1190,10 +1501,23 @@ class Pipeline:
             await self.ctx.store.write([self.state_op(item.event_id, state)])
 
     async def _control_foreign(self, item: Control) -> None:
-        """Consolidate another scope's assertions about one of its events into this scope."""
-        work = item.payload
+        """Consolidate another scope's assertions about one of its events into this scope, or
+        take them back when that event was cancelled.  The stored work item decides: a cancel
+        overwrites a consolidation not run yet, so it never runs."""
         event_id = item.event_id
+        raw = await self.ctx.store.get(keys.foreign_work(self.scope, event_id))
+        if raw is None:
+            return  # done already
+        work = jsoncodec.decode(raw)
         batch = StageBatch()
+        if work.get("cancel"):
+            facts = []
+            for subject_id, predicate in work.get("pairs", ()):
+                facts += await self.facts_for(subject_id, predicate)
+            await self._exclude_sole_support(batch, facts, event_id)
+            batch.ops.append(Delete(keys.foreign_work(self.scope, event_id)))
+            await self._commit(batch)
+            return
         touched: dict[str, Fact] = {}
         intake = []
         for raw in work["assertions"]:

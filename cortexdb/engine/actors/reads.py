@@ -204,6 +204,10 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
             view["stages_cancelled"] = state.get("stages_cancelled", [])
         if state.get("foreign"):
             view["consolidated_into"] = state["foreign"]
+        if state.get("passages"):
+            view["passages"] = len(state["passages"])
+        if state.get("derived_records_limit"):
+            view["derived_records_limit"] = state["derived_records_limit"]
         return view
 
     if layer in ("facts", "fact", "timeline"):

@@ -18,6 +18,7 @@ from .vector_index import VectorIndex
 
 
 def _prefix(doc_id: str) -> str:
+    """``evt_``, ``fact_``, …: a passage (``evt_…#p3``) lives in its event's layer."""
     return doc_id.split("_", 1)[0] + "_"
 
 
@@ -52,8 +53,8 @@ class LayeredTextIndex(_Layered):
     def __init__(self) -> None:
         super().__init__(TextIndex)
 
-    def add(self, doc_id: str, text: str) -> None:
-        self._for(doc_id).add(doc_id, text)
+    def add(self, doc_id: str, text: str, tokens: list[str] | None = None) -> None:
+        self._for(doc_id).add(doc_id, text, tokens)
 
     def __len__(self) -> int:
         return sum(len(index) for index in self._indexes.values())

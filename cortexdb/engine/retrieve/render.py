@@ -40,8 +40,11 @@ def item_text(layer: str, record: dict[str, Any]) -> str:
     if layer == "episodes":
         return f"{record['name']}: {record['summary']}"
     if layer == "events":
-        text = record.get("content", {}).get("text") or record.get("content", {}).get("kind", "")
-        return f"{record['actor']} on {record['context']['observed_at'][:10]}: {first_sentence(str(text))}"
+        content = record.get("content", {})
+        text = str(content.get("text") or content.get("kind", ""))
+        # a passage of a long text was chosen for what it says, not for how the text begins
+        said = " ".join(text.split()) if record.get("passage") else first_sentence(text)
+        return f"{record['actor']} on {record['context']['observed_at'][:10]}: {said}"
     return str(record.get("name") or record.get("id"))
 
 

@@ -11,14 +11,21 @@ from __future__ import annotations
 import functools
 import math
 import re
+import threading
 from collections import Counter
 
 import numpy as np
 import snowballstemmer
 
 _TOKEN = re.compile(r"[0-9a-z]+")
-_UUID = re.compile(r"^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-[0-9a-f]{4}-[0-9a-f]{12}$")
-_STEMMER = snowballstemmer.stemmer("english")
+# the passages of one event (``<id>#p<n>``, see passages.py) share its key; ties among them take
+# the exact path (_duplicate_keys)
+_UUID = re.compile(
+    r"^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-[0-9a-f]{4}-[0-9a-f]{12}(?:#p\d+)?$"
+)
+# a Snowball stemmer keeps its state on the object: one per thread, as long texts are tokenised
+# in a worker thread while recall tokenises its query on the event loop
+_STEMMERS = threading.local()
 # English function words: in a small scope "did" or "when" can be rare enough to outweigh the
 # words that carry the question (docs/decisions.md, "BM25 terms")
 STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "d", "ll", "m", "re", "ve"])
@@ -26,7 +33,10 @@ STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all"
 
 @functools.lru_cache(maxsize=262_144)
 def _stem(word: str) -> str:
-    return _STEMMER.stemWord(word)
+    stemmer = getattr(_STEMMERS, "stemmer", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.stemmer = snowballstemmer.stemmer("english")
+    return stemmer.stemWord(word)
 
 
 def tokenize(text: str) -> list[str]:
@@ -61,10 +71,12 @@ class TextIndex:
     def __contains__(self, doc_id: str) -> bool:
         return doc_id in self._lengths
 
-    def add(self, doc_id: str, text: str) -> None:
+    def add(self, doc_id: str, text: str, tokens: list[str] | None = None) -> None:
+        """Index ``text``, or its ``tokens`` when ``tokenize`` already ran (e.g. off the loop)."""
         if doc_id in self._lengths:
             self.remove(doc_id)
-        tokens = tokenize(text)
+        if tokens is None:
+            tokens = tokenize(text)
         self._lengths[doc_id] = len(tokens)
         self._total_length += len(tokens)
         counts = Counter(tokens)
