@@ -234,6 +234,10 @@ async def test_a_long_text_is_found_by_its_passage_within_a_small_budget(engine)
     assert NEEDLE in pack["context_block"]
     raw = await engine.recall({"scope": SCOPE, "view": "raw", "query": "Zephyr vault access code"})
     assert all(len(i["content"]["text"]) <= 1200 for i in raw["layers"]["events"])  # no whole book
+    # many passages match "Zephyr": the pack still has one item per event (its best passage)
+    wide = await engine.recall({"scope": SCOPE, "view": "granular", "query": "Zephyr vault"})
+    ids = [i["id"] for i in wide["layers"]["events"]]
+    assert len(ids) == len(set(ids)) and done.event_id in ids
     short = await engine.recall({"scope": SCOPE, "query": "like tea"})
     tea = next(i for i in short["layers"]["events"] if i["content"]["text"] == "I like tea.")
     assert "passage" not in tea and "content_truncated" not in tea

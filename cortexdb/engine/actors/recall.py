@@ -234,7 +234,12 @@ class RecallCoordinator:
 
         t = trio.current_time()
         by_layer: dict[str, list[dict[str, Any]]] = {layer: [] for layer in LAYERS}
-        for candidate in candidates:
+        best: dict[tuple[str, str], dict[str, Any]] = {}  # one item per record: a long event's
+        for candidate in candidates:  # best passage (its item says which of how many it is)
+            key = (candidate["scope"], candidate["record"]["id"])
+            if key not in best or candidate["score"] > best[key]["score"]:
+                best[key] = candidate
+        for candidate in best.values():
             by_layer[candidate["layer"]].append(candidate)
         chosen: dict[str, list[dict[str, Any]]] = {}
         layer_ms: dict[str, float] = {}
