@@ -549,6 +549,10 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
         label = "minute 2" if args.duration >= 180 else f"t={warm['t']:.0f} s (run too short for minute 2)"
         print(f"RSS: {warm['rss']:.1f} MB at {label} -> {end_rss:.1f} MB at t={samples[-1]['t']:.0f} s: "
               f"growth {growth:+.1f} %  (first sample {samples[0]['rss']:.1f} MB; after the drain {result['rss_end']:.1f} MB)")  # fmt: skip
+        written = samples[-1]["writes"] - warm["writes"]
+        if written > 0:
+            print(f"RSS growth per write after {label.split(' (')[0]}: {(end_rss - warm['rss']) * 1024 / written:.1f} KB "
+                  f"({written} writes)")  # fmt: skip
         if args.duration >= 180:
             print(f"target RSS growth < 10 % between minute 2 and the end: {'met' if growth < 10 else 'NOT met'}")
     lat = [ms for _, ms in writes.latencies]
