@@ -3,6 +3,7 @@ one still gets ``lagging``; a stream batches, encodes each record once, and ends
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -205,3 +206,34 @@ async def test_a_replayed_write_leaves_no_stage_waiter_behind(engine):
     again = await engine.experience(envelope("I live in Paris.", key="k1"), wait="consolidated")
     assert again.replay and again.event_id == first.event_id and again.status == "consolidated"
     assert engine._ctx.bus.statistics()["waiters"] == 0
+
+
+async def test_several_sse_subscribers_over_http_each_get_every_record_in_order(tmp_path):
+    """Over the real HTTP server: 6 streams (firehose, parent, one scope) follow 4 bulk writes of
+    10 each; each receives exactly the captured records of its filter, in lce order."""
+    import httpx
+
+    from .test_server_e2e import anchor, auth, live, read_sse
+
+    scopes = ["org:acme/user:alice", "org:acme/user:bob"]
+    async with live(tmp_path) as (url, keys), httpx.AsyncClient(base_url=url, timeout=60) as http:
+        since = await anchor(http, keys, scopes[0])
+        filters = [None, "org:acme", scopes[0], scopes[1], None, "org:acme"]
+        async with contextlib.AsyncExitStack() as stack:
+            responses = [await stack.enter_async_context(http.stream(
+                "GET", f"/v1/lifecycle/stream?events=captured&since_lifecycle_id={since}" + (f"&scope={f}" if f else ""),
+                headers=auth(keys)))
+                for f in filters]  # fmt: skip
+            for round_ in range(3):
+                for scope in scopes[: 1 + round_ % 2]:
+                    items = [{k: v for k, v in body(f"bulk {round_} {i}").items() if k != "scope"} for i in range(10)]
+                    r = await http.post("/v1/experience/bulk", json={"scope": scope, "items": items}, headers=auth(keys))
+                    assert r.status_code == 202, r.text
+            rows = (await http.get(f"/v1/lifecycle?events=captured&since_lifecycle_id={since}&limit=1000",
+                                   headers=auth(keys))).json()["items"]  # fmt: skip
+            assert len(rows) == 40
+            for f, response in zip(filters, responses, strict=True):
+                wanted = [r["lifecycle_id"] for r in rows if f is None or r["scope"].startswith(f)]
+                frames = await read_sse(response, len(wanted))
+                assert [frame[0] for frame in frames] == wanted
+                assert all(frame[1] == "captured" and frame[2]["lifecycle_id"] == frame[0] for frame in frames)
