@@ -86,3 +86,19 @@ def test_stall_benchmark_runs_on_a_slice():
         assert re.search(rf"{phase}:\s+\d+ requests\s+p50\s+([\d.]+|nan) ms\s+p99\s+([\d.]+|nan) ms", out)
     assert re.search(r"consolidation: [\d.]+ s", out)
     assert "recall with a 500-token budget: planted sentence found (passage" in out
+def test_soak_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/soak.py", "--duration", "5", "--writes-per-s", "10", "--recalls-per-s", "2",
+         "--subscribers", "4", "--backend", "memory", "--sample-every", "2", "--drain", "30"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert re.search(r"^\s+\d+\s+[\d.]+\s+\d+\s+\d+\s+\d+", out, re.M)  # an RSS sample row
+    assert re.search(r"RSS: [\d.]+ MB at t=\d+ s .* -> [\d.]+ MB at t=\d+ s: growth [+-][\d.]+ %", out)
+    assert re.search(r"writes:\s+\d+ acknowledged .* p50 [\d.]+ ms\s+p99 [\d.]+ ms", out)
+    assert re.search(r"recalls: \d+ in \d+ s, errors 0, p50 [\d.]+ ms\s+p99 [\d.]+ ms", out)
+    rows = re.findall(r"^\s+(\d)\s+(\(firehose\)|org:\S+)\s+(\d+)\s+(\d+)\s+(-?\d+)\s+(\d+)", out, re.M)
+    assert len(rows) == 4 and all(int(expected) > 0 for _, _, expected, *_ in rows)
+    assert re.search(r"lost in total: \d+; subscribers that got lagging: \d+; same ids as published: ", out)
+    assert re.search(r"client CPU: [\d.]+ s over \d+ s", out)

@@ -70,6 +70,7 @@ class EngineConfig:
     recall_candidates: int = 100  # per scope and per index (BM25, vector) before scoring
     recall_deadline: float = 5.0  # seconds a scope may take before the pack degrades without it
     pack_ttl_seconds: float = 60.0
+    pack_cache_max: int = 1000  # recall packs kept for replay and GET; beyond it the oldest go first
     # hybrid (default) | bm25 | vector: which candidate sources and signals recall uses
     # (the single-signal modes exist for benchmark arms and diagnosis)
     recall_mode: str = "hybrid"

@@ -352,6 +352,8 @@ class Engine:
         view = await self.memory_event(event_id, scope=scope)
         if stage not in view["stages_completed"] and not view["excluded_from_recall"]:
             await waiter.wait()
+        else:
+            self._ctx.bus.forget_waiter(event_id, stage)  # it happened already: it never fires
         return await self._settled(scope, event_id, offset, wait, None, replay=True)
 
     async def experience_bulk(

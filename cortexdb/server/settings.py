@@ -42,6 +42,9 @@ class ServerSettings:
     max_ws_message_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
     embedder: str = "hash"
     stream_keepalive: float = 15.0  # seconds between SSE comment lines on a quiet stream
+    # a lifecycle stream sends at most one chunk per this many seconds; records published meanwhile
+    # go in the same chunk (a quiet stream sends at once; decisions.md, "Lifecycle fan-out")
+    stream_coalesce: float = 0.05
     maintenance_interval: float = 60.0
     # "cortex": the lean HTTP/1.1 + WebSocket server in http11.py (default; decisions.md, "The
     # HTTP layer"); "hypercorn": Hypercorn's trio worker.

@@ -6,11 +6,17 @@ and then per record (``scope.read.local`` on the record's scope, cached per poli
 policy mutation takes effect at the next event boundary (§5.4): the stream continues with a
 ``policy_changed`` event, or ends with ``policy_revoked``.  A subscriber that falls behind gets
 ``lagging`` and the stream closes; resume with ``Last-Event-ID`` or ``since_lifecycle_id``.
+
+Fan-out cost (issue 10 part 8, docs/decisions.md "Lifecycle fan-out"): a stream is one task that
+waits in one cancel scope, takes every record buffered since its last wake-up and sends them as
+one chunk, at most one chunk per ``stream_coalesce`` seconds; each published record is encoded
+once per server (``FrameCache``), not once per subscriber.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,13 +25,14 @@ from quart import Response, request, websocket
 
 from ..engine import jsoncodec
 from ..engine.engine import lifecycle_wire
+from ..engine.model import LifecycleEvent
 from ..errors import CortexError
 from .app import Call, Route, ServerState, scope_param
 from .policy import Principal
 
 log = logging.getLogger("cortexdb.server")
 
-_CLOSING, _TIMEOUT, _END = object(), object(), object()
+MAX_BATCH = 1000  # most records one SSE chunk or WebSocket burst carries
 LIFECYCLE_PARAMS = ("scope", "since_lifecycle_id", "event_id", "batch_id", "job_id", "import_id",
                     "export_id", "erasure_id", "events")  # fmt: skip
 
@@ -54,37 +61,53 @@ def sse_response(state: ServerState, frames: AsyncIterator[tuple[str | None, str
     return response
 
 
-async def _next_or_closing(iterator: Any, closing: trio.Event, timeout: float) -> Any:
-    """The next record, or _CLOSING when the server shuts down, or _TIMEOUT after ``timeout``."""
-    result: list[Any] = [_TIMEOUT]
+class FrameCache:
+    """The encoded frames of published lifecycle records, shared by every stream of one server:
+    a record is encoded once however many subscribers receive it.  Bounded: the oldest entries
+    go first (a subscriber far behind re-encodes, which is correct, only slower)."""
 
-    async with trio.open_nursery() as nursery:
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._sse: dict[str, bytes] = {}
+        self._ws: dict[str, str] = {}
+        self.encoded = 0  # how many records were encoded (statistics, tests)
 
-        async def take() -> None:
-            try:
-                result[0] = await iterator.__anext__()
-            except StopAsyncIteration:
-                result[0] = _END
-            nursery.cancel_scope.cancel()
+    def sse(self, record: LifecycleEvent) -> bytes:
+        frame = self._sse.get(record.lifecycle_id)
+        if frame is None:
+            frame = sse_frame(record.lifecycle_id, record.stage, lifecycle_wire(record))
+            self._keep(self._sse, record.lifecycle_id, frame)
+        return frame
 
-        async def watch() -> None:
-            await closing.wait()
-            result[0] = _CLOSING
-            nursery.cancel_scope.cancel()
+    def ws(self, record: LifecycleEvent) -> str:
+        frame = self._ws.get(record.lifecycle_id)
+        if frame is None:
+            frame = jsoncodec.encode({"type": "lifecycle", "id": record.lifecycle_id, "event": record.stage,
+                                      "data": lifecycle_wire(record)}).decode()  # fmt: skip
+            self._keep(self._ws, record.lifecycle_id, frame)
+        return frame
 
-        nursery.start_soon(take)
-        nursery.start_soon(watch)
-        nursery.cancel_scope.deadline = trio.current_time() + timeout
-    return result[0]
+    def _keep(self, cache: dict[str, Any], key: str, frame: Any) -> None:
+        self.encoded += 1
+        if len(cache) >= self.capacity:
+            del cache[next(iter(cache))]  # insertion order: the oldest
+        cache[key] = frame
 
 
-async def lifecycle_records(state: ServerState, principal: Principal, scope: str | None,
-                            since: str | None, filters: dict[str, Any]) -> AsyncIterator[tuple | None]:  # fmt: skip
-    """(id, event, data) frames of a lifecycle subscription, or None for a keep-alive."""
+# One batch of a lifecycle stream: records (LifecycleEvent) and control frames (id, event, data).
+Batch = list[Any]
+
+
+async def lifecycle_batches(state: ServerState, principal: Principal, scope: str | None,
+                            since: str | None, filters: dict[str, Any]) -> AsyncIterator[Batch | None]:  # fmt: skip
+    """A lifecycle subscription as batches: every record buffered since the last batch (in
+    order), or None for a keep-alive.  One task and one cancel scope per stream, whatever the
+    rate; the caller encodes the records (``FrameCache``) and sends a batch at once."""
     policy = state.policy
     readable: dict[str, bool] = {}
 
-    def can_read(path: str) -> bool:  # the gate, per record scope, cached per policy version
+    def can_read(path: str) -> bool:
+        """The per-record check, through the gate: may this principal read records of ``path``?"""
         if path not in readable:
             readable[path] = state.gate.decide(principal, "scope.read.local", path).allowed
         return readable[path]
@@ -98,29 +121,68 @@ async def lifecycle_records(state: ServerState, principal: Principal, scope: str
                 return False, f"{capability} is now denied by the {decision.tier} tier"
         return True, ""
 
+    settings, closing = state.settings, state.closing
     async with state.engine.subscribe(since_lifecycle_id=since, scope=scope, **filters) as subscription:
         version = policy.version
+        next_batch = -math.inf
         while True:
-            record = await _next_or_closing(subscription, state.closing, state.settings.stream_keepalive)
-            if record is _CLOSING or record is _END:
+            await subscription.wait(closing, settings.stream_keepalive)
+            if trio.current_time() < next_batch and subscription.buffered < MAX_BATCH and not subscription.ended:
+                # a busy stream: at most one batch per ``stream_coalesce`` seconds (fewer, larger sends)
+                with trio.move_on_at(next_batch):
+                    await closing.wait()
+            if closing.is_set():
                 return
-            if record is _TIMEOUT:
-                yield None
-                continue
-            if policy.version != version:
-                version = policy.version
-                readable.clear()
-                allowed, reason = still_allowed()
-                if not allowed:
-                    yield None, "policy_revoked", {"reason": reason}
+            records = subscription.take(MAX_BATCH)
+            next_batch = trio.current_time() + settings.stream_coalesce
+            if not records:
+                if subscription.ended:
                     return
-                yield None, "policy_changed", {**(policy.last_change or {}), "capability_diff": []}
-            if record.scope and not can_read(record.scope):
+                yield None  # quiet for ``keepalive`` seconds
                 continue
-            if record.stage == "lagging":
-                yield None, "lagging", lifecycle_wire(record).get("payload", {})
-                return
-            yield record.lifecycle_id, record.stage, lifecycle_wire(record)
+            batch: Batch = []
+            for record in records:
+                if policy.version != version:  # a policy mutation: effective at this boundary
+                    version = policy.version
+                    readable.clear()
+                    allowed, reason = still_allowed()
+                    if not allowed:
+                        batch.append((None, "policy_revoked", {"reason": reason}))
+                        yield batch
+                        return
+                    batch.append((None, "policy_changed", {**(policy.last_change or {}), "capability_diff": []}))
+                if record.scope and not can_read(record.scope):
+                    continue
+                if record.stage == "lagging":
+                    batch.append((None, "lagging", lifecycle_wire(record).get("payload", {})))
+                    yield batch
+                    return
+                batch.append(record)
+            if batch:
+                yield batch
+
+
+def lifecycle_sse(state: ServerState, cache: FrameCache,
+                  batches: AsyncIterator[Batch | None]) -> Response:  # fmt: skip
+    """The SSE response of a lifecycle stream: one body chunk per batch."""
+
+    async def body():
+        state.open_streams += 1
+        try:
+            async for batch in batches:
+                if batch is None:
+                    yield b": keep-alive\n\n"
+                    continue
+                yield b"".join(cache.sse(item) if isinstance(item, LifecycleEvent) else sse_frame(*item)
+                               for item in batch)  # fmt: skip
+        finally:
+            state.open_streams -= 1
+
+    response = Response(body(), content_type="text/event-stream; charset=utf-8")
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"
+    response.timeout = None  # type: ignore[attr-defined]  # SSE: no response timeout
+    return response
 
 
 async def _subscription_args(call: Call, args: dict[str, str], last_event_id: str | None):
@@ -170,13 +232,14 @@ async def _audit_ws(state: ServerState, call: Call | None, status: int, request_
 def install(app: Any, api: Any, state: ServerState) -> None:
     from .routes import query_args
 
+    cache = FrameCache()
+
     @api("GET", "/v1/lifecycle/stream", summary="Lifecycle events as Server-Sent Events", stream=True,
          access="filtered")
     async def lifecycle_stream(call: Call):
         args = query_args(LIFECYCLE_PARAMS)
         scope, since, filters = await _subscription_args(call, args, request.headers.get("Last-Event-ID"))
-        frames = lifecycle_records(state, call.principal, scope, since, filters)
-        return sse_response(state, frames)
+        return lifecycle_sse(state, cache, lifecycle_batches(state, call.principal, scope, since, filters))
 
     ws_route = Route("GET", "/v1/lifecycle/ws", "stable", None,
                      "Lifecycle events over a WebSocket (JSON frames)", False, access="filtered")  # fmt: skip
@@ -209,15 +272,17 @@ def install(app: Any, api: Any, state: ServerState) -> None:
         await websocket.accept()
         state.open_streams += 1
         try:
-            async for frame in lifecycle_records(state, principal, scope, since, filters):
-                if frame is None:
+            async for batch in lifecycle_batches(state, principal, scope, since, filters):
+                if batch is None:
                     await websocket.send(jsoncodec.encode({"type": "keep-alive"}).decode())
                     continue
-                lce, event, data = frame
-                await websocket.send(jsoncodec.encode({"type": "lifecycle", "id": lce, "event": event,
-                                                       "data": data}).decode())  # fmt: skip
-                if event in ("policy_revoked", "lagging"):
-                    break
+                for item in batch:
+                    if isinstance(item, LifecycleEvent):
+                        await websocket.send(cache.ws(item))
+                        continue
+                    lce, event, data = item
+                    await websocket.send(jsoncodec.encode({"type": "lifecycle", "id": lce, "event": event,
+                                                           "data": data}).decode())  # fmt: skip
             await websocket.close(1000)
         finally:
             state.open_streams -= 1

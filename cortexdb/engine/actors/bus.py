@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -60,7 +61,11 @@ class LifecycleFilter:
 
 
 class Subscription:
-    """An async iterator of lifecycle records; closed after ``lagging`` or ``close()``."""
+    """An async iterator of lifecycle records; closed after ``lagging`` or ``close()``.
+
+    A feed that serves many subscribers reads in batches instead: ``await wait(...)`` (one cancel
+    scope, no extra task: it also ends when the ``until`` event is set or the timeout passes),
+    then ``take()`` everything buffered."""
 
     def __init__(self, bus: LifecycleBus, filter_: LifecycleFilter, capacity: int) -> None:
         self._bus = bus
@@ -68,6 +73,7 @@ class Subscription:
         self._capacity = capacity
         self._buffer: collections.deque[LifecycleEvent] = collections.deque()
         self._wakeup = trio.Event()
+        self._waiting: trio.CancelScope | None = None  # the scope ``wait`` sleeps in
         self.closed = False
         self.lagged = False
         self.last_id: str | None = None
@@ -81,11 +87,17 @@ class Subscription:
             behind = len(self._buffer)
             self._buffer.clear()
             self.lagged = True
-            self._buffer.append(self._bus.lagging_record(behind, self.filter.scope))
+            self._buffer.append(self._bus.lagging_record(behind, self.filter.scope, self.last_id))
             self._bus._unsubscribe(self)
         else:
             self._buffer.append(record)
+        self._wake()
+
+    def _wake(self) -> None:
         self._wakeup.set()
+        if self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None
 
     def __aiter__(self):
         return self
@@ -109,10 +121,46 @@ class Subscription:
             self.last_id = record.lifecycle_id
         return record
 
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    @property
+    def ended(self) -> bool:
+        """Closed (or lagged) and nothing left to take."""
+        return (self.closed or self.lagged) and not self._buffer
+
+    async def wait(self, until: trio.Event | None = None, timeout: float = math.inf) -> None:
+        """Return once a record is buffered, the subscription ends, ``until`` is set, or
+        ``timeout`` seconds pass, whichever comes first."""
+        if self._buffer or self.closed or self.lagged or (until is not None and until.is_set()):
+            await trio.lowlevel.checkpoint()
+            return
+        with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
+            self._waiting = scope  # ``_offer`` and ``close`` cancel it
+            try:
+                if until is None:
+                    await trio.sleep_forever()
+                else:
+                    await until.wait()
+            finally:
+                self._waiting = None
+
+    def take(self, limit: int | None = None) -> list[LifecycleEvent]:
+        """The buffered records in order (at most ``limit``), without waiting."""
+        buffer = self._buffer
+        count = len(buffer) if limit is None else min(limit, len(buffer))
+        records = [buffer.popleft() for _ in range(count)]
+        for record in reversed(records):
+            if record.stage != "lagging":
+                self.last_id = record.lifecycle_id
+                break
+        return records
+
     def close(self) -> None:
         self.closed = True
         self._bus._unsubscribe(self)
-        self._wakeup.set()
+        self._wake()
 
     def __enter__(self):
         return self
@@ -131,6 +179,7 @@ class LifecycleBus:
         self._ready: set[str] = set()
         self._order: collections.deque[str] = collections.deque()
         self._subscribers: set[Subscription] = set()
+        self._fanout: tuple[Subscription, ...] = ()  # a snapshot of _subscribers for publishing
         self._waiters: dict[tuple[str, str], trio.Event] = {}
         self.published_upto: str | None = None
         self.published_count = 0
@@ -190,7 +239,7 @@ class LifecycleBus:
     def _publish(self, record: LifecycleEvent) -> None:
         self.published_upto = record.lifecycle_id
         self.published_count += 1
-        for subscriber in list(self._subscribers):
+        for subscriber in self._fanout:  # a snapshot: _offer may unsubscribe a lagging one
             if subscriber.filter.matches(record):
                 subscriber._offer(record)
         if record.event_id is not None:
@@ -201,13 +250,15 @@ class LifecycleBus:
             if waiter is not None:
                 waiter.set()
 
-    def lagging_record(self, behind: int, scope: str | None) -> LifecycleEvent:
+    def lagging_record(self, behind: int, scope: str | None, resume_from: str | None) -> LifecycleEvent:
+        """``resume_from``: the last record the subscriber was given; resuming after it loses
+        nothing (the newest published id would skip the ``behind`` records it never got)."""
         return LifecycleEvent(
             lifecycle_id=self._ids.new("lce"),
             stage="lagging",
             ts=self._clock.now(),
             scope=scope,
-            payload={"behind_by": behind, "resume_from": self.published_upto},
+            payload={"behind_by": behind, "resume_from": resume_from},
         )
 
     # -- waiting -------------------------------------------------------------------------------
@@ -217,6 +268,13 @@ class LifecycleBus:
         if waiter is None:
             waiter = self._waiters[key] = trio.Event()
         return waiter
+
+    def forget_waiter(self, event_id: str, stage: str) -> None:
+        """Drop a waiter nobody waits on (the stage had happened already): waiters for stages
+        that will never be published again would otherwise stay for the life of the process."""
+        waiter = self._waiters.get((event_id, stage))
+        if waiter is not None and not waiter.statistics().tasks_waiting:
+            del self._waiters[(event_id, stage)]
 
     def release_event(self, event_id: str) -> None:
         """Wake every waiter of one event (it was cancelled or failed for good)."""
@@ -235,6 +293,7 @@ class LifecycleBus:
         subscription = Subscription(self, filter_ or LifecycleFilter(), capacity)
         watermark = self.published_upto
         self._subscribers.add(subscription)
+        self._fanout = tuple(self._subscribers)
         if (
             since_lifecycle_id is not None
             and watermark is not None
@@ -252,7 +311,9 @@ class LifecycleBus:
         return subscription
 
     def _unsubscribe(self, subscription: Subscription) -> None:
-        self._subscribers.discard(subscription)
+        if subscription in self._subscribers:
+            self._subscribers.discard(subscription)
+            self._fanout = tuple(self._subscribers)
 
     async def history(
         self,

@@ -306,6 +306,8 @@ class RecallCoordinator:
         if diagnostics is not None:
             pack["diagnostics"] = diagnostics
         self._packs[pack_id] = (now + dt.timedelta(seconds=self.ctx.config.pack_ttl_seconds), pack)
+        while len(self._packs) > self.ctx.config.pack_cache_max:  # a recall burst: oldest out
+            del self._packs[next(iter(self._packs))]
         if spec["idempotency_key"]:
             self._keys[(caller, spec["idempotency_key"])] = pack_id
 

@@ -1,0 +1,239 @@
+"""The lifecycle fan-out (issue 10 part 8): many subscribers keep up, in order, none lost; a slow
+one still gets ``lagging``; a stream batches, encodes each record once, and ends on shutdown."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import pytest
+import trio
+import trio.testing
+
+from cortexdb import ManualClock
+from cortexdb.backends.memory.store import MemoryStore
+from cortexdb.engine.actors.bus import LifecycleBus, LifecycleFilter
+from cortexdb.engine.ids import IdGenerator
+from cortexdb.server.policy import Principal
+from cortexdb.server.streams import FrameCache, lifecycle_batches
+
+from .server_support import body, server
+
+SCOPES = ["org:acme/user:alice", "org:acme/user:bob", "org:acme/team:core"]
+
+
+def new_bus() -> LifecycleBus:
+    clock = ManualClock("2026-05-13T15:42:09Z")
+    return LifecycleBus(MemoryStore(), IdGenerator(clock, seed=3), clock)
+
+
+async def publish(bus: LifecycleBus, total: int, per_commit: int) -> list:
+    """``total`` records over the three scopes, committed ``per_commit`` at a time; between two
+    commits every consumer runs until it blocks again."""
+    published = []
+    for start in range(0, total, per_commit):
+        records = [bus.reserve("captured", scope=SCOPES[i % 3], event_id=f"evt_{i}")
+                   for i in range(start, min(total, start + per_commit))]  # fmt: skip
+        bus.commit(reversed(records))  # commit order does not matter: publication is in id order
+        published += records
+        await trio.testing.wait_all_tasks_blocked()
+    return published
+
+
+@pytest.mark.parametrize("per_commit", [1, 7, 50])
+async def test_many_subscribers_receive_every_record_in_order(per_commit):
+    bus = new_bus()
+    filters = [None, "org:acme", *SCOPES] * 8  # 40 subscribers: firehose, a parent, each scope
+    subscriptions = [await bus.subscribe(LifecycleFilter(scope=f), capacity=64) for f in filters]
+    received: list[list] = [[] for _ in subscriptions]
+    done = trio.Event()
+
+    async def consume(n: int) -> None:
+        subscription = subscriptions[n]
+        while not subscription.ended:
+            await subscription.wait(done)
+            if done.is_set() and not subscription.buffered:
+                return
+            received[n] += subscription.take()
+
+    async with trio.open_nursery() as nursery:
+        for n in range(len(subscriptions)):
+            nursery.start_soon(consume, n)
+        await trio.testing.wait_all_tasks_blocked()
+        published = await publish(bus, 600, per_commit)
+        done.set()
+    for n, wanted in enumerate(filters):
+        expected = [r.lifecycle_id for r in published if wanted is None or r.scope.startswith(wanted)]
+        assert [r.lifecycle_id for r in received[n]] == expected
+        assert not subscriptions[n].lagged
+    assert bus.statistics()["subscribers"] == len(filters)
+
+
+async def test_a_subscriber_that_does_not_read_still_gets_lagging_and_the_others_carry_on():
+    bus = new_bus()
+    slow = await bus.subscribe(capacity=5)
+    fast = await bus.subscribe(capacity=5)
+    given = (await publish(bus, 2, 2))[-1]
+    assert slow.take()[-1] is given and len(fast.take()) == 2
+    for _ in range(3):
+        await publish(bus, 4, 4)
+        assert len(fast.take()) == 4
+    taken = slow.take()
+    assert [r.stage for r in taken] == ["lagging"]
+    # resuming after the last record it was given loses nothing
+    assert taken[0].payload == {"behind_by": 5, "resume_from": given.lifecycle_id}
+    assert slow.ended and slow.lagged and not fast.ended
+    assert bus.statistics()["subscribers"] == 1  # the lagging one left the fan-out
+
+
+async def test_wait_ends_on_a_record_on_the_until_event_on_close_and_after_the_timeout(autojump_clock):
+    bus = new_bus()
+    subscription = await bus.subscribe()
+    until = trio.Event()
+    started = trio.current_time()
+    await subscription.wait(until, 10.0)  # nothing happens: the timeout ends it
+    assert trio.current_time() - started == pytest.approx(10.0)
+
+    async def later(action) -> None:
+        await trio.sleep(1)
+        action()
+
+    async with trio.open_nursery() as nursery:  # a record ends it
+        nursery.start_soon(later, lambda: bus.commit([bus.reserve("captured", scope="a", event_id="evt_1")]))
+        started = trio.current_time()
+        await subscription.wait(until, math.inf)
+        assert trio.current_time() - started == pytest.approx(1.0)
+    assert [r.event_id for r in subscription.take()] == ["evt_1"]
+    async with trio.open_nursery() as nursery:  # so does the event (server shutdown)
+        nursery.start_soon(later, until.set)
+        started = trio.current_time()
+        await subscription.wait(until, math.inf)
+        assert trio.current_time() - started == pytest.approx(1.0)
+    assert subscription.take() == [] and not subscription.ended
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(later, subscription.close)
+        await subscription.wait(None)
+    assert subscription.ended
+
+
+async def test_take_resumes_after_the_last_record_taken():
+    bus = new_bus()
+    first = await bus.subscribe()
+    published = await publish(bus, 6, 3)
+    assert [r.lifecycle_id for r in first.take(4)] == [r.lifecycle_id for r in published[:4]]
+    assert first.last_id == published[3].lifecycle_id
+    assert [r.lifecycle_id for r in first.take()] == [r.lifecycle_id for r in published[4:]]
+    # a subscriber resuming after the 4th record replays the last two from the store
+    for record in published:
+        await bus._store.write([bus.put_op(record)])
+    resumed = await bus.subscribe(since_lifecycle_id=published[3].lifecycle_id)
+    assert [r.lifecycle_id for r in resumed.take()] == [r.lifecycle_id for r in published[4:]]
+
+
+def test_the_frame_cache_encodes_a_record_once_and_stays_bounded():
+    bus = new_bus()
+    cache = FrameCache(capacity=3)
+    records = [bus.reserve("captured", scope="org:acme/user:alice", event_id=f"evt_{i}") for i in range(5)]
+    first = cache.sse(records[0])
+    assert cache.sse(records[0]) is first and cache.encoded == 1
+    assert first.startswith(f"id: {records[0].lifecycle_id}\nevent: captured\ndata: {{".encode())
+    assert first.endswith(b"}\n\n")
+    for record in records:
+        cache.sse(record)
+        cache.ws(record)
+    assert len(cache._sse) == 3 and len(cache._ws) == 3
+    assert cache.sse(records[0]) == first  # evicted, encoded again: the same bytes
+    assert cache.encoded == 1 + 4 + 5 + 1
+
+
+async def test_a_stream_batches_what_arrived_filters_and_ends_on_shutdown(tmp_path):
+    async with server(tmp_path) as h:
+        state = h.app.cortex
+        alice = Principal(actor="user:alice", tenant="acme")
+        batches = lifecycle_batches(state, alice, "org:acme", None, {"events": "captured"})
+        first = batches.__anext__()
+        results: list = []
+
+        async def take_one() -> None:
+            results.append(await first)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(take_one)
+            await trio.testing.wait_all_tasks_blocked()  # the stream is subscribed and waiting
+            items = [{k: v for k, v in body(f"bulk {i}").items() if k != "scope"} for i in range(12)]
+            await h.engine.experience_bulk({"scope": "org:acme/user:alice", "items": items})
+            await h.engine.experience(body("elsewhere", scope="org:other/user:zed"))
+        batch = results[0]
+        assert [r.stage for r in batch] == ["captured"] * 12  # one batch, the other scope filtered
+        assert [r.lifecycle_id for r in batch] == sorted(r.lifecycle_id for r in batch)
+        rest: list = []
+
+        async def drain() -> None:
+            async for more in batches:
+                rest.append(more)
+            rest.append("ended")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain)
+            await trio.testing.wait_all_tasks_blocked()
+            state.closing.set()  # shutdown ends the waiting stream at once
+        assert rest == ["ended"]
+        assert h.engine._ctx.bus.statistics()["subscribers"] == 0
+
+
+# -- bounds on what a long-running server keeps -----------------------------------------------
+async def test_recall_packs_are_bounded_by_count_oldest_first(engine_factory):
+    from cortexdb import EngineConfig
+    from cortexdb.errors import NotFound
+
+    from .conftest import envelope
+
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", pack_cache_max=3)
+    async with engine_factory(config=config) as engine:
+        await engine.experience(envelope("I live in Paris."), wait="indexed")
+        packs = [await engine.recall({"scope": "org:acme/user:alice", "query": f"where {i}"}) for i in range(5)]
+        for old in packs[:2]:
+            with pytest.raises(NotFound):
+                engine.get_pack(old["pack_id"])
+        assert [engine.get_pack(p["pack_id"])["pack_id"] for p in packs[2:]] == [p["pack_id"] for p in packs[2:]]
+        assert len(engine._recall._packs) == 3
+
+
+async def test_a_replayed_write_leaves_no_stage_waiter_behind(engine):
+    from .conftest import envelope
+
+    first = await engine.experience(envelope("I live in Paris.", key="k1"), wait="consolidated")
+    again = await engine.experience(envelope("I live in Paris.", key="k1"), wait="consolidated")
+    assert again.replay and again.event_id == first.event_id and again.status == "consolidated"
+    assert engine._ctx.bus.statistics()["waiters"] == 0
+
+
+async def test_several_sse_subscribers_over_http_each_get_every_record_in_order(tmp_path):
+    """Over the real HTTP server: 6 streams (firehose, parent, one scope) follow 4 bulk writes of
+    10 each; each receives exactly the captured records of its filter, in lce order."""
+    import httpx
+
+    from .test_server_e2e import anchor, auth, live, read_sse
+
+    scopes = ["org:acme/user:alice", "org:acme/team:shared"]
+    async with live(tmp_path) as (url, keys), httpx.AsyncClient(base_url=url, timeout=60) as http:
+        since = await anchor(http, keys, scopes[0])
+        filters = [None, "org:acme", scopes[0], scopes[1], None, "org:acme"]
+        async with contextlib.AsyncExitStack() as stack:
+            responses = [await stack.enter_async_context(http.stream(
+                "GET", f"/v1/lifecycle/stream?events=captured&since_lifecycle_id={since}" + (f"&scope={f}" if f else ""),
+                headers=auth(keys)))
+                for f in filters]  # fmt: skip
+            for round_ in range(3):
+                for scope in scopes[: 1 + round_ % 2]:
+                    items = [{k: v for k, v in body(f"bulk {round_} {i}").items() if k != "scope"} for i in range(10)]
+                    r = await http.post("/v1/experience/bulk", json={"scope": scope, "items": items}, headers=auth(keys))
+                    assert r.status_code == 202, r.text
+            rows = (await http.get(f"/v1/lifecycle?events=captured&since_lifecycle_id={since}&limit=1000",
+                                   headers=auth(keys))).json()["items"]  # fmt: skip
+            assert len(rows) == 40
+            for f, response in zip(filters, responses, strict=True):
+                wanted = [r["lifecycle_id"] for r in rows if f is None or r["scope"].startswith(f)]
+                frames = await read_sse(response, len(wanted))
+                assert [frame[0] for frame in frames] == wanted
+                assert all(frame[1] == "captured" and frame[2]["lifecycle_id"] == frame[0] for frame in frames)
