@@ -1,8 +1,12 @@
 """The CortexError tree: every failure a caller can see, backend-neutral.
 
 Each error carries the reference's UPPER_SNAKE ``error_code`` (§16), the HTTP status the API
-layer will use, whether retrying may succeed, and structured ``details``.  Nothing outside this
-module invents error codes; drivers' exceptions are translated at the backend boundary.
+layer will use, whether retrying may succeed, and structured ``details``.  Every error class lives
+here, one class per code (a subclass may refine the status or retriability of its parent's code,
+never invent a second class for it); nothing outside this module invents error codes.  Drivers'
+exceptions are translated at the backend boundary.  Grouped by where they arise: the request and
+the records (400-422), the policy (403, 409), authentication (401), recall and reads, the
+server, the node (5xx).
 """
 
 from __future__ import annotations
@@ -10,26 +14,54 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "ActorMismatch",
+    "AuthError",
     "CortexError",
     "DataDirLocked",
     "DerivedLayerUnavailable",
+    "EmbedderMismatch",
+    "EmbedderUnavailable",
+    "ExperimentalDisabled",
+    "ExpiredToken",
     "HttpError",
     "IdempotencyConflict",
     "Internal",
     "InvalidBody",
+    "InvalidCursor",
     "InvalidEnvelope",
+    "InvalidFilter",
+    "InvalidMintRequest",
+    "InvalidPolicy",
+    "InvalidQuery",
+    "InvalidRecall",
     "InvalidScopeGrammar",
+    "InvalidScopeRequest",
+    "InvalidTemporal",
     "InvalidTimestamp",
+    "InvalidToken",
+    "InvalidTokenSignature",
+    "IssuerConfigError",
+    "MissingRequiredField",
+    "MissingToken",
     "NotAMember",
     "NotFound",
+    "NotImplementedYet",
+    "NotYetAvailable",
     "OriginNotAllowed",
     "PayloadTooLarge",
     "PolicyDenied",
     "PolicyLockout",
+    "RateLimited",
     "ResourceDeleted",
+    "RevokedToken",
+    "ScopeRegistrationExists",
     "StoreClosed",
+    "UnknownPreset",
+    "UnparseableTemporal",
+    "UnregisteredScopeType",
     "UnsupportedMediaType",
     "WalUnavailable",
+    "WrongTenant",
 ]
 
 
@@ -76,6 +108,33 @@ class InvalidBody(CortexError):
     http_status = 400
 
 
+class InvalidScopeRequest(InvalidBody):
+    """A scope registration, member list, deletion or prune request that is malformed: the
+    ``INVALID_BODY`` code with status 422, as the scope endpoints have always answered."""
+
+    http_status = 422
+
+
+class InvalidQuery(CortexError):
+    """An unknown or malformed query parameter or read filter, a limit out of range, a cursor
+    of another listing."""
+
+    error_code = "INVALID_QUERY"
+    http_status = 400
+
+
+class MissingRequiredField(CortexError):
+    error_code = "MISSING_REQUIRED_FIELD"
+    http_status = 400
+
+
+class InvalidCursor(CortexError):
+    """A layer-read cursor this server did not issue."""
+
+    error_code = "INVALID_CURSOR"
+    http_status = 400
+
+
 class InvalidEnvelope(CortexError):
     """The experience envelope failed validation; ``details.field`` and ``details.reason`` say where."""
 
@@ -96,6 +155,54 @@ class InvalidTimestamp(CortexError):
     http_status = 422
 
 
+class UnparseableTemporal(CortexError):
+    """``temporal.natural`` (a time phrase) was not understood."""
+
+    error_code = "UNPARSEABLE_TEMPORAL"
+    http_status = 422
+
+
+class InvalidTemporal(CortexError):
+    """A recall's ``temporal`` block is malformed."""
+
+    error_code = "INVALID_TEMPORAL"
+    http_status = 422
+
+
+class InvalidFilter(CortexError):
+    """A recall's ``filters`` tree is malformed."""
+
+    error_code = "INVALID_FILTER"
+    http_status = 422
+
+
+class InvalidRecall(CortexError):
+    """A recall request is malformed; ``details.field`` and ``details.reason`` say where."""
+
+    error_code = "INVALID_RECALL"
+    http_status = 422
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}", details={"field": field, "reason": reason})
+
+
+class InvalidPolicy(CortexError):
+    """A policy document (a preset, PUT /v1/policy/...) is malformed."""
+
+    error_code = "INVALID_POLICY"
+    http_status = 422
+
+
+class UnknownPreset(CortexError):
+    error_code = "UNKNOWN_PRESET"
+    http_status = 422
+
+
+class UnregisteredScopeType(CortexError):
+    error_code = "UNREGISTERED_SCOPE_TYPE"
+    http_status = 422
+
+
 class PolicyDenied(CortexError):
     error_code = "POLICY_DENIED"
     http_status = 403
@@ -106,6 +213,13 @@ class NotAMember(PolicyDenied):
     a ``PolicyDenied``, so whoever handles policy denials handles it too."""
 
     error_code = "NOT_A_MEMBER"
+    http_status = 403
+
+
+class ExperimentalDisabled(CortexError):
+    """An experimental endpoint on a deployment that has not enabled them."""
+
+    error_code = "EXPERIMENTAL_DISABLED"
     http_status = 403
 
 
@@ -121,6 +235,45 @@ class OriginNotAllowed(CortexError):
 
     error_code = "ORIGIN_NOT_ALLOWED"
     http_status = 403
+
+
+# -- authentication (§4.3): every failure is a 401 ---------------------------------------------
+class AuthError(CortexError):
+    """Base of the authentication failures (not raised itself)."""
+
+    http_status = 401
+
+
+class MissingToken(AuthError):
+    error_code = "MISSING_TOKEN"
+
+
+class InvalidTokenSignature(AuthError):
+    error_code = "INVALID_TOKEN_SIGNATURE"
+
+
+class InvalidToken(AuthError):
+    """A verified token whose claims are unusable (missing, wrong type, a non-finite date, iat or
+    nbf in the future beyond the leeway, lifetime over the §4.2/§4.4 maximum).  Not in §16's
+    selected entries; see docs/errors.md."""
+
+    error_code = "INVALID_TOKEN"
+
+
+class ExpiredToken(AuthError):
+    error_code = "EXPIRED_TOKEN"
+
+
+class RevokedToken(AuthError):
+    error_code = "REVOKED_TOKEN"
+
+
+class ActorMismatch(AuthError):
+    error_code = "ACTOR_MISMATCH"
+
+
+class WrongTenant(AuthError):
+    error_code = "WRONG_TENANT"
 
 
 class UnsupportedMediaType(CortexError):
@@ -156,12 +309,46 @@ class IdempotencyConflict(CortexError):
     http_status = 409
 
 
-class Internal(CortexError):
-    """Unexpected failure inside the engine (e.g. a scope actor crashed); retrying may succeed."""
+class ScopeRegistrationExists(CortexError):
+    error_code = "SCOPE_REGISTRATION_EXISTS"
+    http_status = 409
 
-    error_code = "INTERNAL"
+
+class EmbedderMismatch(CortexError):
+    """The data dir's vectors were made by another embedder (or dimension)."""
+
+    error_code = "EMBEDDER_MISMATCH"
+    http_status = 409
+
+
+class RateLimited(CortexError):
+    """A caller's token bucket is empty (``details.retry_after`` seconds)."""
+
+    error_code = "RATE_LIMITED"
+    http_status = 429
+    default_retriable = True
+
+
+class Internal(CortexError):
+    """Unexpected failure inside the engine (e.g. a scope actor crashed); retrying may succeed.
+    Its code, ``INTERNAL``, is the base class's."""
+
     http_status = 500
     default_retriable = True
+
+
+class NotImplementedYet(CortexError):
+    """A reference endpoint this server does not implement yet."""
+
+    error_code = "NOT_IMPLEMENTED"
+    http_status = 501
+
+
+class NotYetAvailable(CortexError):
+    """An option whose prerequisite is not implemented yet (``records=forget`` needs erasure)."""
+
+    error_code = "NOT_YET_AVAILABLE"
+    http_status = 501
 
 
 class WalUnavailable(CortexError):
@@ -187,6 +374,26 @@ class DerivedLayerUnavailable(CortexError):
     error_code = "DERIVED_LAYER_UNAVAILABLE"
     http_status = 503
     default_retriable = True
+
+
+class EmbedderUnavailable(CortexError):
+    error_code = "EMBEDDER_UNAVAILABLE"
+    http_status = 503
+
+
+# -- command line only (printed by ``cortexdb``, exit status 2; never served) -------------------
+class IssuerConfigError(CortexError):
+    """``serve``: an issuer directory, PEM or JWKS that cannot be loaded."""
+
+    error_code = "INVALID_ISSUER_CONFIG"
+    http_status = 500
+
+
+class InvalidMintRequest(CortexError):
+    """``cortexdb token mint`` refuses to sign what the server would refuse (never served)."""
+
+    error_code = "INVALID_MINT_REQUEST"
+    http_status = 422
 
 
 class HttpError(CortexError):

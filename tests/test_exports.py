@@ -33,9 +33,29 @@ def test_error_codes_are_upper_snake_and_unique_per_class():
 
     from cortexdb import errors
 
-    codes = {}
+    defined = {}  # one class per code: a subclass may refine its parent's status, not re-set the code
     for name in errors.__all__:
         cls = getattr(errors, name)
         assert re.fullmatch(r"[A-Z][A-Z0-9_]*", cls.error_code), name
         assert 400 <= cls.http_status < 600
-        codes.setdefault(cls.error_code, []).append(name)
+        if "error_code" in vars(cls):
+            defined.setdefault(cls.error_code, []).append(name)
+    assert {code: names for code, names in defined.items() if len(names) > 1} == {}
+
+
+def test_every_error_class_lives_in_errors_py():
+    import importlib
+    import pkgutil
+
+    from cortexdb import errors
+
+    for module in pkgutil.walk_packages(cortexdb.__path__, "cortexdb."):
+        if ".examples" not in module.name:
+            importlib.import_module(module.name)
+    pending, found = [errors.CortexError], set()
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            found.add(sub)
+            pending.append(sub)
+    assert {cls.__qualname__ for cls in found if cls.__module__ != "cortexdb.errors"} == set()
+    assert {cls.__name__ for cls in found} <= set(errors.__all__)

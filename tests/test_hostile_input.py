@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from cortexdb import ManualClock, schemas
 from cortexdb.engine import jsoncodec
 from cortexdb.engine.temporal import parse_duration, parse_rfc3339, try_parse_rfc3339
-from cortexdb.engine.timephrases import UnparseableTemporal, resolve_phrase
-from cortexdb.errors import InvalidBody, InvalidEnvelope, InvalidTimestamp
+from cortexdb.engine.timephrases import resolve_phrase
+from cortexdb.errors import InvalidBody, InvalidEnvelope, InvalidTimestamp, UnparseableTemporal
 from cortexdb.server.settings import ServerSettings
 
 from .server_support import START, Keys, body, server

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from cortexdb import schemas
-from cortexdb.server.auth import IssuerConfigError
+from cortexdb.errors import IssuerConfigError
 from cortexdb.server.policy import PRESETS, Principal, load_preset
 from cortexdb.server.settings import ServerSettings
 

@@ -4,7 +4,8 @@ import datetime as dt
 
 import pytest
 
-from cortexdb.engine.timephrases import UnparseableTemporal, resolve_phrase
+from cortexdb.engine.timephrases import resolve_phrase
+from cortexdb.errors import UnparseableTemporal
 
 REF = dt.datetime(2026, 5, 13, 15, 42, tzinfo=dt.UTC)  # a Wednesday
 

@@ -19,8 +19,10 @@ import trio
 from ..backends import open_store
 from ..errors import (
     CortexError,
+    EmbedderMismatch,
     IdempotencyConflict,
     InvalidEnvelope,
+    InvalidQuery,
     NotFound,
     PayloadTooLarge,
     PolicyDenied,
@@ -36,17 +38,22 @@ from .derive.rules import RuleExtractor
 from .envelope import resolve_identities, validate_envelope
 from .ids import IdGenerator
 from .limits import check_event_size
-from .model import LifecycleEvent, to_wire
+from .model import EventState, LifecycleEvent, loads, to_wire
+from .policy.capabilities import (
+    POLICY_ADMINISTER_SCOPE,
+    SCOPE_READ_LOCAL,
+    SCOPE_WRITE,
+    SCOPE_WRITE_ABOUT_OTHER,
+    SCOPE_WRITE_ON_BEHALF_OF,
+)
 from .policy.hook import AllowAll, PolicyHook, Verdict
 from .retrieve.embedders import by_name
 from .scopes import ancestors, canonical_scope, is_within
+from .stages import FOREIGN_DERIVES, STAGE_ORDER, STAGE_TIMING, WAIT_MODES, Stage, at_scope
 from .temporal import parse_rfc3339
 
 log = logging.getLogger("cortexdb.engine")
 
-WAIT_MODES = (None, "captured", "indexed", "consolidated")
-STAGE_ORDER = ("captured", "extracted", "indexed", "consolidated")
-STAGE_TIMING = {"extracted": "extract", "indexed": "index", "consolidated": "consolidate"}
 ORDERINGS = ("strict_temporal", "batch_throughput")
 FAMILY_EXPERIENCE = "/v1/experience"
 FAMILY_BULK = "/v1/experience/bulk"
@@ -182,7 +189,6 @@ class Engine:
 
     async def _check_embedder(self) -> None:
         """A data dir records its embedder: vectors of two embedders are never mixed."""
-        from .retrieve.embedders import EmbedderMismatch
         from .spi.kv import Delete, Put
 
         embedder = self._ctx.embedder
@@ -239,20 +245,20 @@ class Engine:
         self._ctx.policy.check(caller, capability, scope)
 
     def _authorise_write(self, caller: str, envelope, identities) -> None:
-        self._check(caller, "scope.write", envelope.scope)
+        self._check(caller, SCOPE_WRITE, envelope.scope)
         if identities.observed_actor["id"] != caller:
-            self._check(caller, "scope.write.on_behalf_of", envelope.scope)
+            self._check(caller, SCOPE_WRITE_ON_BEHALF_OF, envelope.scope)
         if identities.subject["id"] != identities.observed_actor["id"]:
-            self._check(caller, "scope.write.about_other", envelope.scope)
+            self._check(caller, SCOPE_WRITE_ABOUT_OTHER, envelope.scope)
         target = envelope.directives.get("consolidate_into")
         if target:
             try:
-                self._check(caller, "scope.write", target)
+                self._check(caller, SCOPE_WRITE, target)
             except PolicyDenied as exc:
                 raise InvalidEnvelope(
                     "directives.consolidate_into",
                     "the caller lacks scope.write on the consolidation target",
-                    capability="scope.write",
+                    capability=SCOPE_WRITE,
                     denied_by_tier=exc.details.get("denied_by_tier"),
                 ) from None
 
@@ -267,7 +273,7 @@ class Engine:
         """Capture one experience (§8.1); ``wait`` is None | captured | indexed | consolidated."""
         if wait not in WAIT_MODES:
             raise InvalidEnvelope(
-                "wait", f"must be one of {[w for w in WAIT_MODES if w]} or omitted"
+                "wait", f"must be one of {[w.value for w in WAIT_MODES if w]} or omitted"
             )
         started = trio.current_time()
         caller = caller or self.config.default_caller
@@ -295,8 +301,8 @@ class Engine:
             raise
         result = captured[0]
         capture_ms = round((trio.current_time() - started) * 1000, 3)
-        if wait in (None, "captured"):
-            return ExperienceResult(event_id=result.event.id, status="captured", wal_offset=result.event.wal_offset,
+        if wait in (None, Stage.CAPTURED):
+            return ExperienceResult(event_id=result.event.id, status=Stage.CAPTURED.value, wal_offset=result.event.wal_offset,
                                     scope=valid.scope)  # fmt: skip
         for waiter in result.waiters.values():
             await waiter.wait()
@@ -306,13 +312,13 @@ class Engine:
 
     @staticmethod
     def _wait_stages(wait: str | None, directives: dict, scope: str) -> tuple[str, ...]:
-        if wait == "indexed":
-            return ("indexed",)
-        if wait == "consolidated":
+        if wait == Stage.INDEXED:
+            return (Stage.INDEXED,)
+        if wait == Stage.CONSOLIDATED:
             target = directives.get("consolidate_into")
             if target and target != scope:
-                return ("consolidated", f"consolidated@{target}")
-            return ("consolidated",)
+                return (Stage.CONSOLIDATED, at_scope(Stage.CONSOLIDATED, target))
+            return (Stage.CONSOLIDATED,)
         return ()
 
     async def _settled(self, scope: str, event_id: str, offset: int, wait: str, capture_ms: float | None,
@@ -328,10 +334,10 @@ class Engine:
         status = wait if reached else ("cancelled" if view["excluded_from_recall"] else done[-1])
         by_stage = view.get("derives_by_stage", {})
         derives: list[str] = []
-        for stage in done + (["foreign"] if wait == "consolidated" else []):
+        for stage in done + ([FOREIGN_DERIVES] if wait == Stage.CONSOLIDATED else []):
             derives.extend(d for d in by_stage.get(stage, ()) if d not in derives)
         timings = view.get("elapsed_ms", {})
-        elapsed = {"capture": capture_ms} if capture_ms is not None else {}
+        elapsed = {STAGE_TIMING[Stage.CAPTURED]: capture_ms} if capture_ms is not None else {}
         for stage in done[1:]:
             name = STAGE_TIMING[stage]
             if name in timings:
@@ -343,11 +349,11 @@ class Engine:
 
     async def _replayed(self, record: dict[str, Any], wait: str | None) -> ExperienceResult:
         scope, event_id, offset = record["scope"], record["event_id"], record["wal_offset"]
-        if wait in (None, "captured"):
+        if wait in (None, Stage.CAPTURED):
             return ExperienceResult(
-                event_id=event_id, status="captured", wal_offset=offset, scope=scope, replay=True
+                event_id=event_id, status=Stage.CAPTURED.value, wal_offset=offset, scope=scope, replay=True
             )
-        stage = "indexed" if wait == "indexed" else "consolidated"
+        stage = Stage.INDEXED if wait == Stage.INDEXED else Stage.CONSOLIDATED
         waiter = self._ctx.bus.stage_waiter(event_id, stage)
         view = await self.memory_event(event_id, scope=scope)
         if stage not in view["stages_completed"] and not view["excluded_from_recall"]:
@@ -747,7 +753,7 @@ class Engine:
             reach = await self.scope_paths(scope + "/")
         scopes, denied = [scope], []
         for path in reach:
-            verdict = self._verdict(caller, "scope.read.local", path)
+            verdict = self._verdict(caller, SCOPE_READ_LOCAL, path)
             if verdict.allowed:
                 scopes.append(path)
                 continue
@@ -791,7 +797,7 @@ class Engine:
         raw = await self.store.get(keys.event_state(event_id))
         if raw is None:
             raise NotFound(f"no memory event {event_id}", details={"event_id": event_id})
-        return jsoncodec.decode(raw)["scope"]
+        return loads(raw, EventState).scope
 
     async def memory_event(self, event_id: str, *, scope: str | None = None) -> dict[str, Any]:
         """The aggregate state of one memory event (§8.9.3)."""
@@ -834,10 +840,10 @@ class Engine:
         """Cancel the queued stages of a captured event; it is excluded from recall (§8.9.5)."""
         caller = caller or self.config.default_caller
         scope = await self.home_scope(event_id)
-        self._check(caller, "scope.write", scope)
+        self._check(caller, SCOPE_WRITE, scope)
         event = await self.get_event(scope, event_id)
         if event["caller"] != caller:  # someone else's write: only an administrator of the scope
-            self._check(caller, "policy.administer.scope", scope)
+            self._check(caller, POLICY_ADMINISTER_SCOPE, scope)
         return await self._supervisor.request(
             scope, lambda reply: CancelEvent(event_id, caller, reply)
         )
@@ -873,10 +879,6 @@ def _bulk_field(field: str, item: dict, index: int) -> str:
         return field
     return f"items[{index}].{field}"
 
-
-class InvalidQuery(CortexError):
-    error_code = "INVALID_QUERY"
-    http_status = 400
 
 
 def make_filter(*, scope: str | None = None, event_id: str | None = None, batch_id: str | None = None,

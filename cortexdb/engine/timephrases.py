@@ -17,7 +17,7 @@ import calendar
 import datetime as dt
 import re
 
-from ..errors import CortexError, InvalidTimestamp
+from ..errors import InvalidTimestamp, UnparseableTemporal
 from .temporal import OUT_OF_RANGE, try_parse_rfc3339
 
 UTC = dt.UTC
@@ -27,10 +27,6 @@ MONTHS["sept"] = 9
 _UNIT = r"(day|week|month|year)s?"
 MAX_PHRASE = 256
 
-
-class UnparseableTemporal(CortexError):
-    error_code = "UNPARSEABLE_TEMPORAL"
-    http_status = 422
 
 
 Interval = tuple[dt.datetime | None, dt.datetime | None]

@@ -24,7 +24,15 @@ from werkzeug.exceptions import HTTPException
 from ..engine import jsoncodec
 from ..engine.policy.hook import ALLOWED, Verdict
 from ..engine.scopes import canonical_scope
-from ..errors import CortexError, HttpError, Internal, InvalidBody, PolicyDenied
+from ..errors import (
+    CortexError,
+    ExperimentalDisabled,
+    HttpError,
+    Internal,
+    InvalidBody,
+    PolicyDenied,
+    RateLimited,
+)
 from .audit import AuditLog
 from .auth import (
     Issuer,
@@ -54,15 +62,6 @@ HTTP_CODES = {
 }
 
 
-class RateLimited(CortexError):
-    error_code = "RATE_LIMITED"
-    http_status = 429
-    default_retriable = True
-
-
-class ExperimentalDisabled(CortexError):
-    error_code = "EXPERIMENTAL_DISABLED"
-    http_status = 403
 
 
 @attrs.define

@@ -16,6 +16,7 @@ import secrets
 from typing import Any
 
 from ..engine import jsoncodec, keys
+from ..engine.policy.capabilities import FORGET_GDPR
 from ..engine.spi.kv import Delete, Put
 from ..engine.temporal import format_ts, parse_duration, parse_rfc3339
 
@@ -93,7 +94,7 @@ class AuditLog:
             "decision": decision, "decided_by_tier": tier, "request": request,
             "response_status": status, "event_id": event_id, "client_ip": client_ip,
             "user_agent": user_agent, "request_id": request_id,
-            "elapsed_ms": round(elapsed_ms, 3), "gdpr": capability.startswith("forget.gdpr"),
+            "elapsed_ms": round(elapsed_ms, 3), "gdpr": capability.startswith(FORGET_GDPR),
             "tenant_pepper_version": version,
         }  # fmt: skip
         await self.store.write([Put(keys.audit_row(row["id"]), jsoncodec.encode(row))])

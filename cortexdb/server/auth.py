@@ -29,9 +29,21 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from ..engine import jsoncodec, keys
+from ..engine.policy.capabilities import CAPABILITIES
 from ..engine.spi.kv import Delete, Put
-from ..errors import CortexError
-from .policy import CAPABILITIES, Principal
+from ..errors import (
+    ActorMismatch,
+    AuthError,
+    ExpiredToken,
+    InvalidMintRequest,
+    InvalidToken,
+    InvalidTokenSignature,
+    IssuerConfigError,
+    MissingToken,
+    RevokedToken,
+    WrongTenant,
+)
+from .policy import Principal
 
 JWT_ALGORITHMS = ("RS256", "ES256")
 MAX_USER_TTL = 24 * 3600  # §4.2: exp at most 24 h after iat
@@ -54,52 +66,14 @@ def is_numeric_date(value: Any) -> bool:
     return isinstance(value, int) or math.isfinite(value)
 
 
-class AuthError(CortexError):
-    http_status = 401
 
 
-class MissingToken(AuthError):
-    error_code = "MISSING_TOKEN"
 
 
-class InvalidTokenSignature(AuthError):
-    error_code = "INVALID_TOKEN_SIGNATURE"
 
 
-class InvalidToken(AuthError):
-    """A verified token whose claims are unusable (missing, wrong type, a non-finite date, iat or
-    nbf in the future beyond the leeway, lifetime over the §4.2/§4.4 maximum).  Not in §16's
-    selected entries; see docs/errors.md."""
-
-    error_code = "INVALID_TOKEN"
 
 
-class ExpiredToken(AuthError):
-    error_code = "EXPIRED_TOKEN"
-
-
-class RevokedToken(AuthError):
-    error_code = "REVOKED_TOKEN"
-
-
-class ActorMismatch(AuthError):
-    error_code = "ACTOR_MISMATCH"
-
-
-class WrongTenant(AuthError):
-    error_code = "WRONG_TENANT"
-
-
-class IssuerConfigError(CortexError):
-    error_code = "INVALID_ISSUER_CONFIG"
-    http_status = 500
-
-
-class InvalidMintRequest(CortexError):
-    """``cortexdb token mint`` refuses to sign what the server would refuse (never served)."""
-
-    error_code = "INVALID_MINT_REQUEST"
-    http_status = 422
 
 
 @attrs.define

@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..engine.policy import capabilities as cap
 from ..engine.scopes import ancestors, segments
 from ..errors import OriginNotAllowed, UnsupportedMediaType
 from .policy import Decision, PolicyEngine, Principal
@@ -51,16 +52,16 @@ RIGHTS = {
 # What a capability needs on the scope it is checked against.  Capabilities not listed are
 # tenant-level (audit, admin, tokens, phrases, ...) and need no membership.
 _EXACT = {
-    "scope.read.local": READ, "scope.read.holistic": READ, "scope.read.descend": READ,
-    "scope.read.cross_tenant": READ, "understanding.read": READ,
-    "understanding.read.cross_scope": READ, "lifecycle.subscribe": READ, "diagnostics.read": READ,
-    "scope.write": WRITE, "scope.write.elevated": WRITE, "scope.write.on_behalf_of": WRITE,
-    "scope.write.about_other": WRITE, "forget.cascade.derived_only": WRITE,
-    "forget.cascade.redact_events": WRITE, "llm.invoke": READ,
-    "policy.administer.scope": ADMINISTER, "forget.gdpr": ADMINISTER,
-    "forget.gdpr.cross_workspace": ADMINISTER, "understanding.synthesize": ADMINISTER,
+    cap.SCOPE_READ_LOCAL: READ, cap.SCOPE_READ_HOLISTIC: READ, cap.SCOPE_READ_DESCEND: READ,
+    cap.SCOPE_READ_CROSS_TENANT: READ, cap.UNDERSTANDING_READ: READ,
+    cap.UNDERSTANDING_READ_CROSS_SCOPE: READ, cap.LIFECYCLE_SUBSCRIBE: READ, cap.DIAGNOSTICS_READ: READ,
+    cap.SCOPE_WRITE: WRITE, cap.SCOPE_WRITE_ELEVATED: WRITE, cap.SCOPE_WRITE_ON_BEHALF_OF: WRITE,
+    cap.SCOPE_WRITE_ABOUT_OTHER: WRITE, cap.FORGET_CASCADE_DERIVED_ONLY: WRITE,
+    cap.FORGET_CASCADE_REDACT_EVENTS: WRITE, cap.LLM_INVOKE: READ,
+    cap.POLICY_ADMINISTER_SCOPE: ADMINISTER, cap.FORGET_GDPR: ADMINISTER,
+    cap.FORGET_GDPR_CROSS_WORKSPACE: ADMINISTER, cap.UNDERSTANDING_SYNTHESIZE: ADMINISTER,
 }  # fmt: skip
-_PREFIXES = (("export.format.", READ), ("import.from.", WRITE), ("scope.create.", CLAIM))
+_PREFIXES = ((cap.EXPORT_FORMAT_PREFIX, READ), (cap.IMPORT_FROM_PREFIX, WRITE), (cap.SCOPE_CREATE_PREFIX, CLAIM))
 
 LOOPBACK_HOSTS = frozenset({"localhost", "::1"})
 JSON_TYPES = ("application/json",)

@@ -22,45 +22,23 @@ import attrs
 import yaml
 
 from ..engine import jsoncodec, keys
+from ..engine.policy.capabilities import (
+    BUILTIN_SCOPE_TYPES,
+    CAPABILITIES,
+    FORGET_GDPR,
+    policy_administer,
+)
 from ..engine.scopes import ancestors, canonical_scope, is_within, segments
 from ..engine.spi.kv import Put
-from ..errors import CortexError, NotAMember, PolicyDenied, PolicyLockout
+from ..errors import InvalidPolicy, NotAMember, PolicyDenied, PolicyLockout, UnknownPreset
 
 TIERS = ("deployment", "tenant", "scope", "actor")
 PRESETS = ("on_prem_enterprise", "cloud_shared_saas", "cloud_private", "dev_local")
-BUILTIN_SCOPE_TYPES = ("org", "user", "agent", "service", "ws", "project", "team", "dept",
-                       "global", "system")  # fmt: skip
-
-# Appendix A, plus scope.create.<type> for the rest of the builtin scope types (§18.2 item 19).
-CAPABILITIES: tuple[str, ...] = (
-    *(f"scope.create.{t}" for t in BUILTIN_SCOPE_TYPES),
-    "scope.create.cross_tenant", "scope.create.custom",
-    "scope.write", "scope.write.elevated", "scope.write.on_behalf_of", "scope.write.about_other",
-    "scope.read.local", "scope.read.holistic", "scope.read.descend", "scope.read.cross_tenant",
-    "understanding.read", "understanding.read.cross_scope", "understanding.synthesize",
-    "forget.cascade.derived_only", "forget.cascade.redact_events", "forget.gdpr",
-    "forget.gdpr.cross_workspace",
-    "import.from.mem0", "import.from.zep", "import.from.letta", "import.from.openai",
-    "import.from.jsonl", "export.format.mem0", "export.format.zep", "export.format.jsonl",
-    "lifecycle.subscribe", "llm.invoke", "diagnostics.read", "audit.read",
-    "audit.read.cross_actor", "auth.revoke", "temporal.phrases.read", "temporal.phrases.write",
-    "vocabulary.read", "vocabulary.write", "policy.administer.deployment",
-    "policy.administer.tenant", "policy.administer.scope", "policy.administer.actor",
-    "blob.upload", "blob.read", "admin.flush", "admin.compact", "admin.health",
-)  # fmt: skip
 
 SCOPED = "|"  # stored target of an actor's policy within a scope: "<actor>|<scope>"
 _PATTERN = re.compile(r"^[a-z0-9_*]+(\.[a-z0-9_*]+)*$")
 
 
-class InvalidPolicy(CortexError):
-    error_code = "INVALID_POLICY"
-    http_status = 422
-
-
-class UnknownPreset(CortexError):
-    error_code = "UNKNOWN_PRESET"
-    http_status = 422
 
 
 def matches(patterns: tuple[str, ...] | list[str], capability: str) -> bool:
@@ -295,7 +273,7 @@ class PolicyEngine:
             doc = PolicyDoc.parse(merged, "body")
         else:
             doc = PolicyDoc.parse(data, "body")
-        capability = f"policy.administer.{tier}"
+        capability = policy_administer(tier)
         where = target if tier == "scope" else scope
         previous = self.preset.doc if tier == "deployment" else self._get(tier, target, scope)
         self._set(tier, target, scope, doc)  # try it in memory: the decision is synchronous
@@ -367,7 +345,7 @@ class PolicyEngine:
             if bound and not any(_scope_allows(p, scope) for p in bound):
                 return Decision(False, capability, "token",
                                 f"the token's scopes do not cover {scope}")  # fmt: skip
-        if capability.startswith("forget.gdpr") and principal.actor.startswith("service:"):
+        if capability.startswith(FORGET_GDPR) and principal.actor.startswith("service:"):
             return Decision(False, capability, "token",
                             "service tokens cannot perform forget.gdpr (§4.4)")  # fmt: skip
         return Decision(True, capability, tier)

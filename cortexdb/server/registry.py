@@ -16,9 +16,23 @@ import attrs
 
 from ..engine import keys
 from ..engine.model import Scope, loads, to_wire
+from ..engine.policy.capabilities import (
+    FORGET_GDPR,
+    SCOPE_CREATE_CUSTOM,
+    SCOPE_WRITE,
+    SCOPE_WRITE_ELEVATED,
+    scope_create,
+)
 from ..engine.scopes import canonical_scope, depth
 from ..engine.temporal import parse_duration
-from ..errors import CortexError, NotFound, PolicyDenied
+from ..errors import (
+    InvalidScopeRequest,
+    NotFound,
+    NotYetAvailable,
+    PolicyDenied,
+    ScopeRegistrationExists,
+    UnregisteredScopeType,
+)
 from .policy import PolicyEngine, Principal, scope_type
 
 ROLES = ("owner", "writer", "reader")
@@ -26,24 +40,8 @@ WRITE_ROLES = ("owner", "writer")
 POLICY_FIELDS = ("consolidation", "conflict_resolution", "inherit_from", "audit", "children")
 
 
-class ScopeRegistrationExists(CortexError):
-    error_code = "SCOPE_REGISTRATION_EXISTS"
-    http_status = 409
 
 
-class UnregisteredScopeType(CortexError):
-    error_code = "UNREGISTERED_SCOPE_TYPE"
-    http_status = 422
-
-
-class InvalidScopeRequest(CortexError):
-    error_code = "INVALID_BODY"
-    http_status = 422
-
-
-class NotYetAvailable(CortexError):
-    error_code = "NOT_YET_AVAILABLE"
-    http_status = 501
 
 
 @attrs.frozen
@@ -127,8 +125,8 @@ class ScopeRegistry:
         else ``scope.write`` (membership itself is the gate's question)."""
         natural = self.natural_level(principal.actor)
         if natural is not None and depth(scope) < depth(natural):
-            return "scope.write.elevated"
-        return "scope.write"
+            return SCOPE_WRITE_ELEVATED
+        return SCOPE_WRITE
 
     async def note_write(self, scope: str) -> None:
         """After a successful write: a scope seen for the first time was auto-provisioned by the
@@ -160,15 +158,15 @@ class ScopeRegistry:
         kind = scope_type(path)
         if kind not in self.policy.preset.allowed_scope_types:
             try:
-                check("scope.create.custom", path)
+                check(SCOPE_CREATE_CUSTOM, path)
             except PolicyDenied as exc:
                 raise UnregisteredScopeType(
                     f"scope type {kind!r} is not in this deployment's allowed_scope_types",
                     details={"type": kind, "allowed": list(self.policy.preset.allowed_scope_types),
-                             "capability": "scope.create.custom",
+                             "capability": SCOPE_CREATE_CUSTOM,
                              "denied_by_tier": exc.details.get("denied_by_tier")}) from None  # fmt: skip
         else:
-            check(f"scope.create.{kind}", path)
+            check(scope_create(kind), path)
         if not members:
             members = [{"actor": principal.actor, "role": "owner"}]
 
@@ -219,7 +217,7 @@ class ScopeRegistry:
         if previous is None:
             raise NotFound(f"scope {path} is not registered", details={"path": path})
         if records == "forget":
-            check("forget.gdpr", path)
+            check(FORGET_GDPR, path)
             raise NotYetAvailable(
                 "records=forget needs GDPR erasure (POST /v1/erasures), which this server does not "
                 "implement yet; use records=keep to remove only the registration",

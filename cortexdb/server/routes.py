@@ -10,9 +10,11 @@ from typing import Any
 
 from .. import __version__
 from ..engine import jsoncodec
+from ..engine.policy import capabilities as cap
 from ..engine.scopes import canonical_scope
+from ..engine.stages import Stage
 from ..engine.temporal import parse_rfc3339
-from ..errors import CortexError, InvalidBody, NotFound
+from ..errors import InvalidBody, InvalidQuery, MissingRequiredField, NotFound, NotImplementedYet
 from .app import Call, ServerState, current_request, json_response, scope_param
 from .gate import CLAIM
 
@@ -28,19 +30,7 @@ LAYER_PARAMS: dict[str, tuple[str, ...]] = {
 BOOL_PARAMS = ("include_excluded", "include_superseded", "include_deprecated", "with_causal_chain")
 
 
-class InvalidQueryParam(CortexError):
-    error_code = "INVALID_QUERY"
-    http_status = 400
 
-
-class MissingRequiredField(CortexError):
-    error_code = "MISSING_REQUIRED_FIELD"
-    http_status = 400
-
-
-class NotImplementedYet(CortexError):
-    error_code = "NOT_IMPLEMENTED"
-    http_status = 501
 
 
 def query_args(allowed: tuple[str, ...]) -> dict[str, str]:
@@ -48,11 +38,11 @@ def query_args(allowed: tuple[str, ...]) -> dict[str, str]:
     request = current_request()
     for name in request.args:
         if name not in allowed:
-            raise InvalidQueryParam(f"unknown query parameter {name!r}",
+            raise InvalidQuery(f"unknown query parameter {name!r}",
                                     details={"field": name, "allowed": sorted(allowed)})  # fmt: skip
         values = request.args.getlist(name)
         if len(values) > 1:
-            raise InvalidQueryParam(f"query parameter {name!r} given more than once", details={"field": name})
+            raise InvalidQuery(f"query parameter {name!r} given more than once", details={"field": name})
         args[name] = values[0]
     return args
 
@@ -70,14 +60,14 @@ def to_int(value: str | None, name: str, default: int | None = None) -> int | No
     try:
         return int(value)
     except ValueError:
-        raise InvalidQueryParam(f"{name} must be an integer", details={"field": name}) from None
+        raise InvalidQuery(f"{name} must be an integer", details={"field": name}) from None
 
 
 def page_limit(value: str | None, default: int = 50) -> int:
     """A list endpoint's ``limit`` (§6.4): default 50 (100 for logs), at most 1000."""
     limit = to_int(value, "limit", default)
     if not 1 <= limit <= 1000:
-        raise InvalidQueryParam("limit must be between 1 and 1000", details={"field": "limit"})
+        raise InvalidQuery("limit must be between 1 and 1000", details={"field": "limit"})
     return limit
 
 
@@ -86,14 +76,14 @@ def to_bool(value: str, name: str) -> bool:
         return True
     if value.lower() in ("false", "0"):
         return False
-    raise InvalidQueryParam(f"{name} must be true or false", details={"field": name})
+    raise InvalidQuery(f"{name} must be true or false", details={"field": name})
 
 
 def to_float(value: str, name: str) -> float:
     try:
         return float(value)
     except ValueError:
-        raise InvalidQueryParam(f"{name} must be a number", details={"field": name}) from None
+        raise InvalidQuery(f"{name} must be a number", details={"field": name}) from None
 
 
 def encode_cursor(data: dict[str, Any]) -> str:
@@ -110,7 +100,7 @@ def decode_cursor(text: str) -> dict[str, Any]:
     except (ValueError, binascii.Error, InvalidBody):
         data = None
     if not isinstance(data, dict) or not all(k in CURSOR_FIELDS and CURSOR_FIELDS[k](v) for k, v in data.items()):
-        raise InvalidQueryParam("cursor is not one this server issued", details={"field": "cursor"})
+        raise InvalidQuery("cursor is not one this server issued", details={"field": "cursor"})
     return data
 
 
@@ -134,10 +124,10 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         """The start scope is checked (a refusal fails the request); the rest of the view is the
         engine's one traversal, which skips the scopes the caller may not read."""
         if view not in ("local", "holistic", "descend"):
-            raise InvalidQueryParam("view must be local, holistic or descend", details={"field": "view"})
-        call.check("scope.read.local", scope)
+            raise InvalidQuery("view must be local, holistic or descend", details={"field": "view"})
+        call.check(cap.SCOPE_READ_LOCAL, scope)
         if view != "local":
-            call.check(f"scope.read.{view}", scope)
+            call.check(cap.scope_read(view), scope)
         return await engine.traverse(scope, view, caller=call.principal.actor)
 
     async def layer_page(call: Call, layer: str, fetch) -> dict[str, Any]:
@@ -155,7 +145,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
             elif name == "overlapping":
                 start, sep, end = value.partition("..")
                 if not sep:
-                    raise InvalidQueryParam("overlapping must be FROM..TO", details={"field": name})
+                    raise InvalidQuery("overlapping must be FROM..TO", details={"field": name})
                 filters["overlapping_from"] = start or None
                 filters["overlapping_to"] = end or None
             else:
@@ -194,10 +184,10 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         scope = body.get("scope")
         if isinstance(scope, str):
             scope = canonical_scope(scope)
-            call.primary = "scope.write"
-            call.check("scope.write", scope)
+            call.primary = cap.SCOPE_WRITE
+            call.check(cap.SCOPE_WRITE, scope)
             governing = state.registry.write_capability(call.principal, scope)
-            if governing == "scope.write.elevated":
+            if governing == cap.SCOPE_WRITE_ELEVATED:
                 call.primary = governing
                 call.check(governing, scope)
         result = await engine.experience(body, caller=call.principal.actor, tenant_id=call.principal.tenant,
@@ -206,7 +196,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         await state.registry.note_write(result.scope)
         if result.replay:
             call.headers["X-Cortex-Replay"] = "true"
-        return json_response(result.to_wire(), 200 if wait in ("indexed", "consolidated") else 202)
+        return json_response(result.to_wire(), 200 if wait in (Stage.INDEXED, Stage.CONSOLIDATED) else 202)
 
     @api("POST", "/v1/experience/bulk", rate="write", status=202, summary="Capture up to 1000 experiences")
     async def experience_bulk(call: Call):
@@ -214,10 +204,10 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         scope = body.get("scope")
         if isinstance(scope, str):
             scope = canonical_scope(scope)
-            call.primary = "scope.write"
-            call.check("scope.write", scope)
+            call.primary = cap.SCOPE_WRITE
+            call.check(cap.SCOPE_WRITE, scope)
             governing = state.registry.write_capability(call.principal, scope)
-            if governing == "scope.write.elevated":
+            if governing == cap.SCOPE_WRITE_ELEVATED:
                 call.primary = governing
                 call.check(governing, scope)
         result = await engine.experience_bulk(body, caller=call.principal.actor,
@@ -231,7 +221,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     async def by_key(call: Call, key: str):
         found = await engine.experience_by_idempotency_key(key, caller=call.principal.actor,
                                                            tenant_id=call.principal.tenant)  # fmt: skip
-        call.check("scope.read.local", found["scope"])
+        call.check(cap.SCOPE_READ_LOCAL, found["scope"])
         return found
 
     # -- recall (§8.3) ---------------------------------------------------------------------------
@@ -245,13 +235,13 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         scope = body.get("scope")
         if isinstance(scope, str):
             scope = canonical_scope(scope)
-            call.primary = "scope.read.local"
+            call.primary = cap.SCOPE_READ_LOCAL
             view = body.get("view") or "holistic"
             traversal_mode = body.get("traversal") or (view if view in ("local", "holistic", "descend") else "holistic")
-            call.check("scope.read.local", scope)
+            call.check(cap.SCOPE_READ_LOCAL, scope)
             if traversal_mode in ("holistic", "descend"):
-                call.check(f"scope.read.{traversal_mode}", scope)
-            if diagnostics in (None, "summary", "full") and not call.allows("diagnostics.read", scope):
+                call.check(cap.scope_read(traversal_mode), scope)
+            if diagnostics in (None, "summary", "full") and not call.allows(cap.DIAGNOSTICS_READ, scope):
                 # diagnostics are stripped, not refused, for callers without diagnostics.read
                 # (§5.2); an explicit request is told so
                 if diagnostics is not None:
@@ -278,7 +268,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     @api("GET", "/v1/events/{event_id}", summary="One event", response_schema="event")
     async def event(call: Call, event_id: str):
         scope = await _home(event_id)
-        call.check("scope.read.local", scope)
+        call.check(cap.SCOPE_READ_LOCAL, scope)
         return await engine.get_event(scope, event_id)
 
     async def _home(event_id: str) -> str:
@@ -290,7 +280,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
 
     @api("GET", "/v1/episodes/{episode_id}", summary="One episode", response_schema="episode")
     async def episode(call: Call, episode_id: str):
-        scope = scoped(call, "scope.read.local")
+        scope = scoped(call, cap.SCOPE_READ_LOCAL)
         return await engine.get_episode(scope, episode_id)
 
     @api("GET", "/v1/facts", summary="List facts", response_schema="page:fact")
@@ -301,7 +291,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     async def facts_timeline(call: Call):
         args = query_args(("scope", "subject", "predicate"))
         scope = scope_param(args.get("scope"))
-        call.check("scope.read.local", scope)
+        call.check(cap.SCOPE_READ_LOCAL, scope)
         return await engine.facts_timeline(scope, subject=required(args, "subject"),
                                            predicate=required(args, "predicate"),
                                            tenant_id=call.principal.tenant)  # fmt: skip
@@ -311,13 +301,13 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     async def fact_supports(call: Call, fact_id: str):
         args = query_args(("scope", "limit", "cursor"))
         scope = scope_param(args.get("scope"))
-        call.check("scope.read.local", scope)
+        call.check(cap.SCOPE_READ_LOCAL, scope)
         return await engine.fact_supports(scope, fact_id, limit=page_limit(args.get("limit")),
                                           cursor=args.get("cursor"))  # fmt: skip
 
     @api("GET", "/v1/facts/{fact_id}", summary="One fact", response_schema="fact")
     async def fact(call: Call, fact_id: str):
-        scope = scoped(call, "scope.read.local")
+        scope = scoped(call, cap.SCOPE_READ_LOCAL)
         return await engine.get_fact(scope, fact_id)
 
     @api("GET", "/v1/beliefs", tier="beta", summary="List beliefs", response_schema="page:belief")
@@ -328,36 +318,36 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     async def beliefs_why(call: Call):
         args = query_args(("scope", "belief_id"))
         scope = scope_param(args.get("scope"))
-        call.check("scope.read.local", scope)
+        call.check(cap.SCOPE_READ_LOCAL, scope)
         return await engine.beliefs_why(scope, required(args, "belief_id"))
 
     @api("GET", "/v1/beliefs/{belief_id}", tier="beta", summary="One belief", response_schema="belief")
     async def belief(call: Call, belief_id: str):
-        scope = scoped(call, "scope.read.local")
+        scope = scoped(call, cap.SCOPE_READ_LOCAL)
         return await engine.get_belief(scope, belief_id)
 
     @api("GET", "/v1/understanding", tier="beta", summary="Concepts (partial until synthesis ships)")
     async def understanding(call: Call):
         args = query_args(("scope", "topic", "depth", "limit", "cursor", "view"))
         scope = scope_param(args.get("scope"))
-        call.check("understanding.read", scope)
+        call.check(cap.UNDERSTANDING_READ, scope)
         return await engine.understanding(scope)
 
     @api("GET", "/v1/understanding/coverage", tier="beta", summary="Concept coverage (partial)")
     async def coverage(call: Call):
-        scope = scoped(call, "understanding.read")
+        scope = scoped(call, cap.UNDERSTANDING_READ)
         return await engine.understanding_coverage(scope)
 
     @api("GET", "/v1/understanding/{concept_id}", tier="beta", summary="One concept")
     async def concept(call: Call, concept_id: str):
-        scope = scoped(call, "understanding.read")
+        scope = scoped(call, cap.UNDERSTANDING_READ)
         return await engine.get_concept(scope, concept_id)
 
     @api("GET", "/v1/understanding/{concept_id}/related", tier="beta", summary="Related concepts")
     async def related(call: Call, concept_id: str):
         args = query_args(("scope", "relation", "depth", "limit", "cursor"))
         scope = scope_param(args.get("scope"))
-        call.check("understanding.read", scope)
+        call.check(cap.UNDERSTANDING_READ, scope)
         return await engine.related_concepts(scope, concept_id)
 
     # -- temporal phrases (§8.17) ----------------------------------------------------------------
@@ -365,8 +355,8 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
          summary="Register a custom temporal phrase")
     async def phrase_add(call: Call):
         body = call.json()
-        call.check("temporal.phrases.write")
-        require_admin(call, "temporal.phrases.write", "custom phrases apply to the whole tenant: "
+        call.check(cap.TEMPORAL_PHRASES_WRITE)
+        require_admin(call, cap.TEMPORAL_PHRASES_WRITE, "custom phrases apply to the whole tenant: "
                       "only its admins register them (§8.17.1)")
         for field in ("name", "pattern", "resolves_to"):
             if field not in body:
@@ -376,14 +366,14 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
 
     @api("GET", "/v1/temporal/phrases", tier="beta", access="tenant", summary="List custom temporal phrases")
     async def phrase_list(call: Call):
-        call.check("temporal.phrases.read")
+        call.check(cap.TEMPORAL_PHRASES_READ)
         return {"items": await engine.temporal_phrases(tenant_id=call.principal.tenant)}
 
     @api("DELETE", "/v1/temporal/phrases/{name}", tier="beta", rate="write", access="tenant",
          summary="Delete a custom temporal phrase")
     async def phrase_delete(call: Call, name: str):
-        call.check("temporal.phrases.write")
-        require_admin(call, "temporal.phrases.write", "custom phrases apply to the whole tenant: "
+        call.check(cap.TEMPORAL_PHRASES_WRITE)
+        require_admin(call, cap.TEMPORAL_PHRASES_WRITE, "custom phrases apply to the whole tenant: "
                       "only its admins delete them (§8.17.3)")
         await engine.delete_temporal_phrase(name, tenant_id=call.principal.tenant)
         return json_response({"name": name, "deleted": True})
@@ -394,8 +384,8 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     async def scope_register(call: Call):
         body = call.json()
         path = scope_param(body.get("path"), "path")
-        call.primary = "policy.administer.scope"
-        call.check("policy.administer.scope", path, access=CLAIM)  # a claimant may register it
+        call.primary = cap.POLICY_ADMINISTER_SCOPE
+        call.check(cap.POLICY_ADMINISTER_SCOPE, path, access=CLAIM)  # a claimant may register it
         record = await state.registry.register(call.principal, body, engine.clock.now(), call.check)
         return json_response(record, 201)
 
@@ -404,7 +394,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         args = query_args(("path", "prefix", "auto_provisioned", "limit", "cursor"))
         if "path" in args:
             path = scope_param(args["path"], "path")
-            call.check("scope.read.local", path)
+            call.check(cap.SCOPE_READ_LOCAL, path)
             record = await state.registry.get(path)
             if record is None:
                 raise NotFound(f"scope {path} has never been written to or registered", details={"path": path})
@@ -417,31 +407,31 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         limit = page_limit(args.get("limit"), 50)
         auto = to_bool(args["auto_provisioned"], "auto_provisioned") if "auto_provisioned" in args else None
         after = decode_cursor(args["cursor"]).get("after") if "cursor" in args else None
-        call.check("scope.read.local")  # the listing itself; each item is filtered by its own path
+        call.check(cap.SCOPE_READ_LOCAL)  # the listing itself; each item is filtered by its own path
         items, more = await state.registry.list(prefix=prefix, auto_provisioned=auto, after=after, limit=limit,
-                                                keep=lambda path: call.allows("scope.read.local", path))  # fmt: skip
+                                                keep=lambda path: call.allows(cap.SCOPE_READ_LOCAL, path))  # fmt: skip
         return {"items": items, "has_more": more,
                 "next_cursor": encode_cursor({"after": items[-1]["path"]}) if more and items else None}  # fmt: skip
 
     @api("PUT", "/v1/scopes/members", rate="write", summary="Replace a scope's member list (atomic diff)")
     async def scope_members(call: Call):
         path = scope_param(query_args(("path",)).get("path"), "path")
-        call.check("policy.administer.scope", path)  # owners only (the gate's membership rule)
+        call.check(cap.POLICY_ADMINISTER_SCOPE, path)  # owners only (the gate's membership rule)
         return await state.registry.set_members(call.principal, path, call.json())
 
     @api("DELETE", "/v1/scopes", rate="write", summary="Delete a scope registration (?records=keep)")
     async def scope_delete(call: Call):
         args = query_args(("path", "records"))
         path = scope_param(args.get("path"), "path")
-        call.check("policy.administer.scope", path)  # owners only
+        call.check(cap.POLICY_ADMINISTER_SCOPE, path)  # owners only
         return await state.registry.delete(path, args.get("records", "keep"), call.check)
 
     @api("POST", "/v1/scopes/prune", tier="experimental", rate="write", access="tenant",
          summary="Remove idle auto-provisioned scopes (dry_run first)")
     async def scope_prune(call: Call):
         body = call.json()
-        call.check("policy.administer.tenant")
-        require_admin(call, "policy.administer.tenant", "only the tenant's admins may prune its scopes")
+        call.check(cap.POLICY_ADMINISTER_TENANT)
+        require_admin(call, cap.POLICY_ADMINISTER_TENANT, "only the tenant's admins may prune its scopes")
         dry_run = body.get("dry_run", True)
         if not isinstance(dry_run, bool):
             raise InvalidBody("dry_run must be true or false", details={"field": "dry_run"})
@@ -456,15 +446,15 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         record = await engine.lifecycle_event(lce_id)
         scope = record.get("scope")
         if scope is None:  # node-level records (none are persisted today): admins only
-            require_admin(call, "lifecycle.subscribe", "this lifecycle record belongs to no scope")
-        call.check("lifecycle.subscribe", scope)
-        call.check("scope.read.local", scope)
+            require_admin(call, cap.LIFECYCLE_SUBSCRIBE, "this lifecycle record belongs to no scope")
+        call.check(cap.LIFECYCLE_SUBSCRIBE, scope)
+        call.check(cap.SCOPE_READ_LOCAL, scope)
         return record
 
     @api("GET", "/v1/lifecycle/memory-event/{event_id}", summary="Aggregated stages of one memory event")
     async def memory_event(call: Call, event_id: str):
         scope = await _home(event_id)
-        call.check("scope.read.local", scope)
+        call.check(cap.SCOPE_READ_LOCAL, scope)
         view = await engine.memory_event(event_id, scope=scope)
         return {k: v for k, v in view.items() if k not in ("derives_by_stage", "elapsed_ms")}
 
@@ -475,7 +465,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         note = body.get("audit_note")
         if note is not None and not isinstance(note, str):
             raise InvalidBody("audit_note must be a string", details={"field": "audit_note"})
-        call.primary = "scope.write"
+        call.primary = cap.SCOPE_WRITE
         result = dict(await engine.cancel(event_id, caller=call.principal.actor))
         call.event_id = event_id
         if note:
@@ -488,9 +478,9 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         args = query_args(("scope", "since_lifecycle_id", "event_id", "batch_id", "job_id", "events",
                            "limit", "cursor"))  # fmt: skip
         scope = scope_param(args["scope"]) if args.get("scope") else None
-        call.check("lifecycle.subscribe", scope)
+        call.check(cap.LIFECYCLE_SUBSCRIBE, scope)
         if scope:
-            call.check("scope.read.local", scope)
+            call.check(cap.SCOPE_READ_LOCAL, scope)
         limit = page_limit(args.get("limit"), 100)
         after = decode_cursor(args["cursor"]).get("after") if args.get("cursor") else args.get("since_lifecycle_id")
         filters = {k: args[k] for k in ("event_id", "batch_id", "job_id", "events") if args.get(k)}
@@ -499,7 +489,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         rows = [r for r in rows[:limit]]
         admin = state.gate.is_admin(call.principal)
         visible = [r for r in rows
-                   if (call.allows("scope.read.local", r["scope"]) if r.get("scope") else admin)]
+                   if (call.allows(cap.SCOPE_READ_LOCAL, r["scope"]) if r.get("scope") else admin)]
         return {"items": visible, "has_more": more,
                 "next_cursor": encode_cursor({"after": rows[-1]["lifecycle_id"]}) if more else None}  # fmt: skip
 
@@ -510,13 +500,13 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
         jti = body.get("jti")
         if not isinstance(jti, str) or not jti:
             raise MissingRequiredField("jti is required", details={"field": "jti"})
-        call.check("auth.revoke")
+        call.check(cap.AUTH_REVOKE)
         own = call.principal.jti == jti
         if not own and not call.principal.operator:
             from ..errors import PolicyDenied
 
             raise PolicyDenied("only an operator may revoke another caller's token",
-                               details={"capability": "auth.revoke", "denied_by_tier": "deployment"})  # fmt: skip
+                               details={"capability": cap.AUTH_REVOKE, "denied_by_tier": "deployment"})  # fmt: skip
         from .auth import MAX_SERVICE_TTL, is_numeric_date
 
         latest = state.now_unix() + MAX_SERVICE_TTL + state.settings.token_leeway  # no token outlives it
@@ -568,24 +558,24 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     @api("PUT", "/v1/policy/deployment", tier="experimental", rate="write", access="tenant",
          summary="Change the deployment policy (keys given replace the current ones)")
     async def policy_deployment_put(call: Call):
-        call.check("policy.administer.deployment")
+        call.check(cap.POLICY_ADMINISTER_DEPLOYMENT)
         return await state.policy.put("deployment", state.policy.preset.name, call.json(),
                                       principal=call.principal)  # fmt: skip
 
     def authorise_actor_policy(call: Call, actor: str, scope: str | None) -> None:
         """The actor tier's owners (§5.1): the actor itself, the tenant's admins, and — for the
         actor's policy within one scope (``?scope=``) — that scope's owners."""
-        call.check("policy.administer.actor", scope)
+        call.check(cap.POLICY_ADMINISTER_ACTOR, scope)
         if actor == call.principal.actor or state.gate.is_admin(call.principal):
             return
         if scope is None:
-            call.deny("policy.administer.actor", "actor",
+            call.deny(cap.POLICY_ADMINISTER_ACTOR, "actor",
                       f"only {actor} itself or a tenant admin may administer its policy; an owner "
                       "of a scope may administer it within that scope (?scope=)")  # fmt: skip
-        call.check("policy.administer.scope", scope)  # owners of that scope only
+        call.check(cap.POLICY_ADMINISTER_SCOPE, scope)  # owners of that scope only
 
     def tier_routes(tier: str, param: str, converter: Any) -> None:
-        capability = f"policy.administer.{tier}"
+        capability = cap.policy_administer(tier)
         params = ("scope",) if tier == "actor" else ()
 
         def target_of(call: Call, kw: dict[str, Any]) -> tuple[str, str | None]:
@@ -627,16 +617,16 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     @api("GET", "/v1/audit", summary="Query the audit log", access="tenant", response_schema="page:audit_row")
     async def audit_query(call: Call):
         args = query_args(("scope", "actor", "capability", "decision", "since", "limit", "cursor"))
-        call.check("audit.read")
+        call.check(cap.AUDIT_READ)
         actor = args.get("actor")
         if actor != call.principal.actor:
-            if actor is None and not call.allows("audit.read.cross_actor"):
+            if actor is None and not call.allows(cap.AUDIT_READ_CROSS_ACTOR):
                 actor = call.principal.actor  # no cross-actor right: one's own rows
             else:
-                call.check("audit.read.cross_actor")
+                call.check(cap.AUDIT_READ_CROSS_ACTOR)
         limit = page_limit(args.get("limit"), 100)
         if args.get("decision") not in (None, "allow", "deny"):
-            raise InvalidQueryParam("decision must be allow or deny", details={"field": "decision"})
+            raise InvalidQuery("decision must be allow or deny", details={"field": "decision"})
         since = parse_rfc3339(args["since"], field="since") if args.get("since") else None
         after = decode_cursor(args["cursor"]).get("after") if args.get("cursor") else None
         rows, more = await state.audit.query(
@@ -647,12 +637,12 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
                 "next_cursor": encode_cursor({"after": rows[-1]["id"]}) if more else None}  # fmt: skip
 
     async def _audit_row(call: Call, audit_id: str) -> dict[str, Any]:
-        call.check("audit.read")
+        call.check(cap.AUDIT_READ)
         row = await state.audit.get(audit_id)
         if row is None or row["tenant_id"] != call.principal.tenant:
             raise NotFound(f"no audit row {audit_id}", details={"audit_id": audit_id})
         if row["actor"] != call.principal.actor:
-            call.check("audit.read.cross_actor")
+            call.check(cap.AUDIT_READ_CROSS_ACTOR)
         return row
 
     @api("GET", "/v1/audit/{audit_id}", summary="One audit row", access="tenant", response_schema="audit_row")
@@ -679,7 +669,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
 
     @api("GET", "/v1/admin/health", access="tenant", summary="Liveness and diagnostics")
     async def health(call: Call):
-        call.check("admin.health")
+        call.check(cap.ADMIN_HEALTH)
         stats = engine.statistics()
         return {"status": "ok", "uptime_s": round(_uptime(state), 1), "wal_offset": engine.wal_offset,
                 "deployment_preset": state.policy.preset.name, "open_streams": state.open_streams,
@@ -689,7 +679,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     async def metrics(call: Call):
         from quart import Response
 
-        call.check("admin.health")
+        call.check(cap.ADMIN_HEALTH)
         lines = ["# HELP cortexdb_requests_total HTTP requests by route and status",
                  "# TYPE cortexdb_requests_total counter"]  # fmt: skip
         for key, value in sorted(state.counters.items()):
@@ -710,7 +700,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     @api("POST", "/v1/admin/flush-views", tier="experimental", rate="write", access="tenant",
          summary="Wait for queued derivations (seal=true also seals open episodes)")
     async def flush_views(call: Call):
-        call.check("admin.flush")
+        call.check(cap.ADMIN_FLUSH)
         body = call.json() if call.raw.strip() else {}
         scope = scope_param(body["scope"]) if body.get("scope") else None
         await engine.flush(scope, seal=bool(body.get("seal", False)))
@@ -718,7 +708,7 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
 
     @api("POST", "/v1/admin/compact", tier="experimental", rate="write", access="tenant", summary="Compact the store")
     async def compact(call: Call):
-        call.check("admin.compact")
+        call.check(cap.ADMIN_COMPACT)
         store = engine.store
         compact_range = getattr(store, "compact", None)
         if compact_range is None:

@@ -26,6 +26,7 @@ from quart import Response, request, websocket
 from ..engine import jsoncodec
 from ..engine.engine import lifecycle_wire
 from ..engine.model import LifecycleEvent
+from ..engine.policy.capabilities import LIFECYCLE_SUBSCRIBE, SCOPE_READ_LOCAL
 from ..errors import CortexError
 from .app import Call, Route, ServerState, scope_param
 from .policy import Principal
@@ -109,12 +110,12 @@ async def lifecycle_batches(state: ServerState, principal: Principal, scope: str
     def can_read(path: str) -> bool:
         """The per-record check, through the gate: may this principal read records of ``path``?"""
         if path not in readable:
-            readable[path] = state.gate.decide(principal, "scope.read.local", path).allowed
+            readable[path] = state.gate.decide(principal, SCOPE_READ_LOCAL, path).allowed
         return readable[path]
 
     def still_allowed() -> tuple[bool, str]:
-        for capability, target in (("lifecycle.subscribe", scope), ("scope.read.local", scope)):
-            if target is None and capability == "scope.read.local":
+        for capability, target in ((LIFECYCLE_SUBSCRIBE, scope), (SCOPE_READ_LOCAL, scope)):
+            if target is None and capability == SCOPE_READ_LOCAL:
                 continue
             decision = state.gate.decide(principal, capability, target)
             if not decision.allowed:
@@ -190,9 +191,9 @@ async def _subscription_args(call: Call, args: dict[str, str], last_event_id: st
     scope = scope_param(args["scope"]) if args.get("scope") else None
     if scope is None and args.get("event_id"):
         scope = await state.engine.home_scope(args["event_id"])
-    call.check("lifecycle.subscribe", scope)
+    call.check(LIFECYCLE_SUBSCRIBE, scope)
     if scope is not None:
-        call.check("scope.read.local", scope)
+        call.check(SCOPE_READ_LOCAL, scope)
     filters: dict[str, Any] = {}
     for name in ("event_id", "batch_id", "events"):
         if args.get(name):
@@ -257,9 +258,9 @@ def install(app: Any, api: Any, state: ServerState) -> None:
             call = Call(state, ws_route, principal, request_id, b"")
             unknown = [k for k in websocket.args if k not in LIFECYCLE_PARAMS]
             if unknown:
-                from .routes import InvalidQueryParam
+                from ..errors import InvalidQuery
 
-                raise InvalidQueryParam(f"unknown query parameter {unknown[0]!r}", details={"field": unknown[0]})
+                raise InvalidQuery(f"unknown query parameter {unknown[0]!r}", details={"field": unknown[0]})
             args = {k: websocket.args.get(k) for k in websocket.args}
             scope, since, filters = await _subscription_args(call, args, None)
         except CortexError as exc:

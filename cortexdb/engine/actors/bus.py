@@ -25,10 +25,9 @@ from .. import jsoncodec, keys
 from ..model import LifecycleEvent, encode_json, loads
 from ..model.converter import lifecycle_wire
 from ..spi.kv import Put
+from ..stages import STAGE_SEQ, at_scope
 from ..temporal import parse_rfc3339
 
-STAGE_SEQ = {"captured": 0, "extracted": 1, "indexed": 2, "consolidated": 3, "compressed": 4}
-PIPELINE_STAGES = ("captured", "extracted", "indexed", "consolidated", "compressed")
 DEFAULT_BUFFER = 10_000
 
 
@@ -199,7 +198,7 @@ class LifecycleBus:
     ) -> LifecycleEvent:
         record = LifecycleEvent(
             lifecycle_id=self._ids.new("lce"),
-            stage=stage,
+            stage=str(stage),  # a plain string, also when given a stages.Stage
             ts=ts or self._clock.now(),
             scope=scope,
             event_id=event_id,
@@ -244,7 +243,7 @@ class LifecycleBus:
                 subscriber._offer(record)
         if record.event_id is not None:
             stage = (
-                f"{record.stage}@{record.scope}" if record.payload.get("foreign") else record.stage
+                at_scope(record.stage, record.scope) if record.payload.get("foreign") else record.stage
             )
             waiter = self._waiters.pop((record.event_id, stage), None)
             if waiter is not None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from .. import jsoncodec, keys
+from ..model import Candidate, EventState, loads
+from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
 from ..retrieve import passages
 from ..retrieve.scoring import estimate_tokens, recency
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
-from .pipeline import text_of
 
 LAYER_OF_PREFIX = {"evt": "events", "fact": "facts", "ep": "episodes", "belief": "beliefs"}
 PREFIX_OF_LAYER = {layer: prefix + "_" for prefix, layer in LAYER_OF_PREFIX.items()}
@@ -25,7 +26,7 @@ def layer_of(record_id: str) -> str | None:
     return LAYER_OF_PREFIX.get(record_id.split("_", 1)[0])
 
 
-async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
+async def gather(actor, query: dict[str, Any]) -> list[Candidate]:
     pipeline = actor.pipeline
     store = actor.ctx.store
     scope = actor.scope
@@ -57,7 +58,7 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
     # a valid-time window asks about the past: superseded records are current knowledge of it
     historical = include_superseded or bool(temporal.as_of) or temporal.valid_during is not None
 
-    out: list[dict[str, Any]] = []
+    out: list[Candidate] = []
     events: dict[str, list] = {}  # each event read and decoded once per recall
     for record_id in ids:
         layer = layer_of(record_id)
@@ -66,15 +67,15 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
         candidate = await _load(store, scope, layer, record_id, historical, actor, events)
         if candidate is None:
             continue
-        record_id = candidate["id"]  # a long event found without a query: its first passage
-        record = candidate["record"]
+        record_id = candidate.id  # a long event found without a query: its first passage
+        record = candidate.record
         if not temporal.matches(layer, record):
             continue
         if filter_tree and not recall_filters.matches(
             filter_tree, recall_filters.field_values(layer, record)
         ):
             continue
-        when = try_parse_rfc3339(candidate.pop("time")) or reference
+        when = try_parse_rfc3339(candidate.time) or reference
         stored = pipeline.vector_index.vector(record_id)
         if record_id in semantic:
             cosine = semantic[record_id]
@@ -83,17 +84,14 @@ async def gather(actor, query: dict[str, Any]) -> list[dict[str, Any]]:
         lexical = bm25.get(record_id)
         if lexical is None:
             lexical = pipeline.text_index.score(text, record_id) if text and mode != "vector" else 0.0
-        candidate.update(
-            scope=scope,
-            bm25=lexical,
-            semantic=cosine,
-            recency=recency((reference - when).total_seconds() / 86400.0),
-            vector=stored,
-            tokens=None,  # MMR falls back to token overlap only without vectors
-            tokens_estimate=estimate_tokens(candidate.pop("raw_size")),
-        )
-        if stored is None:
-            candidate["tokens"] = set(tokenize(candidate["text"]))
+        candidate.scope = scope
+        candidate.bm25 = lexical
+        candidate.semantic = cosine
+        candidate.recency = recency((reference - when).total_seconds() / 86400.0)
+        candidate.vector = stored
+        candidate.tokens_estimate = estimate_tokens(candidate.raw_size)
+        if stored is None:  # MMR falls back to token overlap only without vectors
+            candidate.tokens = set(tokenize(candidate.text))
         out.append(candidate)
     return out
 
@@ -107,10 +105,6 @@ async def _recent(store, scope: str, layers: set[str], k: int) -> list[str]:
             async for key, _ in store.scan(prefix=prefix, reverse=True, limit=k):
                 ids.append(keys.last_part(key))
     return ids
-
-
-def _name(obj: dict[str, Any]) -> Any:
-    return obj.get("name") if obj.get("type") != "literal" else obj.get("value")
 
 
 EPISODE_CACHE_SIZE = 128
@@ -134,7 +128,7 @@ def _decode_episode(actor, record_id: str, raw: bytes) -> dict[str, Any]:
 async def _load(
     store, scope: str, layer: str, record_id: str, historical: bool, actor=None,
     events: dict[str, list] | None = None,
-) -> dict[str, Any] | None:  # fmt: skip
+) -> Candidate | None:  # fmt: skip
     """A candidate from its stored JSON (decoded, not structured: records stay wire dicts)."""
     if layer == "events":
         event_id, index = passages.parse_passage_id(record_id)
@@ -144,16 +138,16 @@ async def _load(
             if raw is None:
                 return None
             state_raw = await store.get(keys.event_state(event_id))
-            state = jsoncodec.decode(state_raw) if state_raw else {}
+            state = loads(state_raw, EventState) if state_raw else EventState(scope=scope)
             # [stored bytes, state, decoded record (None: cancelled), its indexed text (lazily)]
-            found = [raw, state, None if state.get("cancelled") else jsoncodec.decode(raw), None]
+            found = [raw, state, None if state.cancelled else jsoncodec.decode(raw), None]
             if events is not None:
                 events[event_id] = found
         raw, state, stored, _ = found
         if stored is None:
             return None  # cancelled
         record = dict(stored)
-        spans = state.get("passages")
+        spans = state.passages
         text = stored["content"].get("text")
         if not spans and actor is not None and isinstance(text, str):  # long, not indexed yet?
             max_chars = actor.ctx.config.passage_max_chars
@@ -167,7 +161,7 @@ async def _load(
             record_id = passages.passage_id(event_id, index)
             start, end = spans[index]
             if found[3] is None:
-                found[3] = text_of(stored["content"])
+                found[3] = content_text(stored["content"])
             content = {k: v for k, v in stored["content"].items() if k != "data"}
             content["text"] = found[3][start:end]
             record["content"] = content
@@ -177,14 +171,14 @@ async def _load(
             size = len(jsoncodec.encode(record))  # what the item costs is the passage, not the book
         elif index is not None:
             return None
-        record["derives"] = state.get("derives", [])
+        record["derives"] = state.derives
         record["excluded_from_recall"] = False
         content = record["content"]
         links = record["derives"] + list(record["context"].get("preceded_by") or ())
         facts = sum(1 for d in record["derives"] if d.startswith("fact_"))
-        return {"layer": layer, "id": record_id, "record": record, "text": str(content.get("text") or ""),
-                "time": record["context"]["observed_at"], "importance": min(1.0, facts / 2), "confidence": 1.0,
-                "links": links, "chain": {}, "raw_size": size}  # fmt: skip
+        return Candidate(layer=layer, id=record_id, record=record, text=message_text(content),
+                         time=record["context"]["observed_at"], importance=min(1.0, facts / 2), confidence=1.0,
+                         links=links, chain={}, raw_size=size)  # fmt: skip
     table = {"facts": keys.fact, "episodes": keys.episode, "beliefs": keys.belief}[layer]
     raw = await store.get(table(scope, record_id))
     if raw is None:
@@ -198,30 +192,27 @@ async def _load(
     if layer == "facts":
         if record.get("recorded_to") is not None and not historical:
             return None
-        text = f"{record['subject'].get('name')} {record['predicate'].replace('_', ' ')} {_name(record['object'])}"
-        return {"layer": layer, "id": record_id, "record": record, "text": text, "time": record["valid_from"],
-                "importance": record["confidence"], "confidence": record["confidence"],
-                "links": list(record["supports"]), "chain": {record_id: list(record["supports"])},
-                "raw_size": len(raw)}  # fmt: skip
+        return Candidate(layer=layer, id=record_id, record=record, text=fact_claim_text(record),
+                         time=record["valid_from"], importance=record["confidence"],
+                         confidence=record["confidence"], links=list(record["supports"]),
+                         chain={record_id: list(record["supports"])}, raw_size=len(raw))  # fmt: skip
     if layer == "episodes":
-        return {"layer": layer, "id": record_id, "record": record,
-                "text": f"{record['name']}. {record['summary']}", "time": record["ended_at"],
-                "importance": record.get("centrality_score", 0.0), "confidence": 1.0,
-                "links": list(record["events"]), "chain": {record_id: list(record["events"])},
-                "raw_size": len(raw)}  # fmt: skip
+        return Candidate(layer=layer, id=record_id, record=record, text=episode_text(record),
+                         time=record["ended_at"], importance=record.get("centrality_score", 0.0),
+                         confidence=1.0, links=list(record["events"]),
+                         chain={record_id: list(record["events"])}, raw_size=len(raw))  # fmt: skip
     if record.get("valid_to") is not None and not historical:
         return None
-    claim = record["claim"]
-    text = f"{claim['subject'].get('name')} {claim['predicate'].replace('_', ' ')} {_name(claim['object'])}"
+    text = belief_text(record)
     support_ids = [support["id"] for support in record.get("supports", [])]
     chain: dict[str, list[str]] = {record_id: support_ids}
     for support_id in support_ids[:20]:  # down to the events, for the citation DAG
         fact_raw = await store.get(keys.fact(scope, support_id))
         if fact_raw is not None:
             chain[support_id] = list(jsoncodec.decode(fact_raw)["supports"])
-    return {"layer": layer, "id": record_id, "record": record, "text": text, "time": record["last_revised_at"],
-            "importance": record["confidence"], "confidence": record["confidence"], "links": support_ids,
-            "chain": chain, "raw_size": len(raw)}  # fmt: skip
+    return Candidate(layer=layer, id=record_id, record=record, text=text, time=record["last_revised_at"],
+                     importance=record["confidence"], confidence=record["confidence"], links=support_ids,
+                     chain=chain, raw_size=len(raw))  # fmt: skip
 
 
 async def count_items(store, scope: str) -> int:

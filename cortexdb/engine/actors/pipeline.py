@@ -36,6 +36,7 @@ from ..model import (
     ConfidenceInterval,
     Episode,
     Event,
+    EventState,
     Fact,
     LifecycleEvent,
     RevisionPolicy,
@@ -43,15 +44,23 @@ from ..model import (
     TypedRef,
     TypedValue,
     dumps,
-    encode_json,
     loads,
     to_wire,
 )
+from ..model.text import belief_text, content_text, episode_text, event_text, fact_text, turn_text
 from ..retrieve import passages
 from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
 from ..retrieve.text_index import tokenize
 from ..spi.extractor import ExtractionContext, TermRef
 from ..spi.kv import Delete, Put
+from ..stages import (
+    EPISODE_SEALED,
+    FOREIGN_DERIVES,
+    LANE_STEPS,
+    LIFECYCLE_STAGES,
+    STAGE_TIMING,
+    Stage,
+)
 from ..temporal import format_ts, parse_duration, parse_rfc3339
 from .messages import ReplySlot
 from .services import EntityResolver
@@ -61,7 +70,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cortexdb.pipeline")
 
-STEPS = ("captured", "extracted", "indexed", "consolidated", "episode")
 FACT_SUPPORTS_KEPT = 64  # supports kept in a fact record: the first and the latest 63
 # CPU work on more text than this (characters) runs in a worker (thread or process), not on the
 # event loop: about 20 ms of extraction, tokenising or hash-embedding (decisions.md, "Bounded work")
@@ -70,59 +78,10 @@ SLICE_DOCUMENTS = 64  # documents added to the indexes between two checkpoints o
 SLICE_PAIRS = 16  # (subject, predicate) pairs revised between two checkpoints
 
 
-def speaker_name(actor_id: str) -> str:
-    """``user:caroline_smith`` -> ``caroline smith``: how a turn's speaker is named in the index."""
-    return actor_id.split(":", 1)[-1].replace("_", " ")
-
-
-def event_text(event: Event) -> str:
-    """What the indexes see of an event: who said it, then what was said.  The speaker is part of
-    the memory — questions name people, turns rarely do (on LoCoMo the speaker lifts MiniLM's
-    turn recall@10 from 30 to 51, see docs/decisions.md)."""
-    return f"{speaker_name(event.actor)}: {content_text(event)}"
-
-
-def content_text(event: Event) -> str:
-    return text_of(event.content)
-
-
-def text_of(content: dict[str, Any]) -> str:
-    """The text an event's content is indexed by (passage offsets index it)."""
-    text = content.get("text")
-    if isinstance(text, str):
-        return text
-    kind = content.get("kind")
-    if kind == "triple":
-        return f"{content.get('subject')} {content.get('predicate')} {content.get('object')}"
-    if kind == "json":
-        return jsoncodec.encode(content.get("data")).decode()
-    return ""
-
-
-def fact_text(fact: Fact) -> str:
-    obj = fact.object
-    value = obj.name if obj.type != "literal" else obj.value
-    negation = "not " if fact.polarity < 0 else ""
-    return f"{fact.subject.name or fact.subject.id} {negation}{fact.predicate.replace('_', ' ')} {value}"
-
-
-def episode_text(episode: Episode) -> str:
-    return f"{episode.name}. {episode.summary}"
-
-
-def belief_text(belief: Belief) -> str:
-    claim = belief.claim
-    obj = claim["object"]
-    value = obj.get("name") if obj.get("type") != "literal" else obj.get("value")
-    subject = claim["subject"].get("name") or claim["subject"].get("id")
-    return f"{subject} {claim['predicate'].replace('_', ' ')} {value}"
-
-
 def passage_documents(event: Event, spans: list) -> dict[str, str]:
     """The index documents of a long event: one per passage, each led by the speaker."""
-    text = content_text(event)
-    speaker = speaker_name(event.actor)
-    return {passages.passage_id(event.id, i): f"{speaker}: {text[start:end]}"
+    text = content_text(event.content)
+    return {passages.passage_id(event.id, i): turn_text(event.actor, text[start:end])
             for i, (start, end) in enumerate(spans)}  # fmt: skip
 
 
@@ -178,7 +137,7 @@ def read_event(
     """Split a long text into passages, run the extractor (per passage for message and text
     content, whose rules read sentence by sentence) and select what the event derives.  Pure
     CPU work: the pipeline runs it in a worker (thread or process) for a long text."""
-    text = content_text(event)
+    text = content_text(event.content)
     spans = passages.split(text, max_chars) if len(text) > max_chars else None
     content = event.content
     labels = event.context.get("labels")
@@ -402,7 +361,7 @@ class Pipeline:
             batch.ops.append(Delete(keys.vector(self.scope, doc_id)))
 
     async def _split(self, event: Event) -> list[list[int]]:
-        text = content_text(event)
+        text = content_text(event.content)
         max_chars = self.ctx.config.passage_max_chars
         if len(text) > OFF_LOOP_CHARS:
             spans = await self._off_loop(functools.partial(passages.split, text, max_chars))
@@ -410,10 +369,10 @@ class Pipeline:
             spans = passages.split(text, max_chars)
         return [list(span) for span in spans]
 
-    def unindex_event(self, batch: StageBatch | None, event_id: str, state: dict[str, Any]) -> None:
+    def unindex_event(self, batch: StageBatch | None, event_id: str, state: EventState) -> None:
         """Remove an event from the indexes: its document, or each of its passages."""
         self.unindex(batch, event_id)
-        for index in range(len(state.get("passages") or ())):
+        for index in range(len(state.passages or ())):
             self.unindex(batch, passages.passage_id(event_id, index))
 
     # -- feeding -------------------------------------------------------------------------------
@@ -501,15 +460,15 @@ class Pipeline:
             event = loads(raw, Event)
             if event.id in pending_set:
                 continue
-            state = await self.read_state(event.id) or {}
-            if state.get("cancelled"):
+            state = await self.read_state(event.id)
+            if state is not None and state.cancelled:
                 continue
             session = event.observed_actor.get("session")
-            spans = state.get("passages")
-            if spans is None and len(content_text(event)) > self.ctx.config.passage_max_chars:
+            spans = state.passages if state is not None else None
+            if spans is None and len(content_text(event.content)) > self.ctx.config.passage_max_chars:
                 spans = await self._split(event)  # indexed before passages: split now
-                if state:
-                    state["passages"] = spans
+                if state is not None:
+                    state.passages = spans
                     await store.write([self.state_op(event.id, state)])
             if spans:
                 parts = passage_documents(event, spans)
@@ -550,13 +509,13 @@ class Pipeline:
             self.control(Control("foreign", event_id=keys.last_part(key), payload=work))
 
     # -- state ---------------------------------------------------------------------------------
-    async def read_state(self, event_id: str) -> dict[str, Any] | None:
+    async def read_state(self, event_id: str) -> EventState | None:
         raw = await self.ctx.store.get(keys.event_state(event_id))
-        return jsoncodec.decode(raw) if raw else None
+        return loads(raw, EventState) if raw else None
 
     @staticmethod
-    def state_op(event_id: str, state: dict[str, Any]) -> Put:
-        return Put(keys.event_state(event_id), encode_json(state))
+    def state_op(event_id: str, state: EventState) -> Put:
+        return Put(keys.event_state(event_id), dumps(state))
 
     async def _commit(self, batch: StageBatch) -> None:
         ctx = self.ctx
@@ -574,7 +533,7 @@ class Pipeline:
     # -- one batch -----------------------------------------------------------------------------
     async def _process(self, batch_ids: list[str]) -> None:
         events: list[Event] = []
-        states: dict[str, dict[str, Any]] = {}
+        states: dict[str, EventState] = {}
         for event_id in batch_ids:
             event = self.events.pop(event_id, None)
             if event is None:
@@ -585,18 +544,14 @@ class Pipeline:
                 continue
             events.append(event)
             states[event_id] = state
-        work = [e for e in events if not states[e.id].get("cancelled")]
-        for stage, runner in (
-            ("extracted", self._extract),
-            ("indexed", self._index),
-            ("consolidated", self._consolidate),
-            ("episode", self._compress),
-        ):
+        work = [e for e in events if not states[e.id].cancelled]
+        runners = (self._extract, self._index, self._consolidate, self._compress)
+        for stage, runner in zip(LANE_STEPS, runners, strict=True):
             await self._cancels_first(states)
             todo = [
                 e
                 for e in work
-                if stage not in states[e.id]["done"] and not states[e.id].get("cancelled")
+                if stage not in states[e.id].done and not states[e.id].cancelled
             ]
             if todo:
                 started = trio.current_time()
@@ -608,7 +563,7 @@ class Pipeline:
                     raise
         self.processed += len(events)
 
-    async def _cancels_first(self, states: dict[str, dict[str, Any]]) -> None:
+    async def _cancels_first(self, states: dict[str, EventState]) -> None:
         """A cancel of an event in the batch being derived runs before the batch's next stage
         (the stages await the store and worker threads, so one may arrive meanwhile)."""
         for item in [c for c in self.controls if c.kind == "cancel" and c.event_id in states]:
@@ -616,18 +571,16 @@ class Pipeline:
             await self._handle_control(item)
             states[item.event_id] = await self.read_state(item.event_id) or states[item.event_id]
 
-    def _finish_stage(self, batch: StageBatch, event: Event, state: dict, stage: str, started: float,
+    def _finish_stage(self, batch: StageBatch, event: Event, state: EventState, stage: Stage, started: float,
                       payload: dict[str, Any] | None) -> None:  # fmt: skip
-        state["done"].append(stage)
-        state.setdefault("elapsed_ms", {})[_ELAPSED_NAME[stage]] = round(
-            (trio.current_time() - started) * 1000, 3
-        )
+        state.done.append(stage.value)
+        state.set_elapsed(STAGE_TIMING[stage], round((trio.current_time() - started) * 1000, 3))
         if payload is not None:
             if batch.now is None:
                 batch.now = self.ctx.clock.now()
             record = self.ctx.bus.reserve(stage, scope=self.scope, event_id=event.id, payload=payload,
                                           batch_id=event.batch_id, ts=batch.now)  # fmt: skip
-            state["lce"].append(record.lifecycle_id)
+            state.lce.append(record.lifecycle_id)
             batch.records.append(record)
 
     # -- extract -------------------------------------------------------------------------------
@@ -642,18 +595,18 @@ class Pipeline:
             state = states[event.id]
             read = functools.partial(read_event, self.ctx.extractor, event,
                                      max_chars=config.passage_max_chars, limit=limit)  # fmt: skip
-            if len(content_text(event)) > OFF_LOOP_CHARS:
+            if len(content_text(event.content)) > OFF_LOOP_CHARS:
                 spans, selection, errors = await self._off_loop(read)
             else:
                 spans, selection, errors = read()
             for message in errors[:5]:
-                state["errors"].append(
-                    {"stage": "extracted", "error": "EXTRACTOR_FAILED", "message": message}
+                state.errors.append(
+                    {"stage": Stage.EXTRACTED.value, "error": "EXTRACTOR_FAILED", "message": message}
                 )
             if len(errors) > 5:
-                state["errors"][-1]["failures"] = len(errors)
+                state.errors[-1]["failures"] = len(errors)
             if spans is not None:
-                state["passages"] = [list(span) for span in spans]
+                state.passages = [list(span) for span in spans]
             intake: list[dict[str, Any]] = []
             entity_ids: set[str] = set()
             source = provenance_source(event.modality, event.actor)
@@ -675,14 +628,14 @@ class Pipeline:
             batch.entity_ids.update(entity_ids)
             fact_ids = [item["fact_id"] for item in intake if "fact_id" in item]
             for fact_id in fact_ids:
-                if fact_id not in state["derives"]:
-                    state["derives"].append(fact_id)
-            state.setdefault("stage_derives", {})["extracted"] = sorted(set(fact_ids))
-            state["intake"] = intake
-            state["touched"] = sorted(
+                if fact_id not in state.derives:
+                    state.derives.append(fact_id)
+            state.set_stage_derives(Stage.EXTRACTED.value, sorted(set(fact_ids)))
+            state.intake = intake
+            state.touched = sorted(
                 {(touched_facts[f].subject.id, touched_facts[f].predicate) for f in fact_ids}
             )
-            state["superseded"] = sorted({s for item in intake for s in item.get("superseded", ())})
+            state.superseded = sorted({s for item in intake for s in item.get("superseded", ())})
             payload = {
                 "event_id": event.id,
                 "derived": {
@@ -694,7 +647,7 @@ class Pipeline:
                 "intake": intake,
             }
             if selection.facts_over or selection.entities_over:
-                state["derived_records_limit"] = payload["derived_records_limit"] = {
+                state.derived_records_limit = payload["derived_records_limit"] = {
                     "limit": limit, "facts_not_derived": selection.facts_over,
                     "entities_not_derived": selection.entities_over,
                 }  # fmt: skip
@@ -704,7 +657,7 @@ class Pipeline:
                 payload["unread"] = (
                     f"content kind {event.content.get('kind')!r} is not read by {extractor_name}"
                 )
-            self._finish_stage(batch, event, state, "extracted", started, payload)
+            self._finish_stage(batch, event, state, Stage.EXTRACTED, started, payload)
         self._fact_ops(batch, touched_facts)
         batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
         await self._commit(batch)
@@ -875,9 +828,9 @@ class Pipeline:
         for event in events:
             state = states[event.id]
             session = event.observed_actor.get("session")
-            spans = state.get("passages")
-            if spans is None and len(content_text(event)) > max_chars:  # extracted before passages
-                spans = state["passages"] = await self._split(event)
+            spans = state.passages
+            if spans is None and len(content_text(event.content)) > max_chars:  # extracted before passages
+                spans = state.passages = await self._split(event)
             if spans:  # a long text: its passages are the documents, each embedded alone
                 parts = passage_documents(event, spans)
                 documents.update(parts)
@@ -891,7 +844,7 @@ class Pipeline:
             layers = ["events"]
             facts = [
                 self._facts[f]
-                for f in state["derives"]
+                for f in state.derives
                 if f.startswith("fact_") and f in self._facts
             ]
             for fact in facts:
@@ -905,7 +858,7 @@ class Pipeline:
             }
             if spans:
                 payload["passages"] = len(spans)
-            self._finish_stage(batch, event, state, "indexed", started, payload)
+            self._finish_stage(batch, event, state, Stage.INDEXED, started, payload)
         # a reinforced fact keeps its text, so its vector is not recomputed
         await self.index_documents(batch, documents, embed_known=False, embed_texts=embed_texts)
         batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
@@ -922,22 +875,20 @@ class Pipeline:
             wanted = directives.get("extract")
             summary = {"created": [], "revised": [], "deleted": [], "deferred": []}
             if wanted is None or "beliefs" in wanted:
-                touched = [tuple(pair) for pair in state.get("touched", ())]
-                closed = tuple(state.get("superseded", ()))
+                touched = [tuple(pair) for pair in state.touched or ()]
+                closed = tuple(state.superseded or ())
                 await self.revise_beliefs(batch, touched, event.id, summary, closed)
             for belief_id in summary["created"] + summary["revised"]:
-                if belief_id not in state["derives"]:
-                    state["derives"].append(belief_id)
-            state.setdefault("stage_derives", {})["consolidated"] = (
-                summary["created"] + summary["revised"]
-            )
+                if belief_id not in state.derives:
+                    state.derives.append(belief_id)
+            state.set_stage_derives(Stage.CONSOLIDATED.value, summary["created"] + summary["revised"])
             created_beliefs.update(
                 {b: belief_text(self._belief_by_id[b]) for b in summary["created"]}
             )
             for belief_id in summary["deleted"]:
                 created_beliefs.pop(belief_id, None)
                 self.unindex(batch, belief_id)
-            intake = state.get("intake", ())
+            intake = state.intake or ()
             payload: dict[str, Any] = {
                 "event_id": event.id,
                 "beliefs_updated": len(summary["created"]) + len(summary["revised"]),
@@ -948,24 +899,24 @@ class Pipeline:
                 "conflicts_detected": sum(
                     1 for item in intake if item["status"] == "conflict_detected"
                 ),
-                "superseded_facts": state.get("superseded", []),
+                "superseded_facts": state.superseded if state.superseded is not None else [],
                 "intake": intake,
             }
             target = directives.get("consolidate_into")
             if target and target != self.scope:
                 payload["consolidate_into"] = {"scope": target, "status": "queued"}
             # reserve our record first: the target's record is then published after it
-            self._finish_stage(batch, event, state, "consolidated", started, payload)
+            self._finish_stage(batch, event, state, Stage.CONSOLIDATED, started, payload)
             if target and target != self.scope:
                 await self._hand_off(event, state, target)
         await self.index_documents(batch, created_beliefs)
         batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
         await self._commit(batch)
 
-    async def _hand_off(self, event: Event, state: dict, target: str) -> None:
+    async def _hand_off(self, event: Event, state: EventState, target: str) -> None:
         """Durably queue this event's assertions for consolidation into another scope."""
         facts = [
-            self._facts[f] for f in state["derives"] if f.startswith("fact_") and f in self._facts
+            self._facts[f] for f in state.derives if f.startswith("fact_") and f in self._facts
         ]
         payload = {
             "source_scope": self.scope,
@@ -982,9 +933,10 @@ class Pipeline:
             ],
         }  # fmt: skip
         await self.actor.ctx.supervisor.consolidate_foreign(target, self.scope, event.id, payload)
-        state.setdefault("foreign", [])
-        if target not in state["foreign"]:
-            state["foreign"].append(target)
+        if state.foreign is None:
+            state.foreign = []
+        if target not in state.foreign:
+            state.foreign.append(target)
 
     async def revise_beliefs(
         self, batch: StageBatch, touched, event_id: str, summary: dict, closed: tuple[str, ...] = ()
@@ -1225,7 +1177,7 @@ class Pipeline:
                 episode = None
             else:
                 predecessor = episode.causal_predecessor if episode else None
-            text = clip(content_text(event), config.passage_max_chars)
+            text = clip(content_text(event.content), config.passage_max_chars)
             if episode is None:
                 episode = Episode(
                     id=self.ctx.ids.new("ep"), scope=self.scope,
@@ -1244,7 +1196,7 @@ class Pipeline:
             episode.ended_at = max(episode.ended_at, observed)
             if event.actor not in episode.actors_involved:
                 episode.actors_involved.append(event.actor)
-            if any(d.startswith("fact_") for d in state["derives"]):
+            if any(d.startswith("fact_") for d in state.derives):
                 episode.informative_events += 1
             if text:
                 episode.closing = text
@@ -1254,11 +1206,11 @@ class Pipeline:
             episode.causal_chain.append(CausalLink(event=event.id, role=role))
             self._describe(episode)
             dirty[episode.id] = episode
-            state["episode_id"] = episode.id
-            state.setdefault("stage_derives", {})["episode"] = [episode.id]
-            if episode.id not in state["derives"]:
-                state["derives"].append(episode.id)
-            self._finish_stage(batch, event, state, "episode", started, None)
+            state.episode_id = episode.id
+            state.set_stage_derives(Stage.EPISODE_JOINED.value, [episode.id])
+            if episode.id not in state.derives:
+                state.derives.append(episode.id)
+            self._finish_stage(batch, event, state, Stage.EPISODE_JOINED, started, None)
             batch.ops.append(Delete(keys.pending(self.scope, event.id)))
         self._last_activity = now
         for episode in dirty.values():
@@ -1277,7 +1229,7 @@ class Pipeline:
         )  # fmt: skip
 
     def _seal(self, batch: StageBatch, episode: Episode, now: dt.datetime) -> None:
-        episode.status = "compressed"
+        episode.status = EPISODE_SEALED
         episode.sealed_at = now
         episode.partial, episode.partial_reason = False, None
         if len(episode.causal_chain) > 1:
@@ -1286,7 +1238,7 @@ class Pipeline:
         batch.ops.append(Delete(keys.open_episode(self.scope, "main")))
         last_event = episode.events[-1]
         record = self.ctx.bus.reserve(
-            "compressed", scope=self.scope, event_id=last_event,
+            Stage.COMPRESSED, scope=self.scope, event_id=last_event,
             payload={"episode_id": episode.id, "understanding_ids": [], "event_count": len(episode.events)},
         )  # fmt: skip
         batch.records.append(record)
@@ -1347,16 +1299,17 @@ class Pipeline:
         state = await self.read_state(event_id)
         if state is None:
             raise KeyError(event_id)
-        order = ("extracted", "indexed", "consolidated", "compressed")
-        done = state["done"]
-        completed = ["captured"] + [
-            s for s in order if s in done or (s == "compressed" and "episode" in done)
+        order = LIFECYCLE_STAGES[1:]
+        done = state.done
+        completed = [Stage.CAPTURED.value] + [
+            s.value for s in order
+            if s in done or (s == Stage.COMPRESSED and Stage.EPISODE_JOINED in done)
         ]
-        cancelled = [s for s in order if s not in completed]
+        cancelled = [s.value for s in order if s not in completed]
         batch = StageBatch()
-        if not state.get("cancelled"):
-            state["cancelled"] = True
-            state["stages_cancelled"] = cancelled
+        if not state.cancelled:
+            state.cancelled = True
+            state.stages_cancelled = cancelled
             self.unindex_event(batch, event_id, state)
             if self._previous_turn is not None and self._previous_turn[2] == event_id:
                 self._previous_turn = None  # the next turn's vector must not carry its text
@@ -1367,7 +1320,7 @@ class Pipeline:
                 pass
             # records this event already produced are excluded too (not deleted, §8.9.5)
             facts = []
-            for record_id in state["derives"]:
+            for record_id in state.derives:
                 if record_id.startswith("fact_"):
                     fact = self._facts.get(record_id)
                     if fact is None:
@@ -1377,20 +1330,20 @@ class Pipeline:
                         facts.append(fact)
             deleted = await self._exclude_sole_support(batch, facts, event_id)
             if deleted:
-                state["beliefs_deleted_by_cancel"] = deleted
+                state.beliefs_deleted_by_cancel = deleted
             await self._leave_episode(batch, state, event_id)
             batch.ops.append(Delete(keys.pending(self.scope, event_id)))
             batch.ops.append(self.state_op(event_id, state))
             await self._commit(batch)
             self.ctx.bus.release_event(event_id)
             pairs = sorted({(f.subject.id, f.predicate) for f in facts if event_id in f.supports})
-            for target in state.get("foreign", ()):
+            for target in state.foreign or ():
                 work = {"cancel": True, "pairs": [list(p) for p in pairs]}
                 supervisor = self.actor.ctx.supervisor
                 await supervisor.consolidate_foreign(target, self.scope, event_id, work)
         return {
             "event_id": event_id,
-            "stages_cancelled": state.get("stages_cancelled", cancelled),
+            "stages_cancelled": state.stages_cancelled if state.stages_cancelled is not None else cancelled,
             "stages_already_completed": completed,
             "excluded_from_recall": True,
         }
@@ -1421,10 +1374,10 @@ class Pipeline:
         )
         return summary["deleted"]
 
-    async def _leave_episode(self, batch: StageBatch, state: dict[str, Any], event_id: str) -> None:
+    async def _leave_episode(self, batch: StageBatch, state: EventState, event_id: str) -> None:
         """Take a cancelled event out of its episode and describe the episode again from the
         events that remain; an episode left without events is excluded from recall."""
-        episode_id = state.get("episode_id")
+        episode_id = state.episode_id
         if not episode_id:
             return
         await self._load_episode()
@@ -1448,8 +1401,9 @@ class Pipeline:
                     continue
                 event = loads(raw, Event)
             members.append(event)
-            member_state = await self.read_state(member_id) or {}
-            informative += any(d.startswith("fact_") for d in member_state.get("derives", ()))
+            member_state = await self.read_state(member_id)
+            member_derives = member_state.derives if member_state is not None else ()
+            informative += any(d.startswith("fact_") for d in member_derives)
         if not members:
             episode.excluded_from_recall = True
             episode.opening = episode.closing = None
@@ -1458,13 +1412,13 @@ class Pipeline:
             episode.summary = ""
             if self._episode is episode:  # the next event opens a new episode
                 self._episode = None
-                episode.status, episode.sealed_at = "compressed", self.ctx.clock.now()
+                episode.status, episode.sealed_at = EPISODE_SEALED, self.ctx.clock.now()
                 episode.partial, episode.partial_reason = False, None
                 batch.ops.append(Delete(keys.open_episode(self.scope, "main")))
             self.unindex(batch, episode.id)
         else:
             max_chars = self.ctx.config.passage_max_chars
-            texts = [clip(content_text(e), max_chars) for e in members]
+            texts = [clip(content_text(e.content), max_chars) for e in members]
             first = members[0]
             episode.name = episode_rules.title(
                 texts[0], first.context.get("intent"), f"{first.modality} episode"
@@ -1483,7 +1437,7 @@ class Pipeline:
             episode.causal_chain = [
                 CausalLink(event=e.id, role=role) for e, role in zip(members, roles, strict=True)
             ]
-            if episode.status == "compressed" and count > 1:
+            if episode.status == EPISODE_SEALED and count > 1:
                 episode.causal_chain[-1].role = "outcome"
             self._describe(episode)
             await self.index_documents(batch, {episode.id: episode_text(episode)})
@@ -1493,10 +1447,12 @@ class Pipeline:
         state = await self.read_state(item.event_id)
         if state is None:
             return
-        added = [d for d in item.payload if d not in state["derives"]]
+        added = [d for d in item.payload if d not in state.derives]
         if added:
-            state["derives"].extend(added)
-            foreign = state.setdefault("stage_derives", {}).setdefault("foreign", [])
+            state.derives.extend(added)
+            if state.stage_derives is None:
+                state.stage_derives = {}
+            foreign = state.stage_derives.setdefault(FOREIGN_DERIVES, [])
             foreign.extend(d for d in added if d not in foreign)
             await self.ctx.store.write([self.state_op(item.event_id, state)])
 
@@ -1547,7 +1503,7 @@ class Pipeline:
             {i["fact_id"] for i in intake} | set(summary["created"]) | set(summary["revised"])
         )
         record = self.ctx.bus.reserve(
-            "consolidated", scope=self.scope, event_id=event_id,
+            Stage.CONSOLIDATED, scope=self.scope, event_id=event_id,
             payload={"event_id": event_id, "foreign": True, "source_scope": work["source_scope"],
                      "beliefs_updated": len(summary["created"]) + len(summary["revised"]),
                      "beliefs_created": len(summary["created"]), "beliefs_deleted": len(summary["deleted"]),
@@ -1587,11 +1543,11 @@ class Pipeline:
         ops: list[Put] = []
         async for _, raw in store.scan(prefix=keys.events_prefix(self.scope)):
             event = loads(raw, Event)
-            state = await self.read_state(event.id) or {}
-            if state.get("cancelled"):
+            state = await self.read_state(event.id)
+            if state is not None and state.cancelled:
                 continue
-            fresh = {"scope": self.scope, "done": ["captured"], "lce": state.get("lce", [])[:1],
-                     "derives": [], "errors": [], "cancelled": False, "batch_id": event.batch_id}  # fmt: skip
+            fresh = EventState(scope=self.scope, done=[Stage.CAPTURED.value],
+                               lce=state.lce[:1] if state is not None else [], batch_id=event.batch_id)  # fmt: skip
             ops.append(self.state_op(event.id, fresh))
             ops.append(Put(keys.pending(self.scope, event.id), b""))
             self.enqueue(event)
@@ -1619,10 +1575,3 @@ def _weight(fact: Fact) -> float:
     """A fact's evidence for a belief: every observation asserting it counts."""
     return fact.evidence_weight or fact.confidence
 
-
-_ELAPSED_NAME = {
-    "extracted": "extract",
-    "indexed": "index",
-    "consolidated": "consolidate",
-    "episode": "compress",
-}

@@ -12,15 +12,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import CortexError, NotFound, ResourceDeleted
+from ...errors import InvalidCursor, NotFound, ResourceDeleted
 from .. import jsoncodec, keys
-from ..model import Belief, Episode, Event, Fact, loads, to_wire
+from ..model import Belief, Episode, Event, EventState, Fact, loads, to_wire
+from ..model.text import belief_text, fact_claim_text, said_text
+from ..stages import EPISODE_SEALED, LIFECYCLE_STAGES, STAGE_ORDER, Stage
 from ..temporal import format_ts
-
-
-class InvalidCursor(CortexError):
-    error_code = "INVALID_CURSOR"
-    http_status = 400
 
 
 def encode_cursor(key: bytes) -> str:
@@ -117,16 +114,16 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
     now = ctx.clock.now()
     temporal = query.get("temporal")
 
-    async def state_of(event_id: str) -> dict[str, Any]:
+    async def state_of(event_id: str) -> EventState | None:
         raw = await store.get(keys.event_state(event_id))
-        return jsoncodec.decode(raw) if raw else {}
+        return loads(raw, EventState) if raw else None
 
     async def event_wire(raw: bytes) -> dict[str, Any]:
         event = loads(raw, Event)
         wire = to_wire(event)
         state = await state_of(event.id)
-        wire["derives"] = state.get("derives", [])
-        wire["excluded_from_recall"] = bool(state.get("cancelled"))
+        wire["derives"] = state.derives if state is not None else []
+        wire["excluded_from_recall"] = state is not None and state.cancelled
         return wire
 
     if layer == "event":
@@ -176,38 +173,36 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         event_id = query["event_id"]
         if await store.get(keys.event(scope, event_id)) is None:
             raise NotFound(f"no event {event_id} in {scope}", details={"event_id": event_id})
-        state = await state_of(event_id)
-        done = state.get("done", [])
-        completed = [s for s in ("captured", "extracted", "indexed", "consolidated") if s in done]
-        episode_id = state.get("episode_id")
+        state = await state_of(event_id) or EventState(scope=scope)
+        done = state.done
+        completed = [s.value for s in STAGE_ORDER if s in done]
+        episode_id = state.episode_id
         if episode_id:
             raw = await store.get(keys.episode(scope, episode_id))
-            if raw is not None and loads(raw, Episode).status == "compressed":
-                completed.append("compressed")
-        cancelled = bool(state.get("cancelled"))
-        pending = [] if cancelled else [
-            s for s in ("captured", "extracted", "indexed", "consolidated", "compressed") if s not in completed
-        ]  # fmt: skip
+            if raw is not None and loads(raw, Episode).status == EPISODE_SEALED:
+                completed.append(Stage.COMPRESSED.value)
+        cancelled = state.cancelled
+        pending = [] if cancelled else [s.value for s in LIFECYCLE_STAGES if s not in completed]
         view = {
             "event_id": event_id,
             "scope": scope,
             "stages_completed": completed,
             "stages_pending": pending,
-            "lifecycle_event_ids": state.get("lce", []),
-            "derives": state.get("derives", []),
-            "derives_by_stage": state.get("stage_derives", {}),
-            "errors": state.get("errors", []),
+            "lifecycle_event_ids": state.lce,
+            "derives": state.derives,
+            "derives_by_stage": state.stage_derives if state.stage_derives is not None else {},
+            "errors": state.errors,
             "excluded_from_recall": cancelled,
-            "elapsed_ms": state.get("elapsed_ms", {}),
+            "elapsed_ms": state.elapsed_ms if state.elapsed_ms is not None else {},
         }
         if cancelled:
-            view["stages_cancelled"] = state.get("stages_cancelled", [])
-        if state.get("foreign"):
-            view["consolidated_into"] = state["foreign"]
-        if state.get("passages"):
-            view["passages"] = len(state["passages"])
-        if state.get("derived_records_limit"):
-            view["derived_records_limit"] = state["derived_records_limit"]
+            view["stages_cancelled"] = state.stages_cancelled if state.stages_cancelled is not None else []
+        if state.foreign:
+            view["consolidated_into"] = state.foreign
+        if state.passages:
+            view["passages"] = len(state.passages)
+        if state.derived_records_limit:
+            view["derived_records_limit"] = state.derived_records_limit
         return view
 
     if layer in ("facts", "fact", "timeline"):
@@ -440,8 +435,7 @@ async def _belief_why(store, scope: str, belief_id: str) -> dict[str, Any]:
         if fact_raw is None:
             continue
         fact = loads(fact_raw, Fact)
-        value = fact.object.name if fact.object.type != "literal" else fact.object.value
-        summary = f"{fact.subject.name} {fact.predicate.replace('_', ' ')} {value}"
+        summary = fact_claim_text(fact)
         nodes.append(
             {
                 "id": fact.id,
@@ -467,7 +461,7 @@ async def _belief_why(store, scope: str, belief_id: str) -> dict[str, Any]:
                 )
                 continue
             event = loads(event_raw, Event)
-            text = str(event.content.get("text") or event.content.get("kind"))
+            text = said_text(event.content)
             nodes.append(
                 {
                     "id": event_id,
@@ -480,11 +474,7 @@ async def _belief_why(store, scope: str, belief_id: str) -> dict[str, Any]:
         reasons[support.polarity].append(
             f"{summary} since {when} ({fact.id}, from {', '.join(cited)})"
         )
-    claim = belief.claim
-    obj = claim["object"]
-    value = obj.get("name") if obj.get("type") != "literal" else obj.get("value")
-    subject = claim["subject"].get("name") or claim["subject"]["id"]
-    statement = f"{subject} {claim['predicate'].replace('_', ' ')} {value}"
+    statement = belief_text(belief)
     interval = belief.confidence_interval
     narrative = (
         f'The claim "{statement}" is {belief.stance} with confidence {belief.confidence:.2f} '

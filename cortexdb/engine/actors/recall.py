@@ -20,7 +20,9 @@ from typing import Any
 
 import trio
 
-from ...errors import CortexError, InvalidBody, NotFound
+from ...errors import CortexError, InvalidBody, InvalidRecall, NotFound
+from ..model import Candidate
+from ..policy.capabilities import SCOPE_READ_LOCAL, scope_read
 from ..retrieve import filters as recall_filters
 from ..retrieve import planner, render, scoring
 from ..retrieve.temporal_filter import TemporalFilter
@@ -39,13 +41,6 @@ REQUEST_FIELDS = {
 }  # fmt: skip
 MMR_LAMBDA = 0.7
 
-
-class InvalidRecall(CortexError):
-    error_code = "INVALID_RECALL"
-    http_status = 422
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}", details={"field": field, "reason": reason})
 
 
 def _validate(request: Any) -> dict[str, Any]:
@@ -181,12 +176,8 @@ class RecallCoordinator:
         yield "plan", {"plan": plan, "filters_applied": filters_applied}
 
         t = trio.current_time()
-        policy_capability = (
-            "scope.read.local"
-            if spec["traversal"] == "local"
-            else f"scope.read.{spec['traversal']}"
-        )
-        self.ctx.policy.check(caller, "scope.read.local", spec["scope"])
+        policy_capability = scope_read(spec["traversal"])
+        self.ctx.policy.check(caller, SCOPE_READ_LOCAL, spec["scope"])
         if spec["traversal"] != "local":
             self.ctx.policy.check(caller, policy_capability, spec["scope"])
         traversal = await self.engine.traverse(spec["scope"], spec["traversal"], caller=caller)
@@ -214,14 +205,14 @@ class RecallCoordinator:
         for placeholder in denied:
             traversed.append(placeholder)
         trail.append({"phase": "hybrid_retrieve", "scopes": len(scopes),
-                      "bm25_hits": sum(1 for c in candidates if c["bm25"] > 0),
-                      "vector_hits": sum(1 for c in candidates if c["semantic"] > 0),
+                      "bm25_hits": sum(1 for c in candidates if c.bm25 > 0),
+                      "vector_hits": sum(1 for c in candidates if c.semantic > 0),
                       "candidates": len(candidates), "elapsed_ms": lap("recall", t)})  # fmt: skip
         trail.append({"phase": "rerank", "model": None, "elapsed_ms": 0.0})
 
         t = trio.current_time()
         scoring.score_candidates(candidates, weights)
-        linked = sum(1 for c in candidates if c["signals"]["graph"] > 0)
+        linked = sum(1 for c in candidates if c.signals["graph"] > 0)
         trail.append(
             {
                 "phase": "graph_expand",
@@ -233,15 +224,15 @@ class RecallCoordinator:
         trail.append({"phase": "score", "weights": weights, "elapsed_ms": lap("rank", t)})
 
         t = trio.current_time()
-        by_layer: dict[str, list[dict[str, Any]]] = {layer: [] for layer in LAYERS}
-        best: dict[tuple[str, str], dict[str, Any]] = {}  # one item per record: a long event's
+        by_layer: dict[str, list[Candidate]] = {layer: [] for layer in LAYERS}
+        best: dict[tuple[str, str], Candidate] = {}  # one item per record: a long event's
         for candidate in candidates:  # best passage (its item says which of how many it is)
-            key = (candidate["scope"], candidate["record"]["id"])
-            if key not in best or candidate["score"] > best[key]["score"]:
+            key = (candidate.scope, candidate.record["id"])
+            if key not in best or candidate.score > best[key].score:
                 best[key] = candidate
         for candidate in best.values():
-            by_layer[candidate["layer"]].append(candidate)
-        chosen: dict[str, list[dict[str, Any]]] = {}
+            by_layer[candidate.layer].append(candidate)
+        chosen: dict[str, list[Candidate]] = {}
         layer_ms: dict[str, float] = {}
         for layer in LAYERS:
             layer_started = trio.current_time()
@@ -252,17 +243,17 @@ class RecallCoordinator:
         t = trio.current_time()
         flat = [c for layer in LAYERS for c in chosen[layer]]
         kept, evictions = scoring.knapsack(flat, spec["max_tokens"])
-        kept_ids = {c["id"] for c in kept}
+        kept_ids = {c.id for c in kept}
         trail.append({"phase": "knapsack", "budget_tokens": spec["max_tokens"],
-                      "tokens_used": sum(c["tokens_estimate"] for c in kept),
+                      "tokens_used": sum(c.tokens_estimate for c in kept),
                       "knapsack_evictions": evictions, "elapsed_ms": lap("knapsack", t)})  # fmt: skip
 
         layers_out: dict[str, list[dict[str, Any]]] = {}
         records: dict[str, list[dict[str, Any]]] = {}
         for layer in LAYERS:
-            items = [c for c in chosen[layer] if c["id"] in kept_ids]
-            items.sort(key=lambda c: (-c["score"], c["id"]))
-            records[layer] = [c["record"] for c in items]
+            items = [c for c in chosen[layer] if c.id in kept_ids]
+            items.sort(key=lambda c: (-c.score, c.id))
+            records[layer] = [c.record for c in items]
             layers_out[layer] = [
                 self._item(c, position, spec["exclude_content"])
                 for position, c in enumerate(items, 1)
@@ -276,8 +267,8 @@ class RecallCoordinator:
         citations: dict[str, list[str]] = {}
         for layer in LAYERS:
             for c in chosen[layer]:
-                if c["id"] in kept_ids:
-                    for source, targets in c["chain"].items():
+                if c.id in kept_ids:
+                    for source, targets in c.chain.items():
                         citations.setdefault(source, list(targets))
         provenance = {"trail": trail, "citations": citations}
         if spec["citation_mode"] != "none":
@@ -350,18 +341,18 @@ class RecallCoordinator:
             del self._keys[key]
 
     @staticmethod
-    def _item(candidate: dict[str, Any], position: int, exclude_content: bool) -> dict[str, Any]:
-        record = dict(candidate["record"])
+    def _item(candidate: Candidate, position: int, exclude_content: bool) -> dict[str, Any]:
+        record = dict(candidate.record)
         if exclude_content:
             for field in ("content", "summary", "opening", "closing"):
                 record.pop(field, None)
         record["ranked_position"] = position
-        record["score"] = round(candidate["score"], 4)
-        record["scope"] = candidate["scope"]
+        record["score"] = round(candidate.score, 4)
+        record["scope"] = candidate.scope
         return record
 
     async def _fan_out(self, scopes: list[str], query: dict[str, Any]):
-        results: dict[str, list[dict[str, Any]]] = {}
+        results: dict[str, list[Candidate]] = {}
         degraded: list[dict[str, Any]] = []
         deadline = self.ctx.config.recall_deadline
 
@@ -405,10 +396,10 @@ class RecallCoordinator:
             diagnostics["policy"] = {"tier_attribution": "scope", "capability": capability}
             diagnostics["weights"] = weights
             diagnostics["items"] = {
-                c["id"]: {
-                    "layer": c["layer"],
-                    "score": round(c["score"], 4),
-                    "signals": c["signals"],
+                c.id: {
+                    "layer": c.layer,
+                    "score": round(c.score, 4),
+                    "signals": c.signals,
                 }
                 for c in kept
             }

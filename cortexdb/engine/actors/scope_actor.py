@@ -19,9 +19,10 @@ import trio
 
 from ...errors import CortexError, Internal, NotFound, WalUnavailable
 from .. import jsoncodec, keys
-from ..model import Event, Scope, dumps, encode_json
+from ..model import Event, EventState, Scope, dumps, encode_json
 from ..model.converter import event_wire
 from ..spi.kv import Delete, Put
+from ..stages import Stage
 from ..temporal import format_ts
 from . import reads
 from .messages import (
@@ -204,16 +205,16 @@ class ScopeActor:
                     idempotency_key=envelope.idempotency_key, batch_id=item.batch_id,
                 )  # fmt: skip
                 record = ctx.bus.reserve(
-                    "captured", scope=self.scope, event_id=event_id, batch_id=item.batch_id, ts=now,
+                    Stage.CAPTURED, scope=self.scope, event_id=event_id, batch_id=item.batch_id, ts=now,
                     payload={"event_id": event_id, "actor": event.actor, "modality": event.modality,
                              "wal_offset": offset},
                 )  # fmt: skip
                 records.append(record)
-                state = {"scope": self.scope, "done": ["captured"], "lce": [record.lifecycle_id],
-                         "derives": [], "errors": [], "cancelled": False, "batch_id": item.batch_id}  # fmt: skip
+                state = EventState(scope=self.scope, done=[Stage.CAPTURED.value], lce=[record.lifecycle_id],
+                                   batch_id=item.batch_id)  # fmt: skip
                 ops.append(Put(keys.event(self.scope, event_id), encode_json(event_wire(event))))
                 ops.append(Put(keys.wal(offset), keys.wal_value(self.scope, event_id)))
-                ops.append(Put(keys.event_state(event_id), encode_json(state)))
+                ops.append(Put(keys.event_state(event_id), dumps(state)))
                 ops.append(Put(keys.pending(self.scope, event_id), b""))
                 ops.append(ctx.bus.put_op(record))
                 if item.idempotency is not None:

@@ -3,12 +3,14 @@
 from .converter import converter, dumps, encode_json, from_wire, loads, to_wire
 from .records import (
     Belief,
+    Candidate,
     CausalLink,
     Concept,
     ConfidenceInterval,
     Entity,
     Episode,
     Event,
+    EventState,
     Fact,
     LifecycleEvent,
     RevisionPolicy,
@@ -19,7 +21,7 @@ from .records import (
 )
 
 __all__ = [
-    "Belief", "CausalLink", "Concept", "ConfidenceInterval", "Entity", "Episode", "Event", "Fact",
-    "LifecycleEvent", "RevisionPolicy", "Scope", "SupportRef", "TypedRef", "TypedValue",
-    "converter", "dumps", "encode_json", "from_wire", "loads", "to_wire",
+    "Belief", "Candidate", "CausalLink", "Concept", "ConfidenceInterval", "Entity", "Episode",
+    "Event", "EventState", "Fact", "LifecycleEvent", "RevisionPolicy", "Scope", "SupportRef",
+    "TypedRef", "TypedValue", "converter", "dumps", "encode_json", "from_wire", "loads", "to_wire",
 ]  # fmt: skip

@@ -65,8 +65,34 @@ def lifecycle_wire(record: records.LifecycleEvent) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def event_state_wire(state: records.EventState) -> dict[str, Any]:
+    """Hand-written: a state is written on capture and by every stage.  The always-stored fields
+    first, then the ones a stage has set, in the order the stages set them (as before: the
+    stored JSON of an event state keeps its names, order and omissions)."""
+    wire: dict[str, Any] = {
+        "scope": state.scope, "done": state.done, "lce": state.lce, "derives": state.derives,
+        "errors": state.errors, "cancelled": state.cancelled, "batch_id": state.batch_id,
+    }  # fmt: skip
+    for name in records.EVENT_STATE_OPTIONAL:
+        value = getattr(state, name)
+        if value is not None:
+            wire[name] = value
+    return wire
+
+
+def event_state_from_wire(data: dict[str, Any], _: Any = None) -> records.EventState:
+    return records.EventState(
+        scope=data["scope"], done=data.get("done", []), lce=data.get("lce", []),
+        derives=data.get("derives", []), errors=data.get("errors", []),
+        cancelled=bool(data.get("cancelled", False)), batch_id=data.get("batch_id"),
+        **{name: data.get(name) for name in records.EVENT_STATE_OPTIONAL},
+    )  # fmt: skip
+
+
 converter.register_unstructure_hook(records.Event, event_wire)
 converter.register_unstructure_hook(records.LifecycleEvent, lifecycle_wire)
+converter.register_unstructure_hook(records.EventState, event_state_wire)
+converter.register_structure_hook(records.EventState, event_state_from_wire)
 encode_json = jsoncodec.encode
 
 

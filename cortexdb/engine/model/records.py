@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from ..stages import EPISODE_OPEN
+
 Timestamp = dt.datetime
 
 
@@ -171,7 +173,7 @@ class Episode:
     causal_chain: list[CausalLink] = attrs.field(factory=list)
     strategy: str = "time_gap"
     session: str | None = None
-    status: str = "open"  # open | compressed
+    status: str = EPISODE_OPEN  # open | compressed (stages.EPISODE_SEALED)
     sealed_at: Timestamp | None = None
     causal_predecessor: str | None = None
     informative_events: int = 0  # events that yielded at least one fact (for centrality_score)
@@ -252,3 +254,80 @@ class LifecycleEvent:
     batch_id: str | None = None
     job_id: str | None = None
     payload: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.define(kw_only=True)
+class EventState:
+    """One event's pipeline state (table ``X``, keyed by event id; docs/formats.md).
+
+    The field names are the stored JSON's.  The first seven are written on capture and always
+    stored (``batch_id`` as ``null`` for a single write); the others are stored once a stage sets
+    them (``None`` = absent), so the state of an old data dir reads back unchanged.
+    """
+
+    scope: str
+    done: list[str] = attrs.field(factory=list)  # the steps run (stages.Stage values), in order
+    lce: list[str] = attrs.field(factory=list)  # its lifecycle record ids
+    derives: list[str] = attrs.field(factory=list)  # every record it derived, in this and other scopes
+    errors: list[dict[str, Any]] = attrs.field(factory=list)  # {stage, error, message[, failures]}
+    cancelled: bool = False
+    batch_id: str | None = None
+    passages: list[list[int]] | None = None  # [start, end) character spans of a long text
+    stage_derives: dict[str, list[str]] | None = None  # stage (or "foreign") -> records it derived
+    intake: list[dict[str, Any]] | None = None  # extraction's per-assertion outcomes
+    touched: list[list[str]] | None = None  # the (subject id, predicate) pairs extraction changed
+    superseded: list[str] | None = None  # the facts extraction superseded
+    derived_records_limit: dict[str, Any] | None = None  # what max_derived_per_event left out
+    elapsed_ms: dict[str, float] | None = None  # timing name (stages.STAGE_TIMING) -> ms
+    foreign: list[str] | None = None  # the scopes its assertions were consolidated into
+    episode_id: str | None = None
+    stages_cancelled: list[str] | None = None
+    beliefs_deleted_by_cancel: list[str] | None = None
+
+    def set_stage_derives(self, stage: str, ids: list[str]) -> None:
+        """What ``stage`` (a plain string: it keys a JSON object) derived."""
+        if self.stage_derives is None:
+            self.stage_derives = {}
+        self.stage_derives[stage] = ids
+
+    def set_elapsed(self, name: str, milliseconds: float) -> None:
+        if self.elapsed_ms is None:
+            self.elapsed_ms = {}
+        self.elapsed_ms[name] = milliseconds
+
+
+#: the fields of ``EventState`` stored only once set, in the order they are written
+EVENT_STATE_OPTIONAL = (
+    "passages", "stage_derives", "intake", "touched", "superseded", "derived_records_limit",
+    "elapsed_ms", "foreign", "episode_id", "stages_cancelled", "beliefs_deleted_by_cancel",
+)  # fmt: skip
+
+
+@attrs.define(kw_only=True, eq=False)
+class Candidate:
+    """One recall candidate: a record one scope actor found, with the raw signals the coordinator
+    scores (DESIGN §7).  In memory only (an actor's answer to the coordinator), never stored.
+
+    ``record`` is the stored record as a wire dict (an event: one passage of a long text);
+    ``links`` its supports/derives neighbours (graph proximity); ``chain`` its citations down to
+    events.  The coordinator fills ``signals`` and ``score``."""
+
+    layer: str  # events | episodes | facts | beliefs
+    id: str  # the record's id, or an event passage's id
+    record: dict[str, Any]
+    text: str  # what MMR compares when the record has no vector (model.text)
+    time: str  # the RFC 3339 time its recency counts from
+    importance: float
+    confidence: float
+    links: list[str]
+    chain: dict[str, list[str]]
+    raw_size: int  # bytes of the stored record (of the passage, for a passage)
+    scope: str = ""
+    bm25: float = 0.0
+    semantic: float = 0.0
+    recency: float = 0.0
+    vector: Any = None  # its unit embedding (numpy), when the scope's vector index has one
+    tokens: set[str] | None = None  # its text's tokens, when it has no vector
+    tokens_estimate: int = 0
+    signals: dict[str, float] = attrs.field(factory=dict)
+    score: float = 0.0

@@ -18,21 +18,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from ...errors import CortexError
+from ...errors import EmbedderUnavailable
 
 _WORD = re.compile(r"[0-9a-z]+")
 
 
-class EmbedderUnavailable(CortexError):
-    error_code = "EMBEDDER_UNAVAILABLE"
-    http_status = 503
-
-
-class EmbedderMismatch(CortexError):
-    """The data dir's vectors were made by another embedder (or dimension)."""
-
-    error_code = "EMBEDDER_MISMATCH"
-    http_status = 409
 
 
 class HashEmbedder:

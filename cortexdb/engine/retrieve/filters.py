@@ -9,15 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import CortexError
+from ...errors import InvalidFilter
 
 FIELDS = ("observed_actor", "confidence", "modality", "labels", "predicate", "subject")
 OPERATORS = ("in", "eq", "gte", "lte")
 
-
-class InvalidFilter(CortexError):
-    error_code = "INVALID_FILTER"
-    http_status = 422
 
 
 def validate(node: Any, path: str = "filters") -> list[str]:

@@ -8,40 +8,28 @@ from __future__ import annotations
 from typing import Any
 
 from ..derive.episodes import first_sentence
+from ..model.text import claim_text, said_text
 
 CITATION_MODES = ("none", "inline_with_markers", "block_at_end", "structured_only")
 MAX_BELIEFS, MAX_FACTS, MAX_EPISODES, MAX_EVENTS = 5, 8, 3, 5
-
-
-def _value(obj: dict[str, Any]) -> str:
-    if obj.get("type") in ("entity", "concept"):
-        return str(obj.get("name") or obj.get("id"))
-    value = obj.get("value")
-    unit = f" {obj['unit']}" if obj.get("unit") else ""
-    return f"{value}{unit}"
-
-
-def _subject(ref: dict[str, Any]) -> str:
-    return str(ref.get("name") or ref.get("id"))
 
 
 def item_text(layer: str, record: dict[str, Any]) -> str:
     """The one-line statement an item contributes to the context block."""
     if layer == "beliefs":
         claim = record["claim"]
-        return (f"{_subject(claim['subject'])} {claim['predicate'].replace('_', ' ')} {_value(claim['object'])} "
-                f"(belief: {record['stance']}, confidence {record['confidence']:.2f})")  # fmt: skip
+        statement = claim_text(claim["subject"], claim["predicate"], claim["object"], units=True)
+        return f"{statement} (belief: {record['stance']}, confidence {record['confidence']:.2f})"
     if layer == "facts":
-        negation = "not " if record.get("polarity", 1) < 0 else ""
+        statement = claim_text(record["subject"], record["predicate"], record["object"],
+                               negated=record.get("polarity", 1) < 0, units=True)  # fmt: skip
         since = record["valid_from"][:10]
         until = f" until {record['valid_to'][:10]}" if record.get("valid_to") else ""
-        return (f"{_subject(record['subject'])} {negation}{record['predicate'].replace('_', ' ')} "
-                f"{_value(record['object'])} (from {since}{until})")  # fmt: skip
+        return f"{statement} (from {since}{until})"
     if layer == "episodes":
         return f"{record['name']}: {record['summary']}"
     if layer == "events":
-        content = record.get("content", {})
-        text = str(content.get("text") or content.get("kind", ""))
+        text = said_text(record.get("content", {}))
         # a passage of a long text was chosen for what it says, not for how the text begins
         said = " ".join(text.split()) if record.get("passage") else first_sentence(text)
         return f"{record['actor']} on {record['context']['observed_at'][:10]}: {said}"

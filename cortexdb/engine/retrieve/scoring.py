@@ -1,17 +1,19 @@
 """Scoring, MMR and the token-budget knapsack for recall (DESIGN §7).
 
-Signals per candidate, each in [0, 1]: ``semantic`` (cosine, min-max normalised over the
-candidates), ``bm25`` (divided by the best BM25 score of the recall), ``graph`` (how many of its ``supports``/``derives`` neighbours
-are candidates too), ``recency`` (half-life decay from the reference time), ``importance`` and
-``confidence`` (from the record).  The score is their weighted sum; the weights are in the trail.
+Candidates are ``model.Candidate`` records.  Signals per candidate, each in [0, 1]: ``semantic``
+(cosine, min-max normalised over the candidates), ``bm25`` (divided by the best BM25 score of the
+recall), ``graph`` (how many of its ``supports``/``derives`` neighbours are candidates too),
+``recency`` (half-life decay from the reference time), ``importance`` and ``confidence`` (from the
+record).  The score is their weighted sum; the weights are in the trail.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
+
+from ..model.records import Candidate
 
 HALF_LIFE_DAYS = 30.0
 TOKEN_OVERHEAD = 12  # per item: id, layer and score in the rendered pack
@@ -21,63 +23,63 @@ def recency(age_days: float) -> float:
     return math.exp(-math.log(2) * max(0.0, age_days) / HALF_LIFE_DAYS)
 
 
-def score_candidates(candidates: list[dict[str, Any]], weights: dict[str, float]) -> None:
+def score_candidates(candidates: list[Candidate], weights: dict[str, float]) -> None:
     """Fill ``signals`` and ``score`` of every candidate in place."""
-    best_bm25 = max((c["bm25"] for c in candidates), default=0.0) or 1.0
+    best_bm25 = max((c.bm25 for c in candidates), default=0.0) or 1.0
     # cosine similarities sit in a narrow band whose position depends on the model: min-max
     # normalise them over the candidates, as BM25 is normalised by its best score
-    cosines = [float(c["semantic"]) for c in candidates if c["semantic"]]
+    cosines = [float(c.semantic) for c in candidates if c.semantic]
     low, high = (min(cosines), max(cosines)) if cosines else (0.0, 0.0)
     spread = (high - low) or 1.0
-    present = {c["id"] for c in candidates}
+    present = {c.id for c in candidates}
     for c in candidates:
-        links = c.get("links", ())
+        links = c.links
         graph = min(1.0, sum(1 for link in links if link in present) / 2.0)
         signals = {
-            "semantic": (float(c["semantic"]) - low) / spread if c["semantic"] else 0.0,
-            "bm25": c["bm25"] / best_bm25,
+            "semantic": (float(c.semantic) - low) / spread if c.semantic else 0.0,
+            "bm25": c.bm25 / best_bm25,
             "graph": graph,
-            "recency": c["recency"],
-            "importance": c["importance"],
-            "confidence": c["confidence"],
+            "recency": c.recency,
+            "importance": c.importance,
+            "confidence": c.confidence,
         }
-        c["signals"] = {k: round(v, 4) for k, v in signals.items()}
-        c["score"] = round(sum(weights[k] * v for k, v in signals.items()), 6)
+        c.signals = {k: round(v, 4) for k, v in signals.items()}
+        c.score = round(sum(weights[k] * v for k, v in signals.items()), 6)
 
 
-def _matrix(pool: list[dict[str, Any]]) -> np.ndarray | None:
+def _matrix(pool: list[Candidate]) -> np.ndarray | None:
     """Unit vectors of the pool as rows, or None when some candidate has no vector."""
-    vectors = [c.get("vector") for c in pool]
+    vectors = [c.vector for c in pool]
     if not vectors or any(v is None for v in vectors):
         return None
     return np.stack(vectors).astype(np.float32)
 
 
-def _jaccard_row(pool: list[dict[str, Any]], chosen: dict[str, Any]) -> np.ndarray:
-    tokens = chosen.get("tokens") or set()
+def _jaccard_row(pool: list[Candidate], chosen: Candidate) -> np.ndarray:
+    tokens = chosen.tokens or set()
     out = np.zeros(len(pool), dtype=np.float32)
     if tokens:
         for i, candidate in enumerate(pool):
-            other = candidate.get("tokens") or set()
+            other = candidate.tokens or set()
             if other:
                 out[i] = len(tokens & other) / len(tokens | other)
     return out
 
 
-def mmr(candidates: list[dict[str, Any]], limit: int, lam: float = 0.7) -> list[dict[str, Any]]:
+def mmr(candidates: list[Candidate], limit: int, lam: float = 0.7) -> list[Candidate]:
     """Maximal marginal relevance: relevance traded against redundancy with what is picked.
 
     Vectorised: the redundancy of every pooled candidate is kept as a running maximum of its
     similarity to the picked ones (cosine of embeddings; token Jaccard without them).
     """
-    pool = sorted(candidates, key=lambda c: (-c["score"], c["id"]))[: max(limit * 4, limit)]
+    pool = sorted(candidates, key=lambda c: (-c.score, c.id))[: max(limit * 4, limit)]
     if not pool or limit <= 0:
         return []
-    scores = np.array([c["score"] for c in pool], dtype=np.float64)
+    scores = np.array([c.score for c in pool], dtype=np.float64)
     matrix = _matrix(pool)
     redundancy = np.zeros(len(pool), dtype=np.float64)
     available = np.ones(len(pool), dtype=bool)
-    picked: list[dict[str, Any]] = []
+    picked: list[Candidate] = []
     while len(picked) < min(limit, len(pool)):
         values = np.where(available, lam * scores - (1 - lam) * redundancy, -np.inf)
         best = int(np.argmax(values))  # ties: the earlier (better-scored, then lower id) wins
@@ -94,14 +96,14 @@ def estimate_tokens(text: str | int) -> int:
     return TOKEN_OVERHEAD + max(1, size // 4)
 
 
-def knapsack(items: list[dict[str, Any]], budget: int | None) -> tuple[list[dict[str, Any]], int]:
+def knapsack(items: list[Candidate], budget: int | None) -> tuple[list[Candidate], int]:
     """Keep the best-scoring items whose tokens fit the budget (greedy by score, skipping what no
     longer fits).  Returns the kept items and how many were evicted — never a silent cut."""
     if budget is None:
         return items, 0
     kept, used, evicted = [], 0, 0
-    for item in sorted(items, key=lambda c: (-c["score"], c["id"])):
-        cost = item["tokens_estimate"]
+    for item in sorted(items, key=lambda c: (-c.score, c.id)):
+        cost = item.tokens_estimate
         if used + cost <= budget:
             kept.append(item)
             used += cost

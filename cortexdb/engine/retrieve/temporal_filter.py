@@ -16,16 +16,12 @@ from typing import Any
 
 import attrs
 
-from ...errors import CortexError
+from ...errors import InvalidTemporal
 from ..temporal import parse_rfc3339, shift, try_parse_rfc3339
 from ..timephrases import resolve_phrase
 
 Interval = tuple[dt.datetime | None, dt.datetime | None]
 
-
-class InvalidTemporal(CortexError):
-    error_code = "INVALID_TEMPORAL"
-    http_status = 422
 
 
 def _ts(value: Any) -> dt.datetime | None:

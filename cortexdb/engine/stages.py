@@ -1,0 +1,63 @@
+"""The pipeline's stages: the only place their names are spelled (DESIGN §1.1, rule 9).
+
+An event is ``captured`` into the WAL, then the derivation lane takes it through ``extracted``
+(facts and entities), ``indexed`` (text and vector indexes) and ``consolidated`` (beliefs); each
+is a lifecycle record (reference §13) and an entry of the event's ``EventState.done``.  The lane's
+last per-event step, ``episode``, puts the event into its episode window: it is internal (no
+lifecycle record, only ``done``), because ``compressed`` is announced once, when the episode
+seals, for all of its events.
+
+``Stage`` is a ``StrEnum``: a member *is* its string (``Stage.INDEXED == "indexed"``), so stored
+state, lifecycle payloads and HTTP bodies carry the same words as before.  orjson refuses a
+``StrEnum`` as a *dict key*, so a stage that keys a JSON object is written as ``stage.value``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Stage(StrEnum):
+    CAPTURED = "captured"
+    EXTRACTED = "extracted"
+    INDEXED = "indexed"
+    CONSOLIDATED = "consolidated"
+    COMPRESSED = "compressed"
+    #: internal: the event joined its episode window (``compressed`` comes when the window seals)
+    EPISODE_JOINED = "episode"
+
+
+#: the lifecycle stages of a memory event, in order (reference §13)
+LIFECYCLE_STAGES = (
+    Stage.CAPTURED, Stage.EXTRACTED, Stage.INDEXED, Stage.CONSOLIDATED, Stage.COMPRESSED,
+)  # fmt: skip
+#: a lifecycle record's per-event sequence number (``seq``; 0 = captured)
+STAGE_SEQ: dict[str, int] = {stage.value: seq for seq, stage in enumerate(LIFECYCLE_STAGES)}
+#: the derivation lane's steps after capture, in the order it runs them
+LANE_STEPS = (Stage.EXTRACTED, Stage.INDEXED, Stage.CONSOLIDATED, Stage.EPISODE_JOINED)
+#: the stages an event's own pipeline completes, in order (what ``wait=`` can wait for)
+STAGE_ORDER = (Stage.CAPTURED, Stage.EXTRACTED, Stage.INDEXED, Stage.CONSOLIDATED)
+#: the ``wait`` modes of a write (None: answer once the WAL has it)
+WAIT_MODES = (None, Stage.CAPTURED, Stage.INDEXED, Stage.CONSOLIDATED)
+#: the name each step's duration carries in ``elapsed_ms`` (an event's state, a write's result)
+STAGE_TIMING: dict[str, str] = {
+    Stage.CAPTURED.value: "capture",
+    Stage.EXTRACTED.value: "extract",
+    Stage.INDEXED.value: "index",
+    Stage.CONSOLIDATED.value: "consolidate",
+    Stage.EPISODE_JOINED.value: "compress",
+}
+#: the key of ``EventState.stage_derives`` under which records derived in other scopes (by
+#: ``directives.consolidate_into``) are listed
+FOREIGN_DERIVES = "foreign"
+
+#: an episode's ``status``: ``open`` while its window takes events, then ``compressed`` (sealed:
+#: the word is the stage's, since sealing is what the ``compressed`` record announces)
+EPISODE_OPEN = "open"
+EPISODE_SEALED = Stage.COMPRESSED.value
+
+
+def at_scope(stage: str, scope: str) -> str:
+    """The waiter key of a stage run in another scope (``consolidated@org:acme``): a write with
+    ``directives.consolidate_into`` and ``wait=consolidated`` waits for the target's record too."""
+    return f"{stage}@{scope}"
