@@ -146,7 +146,7 @@ async def derivation_run(backend: str, n: int) -> dict:
         kwargs = {"store": store} if store is not None else {"path": path}
         async with cortexdb.open_engine(backend, config=config, **kwargs) as engine:
             await engine.ping(SCOPE)
-            engine._supervisor.actor(SCOPE).pipeline.stop()  # park derivation; P markers stay
+            await engine.pause_derivation(SCOPE)  # park derivation; P markers stay
             items = [{k: v for k, v in body(i).items() if k != "scope"} for i in range(n)]
             for start in range(0, n, 1000):
                 await engine.experience_bulk({"scope": SCOPE, "items": items[start : start + 1000]})

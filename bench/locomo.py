@@ -117,7 +117,6 @@ def turns_in_rank_order(pack: dict) -> list[str]:
 
 async def run(args, arms: list[str], samples: list[dict], embedder) -> dict[str, dict]:
     """Ingest every conversation once, then recall every question under each arm."""
-    import attrs
 
     config = EngineConfig(recall_candidates=100, idle_timeout=3600)
     results = {
@@ -136,7 +135,7 @@ async def run(args, arms: list[str], samples: list[dict], embedder) -> dict[str,
             ingest_events += len(turns)
             scopes.append((scope, sample))
         for arm in arms:
-            engine._ctx.config = attrs.evolve(config, recall_mode=arm)  # the arm under test
+            engine.set_recall_mode(arm)  # the arm under test
             recalls, latencies = results[arm]["recalls"], results[arm]["latencies"]
             for scope, sample in scopes:
                 questions = sample["qa"][: args.questions] if args.questions else sample["qa"]

@@ -14,6 +14,7 @@ from cortexdb import ManualClock
 from cortexdb.backends.memory.store import MemoryStore
 from cortexdb.engine.actors.bus import LifecycleBus, LifecycleFilter
 from cortexdb.engine.ids import IdGenerator
+from cortexdb.engine.storage import NodeTables
 from cortexdb.server.policy import Principal
 from cortexdb.server.streams import FrameCache, lifecycle_batches
 
@@ -24,7 +25,7 @@ SCOPES = ["org:acme/user:alice", "org:acme/user:bob", "org:acme/team:core"]
 
 def new_bus() -> LifecycleBus:
     clock = ManualClock("2026-05-13T15:42:09Z")
-    return LifecycleBus(MemoryStore(), IdGenerator(clock, seed=3), clock)
+    return LifecycleBus(NodeTables(MemoryStore()).lifecycle, IdGenerator(clock, seed=3), clock)
 
 
 async def publish(bus: LifecycleBus, total: int, per_commit: int) -> list:
@@ -125,7 +126,7 @@ async def test_take_resumes_after_the_last_record_taken():
     assert [r.lifecycle_id for r in first.take()] == [r.lifecycle_id for r in published[4:]]
     # a subscriber resuming after the 4th record replays the last two from the store
     for record in published:
-        await bus._store.write([bus.put_op(record)])
+        await bus.table.write([bus.put_op(record)])
     resumed = await bus.subscribe(since_lifecycle_id=published[3].lifecycle_id)
     assert [r.lifecycle_id for r in resumed.take()] == [r.lifecycle_id for r in published[4:]]
 

@@ -107,14 +107,10 @@ async def test_inherit_from_limits_the_upward_walk(engine):
     await engine.experience(
         envelope("Mine.", scope="org:acme/team:x/user:alice"), wait="consolidated"
     )
-    from cortexdb.engine import keys
-    from cortexdb.engine.model import Scope, dumps, loads
-    from cortexdb.engine.spi.kv import Put
-
-    raw = await engine.store.get(keys.scope_record("org:acme/team:x/user:alice"))
-    record = loads(raw, Scope)
+    scopes = engine.tables.scopes
+    record = await scopes.get("org:acme/team:x/user:alice")
     record.policies = {"inherit_from": ["org:acme/team:x"]}
-    await engine.store.write([Put(keys.scope_record(record.path), dumps(record))])
+    await scopes.put(record.path, record)
     pack = await engine.recall({"scope": "org:acme/team:x/user:alice", "query": "note"})
     assert [s["scope"] for s in pack["diagnostics"]["scopes_traversed"]] == [
         "org:acme/team:x/user:alice",

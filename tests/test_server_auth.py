@@ -235,7 +235,7 @@ def test_presets_match_appendix_a():
     from cortexdb.server.policy import PolicyEngine
 
     for name in PRESETS:
-        engine = PolicyEngine(load_preset(name), store=None, operators=("user:root",))
+        engine = PolicyEngine(load_preset(name), documents=None, operators=("user:root",))
         alice = Principal(actor="user:alice", tenant=TENANT)
         for capability, allowed in expected[name].items():
             assert engine.decide(alice, capability).allowed is allowed, (name, capability)

@@ -27,7 +27,6 @@ from ..errors import (
     PayloadTooLarge,
     PolicyDenied,
 )
-from . import jsoncodec, keys
 from .actors.bus import LifecycleBus, LifecycleFilter, Subscription
 from .actors.messages import CancelEvent, Capture, CaptureItem, Flush, Ping, ReadLayer, Rebuild
 from .actors.services import EntityResolver, IdempotencyTable, Replay, WalSequencer, body_hash
@@ -38,7 +37,7 @@ from .derive.rules import RuleExtractor
 from .envelope import resolve_identities, validate_envelope
 from .ids import IdGenerator
 from .limits import check_event_size
-from .model import EventState, LifecycleEvent, loads, to_wire
+from .model import LifecycleEvent, to_wire
 from .policy.capabilities import (
     POLICY_ADMINISTER_SCOPE,
     SCOPE_READ_LOCAL,
@@ -50,11 +49,13 @@ from .policy.hook import AllowAll, PolicyHook, Verdict
 from .retrieve.embedders import by_name
 from .scopes import ancestors, canonical_scope, is_within
 from .stages import FOREIGN_DERIVES, STAGE_ORDER, STAGE_TIMING, WAIT_MODES, Stage, at_scope
+from .storage import NodeTables
 from .temporal import parse_rfc3339
 
 log = logging.getLogger("cortexdb.engine")
 
 ORDERINGS = ("strict_temporal", "batch_throughput")
+RECALL_MODES = ("hybrid", "bm25", "vector")
 FAMILY_EXPERIENCE = "/v1/experience"
 FAMILY_BULK = "/v1/experience/bulk"
 
@@ -134,6 +135,7 @@ class NodeContext:
     """What every actor shares: node services and configuration (no mutable shared state)."""
 
     store: Any
+    tables: NodeTables
     clock: Clock
     ids: IdGenerator
     config: EngineConfig
@@ -164,22 +166,30 @@ class Engine:
         ctx.supervisor = self._supervisor
         from .actors.recall import RecallCoordinator
 
-        self._recall = RecallCoordinator(self)
+        self._recall = RecallCoordinator(self, ctx)
         self._phrases: dict[str, dict[str, tuple]] = {}
 
     @property
     def store(self):
+        """The engine's ``KVStore`` (what ``open_engine`` opened or was given)."""
         return self._ctx.store
+
+    @property
+    def tables(self) -> NodeTables:
+        """The node's and tenants' tables (``storage.NodeTables``): how the server's stores —
+        policy documents, revoked tokens, audit rows and peppers, scope records — read and
+        write, without building a key or touching the store (docs/decisions.md)."""
+        return self._ctx.tables
 
     # -- lifetime ------------------------------------------------------------------------------
     async def _start(self, nursery: trio.Nursery) -> None:
         ctx = self._ctx
         await self._check_embedder()
-        await ctx.wal.restore(ctx.store)
+        await ctx.wal.restore(ctx.tables.wal)
         await ctx.bus.restore()
         await nursery.start(self._supervisor.run)
         nursery.start_soon(self._maintenance)
-        scopes = await self._scopes_with_pending_work()
+        scopes = await ctx.tables.scopes_with_pending_work()
         if getattr(
             self, "_rescan_all", False
         ):  # re-embedding: every scope's actor does it on start
@@ -189,12 +199,9 @@ class Engine:
 
     async def _check_embedder(self) -> None:
         """A data dir records its embedder: vectors of two embedders are never mixed."""
-        from .spi.kv import Delete, Put
-
-        embedder = self._ctx.embedder
+        embedder, tables = self._ctx.embedder, self._ctx.tables
         current = {"name": embedder.name, "dimension": embedder.dimension}
-        raw = await self.store.get(keys.meta("embedder"))
-        recorded = jsoncodec.decode(raw) if raw else None
+        recorded = await tables.meta.get("embedder")
         if recorded == current:
             return
         if recorded is not None and not self.config.reembed:
@@ -204,29 +211,9 @@ class Engine:
                 details={"recorded": recorded, "requested": current},
             )
         if recorded is not None:  # re-embed: drop every stored vector; actors re-embed on start
-            doomed = [
-                Delete(key) async for key, _ in self.store.scan(prefix=keys.VECTOR_TABLE_PREFIX)
-            ]
-            for start in range(0, len(doomed), 10_000):
-                await self.store.write(doomed[start : start + 10_000])
+            await tables.all_vectors.delete_all()
             self._rescan_all = True
-        await self.store.write([Put(keys.meta("embedder"), jsoncodec.encode(current))], sync=True)
-
-    async def _scopes_with_pending_work(self) -> list[str]:
-        scopes: list[str] = []
-        for table in (b"P", b"FW"):
-            start = table + keys.SEP
-            while True:
-                found = None
-                async for key, _ in self.store.scan(prefix=table + keys.SEP, start=start, limit=1):
-                    found = key
-                if found is None:
-                    break
-                scope = found[len(table) + 1 :].split(keys.SEP, 1)[0].decode()
-                if scope not in scopes:
-                    scopes.append(scope)
-                start = table + keys.SEP + scope.encode() + b"\x01"
-        return scopes
+        await tables.meta.put("embedder", current, sync=True)
 
     async def _maintenance(self) -> None:
         while True:  # a periodic timer (prune expired lifecycle rows and idempotency keys)
@@ -631,18 +618,13 @@ class Engine:
 
     async def scope_paths(self, prefix: str = "") -> list[str]:
         """Every scope that has been written to (auto-provisioned or registered)."""
-        paths = []
-        async for key, _ in self.store.scan(prefix=keys.SCOPE_PREFIX + prefix.encode()):
-            paths.append(key[len(keys.SCOPE_PREFIX) :].decode())
-        return paths
+        return [path async for path in self._ctx.tables.scopes.ids(starting_with=prefix)]
 
     async def scope(self, path: str) -> dict[str, Any]:
-        from .model import Scope, loads
-
-        raw = await self.store.get(keys.scope_record(canonical_scope(path)))
-        if raw is None:
+        record = await self._ctx.tables.scopes.get(canonical_scope(path))
+        if record is None:
             raise NotFound(f"scope {path} has never been written to", details={"path": path})
-        return to_wire(loads(raw, Scope))
+        return to_wire(record)
 
     async def edit_scope(self, path: str, edit: Any) -> Any:
         """Read-modify-write a scope's registration inside its actor: ``edit(Scope | None)``
@@ -677,7 +659,6 @@ class Engine:
     async def register_temporal_phrase(self, name: str, pattern: str, resolves_to: dict[str, Any], *,
                                        tenant_id: str | None = None) -> dict[str, Any]:  # fmt: skip
         from .retrieve.temporal_filter import parse_interval
-        from .spi.kv import Put
 
         tenant = tenant_id or self.config.tenant_id
         for field, value in (("name", name), ("pattern", pattern)):
@@ -694,27 +675,21 @@ class Engine:
             "pattern": pattern,
             "resolves_to": {"valid_during": list(resolves_to["valid_during"])},
         }
-        await self.store.write(
-            [Put(keys.temporal_phrase(tenant, name), jsoncodec.encode(record))], sync=True
-        )
+        await self._ctx.tables.temporal_phrases.put((tenant, name), record, sync=True)
         self._phrases.pop(tenant, None)
         del interval
         return record
 
     async def temporal_phrases(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         tenant = tenant_id or self.config.tenant_id
-        return [
-            jsoncodec.decode(raw)
-            async for _, raw in self.store.scan(prefix=keys.temporal_phrases_prefix(tenant))
-        ]
+        return [record async for _, record in self._ctx.tables.temporal_phrases.scan(tenant)]
 
     async def delete_temporal_phrase(self, name: str, *, tenant_id: str | None = None) -> None:
-        from .spi.kv import Delete
-
         tenant = tenant_id or self.config.tenant_id
-        if await self.store.get(keys.temporal_phrase(tenant, name)) is None:
+        phrases = self._ctx.tables.temporal_phrases
+        if not await phrases.exists((tenant, name)):
             raise NotFound(f"no temporal phrase {name!r}", details={"name": name})
-        await self.store.write([Delete(keys.temporal_phrase(tenant, name))], sync=True)
+        await phrases.delete((tenant, name), sync=True)
         self._phrases.pop(tenant, None)
 
     async def temporal_phrase_map(self, tenant: str) -> dict[str, tuple]:
@@ -774,10 +749,7 @@ class Engine:
         return Verdict(True)
 
     async def _scope_record(self, path: str):
-        from .model import Scope, loads
-
-        raw = await self.store.get(keys.scope_record(path))
-        return loads(raw, Scope) if raw else None
+        return await self._ctx.tables.scopes.get(path)
 
     async def layer_counts(self, scope: str) -> dict[str, int]:
         """How many records each layer of a scope holds (operators' inventory, prune)."""
@@ -794,10 +766,10 @@ class Engine:
     # -- lifecycle -----------------------------------------------------------------------------
     async def home_scope(self, event_id: str) -> str:
         """The scope an event was captured in (NOT_FOUND when no such event exists)."""
-        raw = await self.store.get(keys.event_state(event_id))
-        if raw is None:
+        state = await self._ctx.tables.event_states.get(event_id)
+        if state is None:
             raise NotFound(f"no memory event {event_id}", details={"event_id": event_id})
-        return loads(raw, EventState).scope
+        return state.scope
 
     async def memory_event(self, event_id: str, *, scope: str | None = None) -> dict[str, Any]:
         """The aggregate state of one memory event (§8.9.3)."""
@@ -852,7 +824,7 @@ class Engine:
     async def flush(self, scope: str | None = None, *, seal: bool = False) -> None:
         """Wait until queued derivations are done (in one scope, or in every live actor);
         ``seal`` also seals the open episode(s)."""
-        scopes = [canonical_scope(scope)] if scope else list(self._supervisor._handles)
+        scopes = [canonical_scope(scope)] if scope else self._supervisor.scopes()
         for name in scopes:
             await self._supervisor.request(name, lambda reply: Flush(seal, reply))
 
@@ -865,6 +837,29 @@ class Engine:
 
     def statistics(self) -> SupervisorStatistics:
         return self._supervisor.statistics()
+
+    async def compact(self) -> bool:
+        """Compact the store when its backend can (LevelDB); False when there is nothing to do."""
+        return await self._ctx.tables.compact()
+
+    def set_recall_mode(self, mode: str) -> None:
+        """Switch which candidate sources and signals recall uses (``EngineConfig.recall_mode``:
+        ``hybrid``, ``bm25`` or ``vector``) on an open engine, to compare them over the same data
+        (bench/locomo.py's arms).  Every other setting stays."""
+        if mode not in RECALL_MODES:
+            raise InvalidQuery(f"recall_mode must be one of {list(RECALL_MODES)}",
+                               details={"field": "recall_mode"})  # fmt: skip
+        self.config = self._ctx.config = attrs.evolve(self._ctx.config, recall_mode=mode)
+
+    async def pause_derivation(self, scope: str) -> None:
+        """Park a scope's derivation lane, to build a backlog whose drain a benchmark then times
+        (bench/capture.py).  Captures go on and stay pending (their ``P`` markers remain) until
+        the engine is reopened, which resumes them; meanwhile a ``flush`` of the scope waits."""
+        scope = canonical_scope(scope)
+        await self.ping(scope)  # the actor is running
+        actor = self._supervisor.actor(scope)
+        if actor is not None:
+            actor.pipeline.stop()
 
     @property
     def wal_offset(self) -> int:
@@ -934,13 +929,14 @@ async def open_engine(
     clock = clock or SystemClock()
     owned = store is None
     store = store if store is not None else await open_store(backend, path)
+    tables = NodeTables(store)
     ids = IdGenerator(clock, seed=id_seed)
     ctx = NodeContext(
-        store=store, clock=clock, ids=ids, config=config,
-        bus=LifecycleBus(store, ids, clock, window_seconds=config.lifecycle_window_seconds),
+        store=store, tables=tables, clock=clock, ids=ids, config=config,
+        bus=LifecycleBus(tables.lifecycle, ids, clock, window_seconds=config.lifecycle_window_seconds),
         wal=WalSequencer(),
-        idempotency=IdempotencyTable(store, clock, config.idempotency_ttl_seconds),
-        entities=EntityResolver(store, ids, clock),
+        idempotency=IdempotencyTable(tables.idempotency, clock, config.idempotency_ttl_seconds),
+        entities=EntityResolver(tables, ids, clock),
         extractor=extractor or RuleExtractor(),
         policy=policy or AllowAll(),
         embedder=embedder or by_name(config.embedder),

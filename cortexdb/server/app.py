@@ -214,7 +214,7 @@ class ServerState:
 
 def build_state(engine: Any, settings: ServerSettings) -> ServerState:
     preset = load_preset(settings.preset)
-    policy = PolicyEngine(preset, engine.store, operators=settings.operators)
+    policy = PolicyEngine(preset, engine.tables.policy_docs, operators=settings.operators)
     issuers: dict[str, Issuer] = {}
     for directory in settings.issuer_dirs:
         try:
@@ -232,7 +232,7 @@ def build_state(engine: Any, settings: ServerSettings) -> ServerState:
             raise IssuerConfigError(f"--jwt-issuer {iss}: cannot load {path} ({exc})",
                                     details={**extra, "iss": iss, "path": str(path)}) from None  # fmt: skip
         issuers.setdefault(iss, Issuer(iss)).jwt.extend(keys)
-    revocations = Revocations(engine.store)
+    revocations = Revocations(engine.tables.revoked)
     registry = ScopeRegistry(engine, policy)
     state = ServerState(
         engine=engine, settings=settings, policy=policy,
@@ -241,7 +241,7 @@ def build_state(engine: Any, settings: ServerSettings) -> ServerState:
         revocations=revocations, registry=registry,
         gate=Gate(policy, registry, tenant_admins=settings.tenant_admins,
                   allowed_origins=settings.allowed_origins),
-        audit=AuditLog(engine.store, engine.new_id, engine.clock, preset.defaults),
+        audit=AuditLog(engine.tables, engine.new_id, engine.clock, preset.defaults),
         limiter=RateLimiter(trio.current_time if _in_trio() else time.monotonic,
                             lambda: engine.clock.now().timestamp()),
     )  # fmt: skip

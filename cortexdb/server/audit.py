@@ -15,9 +15,7 @@ import hmac
 import secrets
 from typing import Any
 
-from ..engine import jsoncodec, keys
 from ..engine.policy.capabilities import FORGET_GDPR
-from ..engine.spi.kv import Delete, Put
 from ..engine.temporal import format_ts, parse_duration, parse_rfc3339
 
 SKIP_HEADERS = frozenset({"authorization", "cookie"})
@@ -32,8 +30,8 @@ def canonical_headers(headers: Any) -> bytes:
 
 
 class AuditLog:
-    def __init__(self, store: Any, new_id: Any, clock: Any, defaults: dict[str, Any]) -> None:
-        self.store = store
+    def __init__(self, tables: Any, new_id: Any, clock: Any, defaults: dict[str, Any]) -> None:
+        self.tables = tables  # the engine's node tables (Engine.tables): audit_rows, peppers
         self.new_id = new_id  # (prefix) -> a fresh id
         self.clock = clock
         self.retention = parse_duration(str(defaults.get("audit.retention", "P2Y")))
@@ -46,8 +44,8 @@ class AuditLog:
     async def _load_peppers(self, tenant: str) -> dict[int, dict[str, Any]]:
         if tenant not in self._peppers:
             found = {}
-            async for key, raw in self.store.scan(prefix=keys.peppers_prefix(tenant)):
-                found[int(keys.last_part(key))] = jsoncodec.decode(raw)
+            async for version, record in self.tables.peppers.scan(tenant):
+                found[version] = record
             self._peppers[tenant] = found
         return self._peppers[tenant]
 
@@ -55,7 +53,7 @@ class AuditLog:
         peppers = await self._load_peppers(tenant)
         version = max(peppers, default=0) + 1
         record = {"secret": secrets.token_hex(32), "created_at": format_ts(self.clock.now())}
-        await self.store.write([Put(keys.pepper(tenant, version), jsoncodec.encode(record))], sync=True)
+        await self.tables.write([self.tables.peppers.put_op(tenant, version, record)], sync=True)
         peppers[version] = record
         return version
 
@@ -97,21 +95,18 @@ class AuditLog:
             "elapsed_ms": round(elapsed_ms, 3), "gdpr": capability.startswith(FORGET_GDPR),
             "tenant_pepper_version": version,
         }  # fmt: skip
-        await self.store.write([Put(keys.audit_row(row["id"]), jsoncodec.encode(row))])
+        await self.tables.audit_rows.put(row["id"], row)
         return row
 
     async def get(self, audit_id: str) -> dict[str, Any] | None:
-        raw = await self.store.get(keys.audit_row(audit_id))
-        return jsoncodec.decode(raw) if raw else None
+        return await self.tables.audit_rows.get(audit_id)
 
     async def query(self, *, tenant: str, actor: str | None = None, scope: str | None = None,
                     capability: str | None = None, decision: str | None = None,
                     since: dt.datetime | None = None, after: str | None = None,
                     limit: int = 100) -> tuple[list[dict[str, Any]], bool]:  # fmt: skip
-        start = keys.audit_row(after) + b"\x00" if after else None
         rows: list[dict[str, Any]] = []
-        async for _, raw in self.store.scan(prefix=keys.AUDIT_PREFIX, start=start):
-            row = jsoncodec.decode(raw)
+        async for _, row in self.tables.audit_rows.scan(after=after or None):
             if row["tenant_id"] != tenant:
                 continue
             if actor is not None and row["actor"] != actor:
@@ -146,19 +141,19 @@ class AuditLog:
         now = self.clock.now()
         cutoff = now - self.retention
         doomed = []
-        async for key, raw in self.store.scan(prefix=keys.AUDIT_PREFIX):
-            row = jsoncodec.decode(raw)
+        rows = self.tables.audit_rows
+        async for audit_id, row in rows.scan():
             if parse_rfc3339(row["ts"]) >= cutoff:
                 break  # rows are in id (time) order
             if not row.get("gdpr"):
-                doomed.append(Delete(key))
+                doomed.append(rows.delete_op(audit_id))
         for tenant, peppers in self._peppers.items():
             current = max(peppers, default=None)
             for version, record in list(peppers.items()):
                 created = parse_rfc3339(record["created_at"])
                 if version != current and created + self.rotation + self.retention + self.buffer < now:
-                    doomed.append(Delete(keys.pepper(tenant, version)))
+                    doomed.append(self.tables.peppers.delete_op(tenant, version))
                     del peppers[version]
         if doomed:
-            await self.store.write(doomed)
+            await self.tables.write(doomed)
         return len(doomed)

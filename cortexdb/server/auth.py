@@ -28,9 +28,7 @@ import pyseto
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from ..engine import jsoncodec, keys
 from ..engine.policy.capabilities import CAPABILITIES
-from ..engine.spi.kv import Delete, Put
 from ..errors import (
     ActorMismatch,
     AuthError,
@@ -164,21 +162,22 @@ def load_issuer_dir(directory: str | Path) -> Issuer:
 
 
 class Revocations:
-    """Revoked ``jti`` values, each kept until its token's ``exp`` (then pruned)."""
+    """Revoked ``jti`` values, each kept until its token's ``exp`` (then pruned).  Persisted in
+    the engine's ``revoked`` table (``Engine.tables.revoked``: jti -> {exp, reason})."""
 
     MAX = 1_000_000
 
-    def __init__(self, store: Any) -> None:
-        self.store = store
+    def __init__(self, table: Any) -> None:
+        self.table = table
         self.revoked: dict[str, int] = {}
 
     async def load(self) -> None:
-        async for key, raw in self.store.scan(prefix=keys.REVOKED_PREFIX):
-            self.revoked[keys.last_part(key)] = int(jsoncodec.decode(raw)["exp"])
+        async for jti, record in self.table.scan():
+            self.revoked[jti] = int(record["exp"])
 
     async def revoke(self, jti: str, exp: int, reason: str | None) -> None:
         record = {"exp": exp, "reason": reason}
-        await self.store.write([Put(keys.revoked(jti), jsoncodec.encode(record))], sync=True)
+        await self.table.put(jti, record, sync=True)
         self.revoked[jti] = exp
 
     def is_revoked(self, jti: str) -> bool:
@@ -187,7 +186,7 @@ class Revocations:
     async def prune(self, now: int) -> int:
         gone = [jti for jti, exp in self.revoked.items() if exp <= now]
         if gone:
-            await self.store.write([Delete(keys.revoked(j)) for j in gone])
+            await self.table.write([self.table.delete_op(j) for j in gone])
             for jti in gone:
                 del self.revoked[jti]
         return len(gone)

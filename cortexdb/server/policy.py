@@ -7,7 +7,8 @@ and ``scopes`` narrow the result further and can never widen it.  Every decision
 that decided, so a 403 cites ``denied_by_tier`` and an allowed call sets ``X-Cortex-Policy``.
 
 The evaluator is synchronous and in memory (the engine calls its hook inline on every write and
-read); documents are persisted in the store (table ``PO``) and reloaded at boot.
+read); documents are persisted in the engine's ``policy_docs`` table (``Engine.tables``: (tier,
+target) -> document) and reloaded at boot.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from typing import Any
 import attrs
 import yaml
 
-from ..engine import jsoncodec, keys
 from ..engine.policy.capabilities import (
     BUILTIN_SCOPE_TYPES,
     CAPABILITIES,
@@ -29,7 +29,6 @@ from ..engine.policy.capabilities import (
     policy_administer,
 )
 from ..engine.scopes import ancestors, canonical_scope, is_within, segments
-from ..engine.spi.kv import Put
 from ..errors import InvalidPolicy, NotAMember, PolicyDenied, PolicyLockout, UnknownPreset
 
 TIERS = ("deployment", "tenant", "scope", "actor")
@@ -191,9 +190,9 @@ def _scope_allows(pattern: str, scope: str) -> bool:
 class PolicyEngine:
     """The tier documents and the evaluator."""
 
-    def __init__(self, preset: Preset, store: Any, *, operators: tuple[str, ...] = ()) -> None:
+    def __init__(self, preset: Preset, documents: Any, *, operators: tuple[str, ...] = ()) -> None:
         self.preset = preset
-        self.store = store
+        self.documents = documents  # the persisted tier documents (Engine.tables.policy_docs)
         self.operators = frozenset(operators)
         self.tenants: dict[str, PolicyDoc] = {}
         self.scopes: dict[str, PolicyDoc] = {}
@@ -204,9 +203,7 @@ class PolicyEngine:
         self.last_change: dict[str, Any] | None = None
 
     async def load(self) -> None:
-        async for key, raw in self.store.scan(prefix=keys.POLICY_PREFIX):
-            _, tier, target = key.decode().split("\x00", 2)
-            data = jsoncodec.decode(raw)
+        async for (tier, target), data in self.documents.items():
             doc = PolicyDoc.parse(data)
             if tier == "deployment":
                 self.preset = attrs.evolve(self.preset, doc=doc)
@@ -287,8 +284,7 @@ class PolicyEngine:
                 "locking the caller out of the policy it is editing; nothing was changed",
                 details={"capability": capability, "would_deny_by_tier": after.tier, "tier": tier})  # fmt: skip
         stored_target = f"{target}{SCOPED}{scope}" if tier == "actor" and scope else target
-        await self.store.write([Put(keys.policy_doc(tier, stored_target), jsoncodec.encode(doc.to_wire()))],
-                               sync=True)  # fmt: skip
+        await self.documents.put((tier, stored_target), doc.to_wire(), sync=True)
         self._set(tier, target, scope, doc)
         self.changed(tier, target if scope is None else f"{target} in {scope}")
         return self.document(tier, target, scope)

@@ -1,9 +1,9 @@
 """Scope registration and ACLs (reference §3.4.4, §8.8, §18.2 items 5 and 19).
 
-Registration records live in the engine's ``S`` table and are edited inside the scope's actor
-(``Engine.edit_scope``).  This module keeps an in-memory index of explicit ``owner``/``writer``
-memberships per actor, which gives the caller's *natural level* (the deepest scope where they
-are an owner or writer) without a scan per request.
+Registration records live in the engine's ``scopes`` table (``Engine.tables.scopes``) and are
+edited inside the scope's actor (``Engine.edit_scope``).  This module keeps an in-memory index of
+explicit ``owner``/``writer`` memberships per actor, which gives the caller's *natural level*
+(the deepest scope where they are an owner or writer) without a scan per request.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from typing import Any
 
 import attrs
 
-from ..engine import keys
-from ..engine.model import Scope, loads, to_wire
+from ..engine.model import Scope, to_wire
 from ..engine.policy.capabilities import (
     FORGET_GDPR,
     SCOPE_CREATE_CUSTOM,
@@ -84,8 +83,8 @@ class ScopeRegistry:
         self.acls: dict[str, Acl] = {}
 
     async def load(self) -> None:
-        async for _, raw in self.engine.store.scan(prefix=keys.SCOPE_PREFIX):
-            self._index(loads(raw, Scope))
+        async for _, record in self.engine.tables.scopes.scan():
+            self._index(record)
 
     def _index(self, record: Scope | None, previous: Scope | None = None) -> None:
         if previous is not None:
@@ -116,8 +115,7 @@ class ScopeRegistry:
         return max(scopes, key=lambda s: (depth(s), s)) if scopes else None
 
     async def get(self, path: str) -> Scope | None:
-        raw = await self.engine.store.get(keys.scope_record(canonical_scope(path)))
-        return loads(raw, Scope) if raw is not None else None
+        return await self.engine.tables.scopes.get(canonical_scope(path))
 
     # -- writes ----------------------------------------------------------------------------------
     def write_capability(self, principal: Principal, scope: str) -> str:
@@ -233,9 +231,8 @@ class ScopeRegistry:
         """A page of scope records in path order; ``keep(path)`` filters before the page is cut
         (the caller's read right), so pages are full and cursors exact."""
         items: list[dict] = []
-        start = keys.scope_record(after) + b"\x00" if after else None
-        async for _, raw in self.engine.store.scan(prefix=keys.SCOPE_PREFIX + prefix.encode(), start=start):
-            record = loads(raw, Scope)
+        scopes = self.engine.tables.scopes
+        async for _, record in scopes.scan(starting_with=prefix, after=after or None):
             if auto_provisioned is not None and record.auto_provisioned != auto_provisioned:
                 continue
             if keep is not None and not keep(record.path):
@@ -254,8 +251,7 @@ class ScopeRegistry:
                                       details={"field": "older_than"}) from None  # fmt: skip
         cutoff = now - age
         candidates = []
-        async for _, raw in self.engine.store.scan(prefix=keys.SCOPE_PREFIX + prefix.encode()):
-            record = loads(raw, Scope)
+        async for _, record in self.engine.tables.scopes.scan(starting_with=prefix):
             last = record.last_write_at or record.registered_at
             if record.auto_provisioned and last < cutoff:
                 candidates.append(record)

@@ -4,12 +4,10 @@ attributed (403 body, ``X-Cortex-Policy``) and audited."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 
 from .. import __version__
-from ..engine import jsoncodec
+from ..engine import cursor as cursors
 from ..engine.policy import capabilities as cap
 from ..engine.scopes import canonical_scope
 from ..engine.stages import Stage
@@ -87,7 +85,7 @@ def to_float(value: str, name: str) -> float:
 
 
 def encode_cursor(data: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(jsoncodec.encode(data)).decode().rstrip("=")
+    return cursors.encode(data)
 
 
 CURSOR_FIELDS = {"i": lambda v: type(v) is int and v >= 0, "c": lambda v: v is None or isinstance(v, str),
@@ -95,10 +93,8 @@ CURSOR_FIELDS = {"i": lambda v: type(v) is int and v >= 0, "c": lambda v: v is N
 
 
 def decode_cursor(text: str) -> dict[str, Any]:
-    try:
-        data = jsoncodec.decode_request(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)), max_depth=2)
-    except (ValueError, binascii.Error, InvalidBody):
-        data = None
+    """A cursor of a multi-scope view or of a server listing (``{"i", "c"}`` / ``{"after"}``)."""
+    data = cursors.decode(text, max_depth=2)
     if not isinstance(data, dict) or not all(k in CURSOR_FIELDS and CURSOR_FIELDS[k](v) for k, v in data.items()):
         raise InvalidQuery("cursor is not one this server issued", details={"field": "cursor"})
     return data
@@ -709,11 +705,8 @@ def install(api, state: ServerState) -> None:  # noqa: C901 - one place lists ev
     @api("POST", "/v1/admin/compact", tier="experimental", rate="write", access="tenant", summary="Compact the store")
     async def compact(call: Call):
         call.check(cap.ADMIN_COMPACT)
-        store = engine.store
-        compact_range = getattr(store, "compact", None)
-        if compact_range is None:
+        if not await engine.compact():
             return {"compacted": False, "reason": "this backend has nothing to compact"}
-        await compact_range()
         return {"compacted": True}
 
     # -- surfaces this server does not implement yet: a truthful 501 --------------------------

@@ -114,7 +114,7 @@ async def run_server(settings: ServerSettings, *,
         app = create_app(engine, settings)
 
         def new_request_id() -> str:  # for the envelopes the HTTP layer answers itself
-            return engine._ctx.ids.new("req")
+            return engine.new_id("req")
 
         hyper = Config()
         hyper.bind = [settings.bind]

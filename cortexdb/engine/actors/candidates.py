@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import jsoncodec, keys
-from ..model import Candidate, EventState, loads
+from .. import jsoncodec
+from ..model import Candidate, EventState
 from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
 from ..retrieve import passages
@@ -28,7 +28,7 @@ def layer_of(record_id: str) -> str | None:
 
 async def gather(actor, query: dict[str, Any]) -> list[Candidate]:
     pipeline = actor.pipeline
-    store = actor.ctx.store
+    tables = actor.tables
     scope = actor.scope
     layers: set[str] = query["layers"]
     temporal = query["temporal"]
@@ -54,7 +54,7 @@ async def gather(actor, query: dict[str, Any]) -> list[Candidate]:
             semantic.update(pipeline.vector_index.search(vector, k, prefix))
     ids = list(dict.fromkeys(list(bm25) + list(semantic)))
     if not ids:  # no query text (or no hit): the most recent records of each layer
-        ids = await _recent(store, scope, layers, max(per_layer.values(), default=20))
+        ids = await _recent(tables, layers, max(per_layer.values(), default=20))
     # a valid-time window asks about the past: superseded records are current knowledge of it
     historical = include_superseded or bool(temporal.as_of) or temporal.valid_during is not None
 
@@ -64,7 +64,7 @@ async def gather(actor, query: dict[str, Any]) -> list[Candidate]:
         layer = layer_of(record_id)
         if layer is None or layer not in layers:
             continue
-        candidate = await _load(store, scope, layer, record_id, historical, actor, events)
+        candidate = await _load(tables, layer, record_id, historical, actor, events)
         if candidate is None:
             continue
         record_id = candidate.id  # a long event found without a query: its first passage
@@ -96,14 +96,14 @@ async def gather(actor, query: dict[str, Any]) -> list[Candidate]:
     return out
 
 
-async def _recent(store, scope: str, layers: set[str], k: int) -> list[str]:
+async def _recent(tables, layers: set[str], k: int) -> list[str]:
     ids: list[str] = []
-    prefixes = {"events": keys.events_prefix(scope), "facts": keys.facts_prefix(scope),
-                "episodes": keys.episodes_prefix(scope), "beliefs": keys.beliefs_prefix(scope)}  # fmt: skip
-    for layer, prefix in prefixes.items():
+    by_layer = {"events": tables.events, "facts": tables.facts, "episodes": tables.episodes,
+                "beliefs": tables.beliefs}  # fmt: skip
+    for layer, table in by_layer.items():
         if layer in layers:
-            async for key, _ in store.scan(prefix=prefix, reverse=True, limit=k):
-                ids.append(keys.last_part(key))
+            async for record_id in table.ids(reverse=True, limit=k):
+                ids.append(record_id)
     return ids
 
 
@@ -126,19 +126,19 @@ def _decode_episode(actor, record_id: str, raw: bytes) -> dict[str, Any]:
 
 
 async def _load(
-    store, scope: str, layer: str, record_id: str, historical: bool, actor=None,
+    tables, layer: str, record_id: str, historical: bool, actor=None,
     events: dict[str, list] | None = None,
 ) -> Candidate | None:  # fmt: skip
-    """A candidate from its stored JSON (decoded, not structured: records stay wire dicts)."""
+    """A candidate from its stored JSON (decoded, not structured: records stay wire dicts; the
+    stored bytes give its size and key the episode cache)."""
     if layer == "events":
         event_id, index = passages.parse_passage_id(record_id)
         found = events.get(event_id) if events is not None else None
         if found is None:
-            raw = await store.get(keys.event(scope, event_id))
+            raw = await tables.events.raw.get(event_id)
             if raw is None:
                 return None
-            state_raw = await store.get(keys.event_state(event_id))
-            state = loads(state_raw, EventState) if state_raw else EventState(scope=scope)
+            state = await tables.event_states.get(event_id) or EventState(scope=tables.scope)
             # [stored bytes, state, decoded record (None: cancelled), its indexed text (lazily)]
             found = [raw, state, None if state.cancelled else jsoncodec.decode(raw), None]
             if events is not None:
@@ -179,8 +179,8 @@ async def _load(
         return Candidate(layer=layer, id=record_id, record=record, text=message_text(content),
                          time=record["context"]["observed_at"], importance=min(1.0, facts / 2), confidence=1.0,
                          links=links, chain={}, raw_size=size)  # fmt: skip
-    table = {"facts": keys.fact, "episodes": keys.episode, "beliefs": keys.belief}[layer]
-    raw = await store.get(table(scope, record_id))
+    table = {"facts": tables.facts, "episodes": tables.episodes, "beliefs": tables.beliefs}[layer]
+    raw = await table.raw.get(record_id)
     if raw is None:
         return None
     if layer == "episodes" and actor is not None:
@@ -207,16 +207,13 @@ async def _load(
     support_ids = [support["id"] for support in record.get("supports", [])]
     chain: dict[str, list[str]] = {record_id: support_ids}
     for support_id in support_ids[:20]:  # down to the events, for the citation DAG
-        fact_raw = await store.get(keys.fact(scope, support_id))
-        if fact_raw is not None:
-            chain[support_id] = list(jsoncodec.decode(fact_raw)["supports"])
+        fact = await tables.facts.json.get(support_id)
+        if fact is not None:
+            chain[support_id] = list(fact["supports"])
     return Candidate(layer=layer, id=record_id, record=record, text=text, time=record["last_revised_at"],
                      importance=record["confidence"], confidence=record["confidence"], links=support_ids,
                      chain=chain, raw_size=len(raw))  # fmt: skip
 
 
-async def count_items(store, scope: str) -> int:
-    count = 0
-    async for _ in store.scan(prefix=keys.events_prefix(scope)):
-        count += 1
-    return count
+async def count_items(tables) -> int:
+    return await tables.events.count()

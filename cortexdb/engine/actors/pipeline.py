@@ -24,7 +24,6 @@ import attrs
 import numpy as np
 import trio
 
-from .. import jsoncodec, keys
 from ..derive import beliefs as belief_math
 from ..derive import episodes as episode_rules
 from ..derive.facts import noisy_or, object_key, resolve
@@ -43,8 +42,6 @@ from ..model import (
     SupportRef,
     TypedRef,
     TypedValue,
-    dumps,
-    loads,
     to_wire,
 )
 from ..model.text import belief_text, content_text, episode_text, event_text, fact_text, turn_text
@@ -52,7 +49,6 @@ from ..retrieve import passages
 from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
 from ..retrieve.text_index import tokenize
 from ..spi.extractor import ExtractionContext, TermRef
-from ..spi.kv import Delete, Put
 from ..stages import (
     EPISODE_SEALED,
     FOREIGN_DERIVES,
@@ -61,6 +57,7 @@ from ..stages import (
     STAGE_TIMING,
     Stage,
 )
+from ..storage import CHUNK_OPS, Op
 from ..temporal import format_ts, parse_duration, parse_rfc3339
 from .messages import ReplySlot
 from .services import EntityResolver
@@ -76,6 +73,7 @@ FACT_SUPPORTS_KEPT = 64  # supports kept in a fact record: the first and the lat
 OFF_LOOP_CHARS = 16_384
 SLICE_DOCUMENTS = 64  # documents added to the indexes between two checkpoints of a large batch
 SLICE_PAIRS = 16  # (subject, predicate) pairs revised between two checkpoints
+EPISODE_WINDOW = "main"  # the key of the scope's one open episode window (table EO)
 
 
 def passage_documents(event: Event, spans: list) -> dict[str, str]:
@@ -201,7 +199,7 @@ class StageBatch:
     """Writes, lifecycle records and entity references accumulated by one stage."""
 
     def __init__(self) -> None:
-        self.ops: list[Put | Delete] = []
+        self.ops: list[Op] = []
         self.records: list[LifecycleEvent] = []
         self.entity_ids: set[str] = set()
         self.committed = False
@@ -214,6 +212,7 @@ class Pipeline:
         ctx = actor.ctx
         self.ctx = ctx
         self.scope = actor.scope
+        self.tables = actor.tables  # the scope's partition (storage.Partition)
         self.queue: collections.deque[str] = collections.deque()
         self.events: dict[str, Event] = {}
         self.controls: collections.deque[Control] = collections.deque()
@@ -326,9 +325,7 @@ class Pipeline:
                 await trio.lowlevel.checkpoint()
             self.vector_index.add(doc_id, vector)
             if batch is not None:
-                batch.ops.append(
-                    Put(keys.vector(self.scope, doc_id), vector.astype(np.float32).tobytes())
-                )
+                batch.ops.append(self.tables.vectors.put_op(doc_id, vector))
         if self.vector_index.needs_seal:
             if self._background is None:
                 await self.vector_index.seal()
@@ -358,7 +355,7 @@ class Pipeline:
         self.text_index.remove(doc_id)
         self.vector_index.remove(doc_id)
         if batch is not None:
-            batch.ops.append(Delete(keys.vector(self.scope, doc_id)))
+            batch.ops.append(self.tables.vectors.delete_op(doc_id))
 
     async def _split(self, event: Event) -> list[list[int]]:
         text = content_text(event.content)
@@ -450,14 +447,11 @@ class Pipeline:
 
     async def _restore(self) -> None:
         """Rebuild the text and vector indexes and requeue unfinished events after a (re)start."""
-        store = self.ctx.store
-        pending: list[str] = []
-        async for key, _ in store.scan(prefix=keys.pending_prefix(self.scope)):
-            pending.append(keys.last_part(key))
+        tables = self.tables
+        pending = [event_id async for event_id in tables.pending.ids()]
         pending_set = set(pending)
         documents: dict[str, str] = {}
-        async for _, raw in store.scan(prefix=keys.events_prefix(self.scope)):
-            event = loads(raw, Event)
+        async for _, event in tables.events.scan():
             if event.id in pending_set:
                 continue
             state = await self.read_state(event.id)
@@ -465,11 +459,12 @@ class Pipeline:
                 continue
             session = event.observed_actor.get("session")
             spans = state.passages if state is not None else None
-            if spans is None and len(content_text(event.content)) > self.ctx.config.passage_max_chars:
+            long = len(content_text(event.content)) > self.ctx.config.passage_max_chars
+            if spans is None and long:
                 spans = await self._split(event)  # indexed before passages: split now
                 if state is not None:
                     state.passages = spans
-                    await store.write([self.state_op(event.id, state)])
+                    await tables.write([self.state_op(event.id, state)])
             if spans:
                 parts = passage_documents(event, spans)
                 documents.update(parts)
@@ -477,21 +472,17 @@ class Pipeline:
             else:
                 documents[event.id] = event_text(event)
                 self._previous_turn = (session, documents[event.id], event.id)
-        async for _, raw in store.scan(prefix=keys.facts_prefix(self.scope)):
-            fact = loads(raw, Fact)
+        async for _, fact in tables.facts.scan():
             if not fact.excluded_from_recall:
                 documents[fact.id] = fact_text(fact)
-        async for _, raw in store.scan(prefix=keys.episodes_prefix(self.scope)):
-            episode = loads(raw, Episode)
+        async for _, episode in tables.episodes.scan():
             documents[episode.id] = episode_text(episode)
-        async for _, raw in store.scan(prefix=keys.beliefs_prefix(self.scope)):
-            belief = loads(raw, Belief)
+        async for _, belief in tables.beliefs.scan():
             documents[belief.id] = belief_text(belief)
         dimension = self.ctx.embedder.dimension
-        async for key, raw in store.scan(prefix=keys.vectors_prefix(self.scope)):
-            doc_id = keys.last_part(key)
-            if doc_id in documents and len(raw) == dimension * 4:
-                self.vector_index.add(doc_id, np.frombuffer(raw, dtype=np.float32))
+        async for doc_id, vector in tables.vectors.scan():
+            if doc_id in documents and vector is not None and len(vector) == dimension:
+                self.vector_index.add(doc_id, vector)
                 if self.vector_index.needs_seal:  # segments merge after start, in the background
                     await self.vector_index.seal(merge=False)
         await self.add_texts(documents)
@@ -499,23 +490,20 @@ class Pipeline:
         for start in range(0, len(missing), 512):  # e.g. after switching embedders (reembed)
             batch = StageBatch()
             await self.index_documents(batch, dict(missing[start : start + 512]))
-            await store.write(batch.ops)
+            await tables.write(batch.ops)
         for event_id in pending:
-            raw = await store.get(keys.event(self.scope, event_id))
-            if raw is not None:
-                self.enqueue(loads(raw, Event))
-        async for key, raw in store.scan(prefix=keys.foreign_work_prefix(self.scope)):
-            work = jsoncodec.decode(raw)
-            self.control(Control("foreign", event_id=keys.last_part(key), payload=work))
+            event = await tables.events.get(event_id)
+            if event is not None:
+                self.enqueue(event)
+        async for event_id, work in tables.foreign_work.scan():
+            self.control(Control("foreign", event_id=event_id, payload=work))
 
     # -- state ---------------------------------------------------------------------------------
     async def read_state(self, event_id: str) -> EventState | None:
-        raw = await self.ctx.store.get(keys.event_state(event_id))
-        return loads(raw, EventState) if raw else None
+        return await self.tables.event_states.get(event_id)
 
-    @staticmethod
-    def state_op(event_id: str, state: EventState) -> Put:
-        return Put(keys.event_state(event_id), dumps(state))
+    def state_op(self, event_id: str, state: EventState) -> Op:
+        return self.tables.event_states.put_op(event_id, state)
 
     async def _commit(self, batch: StageBatch) -> None:
         ctx = self.ctx
@@ -523,7 +511,7 @@ class Pipeline:
         batch.committed = True
         ops += [ctx.bus.put_op(record) for record in batch.records]
         try:
-            await ctx.store.write(ops)
+            await self.tables.write(ops)
         except BaseException:
             ctx.bus.abort(batch.records)
             raise
@@ -537,8 +525,7 @@ class Pipeline:
         for event_id in batch_ids:
             event = self.events.pop(event_id, None)
             if event is None:
-                raw = await self.ctx.store.get(keys.event(self.scope, event_id))
-                event = loads(raw, Event) if raw else None
+                event = await self.tables.events.get(event_id)
             state = await self.read_state(event_id)
             if event is None or state is None:
                 continue
@@ -571,8 +558,8 @@ class Pipeline:
             await self._handle_control(item)
             states[item.event_id] = await self.read_state(item.event_id) or states[item.event_id]
 
-    def _finish_stage(self, batch: StageBatch, event: Event, state: EventState, stage: Stage, started: float,
-                      payload: dict[str, Any] | None) -> None:  # fmt: skip
+    def _finish_stage(self, batch: StageBatch, event: Event, state: EventState, stage: Stage,
+                      started: float, payload: dict[str, Any] | None) -> None:  # fmt: skip
         state.done.append(stage.value)
         state.set_elapsed(STAGE_TIMING[stage], round((trio.current_time() - started) * 1000, 3))
         if payload is not None:
@@ -600,9 +587,8 @@ class Pipeline:
             else:
                 spans, selection, errors = read()
             for message in errors[:5]:
-                state.errors.append(
-                    {"stage": Stage.EXTRACTED.value, "error": "EXTRACTOR_FAILED", "message": message}
-                )
+                state.errors.append({"stage": Stage.EXTRACTED.value, "error": "EXTRACTOR_FAILED",
+                                     "message": message})  # fmt: skip
             if len(errors) > 5:
                 state.errors[-1]["failures"] = len(errors)
             if spans is not None:
@@ -711,18 +697,17 @@ class Pipeline:
         ids = self._fact_ids.get(key)
         if ids is None:
             ids = []
-            prefix = keys.fact_index_prefix(self.scope, subject_id, predicate)
-            async for index_key, _ in self.ctx.store.scan(prefix=prefix):
-                ids.append(keys.last_part(index_key))
+            async for fact_id in self.tables.fact_index.ids((subject_id, predicate)):
+                ids.append(fact_id)
             self._fact_ids[key] = ids
         out = []
         for fact_id in ids:
             fact = self._facts.get(fact_id)
             if fact is None:
-                raw = await self.ctx.store.get(keys.fact(self.scope, fact_id))
-                if raw is None:
+                fact = await self.tables.facts.get(fact_id)
+                if fact is None:
                     continue
-                fact = self._facts[fact_id] = loads(raw, Fact)
+                self._facts[fact_id] = fact
             out.append(fact)
         return out
 
@@ -795,7 +780,7 @@ class Pipeline:
             return True
         if fact.supports_total <= len(fact.supports):
             return False  # the record holds every support
-        return await self.ctx.store.get(keys.fact_support(self.scope, fact.id, event_id)) is not None
+        return await self.tables.fact_supports.exists((fact.id, event_id))
 
     def _add_support(self, fact: Fact, event_id: str) -> None:
         """Every support goes to the ``FS`` table; the record keeps the first and the latest
@@ -810,10 +795,10 @@ class Pipeline:
     def _fact_ops(self, batch: StageBatch, touched: dict[str, Fact]) -> None:
         for fact in touched.values():
             for event_id in self._new_supports.pop(fact.id, ()):
-                batch.ops.append(Put(keys.fact_support(self.scope, fact.id, event_id), b""))
-            batch.ops.append(Put(keys.fact(self.scope, fact.id), dumps(fact)))
+                batch.ops.append(self.tables.fact_supports.put_op((fact.id, event_id), True))
+            batch.ops.append(self.tables.facts.put_op(fact.id, fact))
             batch.ops.append(
-                Put(keys.fact_index(self.scope, fact.subject.id, fact.predicate, fact.id), b"")
+                self.tables.fact_index.put_op((fact.subject.id, fact.predicate, fact.id), True)
             )
 
     # -- index ---------------------------------------------------------------------------------
@@ -829,7 +814,7 @@ class Pipeline:
             state = states[event.id]
             session = event.observed_actor.get("session")
             spans = state.passages
-            if spans is None and len(content_text(event.content)) > max_chars:  # extracted before passages
+            if spans is None and len(content_text(event.content)) > max_chars:  # extracted earlier
                 spans = state.passages = await self._split(event)
             if spans:  # a long text: its passages are the documents, each embedded alone
                 parts = passage_documents(event, spans)
@@ -881,7 +866,8 @@ class Pipeline:
             for belief_id in summary["created"] + summary["revised"]:
                 if belief_id not in state.derives:
                     state.derives.append(belief_id)
-            state.set_stage_derives(Stage.CONSOLIDATED.value, summary["created"] + summary["revised"])
+            revised = summary["created"] + summary["revised"]
+            state.set_stage_derives(Stage.CONSOLIDATED.value, revised)
             created_beliefs.update(
                 {b: belief_text(self._belief_by_id[b]) for b in summary["created"]}
             )
@@ -965,10 +951,9 @@ class Pipeline:
         if claim in self._beliefs:
             return self._beliefs[claim]
         belief = None
-        raw_id = await self.ctx.store.get(keys.belief_claim(self.scope, claim))
-        if raw_id is not None:
-            raw = await self.ctx.store.get(keys.belief(self.scope, raw_id.decode()))
-            belief = loads(raw, Belief) if raw else None
+        belief_id = await self.tables.belief_claims.get(claim)
+        if belief_id is not None:
+            belief = await self.tables.beliefs.get(belief_id)
         self._beliefs[claim] = belief
         return belief
 
@@ -1040,7 +1025,7 @@ class Pipeline:
                     revision_policy=self._default_policy(),
                 )  # fmt: skip
                 summary["created"].append(belief.id)
-                batch.ops.append(Put(keys.belief_claim(self.scope, claim), belief.id.encode()))
+                batch.ops.append(self.tables.belief_claims.put_op(claim, belief.id))
             else:
                 belief.supports = supports
                 belief.evidence = evidence
@@ -1109,7 +1094,7 @@ class Pipeline:
                                         "resolution": resolution})  # fmt: skip
             belief.contradicts = contradicts
             if before.get(belief.id) != _signature(belief):  # unchanged beliefs are not rewritten
-                batch.ops.append(Put(keys.belief(self.scope, belief.id), dumps(belief)))
+                batch.ops.append(self.tables.beliefs.put_op(belief.id, belief))
 
     def _default_policy(self) -> RevisionPolicy:
         config = self.ctx.config
@@ -1132,15 +1117,15 @@ class Pipeline:
     def _delete_belief(
         self, batch: StageBatch, claim: str, belief: Belief, now: dt.datetime, reason: str
     ) -> None:
-        batch.ops.append(Delete(keys.belief(self.scope, belief.id)))
-        batch.ops.append(Delete(keys.belief_claim(self.scope, claim)))
+        batch.ops.append(self.tables.beliefs.delete_op(belief.id))
+        batch.ops.append(self.tables.belief_claims.delete_op(claim))
         note = {
             "belief_id": belief.id,
             "deleted_at": format_ts(now),
             "reason": reason,
             "confidence": belief.confidence,
         }
-        batch.ops.append(Put(keys.belief_deleted(self.scope, belief.id), jsoncodec.encode(note)))
+        batch.ops.append(self.tables.belief_deletions.put_op(belief.id, note))
         self._beliefs[claim] = None
 
     # -- compress (episodes) --------------------------------------------------------------------
@@ -1148,10 +1133,9 @@ class Pipeline:
         if self._episode_loaded:
             return
         self._episode_loaded = True
-        raw_id = await self.ctx.store.get(keys.open_episode(self.scope, "main"))
-        if raw_id is not None:
-            raw = await self.ctx.store.get(keys.episode(self.scope, raw_id.decode()))
-            self._episode = loads(raw, Episode) if raw else None
+        episode_id = await self.tables.open_episodes.get(EPISODE_WINDOW)
+        if episode_id is not None:
+            self._episode = await self.tables.episodes.get(episode_id)
 
     async def _compress(
         self, events: list[Event], states: dict, started: float, batch: StageBatch
@@ -1187,7 +1171,7 @@ class Pipeline:
                     session=session, causal_predecessor=predecessor or self._last_sealed,
                     opening=text or None, partial=True, partial_reason="episode_open",
                 )  # fmt: skip
-                batch.ops.append(Put(keys.open_episode(self.scope, "main"), episode.id.encode()))
+                batch.ops.append(self.tables.open_episodes.put_op(EPISODE_WINDOW, episode.id))
             self._episode = episode
             episode.events.append(event.id)
             episode.supports.append(event.id)
@@ -1211,10 +1195,10 @@ class Pipeline:
             if episode.id not in state.derives:
                 state.derives.append(episode.id)
             self._finish_stage(batch, event, state, Stage.EPISODE_JOINED, started, None)
-            batch.ops.append(Delete(keys.pending(self.scope, event.id)))
+            batch.ops.append(self.tables.pending.delete_op(event.id))
         self._last_activity = now
         for episode in dirty.values():
-            batch.ops.append(Put(keys.episode(self.scope, episode.id), dumps(episode)))
+            batch.ops.append(self.tables.episodes.put_op(episode.id, episode))
         await self.index_documents(batch, {e.id: episode_text(e) for e in dirty.values()})
         batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
         await self._commit(batch)
@@ -1235,7 +1219,7 @@ class Pipeline:
         if len(episode.causal_chain) > 1:
             episode.causal_chain[-1].role = "outcome"
         self._describe(episode)
-        batch.ops.append(Delete(keys.open_episode(self.scope, "main")))
+        batch.ops.append(self.tables.open_episodes.delete_op(EPISODE_WINDOW))
         last_event = episode.events[-1]
         record = self.ctx.bus.reserve(
             Stage.COMPRESSED, scope=self.scope, event_id=last_event,
@@ -1253,7 +1237,7 @@ class Pipeline:
             return None
         batch = StageBatch()
         self._seal(batch, episode, self.ctx.clock.now())
-        batch.ops.append(Put(keys.episode(self.scope, episode.id), dumps(episode)))
+        batch.ops.append(self.tables.episodes.put_op(episode.id, episode))
         await self._commit(batch)
         return episode.id
 
@@ -1324,15 +1308,14 @@ class Pipeline:
                 if record_id.startswith("fact_"):
                     fact = self._facts.get(record_id)
                     if fact is None:
-                        raw = await self.ctx.store.get(keys.fact(self.scope, record_id))
-                        fact = loads(raw, Fact) if raw else None
+                        fact = await self.tables.facts.get(record_id)
                     if fact is not None:
                         facts.append(fact)
             deleted = await self._exclude_sole_support(batch, facts, event_id)
             if deleted:
                 state.beliefs_deleted_by_cancel = deleted
             await self._leave_episode(batch, state, event_id)
-            batch.ops.append(Delete(keys.pending(self.scope, event_id)))
+            batch.ops.append(self.tables.pending.delete_op(event_id))
             batch.ops.append(self.state_op(event_id, state))
             await self._commit(batch)
             self.ctx.bus.release_event(event_id)
@@ -1343,7 +1326,7 @@ class Pipeline:
                 await supervisor.consolidate_foreign(target, self.scope, event_id, work)
         return {
             "event_id": event_id,
-            "stages_cancelled": state.stages_cancelled if state.stages_cancelled is not None else cancelled,
+            "stages_cancelled": cancelled if state.stages_cancelled is None else state.stages_cancelled,
             "stages_already_completed": completed,
             "excluded_from_recall": True,
         }
@@ -1383,10 +1366,9 @@ class Pipeline:
         await self._load_episode()
         episode = self._episode
         if episode is None or episode.id != episode_id:
-            raw = await self.ctx.store.get(keys.episode(self.scope, episode_id))
-            if raw is None:
+            episode = await self.tables.episodes.get(episode_id)
+            if episode is None:
                 return
-            episode = loads(raw, Episode)
         if event_id not in episode.events:
             return
         episode.events = [e for e in episode.events if e != event_id]
@@ -1396,10 +1378,9 @@ class Pipeline:
         for member_id in episode.events:
             event = self.events.get(member_id)
             if event is None:
-                raw = await self.ctx.store.get(keys.event(self.scope, member_id))
-                if raw is None:
+                event = await self.tables.events.get(member_id)
+                if event is None:
                     continue
-                event = loads(raw, Event)
             members.append(event)
             member_state = await self.read_state(member_id)
             member_derives = member_state.derives if member_state is not None else ()
@@ -1414,7 +1395,7 @@ class Pipeline:
                 self._episode = None
                 episode.status, episode.sealed_at = EPISODE_SEALED, self.ctx.clock.now()
                 episode.partial, episode.partial_reason = False, None
-                batch.ops.append(Delete(keys.open_episode(self.scope, "main")))
+                batch.ops.append(self.tables.open_episodes.delete_op(EPISODE_WINDOW))
             self.unindex(batch, episode.id)
         else:
             max_chars = self.ctx.config.passage_max_chars
@@ -1441,7 +1422,7 @@ class Pipeline:
                 episode.causal_chain[-1].role = "outcome"
             self._describe(episode)
             await self.index_documents(batch, {episode.id: episode_text(episode)})
-        batch.ops.append(Put(keys.episode(self.scope, episode.id), dumps(episode)))
+        batch.ops.append(self.tables.episodes.put_op(episode.id, episode))
 
     async def _control_derived(self, item: Control) -> None:
         state = await self.read_state(item.event_id)
@@ -1454,24 +1435,23 @@ class Pipeline:
                 state.stage_derives = {}
             foreign = state.stage_derives.setdefault(FOREIGN_DERIVES, [])
             foreign.extend(d for d in added if d not in foreign)
-            await self.ctx.store.write([self.state_op(item.event_id, state)])
+            await self.tables.write([self.state_op(item.event_id, state)])
 
     async def _control_foreign(self, item: Control) -> None:
         """Consolidate another scope's assertions about one of its events into this scope, or
         take them back when that event was cancelled.  The stored work item decides: a cancel
         overwrites a consolidation not run yet, so it never runs."""
         event_id = item.event_id
-        raw = await self.ctx.store.get(keys.foreign_work(self.scope, event_id))
-        if raw is None:
+        work = await self.tables.foreign_work.get(event_id)
+        if work is None:
             return  # done already
-        work = jsoncodec.decode(raw)
         batch = StageBatch()
         if work.get("cancel"):
             facts = []
             for subject_id, predicate in work.get("pairs", ()):
                 facts += await self.facts_for(subject_id, predicate)
             await self._exclude_sole_support(batch, facts, event_id)
-            batch.ops.append(Delete(keys.foreign_work(self.scope, event_id)))
+            batch.ops.append(self.tables.foreign_work.delete_op(event_id))
             await self._commit(batch)
             return
         touched: dict[str, Fact] = {}
@@ -1513,7 +1493,7 @@ class Pipeline:
                      "intake": intake, "derives": derives},
         )  # fmt: skip
         batch.records.append(record)
-        batch.ops.append(Delete(keys.foreign_work(self.scope, event_id)))
+        batch.ops.append(self.tables.foreign_work.delete_op(event_id))
         await self._commit(batch)
         if derives:
             await self.actor.ctx.supervisor.notify_derived(
@@ -1522,11 +1502,9 @@ class Pipeline:
 
     async def _control_rebuild(self, item: Control) -> None:
         """Replay this scope's events into fresh derived layers."""
-        store = self.ctx.store
-        for prefix in keys.derived_prefixes(self.scope):
-            doomed = [Delete(key) async for key, _ in store.scan(prefix=prefix)]
-            for start in range(0, len(doomed), 10_000):
-                await store.write(doomed[start : start + 10_000])
+        tables = self.tables
+        for table in tables.derived():
+            await table.delete_all()
         self._facts.clear()
         self._new_supports.clear()
         self._previous_turn = None
@@ -1540,22 +1518,21 @@ class Pipeline:
         self._belief_by_id.clear()
         self.queue.clear()
         self.events.clear()
-        ops: list[Put] = []
-        async for _, raw in store.scan(prefix=keys.events_prefix(self.scope)):
-            event = loads(raw, Event)
+        ops: list[Op] = []
+        async for _, event in tables.events.scan():
             state = await self.read_state(event.id)
             if state is not None and state.cancelled:
                 continue
             fresh = EventState(scope=self.scope, done=[Stage.CAPTURED.value],
                                lce=state.lce[:1] if state is not None else [], batch_id=event.batch_id)  # fmt: skip
             ops.append(self.state_op(event.id, fresh))
-            ops.append(Put(keys.pending(self.scope, event.id), b""))
+            ops.append(tables.pending.put_op(event.id, True))
             self.enqueue(event)
-            if len(ops) >= 10_000:
-                await store.write(ops)
+            if len(ops) >= CHUNK_OPS:
+                await tables.write(ops)
                 ops = []
         if ops:
-            await store.write(ops)
+            await tables.write(ops)
         await self._drain_queue()
         await self.seal_open_episode()
         item.reply.set(True)

@@ -1,75 +1,20 @@
 """Layer reads served by a ScopeActor (as child tasks): events, episodes, facts, beliefs.
 
-Reads go to the store, never to the derivation lane's caches, so they only ever see committed
-state.  Lists page with opaque, stable base64url cursors that name the last key returned.
+Reads go to the scope's tables (``storage.Partition``), never to the derivation lane's caches, so
+they only ever see committed state.  Lists page with the tables' opaque, stable cursors
+(``Table.page``), which name the last row returned.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import json
-from collections.abc import Callable
 from typing import Any
 
-from ...errors import InvalidCursor, NotFound, ResourceDeleted
-from .. import jsoncodec, keys
-from ..model import Belief, Episode, Event, EventState, Fact, loads, to_wire
+from ...errors import NotFound, ResourceDeleted
+from ..model import Belief, Episode, Event, EventState, Fact, to_wire
 from ..model.text import belief_text, fact_claim_text, said_text
 from ..stages import EPISODE_SEALED, LIFECYCLE_STAGES, STAGE_ORDER, Stage
 from ..temporal import format_ts
-
-
-def encode_cursor(key: bytes) -> str:
-    raw = json.dumps({"after": key.hex()}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None, prefix: bytes) -> bytes | None:
-    if not cursor:
-        return None
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        key = bytes.fromhex(json.loads(base64.urlsafe_b64decode(padded))["after"])
-    except Exception:
-        raise InvalidCursor(
-            "the cursor is not one this server issued", details={"cursor": cursor[:128]}
-        ) from None
-    if not key.startswith(prefix):
-        raise InvalidCursor(
-            "the cursor belongs to a different listing", details={"cursor": cursor[:128]}
-        )
-    return key
-
-
-def structured(cls):
-    """A ``page`` converter that decodes a stored record into ``cls``."""
-
-    async def convert(key, raw):
-        return loads(raw, cls)
-
-    return convert
-
-
-async def page(store, prefix: bytes, query: dict, convert: Callable[[bytes, bytes], Any],
-               keep: Callable[[Any], bool] | None = None, *, limit: int) -> dict[str, Any]:  # fmt: skip
-    after = decode_cursor(query.get("cursor"), prefix)
-    start = after + b"\x00" if after is not None else None
-    items: list[tuple[bytes, Any]] = []
-    async for key, raw in store.scan(prefix=prefix, start=start):
-        record = await convert(key, raw)
-        if record is None or (keep is not None and not keep(record)):
-            continue
-        items.append((key, record))
-        if len(items) > limit:
-            break
-    has_more = len(items) > limit
-    items = items[:limit]
-    return {
-        "items": [record for _, record in items],
-        "next_cursor": encode_cursor(items[-1][0]) if has_more else None,
-        "has_more": has_more,
-    }
 
 
 def _time(query: dict, name: str) -> dt.datetime | None:
@@ -108,31 +53,26 @@ def _temporal_keep(temporal, layer: str, record) -> bool:
 
 async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
     ctx = actor.ctx
-    store = ctx.store
+    tables = actor.tables
     scope = actor.scope
     limit = query.get("limit") or ctx.config.read_default_limit
     now = ctx.clock.now()
     temporal = query.get("temporal")
 
-    async def state_of(event_id: str) -> EventState | None:
-        raw = await store.get(keys.event_state(event_id))
-        return loads(raw, EventState) if raw else None
-
-    async def event_wire(raw: bytes) -> dict[str, Any]:
-        event = loads(raw, Event)
+    async def event_wire(event: Event) -> dict[str, Any]:
         wire = to_wire(event)
-        state = await state_of(event.id)
+        state = await tables.event_states.get(event.id)
         wire["derives"] = state.derives if state is not None else []
         wire["excluded_from_recall"] = state is not None and state.cancelled
         return wire
 
     if layer == "event":
-        raw = await store.get(keys.event(scope, query["event_id"]))
-        if raw is None:
+        event = await tables.events.get(query["event_id"])
+        if event is None:
             raise NotFound(
                 f"no event {query['event_id']} in {scope}", details={"event_id": query["event_id"]}
             )
-        return await event_wire(raw)
+        return await event_wire(event)
 
     if layer == "events":
         since, until = _time(query, "since"), _time(query, "until")
@@ -140,8 +80,8 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         actor_filter, modality = query.get("observed_actor"), query.get("modality")
         include_excluded = bool(query.get("include_excluded"))
 
-        async def convert(key, raw):
-            return await event_wire(raw)
+        async def convert(event_id: str, event: Event) -> dict[str, Any]:
+            return await event_wire(event)
 
         def keep(wire):
             from ..temporal import parse_rfc3339
@@ -167,19 +107,20 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 return False  # events: as_of applies to recorded_at only (§18.2 item 17)
             return _temporal_keep(temporal, "events", wire)
 
-        return await page(store, keys.events_prefix(scope), query, convert, keep, limit=limit)
+        cursor = query.get("cursor")
+        return await tables.events.page(cursor, limit=limit, convert=convert, keep=keep)
 
     if layer == "event_state":
         event_id = query["event_id"]
-        if await store.get(keys.event(scope, event_id)) is None:
+        if not await tables.events.exists(event_id):
             raise NotFound(f"no event {event_id} in {scope}", details={"event_id": event_id})
-        state = await state_of(event_id) or EventState(scope=scope)
+        state = await tables.event_states.get(event_id) or EventState(scope=scope)
         done = state.done
         completed = [s.value for s in STAGE_ORDER if s in done]
         episode_id = state.episode_id
         if episode_id:
-            raw = await store.get(keys.episode(scope, episode_id))
-            if raw is not None and loads(raw, Episode).status == EPISODE_SEALED:
+            episode = await tables.episodes.get(episode_id)
+            if episode is not None and episode.status == EPISODE_SEALED:
                 completed.append(Stage.COMPRESSED.value)
         cancelled = state.cancelled
         pending = [] if cancelled else [s.value for s in LIFECYCLE_STAGES if s not in completed]
@@ -196,7 +137,7 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
             "elapsed_ms": state.elapsed_ms if state.elapsed_ms is not None else {},
         }
         if cancelled:
-            view["stages_cancelled"] = state.stages_cancelled if state.stages_cancelled is not None else []
+            view["stages_cancelled"] = state.stages_cancelled or []
         if state.foreign:
             view["consolidated_into"] = state.foreign
         if state.passages:
@@ -212,9 +153,8 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         predicate = query.get("predicate")
         subject_id = query.get("subject_id")
 
-        async def load_fact(fact_id: str) -> Fact | None:
-            raw = await store.get(keys.fact(scope, fact_id))
-            return loads(raw, Fact) if raw else None
+        async def load_fact(fact_id: str, _: Any = None) -> Fact | None:
+            return await tables.facts.get(fact_id)
 
         if layer == "fact":
             fact = await load_fact(query["fact_id"])
@@ -226,10 +166,8 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
 
         if layer == "timeline":
             facts = []
-            async for key, _ in store.scan(
-                prefix=keys.fact_index_prefix(scope, subject_id, predicate)
-            ):
-                fact = await load_fact(keys.last_part(key))
+            async for fact_id in tables.fact_index.ids((subject_id, predicate)):
+                fact = await load_fact(fact_id)
                 if fact is not None and not fact.excluded_from_recall:
                     facts.append(fact)
             facts.sort(key=lambda f: (f.valid_from, f.recorded_from, f.id))
@@ -272,33 +210,19 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 return False
             return _temporal_keep(temporal, "facts", fact)
 
-        if subject_id:
-            prefix = keys.fact_index_prefix(scope, subject_id, predicate)
-
-            async def convert(key, raw):  # index keys: the fact id is the last part
-                return await load_fact(keys.last_part(key))
+        if subject_id:  # the index of (subject, predicate): the fact id is the row's last part
+            under = (subject_id,) if predicate is None else (subject_id, predicate)
+            result = await tables.fact_index.page(query.get("cursor"), limit=limit, under=under,
+                                                  convert=load_fact, keep=keep_fact)  # fmt: skip
         else:
-            prefix = keys.facts_prefix(scope)
-            convert = structured(Fact)
-
-        result = await page(store, prefix, query, convert, keep_fact, limit=limit)
+            result = await tables.facts.page(query.get("cursor"), limit=limit, keep=keep_fact)
         result["items"] = [to_wire(f) for f in result["items"]]
         return result
 
     if layer in ("beliefs", "belief"):
         if layer == "belief":
             belief_id = query["belief_id"]
-            raw = await store.get(keys.belief(scope, belief_id))
-            if raw is None:
-                note = await store.get(keys.belief_deleted(scope, belief_id))
-                if note is not None:
-                    raise ResourceDeleted(
-                        f"belief {belief_id} was deleted", details=jsoncodec.decode(note)
-                    )
-                raise NotFound(
-                    f"no belief {belief_id} in {scope}", details={"belief_id": belief_id}
-                )
-            return to_wire(loads(raw, Belief))
+            return to_wire(await _belief(tables, scope, belief_id))
         at = query.get("as_of") or now
         about, min_confidence = query.get("about"), query.get("min_confidence")
         include_deprecated = bool(query.get("include_deprecated"))
@@ -328,21 +252,19 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 return False
             return _temporal_keep(temporal, "beliefs", belief)
 
-        result = await page(
-            store, keys.beliefs_prefix(scope), query, structured(Belief), keep_belief, limit=limit
-        )
+        result = await tables.beliefs.page(query.get("cursor"), limit=limit, keep=keep_belief)
         result["items"] = [to_wire(b) for b in result["items"]]
         return result
 
     if layer in ("episodes", "episode"):
         if layer == "episode":
-            raw = await store.get(keys.episode(scope, query["episode_id"]))
-            if raw is None:
+            episode = await tables.episodes.get(query["episode_id"])
+            if episode is None:
                 raise NotFound(
                     f"no episode {query['episode_id']} in {scope}",
                     details={"episode_id": query["episode_id"]},
                 )
-            return to_wire(loads(raw, Episode))
+            return to_wire(episode)
         overlap_from, overlap_to = query.get("overlapping_from"), query.get("overlapping_to")
         actor_filter = query.get("actor")
         with_chain = query.get("with_causal_chain", True)
@@ -361,14 +283,7 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
                 return False
             return _temporal_keep(temporal, "episodes", episode)
 
-        result = await page(
-            store,
-            keys.episodes_prefix(scope),
-            query,
-            structured(Episode),
-            keep_episode,
-            limit=limit,
-        )
+        result = await tables.episodes.page(query.get("cursor"), limit=limit, keep=keep_episode)
         wires = []
         for episode in result["items"]:
             wire = to_wire(episode)
@@ -379,7 +294,7 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
         return result
 
     if layer == "belief_why":
-        return await _belief_why(store, scope, query["belief_id"])
+        return await _belief_why(tables, scope, query["belief_id"])
 
     if layer == "candidates":
         from .candidates import gather
@@ -389,52 +304,55 @@ async def serve(actor, layer: str, query: dict[str, Any]) -> Any:
     if layer == "count":
         from .candidates import count_items
 
-        return await count_items(store, scope)
+        return await count_items(tables)
 
     if layer == "fact_supports":
-        fact_raw = await store.get(keys.fact(scope, query["fact_id"]))
-        if fact_raw is None:
+        fact = await tables.facts.json.get(query["fact_id"])  # two fields: not structured
+        if fact is None:
             raise NotFound(f"no fact {query['fact_id']} in {scope}", details={"fact_id": query["fact_id"]})
-        prefix = keys.fact_supports_prefix(scope, query["fact_id"])
-        fact = jsoncodec.decode(fact_raw)
         limit = query.get("limit") or actor.ctx.config.read_default_limit
 
-        async def event_id(key, raw):
-            return keys.last_part(key)
+        async def event_id(supporting_event: str, _: bool) -> str:
+            return supporting_event
 
-        result = await page(store, prefix, query, event_id, limit=limit)
+        result = await tables.fact_supports.page(query.get("cursor"), limit=limit, under=query["fact_id"],
+                                                 convert=event_id)  # fmt: skip
         return {"fact_id": fact["id"], "supports_total": fact["supports_total"], **result}
 
     if layer == "layer_counts":
         counts = {}
-        for name, prefix in (("events", keys.events_prefix(scope)), ("episodes", keys.episodes_prefix(scope)),
-                             ("facts", keys.facts_prefix(scope)), ("beliefs", keys.beliefs_prefix(scope))):  # fmt: skip
-            counts[name] = sum([1 async for _ in store.scan(prefix=prefix)])
+        for name, table in (("events", tables.events), ("episodes", tables.episodes),
+                            ("facts", tables.facts), ("beliefs", tables.beliefs)):  # fmt: skip
+            counts[name] = await table.count()
         return counts
 
     raise NotFound(f"unknown layer {layer!r}")
 
 
-async def _belief_why(store, scope: str, belief_id: str) -> dict[str, Any]:
+async def _belief(tables, scope: str, belief_id: str) -> Belief:
+    """A belief, or 410 ``RESOURCE_DELETED`` with its deletion note, or 404."""
+    belief = await tables.beliefs.get(belief_id)
+    if belief is None:
+        note = await tables.belief_deletions.get(belief_id)
+        if note is not None:
+            raise ResourceDeleted(f"belief {belief_id} was deleted", details=note)
+        raise NotFound(f"no belief {belief_id} in {scope}", details={"belief_id": belief_id})
+    return belief
+
+
+async def _belief_why(tables, scope: str, belief_id: str) -> dict[str, Any]:
     """The support graph of a belief down to events, and a narrative that cites every id."""
     from ..derive.episodes import first_sentence
 
-    raw = await store.get(keys.belief(scope, belief_id))
-    if raw is None:
-        note = await store.get(keys.belief_deleted(scope, belief_id))
-        if note is not None:
-            raise ResourceDeleted(f"belief {belief_id} was deleted", details=jsoncodec.decode(note))
-        raise NotFound(f"no belief {belief_id} in {scope}", details={"belief_id": belief_id})
-    belief = loads(raw, Belief)
+    belief = await _belief(tables, scope, belief_id)
     nodes: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
     seen: set[str] = set()
     reasons: dict[str, list[str]] = {"supports": [], "against": []}
     for support in belief.supports:
-        fact_raw = await store.get(keys.fact(scope, support.id))
-        if fact_raw is None:
+        fact = await tables.facts.get(support.id)
+        if fact is None:
             continue
-        fact = loads(fact_raw, Fact)
         summary = fact_claim_text(fact)
         nodes.append(
             {
@@ -454,13 +372,12 @@ async def _belief_why(store, scope: str, belief_id: str) -> dict[str, Any]:
             if event_id in seen:
                 continue
             seen.add(event_id)
-            event_raw = await store.get(keys.event(scope, event_id))
-            if event_raw is None:
+            event = await tables.events.get(event_id)
+            if event is None:
                 nodes.append(
                     {"id": event_id, "type": "event", "summary": "(an event of another scope)"}
                 )
                 continue
-            event = loads(event_raw, Event)
             text = said_text(event.content)
             nodes.append(
                 {

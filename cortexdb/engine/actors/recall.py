@@ -122,9 +122,9 @@ def _validate(request: Any) -> dict[str, Any]:
 
 
 class RecallCoordinator:
-    def __init__(self, engine) -> None:
-        self.engine = engine
-        self.ctx = engine._ctx
+    def __init__(self, engine, ctx) -> None:
+        self.engine = engine  # for the traversal and the temporal phrases
+        self.ctx = ctx  # the engine's NodeContext
         self._packs: dict[str, tuple[dt.datetime, dict[str, Any]]] = {}
         self._keys: dict[tuple[str, str], str] = {}
 

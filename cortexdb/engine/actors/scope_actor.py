@@ -18,11 +18,9 @@ import attrs
 import trio
 
 from ...errors import CortexError, Internal, NotFound, WalUnavailable
-from .. import jsoncodec, keys
-from ..model import Event, EventState, Scope, dumps, encode_json
-from ..model.converter import event_wire
-from ..spi.kv import Delete, Put
+from ..model import Event, EventState, Scope
 from ..stages import Stage
+from ..storage import Op
 from ..temporal import format_ts
 from . import reads
 from .messages import (
@@ -56,6 +54,7 @@ class ScopeActor:
     def __init__(self, ctx, scope: str, receive: trio.MemoryReceiveChannel) -> None:
         self.ctx = ctx
         self.scope = scope
+        self.tables = ctx.tables.partition(scope)  # the partition this actor owns
         self._receive = receive
         self.pipeline = Pipeline(self)
         self.inflight: set[ReplySlot] = set()
@@ -184,7 +183,8 @@ class ScopeActor:
         self.last_capture = trio.current_time()
         now = ctx.clock.now()
         recorded_at = format_ts(now)
-        ops: list[Put] = []
+        ops: list[Op] = []
+        tables = self.tables
         records = []
         reservations = []
         answers: list[tuple[Capture, list[Captured]]] = []
@@ -212,10 +212,10 @@ class ScopeActor:
                 records.append(record)
                 state = EventState(scope=self.scope, done=[Stage.CAPTURED.value], lce=[record.lifecycle_id],
                                    batch_id=item.batch_id)  # fmt: skip
-                ops.append(Put(keys.event(self.scope, event_id), encode_json(event_wire(event))))
-                ops.append(Put(keys.wal(offset), keys.wal_value(self.scope, event_id)))
-                ops.append(Put(keys.event_state(event_id), dumps(state)))
-                ops.append(Put(keys.pending(self.scope, event_id), b""))
+                ops.append(tables.events.put_op(event_id, event))
+                ops.append(ctx.tables.wal.put_op(offset, self.scope, event_id))
+                ops.append(tables.event_states.put_op(event_id, state))
+                ops.append(tables.pending.put_op(event_id, True))
                 ops.append(ctx.bus.put_op(record))
                 if item.idempotency is not None:
                     reservations.append(item.idempotency)
@@ -227,7 +227,7 @@ class ScopeActor:
             answers.append((message, captured))
         ops.extend(await self._scope_ops(group, now))  # usually empty: see _scope_ops
         try:
-            await ctx.store.write(ops, sync=any(message.sync for message in group))
+            await tables.write(ops, sync=any(message.sync for message in group))
         except BaseException as exc:
             ctx.bus.abort(records)
             for reservation in reservations:
@@ -253,11 +253,12 @@ class ScopeActor:
             self.inflight.discard(message.reply)
         self.last_capture = trio.current_time()
 
-    async def _scope_ops(self, group: list[Capture], now) -> list[Put]:
+    async def _scope_ops(self, group: list[Capture], now) -> list[Op]:
         """Auto-register the scope on its first write (writer = owner); track ``last_write_at``."""
+        scopes = self.ctx.tables.scopes
         if not self._scope_known:
-            raw = await self.ctx.store.get(keys.scope_record(self.scope))
-            if raw is None:
+            record = await scopes.get(self.scope)
+            if record is None:
                 first = group[0].items[0]
                 self._scope_record = Scope(
                     path=self.scope, tenant_id=first.tenant_id,
@@ -265,15 +266,13 @@ class ScopeActor:
                     auto_provisioned=True, registered_at=now, created_by=first.identities.caller,
                 )  # fmt: skip
             else:
-                from ..model import loads
-
-                self._scope_record = loads(raw, Scope)
+                self._scope_record = record
             self._scope_known = True
         last = self._scope_record.last_write_at
         if last is not None and (now - last).total_seconds() < 1.0:
             return []  # last_write_at is kept to the second (it feeds prune, measured in days)
         self._scope_record.last_write_at = now
-        return [Put(keys.scope_record(self.scope), dumps(self._scope_record))]
+        return [scopes.put_op(self.scope, self._scope_record)]
 
     # -- other requests ------------------------------------------------------------------------
     async def _serve_read(self, message: ReadLayer) -> None:
@@ -291,18 +290,15 @@ class ScopeActor:
             self.inflight.discard(message.reply)
 
     async def _cancel(self, message: CancelEvent) -> None:
-        raw = await self.ctx.store.get(keys.event(self.scope, message.event_id))
-        if raw is None:
+        if not await self.tables.events.exists(message.event_id):
             message.reply.fail(NotFound(f"no event {message.event_id} in scope {self.scope}",
                                         details={"event_id": message.event_id}))  # fmt: skip
             return
         self.pipeline.control(Control("cancel", event_id=message.event_id, reply=message.reply))
 
     async def _edit_scope(self, message: EditScope) -> None:
-        from ..model import loads
-
-        raw = await self.ctx.store.get(keys.scope_record(self.scope))
-        current = loads(raw, Scope) if raw is not None else None
+        scopes = self.ctx.tables.scopes
+        current = await scopes.get(self.scope)
         try:
             updated = message.edit(current)
         except CortexError as exc:
@@ -310,18 +306,17 @@ class ScopeActor:
             return
         if updated is None:
             if current is not None:
-                await self.ctx.store.write([Delete(keys.scope_record(self.scope))], sync=True)
+                await scopes.delete(self.scope, sync=True)
             self._scope_known, self._scope_record = False, None
         else:
-            await self.ctx.store.write([Put(keys.scope_record(self.scope), dumps(updated))], sync=True)
+            await scopes.put(self.scope, updated, sync=True)
             self._scope_known, self._scope_record = True, updated
         message.reply.set(updated)
 
     async def _foreign(self, message: ForeignConsolidate) -> None:
         """Accept consolidation work from another scope: persist it, queue it, acknowledge."""
         payload = {**message.payload, "source_scope": message.source_scope}
-        await self.ctx.store.write([Put(keys.foreign_work(self.scope, message.event_id),
-                                        jsoncodec.encode(payload))])  # fmt: skip
+        await self.tables.foreign_work.put(message.event_id, payload)
         self.pipeline.control(Control("foreign", event_id=message.event_id, payload=payload))
         message.reply.set(True)
 

@@ -14,11 +14,11 @@ import attrs
 import trio
 
 from ...errors import IdempotencyConflict
-from .. import jsoncodec, keys
+from .. import jsoncodec
 from ..derive.entities import actor_alias, normalise_alias
-from ..model import Entity, dumps, encode_json, loads
+from ..model import Entity
 from ..spi.extractor import TermRef
-from ..spi.kv import Delete, Put
+from ..storage import NodeTables, Op, Table, WalTable
 from ..temporal import format_ts, parse_rfc3339
 
 
@@ -28,9 +28,10 @@ class WalSequencer:
     def __init__(self) -> None:
         self.last = 0
 
-    async def restore(self, store) -> None:
-        async for key, _ in store.scan(prefix=keys.WAL_PREFIX, reverse=True, limit=1):
-            self.last = keys.wal_offset_of(key)
+    async def restore(self, wal: WalTable) -> None:
+        last = await wal.last_offset()
+        if last is not None:
+            self.last = last
 
     def next(self) -> int:
         self.last += 1
@@ -48,7 +49,7 @@ class Reservation:
 
     __slots__ = ("_done", "body_hash", "finished", "key", "record")
 
-    def __init__(self, key: bytes, body_hash: str) -> None:
+    def __init__(self, key: tuple[str, ...], body_hash: str) -> None:
         self.key = key
         self.body_hash = body_hash
         self.record: dict[str, Any] | None = None
@@ -77,11 +78,11 @@ class Replay:
 class IdempotencyTable:
     """Keys scoped to (tenant, caller, endpoint family, key) with a 24 h expiry (§6.3, §18.2 item 9)."""
 
-    def __init__(self, store, clock, ttl_seconds: float) -> None:
-        self._store = store
+    def __init__(self, table: Table[Any], clock, ttl_seconds: float) -> None:
+        self._table = table  # NodeTables.idempotency: (tenant, caller, family, key) -> record
         self._clock = clock
         self._ttl = dt.timedelta(seconds=ttl_seconds)
-        self._inflight: dict[bytes, Reservation] = {}
+        self._inflight: dict[tuple[str, ...], Reservation] = {}
 
     def _live(self, record: dict[str, Any]) -> bool:
         return parse_rfc3339(record["created_at"]) + self._ttl > self._clock.now()
@@ -89,7 +90,7 @@ class IdempotencyTable:
     async def begin(
         self, tenant: str, caller: str, family: str, key: str, digest: str
     ) -> Reservation | Replay:
-        storage_key = keys.idempotency(tenant, caller, family, key)
+        storage_key = (tenant, caller, family, key)
         while True:
             pending = self._inflight.get(storage_key)
             if pending is not None:
@@ -99,11 +100,10 @@ class IdempotencyTable:
                 if pending.record is not None:
                     return Replay(pending.record)
                 continue  # the first attempt failed; try to claim the key ourselves
-            raw = await self._store.get(storage_key)
+            record = await self._table.get(storage_key)
             if storage_key in self._inflight:
                 continue  # claimed while we read
-            if raw is not None:
-                record = jsoncodec.decode(raw)
+            if record is not None:
                 if self._live(record):
                     if record["body_hash"] != digest:
                         raise self._conflict(key, family)
@@ -119,11 +119,11 @@ class IdempotencyTable:
             details={"idempotency_key": key, "endpoint_family": family},
         )
 
-    def record_op(self, reservation: Reservation, record: dict[str, Any], now=None) -> Put:
+    def record_op(self, reservation: Reservation, record: dict[str, Any], now=None) -> Op:
         created = format_ts(now or self._clock.now())
         record = {**record, "body_hash": reservation.body_hash, "created_at": created}
         reservation.record = record
-        return Put(reservation.key, encode_json(record))
+        return self._table.put_op(reservation.key, record)
 
     def complete(self, reservation: Reservation) -> None:
         self._inflight.pop(reservation.key, None)
@@ -136,19 +136,18 @@ class IdempotencyTable:
     async def lookup(
         self, tenant: str, caller: str, family: str, key: str
     ) -> dict[str, Any] | None:
-        raw = await self._store.get(keys.idempotency(tenant, caller, family, key))
-        if raw is None:
+        record = await self._table.get((tenant, caller, family, key))
+        if record is None:
             return None
-        record = jsoncodec.decode(raw)
         return record if self._live(record) else None
 
     async def prune(self) -> int:
         doomed = []
-        async for key, raw in self._store.scan(prefix=keys.IDEMPOTENCY_PREFIX):
-            if not self._live(jsoncodec.decode(raw)):
-                doomed.append(Delete(key))
+        async for key, record in self._table.items():
+            if not self._live(record):
+                doomed.append(self._table.delete_op(key))
         if doomed:
-            await self._store.write(doomed)
+            await self._table.write(doomed)
         return len(doomed)
 
 
@@ -159,8 +158,9 @@ class EntityResolver:
     so a fact is never stored pointing at an entity that is not.
     """
 
-    def __init__(self, store, ids, clock) -> None:
-        self._store = store
+    def __init__(self, tables: NodeTables, ids, clock) -> None:
+        self._entities_table = tables.entities  # (tenant, ent_id) -> Entity
+        self._aliases = tables.entity_aliases  # (tenant, normalised alias) -> ent_id
         self._ids = ids
         self._clock = clock
         self._by_alias: dict[tuple[str, str], str] = {}
@@ -176,16 +176,16 @@ class EntityResolver:
         cache_key = (tenant, alias)
         entity_id = self._by_alias.get(cache_key)
         if entity_id is None:
-            raw = await self._store.get(keys.entity_alias(tenant, alias))
+            stored_id = await self._aliases.get((tenant, alias))
             entity_id = self._by_alias.get(cache_key)  # another task may have resolved it meanwhile
-            if entity_id is None and raw is not None:
-                entity_id = raw.decode()
+            if entity_id is None and stored_id is not None:
+                entity_id = stored_id
                 self._by_alias[cache_key] = entity_id
         if entity_id is not None:
             entity = self._entities.get(entity_id)
             if entity is None:
-                raw = await self._store.get(keys.entity(tenant, entity_id))
-                entity = self._entities.get(entity_id) or (loads(raw, Entity) if raw else None)
+                stored = await self._entities_table.get((tenant, entity_id))
+                entity = self._entities.get(entity_id) or stored
                 if entity is None:  # alias without record: heal by recreating the record
                     entity = self._new(tenant, term, alias, entity_id)
                 self._entities[entity_id] = entity
@@ -213,27 +213,25 @@ class EntityResolver:
         if name.startswith("ent_"):
             if name in self._entities:
                 return self._entities[name]
-            raw = await self._store.get(keys.entity(tenant, name))
-            return loads(raw, Entity) if raw else None
+            return await self._entities_table.get((tenant, name))
         is_actor = ":" in name and name.split(":", 1)[0].isidentifier()
         term = TermRef(name, actor_id=name if is_actor else None)
         alias = self.alias_of(term)
         entity_id = self._by_alias.get((tenant, alias))
         if entity_id is None:
-            raw = await self._store.get(keys.entity_alias(tenant, alias))
-            if raw is None:
+            entity_id = await self._aliases.get((tenant, alias))
+            if entity_id is None:
                 return None
-            entity_id = raw.decode()
         return await self.find(tenant, entity_id)
 
-    def pending_ops(self, entity_ids) -> list[Put]:
+    def pending_ops(self, entity_ids) -> list[Op]:
         ops = []
         for entity_id in entity_ids:
             if entity_id in self._unpersisted:
                 entity = self._entities[entity_id]
-                ops.append(Put(keys.entity(entity.tenant_id, entity.id), dumps(entity)))
+                ops.append(self._entities_table.put_op((entity.tenant_id, entity.id), entity))
                 for alias in entity.aliases:
-                    ops.append(Put(keys.entity_alias(entity.tenant_id, alias), entity.id.encode()))
+                    ops.append(self._aliases.put_op((entity.tenant_id, alias), entity.id))
         return ops
 
     def mark_persisted(self, entity_ids) -> None:

@@ -184,6 +184,10 @@ class ScopeSupervisor:
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
+    def scopes(self) -> list[str]:
+        """The scopes whose actors are live (spawned and not evicted)."""
+        return list(self._handles)
+
     def actor(self, scope: str) -> ScopeActor | None:
         handle = self._handles.get(scope)
         return handle.actor if handle else None

@@ -268,7 +268,7 @@ class EventState:
     scope: str
     done: list[str] = attrs.field(factory=list)  # the steps run (stages.Stage values), in order
     lce: list[str] = attrs.field(factory=list)  # its lifecycle record ids
-    derives: list[str] = attrs.field(factory=list)  # every record it derived, in this and other scopes
+    derives: list[str] = attrs.field(factory=list)  # what it derived, here and in other scopes
     errors: list[dict[str, Any]] = attrs.field(factory=list)  # {stage, error, message[, failures]}
     cancelled: bool = False
     batch_id: str | None = None

@@ -3,16 +3,17 @@
 The indexes, recall's candidates, the why-graph and the context block all read records through
 this module, as attrs records or as wire dicts (the shapes stored JSON decodes to):
 
-| record  | index text (``*_text``)                      | other readings                          |
-|---------|----------------------------------------------|-----------------------------------------|
-| event   | ``speaker: content`` (``event_text``); a      | ``said_text``: the text, or the content |
-|         | passage of a long text: ``speaker: passage``  | kind (display); ``message_text``: the   |
-|         | (``turn_text``)                              | text a message says ('' otherwise)      |
-| fact    | its claim, ``not`` before the predicate when  | the bare claim (``claim_text``) where  |
-|         | its polarity is negative (``fact_text``)      | the polarity is told apart (why-graph   |
-|         |                                              | edges) or not looked at (candidates)    |
-| belief  | its claim (``belief_text``)                   |                                         |
-| episode | ``name. summary`` (``episode_text``)          |                                         |
+| record  | what the indexes see (``*_text``)       | other readings                          |
+|---------|-----------------------------------------|-----------------------------------------|
+| event   | ``speaker: content`` (``event_text``); | ``said_text`` (display): the text, else |
+|         | a passage: ``speaker: passage``         | the content kind; ``message_text``: the |
+|         | (``turn_text``)                         | text of a message ('' otherwise)        |
+| fact    | its claim, ``not`` before the predicate | the bare claim (``fact_claim_text``)    |
+|         | when its polarity is negative           | where the polarity is shown beside it   |
+|         | (``fact_text``)                         | (why-graph edges) or not looked at      |
+|         |                                         | (candidates' MMR tokens)                |
+| belief  | its claim (``belief_text``)             |                                         |
+| episode | ``name. summary`` (``episode_text``)    |                                         |
 
 A claim reads ``subject predicate value``: the subject's name (its id when it has none), the
 predicate with ``_`` as spaces, an entity's name or a literal's value (with its unit only when

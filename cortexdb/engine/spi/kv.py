@@ -1,6 +1,7 @@
 """The storage SPI: an ordered key-value store of bytes (DESIGN §4).
 
-Backends know nothing of CortexDB records; keys come only from ``engine/keys.py``.  Semantics
+Backends know nothing of CortexDB records; keys come only from ``engine/storage/keys.py``, and
+only the storage layer (``engine/storage``) calls a store.  Semantics
 every backend must honour (checked by ``cortexdb.testing``):
 
 - keys and values are ``bytes``; order is unsigned lexicographic byte order;

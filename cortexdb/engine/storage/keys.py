@@ -1,0 +1,103 @@
+"""The key format: how records map to storage keys.  Only ``engine/storage`` imports it.
+
+Every key is ``<table> 0x00 <parts joined by 0x00>``.  Scope paths, ids, actor ids and tenant
+ids never contain NUL, so prefixes are unambiguous and a table's prefix never matches another
+table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capture order.
+
+| table | key parts                                   | value                                |
+|-------|---------------------------------------------|--------------------------------------|
+| E     | scope, evt_id                               | Event (immutable once written)       |
+| W     | wal_offset (8 bytes, big-endian)            | scope NUL evt_id — the node WAL order |
+| X     | evt_id                                      | EventState (stages, derives, errors) |
+| P     | scope, evt_id                               | empty — marks an unfinished pipeline |
+| F     | scope, fact_id                              | Fact                                 |
+| FI    | scope, subject_id, predicate, fact_id       | empty — fact resolution index        |
+| FS    | scope, fact_id, evt_id                      | empty — every event supporting a fact |
+| B     | scope, belief_id                            | Belief                               |
+| BI    | scope, claim key                            | belief_id                            |
+| EP    | scope, ep_id                                | Episode                              |
+| EO    | scope, window key                           | ep_id of the open episode            |
+| BD    | scope, belief_id                            | deletion note (410 on direct lookup) |
+| FW    | scope, evt_id                               | foreign consolidation work item      |
+| V     | scope, record id                            | float32 embedding of the record text |
+| C     | scope, concept_id                           | Concept (none written yet)           |
+| N     | tenant, ent_id                              | Entity                               |
+| NA    | tenant, normalised alias                    | ent_id                               |
+| I     | tenant, caller, endpoint family, key        | idempotency record                   |
+| TP    | tenant, phrase name                         | custom temporal phrase               |
+| L     | lce_id                                      | LifecycleEvent                       |
+| S     | scope                                       | Scope                                |
+| BT    | batch_id                                    | bulk batch record (none written yet) |
+| M     | name                                        | node metadata (e.g. the embedder)    |
+| PO    | tier, target                                | policy document (server: four tiers) |
+| RV    | jti                                         | revoked token (expires with the token) |
+| AU    | audit_id                                    | audit row (server, §14)              |
+| PP    | tenant, version (8 digits)                  | audit pepper                         |
+
+A table of the storage layer (``table.Table``) is a prefix — the table name and, for a per-scope
+table, the scope — and its rows' keys are that prefix followed by their remaining parts
+(``within``).
+"""
+
+from __future__ import annotations
+
+SEP = b"\x00"
+
+EVENTS, WAL, EVENT_STATES, PENDING = b"E", b"W", b"X", b"P"
+FACTS, FACT_INDEX, FACT_SUPPORTS = b"F", b"FI", b"FS"
+BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS = b"B", b"BI", b"BD"
+EPISODES, OPEN_EPISODES, FOREIGN_WORK, VECTORS, CONCEPTS = b"EP", b"EO", b"FW", b"V", b"C"
+ENTITIES, ENTITY_ALIASES, IDEMPOTENCY, TEMPORAL_PHRASES = b"N", b"NA", b"I", b"TP"
+LIFECYCLE, SCOPES, BATCHES, META = b"L", b"S", b"BT", b"M"
+POLICY_DOCS, REVOKED, AUDIT_ROWS, PEPPERS = b"PO", b"RV", b"AU", b"PP"
+
+#: the per-scope tables of derived records (``rebuild`` empties them)
+SCOPED_DERIVED_TABLES = (
+    FACTS, FACT_INDEX, FACT_SUPPORTS, BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, EPISODES,
+    OPEN_EPISODES, CONCEPTS, VECTORS,
+)  # fmt: skip
+
+
+def prefix(table: bytes, *parts: str) -> bytes:
+    """The prefix of every key of ``table`` whose first parts are ``parts``."""
+    return table + SEP + "".join(part + "\x00" for part in parts).encode()
+
+
+def within(table_prefix: bytes, *parts: str) -> bytes:
+    """The key of a row under ``table_prefix`` (a ``prefix``) with the remaining ``parts``."""
+    return table_prefix + "\x00".join(parts).encode()
+
+
+def last_part(key: bytes) -> str:
+    return key.rsplit(SEP, 1)[1].decode()
+
+
+def first_part(key: bytes) -> str:
+    """The first part after the table name (the scope of a per-scope table's key)."""
+    return key.split(SEP, 2)[1].decode()
+
+
+# the node WAL: keys are offsets, not text -------------------------------------------------------
+WAL_PREFIX = WAL + SEP
+
+
+def wal(offset: int) -> bytes:
+    return WAL_PREFIX + offset.to_bytes(8, "big")
+
+
+def wal_offset_of(key: bytes) -> int:
+    return int.from_bytes(key[len(WAL_PREFIX) :], "big")
+
+
+def wal_value(scope: str, event_id: str) -> bytes:
+    return scope.encode() + SEP + event_id.encode()
+
+
+def parse_wal_value(value: bytes) -> tuple[str, str]:
+    scope, event_id = value.split(SEP)
+    return scope.decode(), event_id.decode()
+
+
+# audit peppers: the version is a part of 8 digits, so versions sort numerically -----------------
+def pepper_version(version: int) -> str:
+    return f"{version:08d}"

@@ -1,0 +1,132 @@
+"""The node's and tenants' tables, and the server's stores (``keys`` documents each table).
+
+``NodeTables`` is what the engine opens on a store; ``Engine.tables`` hands it to the server,
+whose stores (policy documents, revoked tokens, audit rows and peppers, scope records) are its
+tables — the server never builds a key.  A scope actor's tables come from ``partition(scope)``.
+
+| attribute          | table | row key                              | value            |
+|--------------------|-------|--------------------------------------|------------------|
+| ``wal``            | W     | wal offset (see ``WalTable``)        | scope, event id  |
+| ``event_states``   | X     | evt_id                               | ``EventState``   |
+| ``lifecycle``      | L     | lce_id                               | ``LifecycleEvent`` |
+| ``scopes``         | S     | scope path                           | ``Scope``        |
+| ``batches``        | BT    | batch_id                             | JSON             |
+| ``meta``           | M     | name                                 | JSON             |
+| ``idempotency``    | I     | (tenant, caller, family, key)        | JSON             |
+| ``entities``       | N     | (tenant, ent_id)                     | ``Entity``       |
+| ``entity_aliases`` | NA    | (tenant, alias)                      | ent_id           |
+| ``temporal_phrases`` | TP  | (tenant, name)                       | JSON             |
+| ``policy_docs``    | PO    | (tier, target)                       | JSON             |
+| ``revoked``        | RV    | jti                                  | JSON             |
+| ``audit_rows``     | AU    | audit_id                             | JSON             |
+| ``peppers``        | PP    | (tenant, version) (``PepperTable``)  | JSON             |
+| ``all_vectors``    | V     | (scope, record id): every scope's    | float32          |
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from ..model import Entity, EventState, LifecycleEvent, Scope
+from ..spi.kv import KVStore, Op, Put
+from . import keys
+from .partition import Partition
+from .table import JSON, MARK, TEXT, VECTOR, Records, Table
+
+
+class WalTable:
+    """The node WAL order (``W``): offset -> (scope, event id).  Its keys are 8-byte offsets."""
+
+    def __init__(self, store: KVStore) -> None:
+        self.store = store
+
+    def put_op(self, offset: int, scope: str, event_id: str) -> Op:
+        return Put(keys.wal(offset), keys.wal_value(scope, event_id))
+
+    async def last_offset(self) -> int | None:
+        async for key, _ in self.store.scan(prefix=keys.WAL_PREFIX, reverse=True, limit=1):
+            return keys.wal_offset_of(key)
+        return None
+
+    async def scan(self) -> AsyncIterator[tuple[int, str, str]]:
+        """``(offset, scope, event id)`` in WAL order."""
+        async for key, value in self.store.scan(prefix=keys.WAL_PREFIX):
+            yield (keys.wal_offset_of(key), *keys.parse_wal_value(value))
+
+
+class PepperTable:
+    """Audit peppers (``PP``): (tenant, version) -> record; versions are integers, stored as 8
+    digits so that they sort numerically."""
+
+    def __init__(self, store: KVStore) -> None:
+        self.rows: Table[Any] = Table(store, keys.prefix(keys.PEPPERS), JSON)
+
+    async def scan(self, tenant: str) -> AsyncIterator[tuple[int, Any]]:
+        async for version, record in self.rows.scan(tenant):
+            yield int(version), record
+
+    def put_op(self, tenant: str, version: int, record: Any) -> Op:
+        return self.rows.put_op((tenant, keys.pepper_version(version)), record)
+
+    def delete_op(self, tenant: str, version: int) -> Op:
+        return self.rows.delete_op((tenant, keys.pepper_version(version)))
+
+
+class NodeTables:
+    def __init__(self, store: KVStore) -> None:
+        self.store = store
+        self.wal = WalTable(store)
+
+        def table(name: bytes, codec: Any) -> Table[Any]:
+            return Table(store, keys.prefix(name), codec)
+
+        self.event_states: Table[EventState] = table(keys.EVENT_STATES, Records(EventState))
+        self.lifecycle: Table[LifecycleEvent] = table(keys.LIFECYCLE, Records(LifecycleEvent))
+        self.scopes: Table[Scope] = table(keys.SCOPES, Records(Scope))
+        self.batches = table(keys.BATCHES, JSON)
+        self.meta = table(keys.META, JSON)
+        self.idempotency = table(keys.IDEMPOTENCY, JSON)
+        self.entities: Table[Entity] = table(keys.ENTITIES, Records(Entity))
+        self.entity_aliases: Table[str] = table(keys.ENTITY_ALIASES, TEXT)
+        self.temporal_phrases = table(keys.TEMPORAL_PHRASES, JSON)
+        self.policy_docs = table(keys.POLICY_DOCS, JSON)
+        self.revoked = table(keys.REVOKED, JSON)
+        self.audit_rows = table(keys.AUDIT_ROWS, JSON)
+        self.peppers = PepperTable(store)
+        self.all_vectors = table(keys.VECTORS, VECTOR)
+        self._pending = table(keys.PENDING, MARK)
+        self._foreign_work = table(keys.FOREIGN_WORK, JSON)
+
+    def partition(self, scope: str) -> Partition:
+        """The tables of one scope (its actor's)."""
+        return Partition(self.store, scope, self.event_states)
+
+    async def write(self, ops: Sequence[Op], *, sync: bool = False) -> None:
+        """Apply operations of any tables of this store in one atomic write."""
+        await self.store.write(ops, sync=sync)
+
+    async def scopes_with_pending_work(self) -> list[str]:
+        """The scopes with an unfinished pipeline (``P``) or foreign work (``FW``), each once."""
+        scopes: list[str] = []
+        for table in (self._pending, self._foreign_work):
+            start = table.prefix
+            while True:
+                found = None
+                async for key, _ in self.store.scan(prefix=table.prefix, start=start, limit=1):
+                    found = key
+                if found is None:
+                    break
+                scope = keys.first_part(found)
+                if scope not in scopes:
+                    scopes.append(scope)
+                start = keys.prefix(table.prefix[:-1], scope)[:-1] + b"\x01"  # past this scope
+        return scopes
+
+    async def compact(self) -> bool:
+        """Compact the store when the backend can; False when it has nothing to compact."""
+        compact_range = getattr(self.store, "compact", None)
+        if compact_range is None:
+            return False
+        await compact_range()
+        return True

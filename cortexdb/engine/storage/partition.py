@@ -1,0 +1,65 @@
+"""A scope partition's tables: what one ``ScopeActor`` owns (``keys`` documents each table).
+
+Every table below is the scope's slice of its key table (``<table> NUL <scope> NUL …``), except
+``event_states``: event states are keyed by event id alone (``Engine.home_scope`` finds an
+event's scope from it), shared with ``NodeTables``; the partition's actor is their only writer.
+
+| attribute          | table | row key                         | value                       |
+|--------------------|-------|---------------------------------|-----------------------------|
+| ``events``         | E     | evt_id                          | ``Event``                   |
+| ``event_states``   | X     | evt_id (node-wide)              | ``EventState``              |
+| ``pending``        | P     | evt_id                          | marker: pipeline unfinished |
+| ``facts``          | F     | fact_id                         | ``Fact``                    |
+| ``fact_index``     | FI    | (subject_id, predicate, fact_id)| marker                      |
+| ``fact_supports``  | FS    | (fact_id, evt_id)               | marker                      |
+| ``beliefs``        | B     | belief_id                       | ``Belief``                  |
+| ``belief_claims``  | BI    | claim key                       | belief_id                   |
+| ``belief_deletions`` | BD  | belief_id                       | JSON deletion note          |
+| ``episodes``       | EP    | ep_id                           | ``Episode``                 |
+| ``open_episodes``  | EO    | window key                      | ep_id                       |
+| ``foreign_work``   | FW    | evt_id (of the source scope)    | JSON work item              |
+| ``vectors``        | V     | record id (or passage id)       | float32 embedding           |
+| ``concepts``       | C     | concept_id                      | ``Concept``                 |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model import Belief, Concept, Episode, Event, EventState, Fact
+from ..spi.kv import KVStore
+from . import keys
+from .table import JSON, MARK, TEXT, VECTOR, Records, Table
+
+
+class Partition:
+    def __init__(self, store: KVStore, scope: str, event_states: Table[EventState]) -> None:
+        self.scope = scope
+
+        def table(name: bytes, codec: Any) -> Table[Any]:
+            return Table(store, keys.prefix(name, scope), codec)
+
+        self.events: Table[Event] = table(keys.EVENTS, Records(Event))
+        self.event_states = event_states
+        self.pending: Table[bool] = table(keys.PENDING, MARK)
+        self.facts: Table[Fact] = table(keys.FACTS, Records(Fact))
+        self.fact_index: Table[bool] = table(keys.FACT_INDEX, MARK)
+        self.fact_supports: Table[bool] = table(keys.FACT_SUPPORTS, MARK)
+        self.beliefs: Table[Belief] = table(keys.BELIEFS, Records(Belief))
+        self.belief_claims: Table[str] = table(keys.BELIEF_CLAIMS, TEXT)
+        self.belief_deletions = table(keys.BELIEF_DELETIONS, JSON)
+        self.episodes: Table[Episode] = table(keys.EPISODES, Records(Episode))
+        self.open_episodes: Table[str] = table(keys.OPEN_EPISODES, TEXT)
+        self.foreign_work = table(keys.FOREIGN_WORK, JSON)
+        self.vectors = table(keys.VECTORS, VECTOR)
+        self.concepts: Table[Concept] = table(keys.CONCEPTS, Records(Concept))
+        self._store = store
+
+    def derived(self) -> list[Table[Any]]:
+        """Every table of derived records (``keys.SCOPED_DERIVED_TABLES``): what rebuild empties."""
+        return [Table(self._store, keys.prefix(name, self.scope), MARK)
+                for name in keys.SCOPED_DERIVED_TABLES]  # fmt: skip
+
+    async def write(self, ops, *, sync: bool = False) -> None:
+        """Apply operations of any tables of the store in one atomic write."""
+        await self._store.write(ops, sync=sync)

@@ -1,0 +1,261 @@
+"""``Table[T]``: one key range of the store whose values are of one type (DESIGN §1).
+
+A table is a key prefix (``keys.prefix``: the table name, plus the scope for a per-scope table)
+and a codec.  A row is named by its remaining key parts: one string (``"evt_…"``) or a tuple
+(``(subject_id, predicate, fact_id)``); scans name rows by their *last* part.  Writes are
+operations (``put_op``, ``delete_op``) that the caller commits in one atomic ``write`` with the
+operations of other tables; ``put``/``delete`` write one row at once.
+
+| method              | does                                                                |
+|---------------------|---------------------------------------------------------------------|
+| ``get(key)``        | the decoded value, or None                                          |
+| ``put_op``/``delete_op`` | an operation for ``write``                                     |
+| ``scan(under, …)``  | ``(last part, value)`` in key order: ``under`` (leading parts),     |
+|                     | ``starting_with`` (a text prefix of the next part), ``after``       |
+|                     | (exclusive) / ``upto`` (inclusive) bounds, ``reverse``, ``limit``   |
+| ``ids(…)``          | the same, names only (values are not decoded)                       |
+| ``items(under)``    | ``(key parts, value)``: every part of the row's name                |
+| ``page(cursor, …)`` | one page of a listing with the opaque cursor (``cursor.py``)        |
+| ``delete_all(under)``| every row, in writes of ``CHUNK_OPS`` operations                |
+| ``raw``/``json``    | the same rows read as bytes / as decoded JSON (no record structuring)|
+
+Codecs map values to bytes: ``Records(cls)`` (the one cattrs converter), ``JSON``, ``TEXT``,
+``MARK`` (an empty value: a marker), ``VECTOR`` (float32), ``RAW``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import cached_property
+from typing import Any, Generic, Protocol, TypeVar
+
+import numpy as np
+
+from ...errors import InvalidCursor
+from .. import cursor as cursors
+from .. import jsoncodec
+from ..model import converter
+from ..spi.kv import Delete, KVStore, Op, Put
+from . import keys
+
+T = TypeVar("T")
+Key = str | tuple[str, ...]
+CHUNK_OPS = 10_000  # operations per write when a table is emptied or rewritten in bulk
+
+__all__ = ["CHUNK_OPS", "JSON", "MARK", "RAW", "TEXT", "VECTOR", "Codec", "Key", "Op",
+           "Records", "Table"]  # fmt: skip
+
+
+class Codec(Protocol[T]):
+    def encode(self, value: T) -> bytes: ...
+
+    def decode(self, raw: bytes) -> T: ...
+
+
+class Records(Generic[T]):
+    """attrs records through the one cattrs converter: the bytes of ``model.dumps`` and the
+    records of ``model.loads``, with the converter's hooks for ``cls`` looked up once."""
+
+    def __init__(self, cls: type[T]) -> None:
+        self.cls = cls
+        self._unstructure = converter.get_unstructure_hook(cls)
+        self._structure = converter.get_structure_hook(cls)
+
+    def encode(self, value: T) -> bytes:
+        return jsoncodec.encode(self._unstructure(value))
+
+    def decode(self, raw: bytes) -> T:
+        return self._structure(jsoncodec.decode(raw), self.cls)
+
+
+class _Json:
+    def encode(self, value: Any) -> bytes:
+        return jsoncodec.encode(value)
+
+    def decode(self, raw: bytes) -> Any:
+        return jsoncodec.decode(raw)
+
+
+class _Text:
+    def encode(self, value: str) -> bytes:
+        return value.encode()
+
+    def decode(self, raw: bytes) -> str:
+        return raw.decode()
+
+
+class _Mark:
+    """A marker row: its key is the information, its value is empty."""
+
+    def encode(self, value: Any) -> bytes:
+        return b""
+
+    def decode(self, raw: bytes) -> bool:
+        return True
+
+
+class _Vector:
+    """A float32 embedding; a value whose size is not a whole number of floats reads as None."""
+
+    def encode(self, value: Any) -> bytes:
+        return np.asarray(value).astype(np.float32).tobytes()
+
+    def decode(self, raw: bytes) -> np.ndarray | None:
+        if len(raw) % 4:
+            return None
+        return np.frombuffer(raw, dtype=np.float32)
+
+
+class _Raw:
+    def encode(self, value: bytes) -> bytes:
+        return value
+
+    def decode(self, raw: bytes) -> bytes:
+        return raw
+
+
+JSON, TEXT, MARK, VECTOR, RAW = _Json(), _Text(), _Mark(), _Vector(), _Raw()
+
+
+class Table(Generic[T]):
+    def __init__(self, store: KVStore, prefix: bytes, codec: Codec[T]) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.codec = codec
+
+    def __repr__(self) -> str:
+        return f"Table({self.prefix!r})"
+
+    # -- keys ----------------------------------------------------------------------------------
+    def key(self, key: Key) -> bytes:
+        return keys.within(self.prefix, *((key,) if isinstance(key, str) else key))
+
+    def _under(self, under: Key) -> bytes:
+        parts = (under,) if isinstance(under, str) else under
+        return self.prefix + "".join(part + "\x00" for part in parts).encode()
+
+    # -- reading -------------------------------------------------------------------------------
+    async def get(self, key: Key) -> T | None:
+        raw = await self.store.get(self.key(key))
+        return self.codec.decode(raw) if raw is not None else None
+
+    async def exists(self, key: Key) -> bool:
+        return await self.store.get(self.key(key)) is not None
+
+    async def scan(self, under: Key = (), *, starting_with: str = "", after: str | None = None,
+                   upto: str | None = None, reverse: bool = False,
+                   limit: int | None = None) -> AsyncIterator[tuple[str, T]]:  # fmt: skip
+        """``(last part, value)`` of the rows under ``under`` whose next part starts with
+        ``starting_with``, after ``after`` and up to ``upto`` (both within ``under``)."""
+        decode = self.codec.decode
+        async for key, raw in self._rows(under, starting_with, after, upto, reverse, limit):
+            yield keys.last_part(key), decode(raw)
+
+    async def items(self, under: Key = (), *, reverse: bool = False,
+                    limit: int | None = None) -> AsyncIterator[tuple[tuple[str, ...], T]]:  # fmt: skip
+        """``(key parts, value)`` of the rows under ``under``: every part after the table's
+        prefix, for a table whose rows are named by several parts."""
+        decode, skip = self.codec.decode, len(self.prefix)
+        async for key, raw in self._rows(under, "", None, None, reverse, limit):
+            yield tuple(key[skip:].decode().split("\x00")), decode(raw)
+
+    async def ids(self, under: Key = (), *, starting_with: str = "", after: str | None = None,
+                  upto: str | None = None, reverse: bool = False,
+                  limit: int | None = None) -> AsyncIterator[str]:  # fmt: skip
+        """The last parts of the rows ``scan`` would yield, without decoding their values."""
+        async for key, _ in self._rows(under, starting_with, after, upto, reverse, limit):
+            yield keys.last_part(key)
+
+    def _rows(self, under: Key, starting_with: str, after: str | None, upto: str | None,
+              reverse: bool, limit: int | None) -> AsyncIterator[tuple[bytes, bytes]]:  # fmt: skip
+        base = self._under(under)
+        start = keys.within(base, after) + keys.SEP if after is not None else None
+        stop = keys.within(base, upto) + b"\x01" if upto is not None else None
+        return self.store.scan(prefix=base + starting_with.encode(), start=start, stop=stop,
+                               reverse=reverse, limit=limit)  # fmt: skip
+
+    async def count(self, under: Key = ()) -> int:
+        return sum([1 async for _ in self._rows(under, "", None, None, False, None)])
+
+    async def page(self, cursor: str | None, *, limit: int, under: Key = (),
+                   convert: Callable[[str, T], Awaitable[Any]] | None = None,
+                   keep: Callable[[Any], bool] | None = None) -> dict[str, Any]:  # fmt: skip
+        """One page of the rows under ``under``: ``convert(last part, value)`` makes each item
+        (None skips it), ``keep(item)`` filters; ``next_cursor`` names the last row returned,
+        so pages are stable while rows are added."""
+        base = self._under(under)
+        after = _after_key(cursor, base)
+        start = after + keys.SEP if after is not None else None
+        items: list[tuple[bytes, Any]] = []
+        async for key, raw in self.store.scan(prefix=base, start=start):
+            value = self.codec.decode(raw)
+            item = await convert(keys.last_part(key), value) if convert is not None else value
+            if item is None or (keep is not None and not keep(item)):
+                continue
+            items.append((key, item))
+            if len(items) > limit:
+                break
+        has_more = len(items) > limit
+        items = items[:limit]
+        return {
+            "items": [item for _, item in items],
+            "next_cursor": cursors.encode({"after": items[-1][0].hex()}) if has_more else None,
+            "has_more": has_more,
+        }
+
+    # -- writing -------------------------------------------------------------------------------
+    def put_op(self, key: Key, value: T) -> Op:
+        return Put(self.key(key), self.codec.encode(value))
+
+    def delete_op(self, key: Key) -> Op:
+        return Delete(self.key(key))
+
+    async def put(self, key: Key, value: T, *, sync: bool = False) -> None:
+        await self.store.write([self.put_op(key, value)], sync=sync)
+
+    async def delete(self, key: Key, *, sync: bool = False) -> None:
+        await self.store.write([self.delete_op(key)], sync=sync)
+
+    async def write(self, ops: Sequence[Op], *, sync: bool = False) -> None:
+        """Apply operations (of this or other tables of the same store) in one atomic write."""
+        await self.store.write(ops, sync=sync)
+
+    async def delete_all(self, under: Key = ()) -> int:
+        """Delete every row under ``under`` (all of them by default), ``CHUNK_OPS`` rows per
+        write; returns how many."""
+        doomed = [Delete(key) async for key, _ in self.store.scan(prefix=self._under(under))]
+        for start in range(0, len(doomed), CHUNK_OPS):
+            await self.store.write(doomed[start : start + CHUNK_OPS])
+        return len(doomed)
+
+    # -- other readings of the same rows -------------------------------------------------------
+    @cached_property
+    def raw(self) -> Table[bytes]:
+        """The same rows as stored bytes (sizes, byte-identical caches)."""
+        return Table(self.store, self.prefix, RAW)
+
+    @cached_property
+    def json(self) -> Table[Any]:
+        """The same rows as decoded JSON, not structured into records (cheaper to read)."""
+        return Table(self.store, self.prefix, JSON)
+
+
+def _after_key(cursor: str | None, base: bytes) -> bytes | None:
+    """The key a page cursor names; ``INVALID_CURSOR`` for one this server did not issue or one
+    of another listing."""
+    if not cursor:
+        return None
+    data = cursors.decode(cursor)
+    try:
+        key = bytes.fromhex(data["after"]) if isinstance(data, dict) else None
+    except (KeyError, TypeError, ValueError):
+        key = None
+    if key is None:
+        raise InvalidCursor(
+            "the cursor is not one this server issued", details={"cursor": cursor[:128]}
+        )
+    if not key.startswith(base):
+        raise InvalidCursor(
+            "the cursor belongs to a different listing", details={"cursor": cursor[:128]}
+        )
+    return key
