@@ -16,6 +16,7 @@ import cortexdb
 from cortexdb import EngineConfig, ManualClock
 from cortexdb.server import auth
 from cortexdb.server.app import create_app
+from cortexdb.server.call import RequestPolicyHook
 from cortexdb.server.settings import ServerSettings
 
 START = "2026-05-13T15:42:09Z"
@@ -86,7 +87,8 @@ async def server(tmp_path: Path, *, preset: str = "on_prem_enterprise", keys: Ke
                    jwt_issuers=[(JWT_ISS, str(keys.jwks))], operators=("user:root",))  # fmt: skip
     options.update(settings)
     config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice")
-    async with cortexdb.open_engine("memory", clock=clock, id_seed=11, config=config) as engine:
+    async with cortexdb.open_engine("memory", clock=clock, id_seed=11, config=config,
+                                    policy=RequestPolicyHook()) as engine:  # fmt: skip
         app = create_app(engine, ServerSettings(**options))
         async with app.test_app() as test_app:
             yield Harness(app, test_app.test_client(), keys, clock, engine)

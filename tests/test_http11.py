@@ -1,4 +1,4 @@
-"""The built-in HTTP/1.1 + WebSocket server (cortexdb/server/http11.py), over raw loopback sockets.
+"""The built-in HTTP/1.1 + WebSocket server (cortexdb/http), over raw loopback sockets.
 
 Small ASGI apps pin each protocol behaviour; the whole CortexDB app runs on this server in
 test_server_e2e.py.  No sleeps: tests wait on events the apps set, or on the socket.
@@ -17,7 +17,8 @@ from wsproto import WSConnection
 from wsproto.connection import ConnectionType
 from wsproto.events import AcceptConnection, CloseConnection, Request, TextMessage
 
-from cortexdb.server import http11
+from cortexdb import http
+from cortexdb.server.responses import error_body
 
 
 class Probe:
@@ -91,9 +92,12 @@ class Probe:
 
 @asynccontextmanager
 async def serving(app, **options):
+    """The server on a free port; its refusals carry the API's envelope (as under ``cortexdb serve``)
+    unless ``error_body`` says otherwise."""
     stop = trio.Event()
+    options.setdefault("error_body", error_body)
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(lambda task_status: http11.serve(
+        binds = await nursery.start(lambda task_status: http.serve(
             app, "127.0.0.1:0", shutdown_trigger=stop.wait, task_status=task_status, **options))  # fmt: skip
         host, port = binds[0].removeprefix("http://").split(":")
         try:
@@ -231,6 +235,19 @@ async def test_an_app_failure_is_a_500_envelope():
         envelope = json.loads(body)
         assert status == 500 and envelope["error_code"] == "INTERNAL" and envelope["retriable"] is True
         assert envelope["request_id"].startswith("req_")
+
+
+async def test_without_an_error_body_refusals_are_plain_json():
+    """cortexdb/http knows nothing of CortexDB: by default a refusal is a small JSON object, and
+    the request id comes from ``new_request_id``."""
+    async with serving(Probe(), error_body=http.plain_error_body, new_request_id=lambda: "r-1") as (port, _):
+        conn = await Raw.open(port)
+        await conn.stream.send_all(get("/boom"))
+        status, headers, body = await conn.response()
+        assert status == 500 and headers["x-request-id"] == "r-1" and headers["connection"] == "close"
+        assert json.loads(body) == {"error": "INTERNAL", "message": "the server failed to answer this request",
+                                    "request_id": "r-1", "retriable": True}  # fmt: skip
+        assert "x-cortex-request-id" not in headers
 
 
 async def test_streamed_response_is_chunked_head_first_and_a_disconnect_reaches_the_app():

@@ -403,3 +403,19 @@ async def test_no_route_answers_500_to_malformed_input(tmp_path):
                     assert response.status_code < 500 or response.status_code == 501, (route.path, query, data)
                     if response.status_code >= 400:
                         validate("error_envelope", data)
+
+
+async def test_the_app_needs_an_engine_opened_with_the_request_policy_hook():
+    """The hook is given at open (``open_engine(policy=...)``), never swapped later: an engine
+    whose own checks would skip the gate is refused loudly."""
+    import cortexdb
+    from cortexdb.server.app import create_app
+    from cortexdb.server.call import RequestPolicyHook
+    from cortexdb.server.settings import ServerSettings
+
+    async with cortexdb.open_engine("memory") as engine:
+        assert not hasattr(engine, "use_policy")
+        with pytest.raises(ValueError, match="RequestPolicyHook"):
+            create_app(engine, ServerSettings(backend="memory"))
+    async with cortexdb.open_engine("memory", policy=RequestPolicyHook()) as engine:
+        assert create_app(engine, ServerSettings(backend="memory")).cortex.engine is engine

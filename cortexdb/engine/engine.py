@@ -755,9 +755,10 @@ class Engine:
         """How many records each layer of a scope holds (operators' inventory, prune)."""
         return await self._read(scope, "layer_counts")
 
-    def use_policy(self, hook: PolicyHook) -> None:
-        """Route every capability decision through ``hook`` (the server's gate)."""
-        self._ctx.policy = hook
+    @property
+    def policy(self) -> PolicyHook:
+        """The policy hook every capability decision goes through (``open_engine(policy=...)``)."""
+        return self._ctx.policy
 
     def new_id(self, prefix: str) -> str:
         """A fresh time-ordered id of the given namespace (``req``, ``audit``, ...; §3.6)."""

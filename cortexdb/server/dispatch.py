@@ -1,12 +1,12 @@
 """Direct dispatch of the API routes, in front of Quart (an ASGI middleware on ``app.asgi_app``).
 
-Every ``@api`` route runs through ``_handle`` (auth, rate limit, policy, audit, envelope) whichever
-way it arrives; this layer only skips Quart's per-request machinery — request and app contexts,
-werkzeug routing, signals — which costs about 0.45 ms a request on this machine (a Quart-Trio
-hello world serves 799 requests/s where the bare server serves 1,250; decisions.md, "The HTTP
-layer").  Requests it does not match (unknown paths, wrong methods, HEAD, the SSE lifecycle
-stream, the WebSocket feed) go on to Quart unchanged, so Quart still answers them, its error
-handlers included.
+Every declared route runs through ``pipeline.handle`` (auth, rate limit, policy, audit,
+envelope) whichever way it arrives; this layer only skips Quart's per-request machinery — request
+and app contexts, werkzeug routing, signals — which costs about 0.45 ms a request on this machine
+(a Quart-Trio hello world serves 799 requests/s where the bare server serves 1,250; decisions.md,
+"The HTTP layer").  Requests it does not match (unknown paths, wrong methods, HEAD, the SSE
+lifecycle stream, the WebSocket feed) go on to Quart unchanged, so Quart still answers them, its
+error handlers included.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class DirectHeaders:
 
 
 class DirectRequest:
-    """What ``_handle`` and the handlers read of a request (the subset of Quart's request they use)."""
+    """What ``pipeline.handle`` and the handlers read of a request (the subset of Quart's request they use)."""
 
     __slots__ = ("method", "path", "headers", "args", "remote_addr", "_body")
 

@@ -1,6 +1,6 @@
 """``cortexdb serve``: the HTTP server and the engine in the same Trio loop.
 
-The HTTP layer is the built-in HTTP/1.1 + WebSocket server (``http11.py``) by default, or
+The HTTP layer is the built-in HTTP/1.1 + WebSocket server (``cortexdb.http``) by default, or
 Hypercorn's trio worker (``--http-server hypercorn``); docs/decisions.md says why the default
 changed.  Shutdown on SIGINT/SIGTERM: open streams end (``state.closing``), the server drains
 requests in flight, then the engine closes (actors stop, WAL and store flushed).
@@ -27,9 +27,11 @@ from hypercorn.trio.tcp_server import TCPServer
 
 from ..engine.config import EngineConfig
 from ..engine.engine import open_engine
-from ..errors import HttpError
-from . import http11
+from ..http import error_response, linger, too_many_connections
+from ..http import serve as http_serve
 from .app import create_app
+from .call import RequestPolicyHook
+from .responses import error_body
 from .settings import ServerSettings
 
 log = logging.getLogger("cortexdb.server")
@@ -51,9 +53,7 @@ class _HypercornGuard:
         self.connections = 0
 
     def refusal(self) -> bytes:
-        error = HttpError(503, "TOO_MANY_CONNECTIONS",
-                          f"the server holds its maximum of {self.max_connections} connections", retriable=True)  # fmt: skip
-        return http11.error_response(error, self.new_request_id(), ((b"retry-after", b"1"),))
+        return error_response(too_many_connections(self.max_connections), self.new_request_id(), error_body)
 
 
 class _GuardedTCPServer(TCPServer):
@@ -71,7 +71,7 @@ class _GuardedTCPServer(TCPServer):
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 with trio.move_on_after(5):
                     await self.stream.send_all(guard.refusal())
-                await http11.linger(self.stream)
+                await linger(self.stream)
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await self.stream.aclose()
             return
@@ -110,7 +110,8 @@ async def run_server(settings: ServerSettings, *,
         derivation_workers=settings.derivation_workers,
     )
     path = settings.data_dir if settings.backend == "leveldb" else None
-    async with open_engine(settings.backend, path, config=config, clock=clock, id_seed=id_seed) as engine:
+    async with open_engine(settings.backend, path, config=config, clock=clock, id_seed=id_seed,
+                           policy=RequestPolicyHook()) as engine:  # fmt: skip
         app = create_app(engine, settings)
 
         def new_request_id() -> str:  # for the envelopes the HTTP layer answers itself
@@ -141,11 +142,11 @@ async def run_server(settings: ServerSettings, *,
                 _guard_hypercorn()
                 await hypercorn_serve(app, hyper, shutdown_trigger=stop, task_status=task_status)
             else:
-                await http11.serve(app, settings.bind, shutdown_trigger=stop, task_status=task_status,
-                                   new_request_id=new_request_id, max_body=settings.max_body_bytes,
-                                   max_head=settings.max_head_bytes, head_timeout=settings.head_timeout,
-                                   max_connections=settings.max_connections,
-                                   max_ws_message=settings.max_ws_message_bytes)  # fmt: skip
+                await http_serve(app, settings.bind, shutdown_trigger=stop, task_status=task_status,
+                                 new_request_id=new_request_id, error_body=error_body,
+                                 max_body=settings.max_body_bytes, max_head=settings.max_head_bytes,
+                                 head_timeout=settings.head_timeout, max_connections=settings.max_connections,
+                                 max_ws_message=settings.max_ws_message_bytes)  # fmt: skip
 
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(serve)

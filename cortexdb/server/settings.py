@@ -46,7 +46,7 @@ class ServerSettings:
     # go in the same chunk (a quiet stream sends at once; decisions.md, "Lifecycle fan-out")
     stream_coalesce: float = 0.05
     maintenance_interval: float = 60.0
-    # "cortex": the lean HTTP/1.1 + WebSocket server in http11.py (default; decisions.md, "The
+    # "cortex": the lean HTTP/1.1 + WebSocket server cortexdb/http (default; decisions.md, "The
     # HTTP layer"); "hypercorn": Hypercorn's trio worker.
     http_server: str = attrs.field(default="cortex", validator=attrs.validators.in_(("cortex", "hypercorn")))
     # Over HTTP, consecutive writes arrive a few milliseconds apart; derivation waits for this much

@@ -1,0 +1,244 @@
+"""What a handler is given: its ``Route``, the ``Call`` (one request: who, what was decided), and
+the ``ServerState`` (the server's services) the call carries.
+
+Routes are declared per endpoint family in a ``Blueprint`` (``routes/``); ``create_app``
+installs them.  Every capability decision of a call goes through ``Call.check`` — the gate's
+answer, remembered for the audit row and ``X-Cortex-Policy`` — and so do the engine's own
+decisions: ``RequestPolicyHook`` (given to ``open_engine(policy=...)``) reads the current call
+from a context variable the pipeline sets around the handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import attrs
+import trio
+from quart import request
+
+from ..engine import jsoncodec
+from ..engine.policy.hook import ALLOWED, Verdict
+from ..errors import InvalidBody
+from .audit import AuditLog
+from .auth import Revocations, Verifier
+from .frames import FrameCache
+from .gate import Gate
+from .policy import Decision, PolicyEngine, Principal
+from .ratelimit import RateLimiter
+from .registry import ScopeRegistry
+from .settings import ServerSettings
+
+
+@attrs.define
+class Route:
+    method: str
+    path: str
+    tier: str
+    rate: str | None  # "read" | "write" | None (not rate limited)
+    summary: str
+    open: bool  # no authentication (version, openapi)
+    request_schema: str | None = None
+    response_schema: str | None = None
+    status: int = 200
+    stream: bool = False
+    # what the route touches, for the gate's guard: "scope" (it must check the caller's right on
+    # a scope before answering), "filtered" (it filters items one by one), "tenant" (no scope),
+    # "open" (no authentication)
+    access: str = "scope"
+    json_body: bool = True  # a body, when sent, must be application/json
+
+
+Handler = Callable[..., Awaitable[Any]]  # (call, **path params) -> JSON data or a Response
+WebSocketHandler = Callable[["ServerState", Route], Awaitable[None]]  # serves one connection
+
+
+class Blueprint:
+    """The routes of one endpoint family, declared where their handlers are and installed, in
+    declaration order, by ``create_app`` (the order is the OpenAPI document's)."""
+
+    def __init__(self) -> None:
+        self.routes: list[tuple[Route, Handler]] = []
+        self.websockets: list[tuple[Route, WebSocketHandler]] = []
+
+    def __call__(self, method: str, path: str, *, tier: str = "stable", rate: str | None = "read",
+                 summary: str = "", open: bool = False, request_schema: str | None = None,
+                 response_schema: str | None = None, status: int = 200, stream: bool = False,
+                 access: str = "scope") -> Callable[[Handler], Handler]:  # fmt: skip
+        route = Route(method, path, tier, rate, summary, open, request_schema, response_schema,
+                      status, stream, "open" if open else access)  # fmt: skip
+
+        def register(handler: Handler) -> Handler:
+            self.routes.append((route, handler))
+            return handler
+
+        return register
+
+    def websocket(self, path: str, *, summary: str, access: str):
+        route = Route("GET", path, "stable", None, summary, False, access=access)
+
+        def register(handler: WebSocketHandler) -> WebSocketHandler:
+            self.websockets.append((route, handler))
+            return handler
+
+        return register
+
+
+@attrs.define
+class ServerState:
+    engine: Any
+    settings: ServerSettings
+    policy: PolicyEngine
+    verifier: Verifier
+    revocations: Revocations
+    registry: ScopeRegistry
+    gate: Gate
+    audit: AuditLog
+    limiter: RateLimiter
+    routes: list[Route] = attrs.field(factory=list)
+    frames: FrameCache = attrs.field(factory=FrameCache)  # lifecycle frames, encoded once per server
+    closing: trio.Event = attrs.field(factory=trio.Event)
+    started: float = attrs.field(factory=time.time)
+    counters: dict[str, int] = attrs.field(factory=dict)
+    latency_ms: dict[str, float] = attrs.field(factory=dict)
+    open_streams: int = 0
+
+    def now_unix(self) -> float:
+        return self.engine.clock.now().timestamp()
+
+    def count(self, name: str, by: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + by
+
+
+class Call:
+    """One request as the handlers see it."""
+
+    def __init__(self, state: ServerState, route: Route, principal: Principal | None,
+                 request_id: str, raw: bytes) -> None:  # fmt: skip
+        self.state = state
+        self.route = route
+        self.principal = principal
+        self.request_id = request_id
+        self.raw = raw
+        self.decisions: list[tuple[Decision, str | None]] = []
+        self.primary: str | None = None
+        self.scope: str | None = None
+        self.event_id: str | None = None
+        self.headers: dict[str, str] = {}
+        self._json: Any = None
+        self._audit_id: str | None = None
+
+    @property
+    def audit_id(self) -> str:
+        """The id this call's audit row will carry (responses may cite it, e.g. a cancel)."""
+        if self._audit_id is None:
+            self._audit_id = self.state.engine.new_id("audit")
+        return self._audit_id
+
+    def json(self) -> Any:
+        if self._json is None:
+            if not self.raw.strip():
+                raise InvalidBody("the request body is empty; send a JSON object")
+            try:
+                self._json = jsoncodec.decode_request(self.raw, max_depth=self.state.settings.max_json_depth)
+            except ValueError as exc:
+                raise InvalidBody(f"malformed JSON: {exc}") from None
+            if not isinstance(self._json, dict):
+                raise InvalidBody("the request body must be a JSON object")
+        return self._json
+
+    def check(self, capability: str, scope: str | None = None, *, access: str | None = None) -> Decision:
+        """Decide through the gate and remember (for the audit row and ``X-Cortex-Policy``);
+        raise if denied (``POLICY_DENIED`` or ``NOT_A_MEMBER``)."""
+        for decided, where in self.decisions:  # the engine's hook may ask what the handler asked
+            if decided.capability == capability and where == scope and decided.allowed and access is None:
+                return decided
+        decision = self.state.gate.decide(self.principal, capability, scope, access=access)
+        self.decisions.append((decision, scope))
+        if scope is not None and self.scope is None:
+            self.scope = scope
+        decision.raise_if_denied(self.state.policy.preset.name, scope)
+        return decision
+
+    def deny(self, capability: str, tier: str, reason: str, scope: str | None = None) -> None:
+        """Refuse for a reason the tiers' documents do not express (e.g. only a tenant admin may
+        edit the tenant policy): recorded and audited like any denial."""
+        decision = Decision(False, capability, tier, reason)
+        self.decisions.append((decision, scope))
+        decision.raise_if_denied(self.state.policy.preset.name, scope)
+
+    def require_admin(self, capability: str, reason: str) -> None:
+        """Tenant-wide administration: the tenant's admins and the deployment's operators only."""
+        if not self.state.gate.is_admin(self.principal):
+            self.deny(capability, "tenant", reason)
+
+    def allows(self, capability: str, scope: str | None = None) -> bool:
+        """The gate's answer without recording it: for filtering items, never for the answer."""
+        return self.state.gate.decide(self.principal, capability, scope).allowed
+
+    def checked_a_scope(self) -> bool:
+        return any(where is not None for _, where in self.decisions)
+
+    def governing(self) -> Decision | None:
+        for decision, _ in self.decisions:
+            if not decision.allowed:
+                return decision
+        if self.primary:
+            for decision, _ in self.decisions:
+                if decision.capability == self.primary:
+                    return decision
+        return self.decisions[0][0] if self.decisions else None
+
+
+_current: contextvars.ContextVar[Call | None] = contextvars.ContextVar("cortex_call", default=None)
+_request: contextvars.ContextVar[Any] = contextvars.ContextVar("cortex_request", default=None)
+
+
+@contextlib.contextmanager
+def current(call: Call) -> Iterator[Call]:
+    """``call`` is the current call (the engine's hook decides through it) within the block."""
+    token = _current.set(call)
+    try:
+        yield call
+    finally:
+        _current.reset(token)
+
+
+@contextlib.contextmanager
+def handling(request: Any) -> Iterator[Any]:
+    """``request`` is the request being handled (``current_request``) within the block."""
+    token = _request.set(request)
+    try:
+        yield request
+    finally:
+        _request.reset(token)
+
+
+def current_request() -> Any:
+    """The request being handled: the direct dispatcher's (``dispatch.DirectRequest``), or
+    Quart's for the routes Quart serves (streams)."""
+    req = _request.get()
+    return req if req is not None else request
+
+
+class RequestPolicyHook:
+    """The engine's policy hook under the server: decisions go through the current call's gate,
+    so the token's caps and the scope's members narrow them and they are audited.  Engine-internal
+    work outside a request (derivation, consolidation) is not a caller decision and passes.
+    Give it to ``open_engine(policy=RequestPolicyHook())``; it exists before the app does."""
+
+    def check(self, caller: str, capability: str, scope: str) -> None:
+        call = _current.get()
+        if call is None or call.principal is None:
+            return None
+        call.check(capability, scope)
+
+    def verdict(self, caller: str, capability: str, scope: str) -> Verdict:
+        call = _current.get()
+        if call is None or call.principal is None:
+            return ALLOWED
+        decision = call.state.gate.decide(call.principal, capability, scope)
+        return ALLOWED if decision.allowed else Verdict(False, decision.tier, decision.reason)

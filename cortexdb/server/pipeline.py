@@ -1,0 +1,195 @@
+"""The per-request pipeline: every declared route runs through ``handle``, whichever way it
+arrives (``dispatch.DirectDispatch`` or a Quart view), in this order:
+
+request id → stability (the experimental gate) → admission (``Gate.admit``: content type,
+origin) → authentication (§4.3) → rate limit (§6.5) → the handler, with the call current for
+the engine's policy hook → the guard (a route that touches a scope must have asked the gate
+about one) → the audit row of every policy-gated call (§14) → the envelope and headers.
+
+Answers no route gives (framework 404/405/413, crashes) get the same envelope here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from quart import Response
+from werkzeug.exceptions import HTTPException
+
+from ..errors import CortexError, ExperimentalDisabled, HttpError, Internal, RateLimited
+from .call import Call, Handler, Route, ServerState, current, handling
+from .policy import Decision, Principal
+from .responses import HTTP_CODES, envelope_response, http_error, json_response
+
+log = logging.getLogger("cortexdb.server")
+
+EXPERIMENTAL_NOTICE = "https://docs.cortexdb.ai/stability#experimental"
+
+
+def request_id(state: ServerState, req: Any) -> str:
+    headers = req.headers
+    given = headers.get("X-Cortex-Request-ID") or headers.get("X-Request-ID")
+    if given and len(given) <= 200 and given.isprintable():
+        return given
+    return state.engine.new_id("req")
+
+
+async def handle(state: ServerState, route: Route, handler: Handler, params: dict[str, Any], req: Any) -> Response:
+    started = time.perf_counter()
+    rid = request_id(state, req)
+    call: Call | None = None
+    raw = b""
+    with handling(req):
+        try:
+            check_stability(state, route)
+            raw = await req.get_data(cache=False)
+            state.gate.admit(req.headers, route.method, raw, route.json_body)
+            call = Call(state, route, authenticate(state, route, req.headers), rid, raw)
+            rate_limit(state, call)
+            with current(call):
+                result = await handler(call, **params)
+            guard(call)
+            response = result if isinstance(result, Response) else json_response(result, route.status)
+        except CortexError as exc:
+            response = envelope_response(exc, rid)
+            note_denial(call, exc)
+        except HTTPException as exc:
+            response = envelope_response(http_error(exc.code, req.method, req.path), rid)
+        except BaseExceptionGroup as group:  # noqa: F821 - a single wrapped CortexError
+            inner = single(group)
+            if inner is None:
+                raise
+            response = envelope_response(inner, rid)
+            note_denial(call, inner)
+    if call is not None:
+        for name, value in call.headers.items():
+            response.headers[name] = value
+        decision = call.governing()
+        if decision is not None:
+            response.headers["X-Cortex-Policy"] = decision.header()
+            await audit(call, decision, req, body=raw, status=response.status_code, request_id=rid,
+                        elapsed_ms=(time.perf_counter() - started) * 1000, event_id=call.event_id,
+                        audit_id=call.audit_id)  # fmt: skip
+    response.headers["X-Cortex-Request-ID"] = rid
+    response.headers["X-Cortex-Stability"] = route.tier
+    if route.tier == "experimental":
+        response.headers["X-Cortex-Experimental-Notice"] = EXPERIMENTAL_NOTICE
+    state.count(f"{route.method} {route.path} {response.status_code}")
+    return response
+
+
+def check_stability(state: ServerState, route: Route) -> None:
+    """Experimental routes answer only where the preset or the operator enabled them."""
+    if route.tier == "experimental" and not (
+        state.policy.preset.experimental_enabled or state.settings.enable_experimental
+    ):
+        raise ExperimentalDisabled(
+            f"{route.method} {route.path} is experimental: start the server with "
+            "CORTEX_ENABLE_EXPERIMENTAL=1 to use it on this deployment",
+            details={"endpoint": f"{route.method} {route.path}"})  # fmt: skip
+
+
+def authenticate(state: ServerState, route: Route, headers: Any) -> Principal | None:
+    if route.open:
+        return None
+    return state.verifier.principal(
+        headers.get("Authorization"), headers.get("X-Cortex-Actor"),
+        require_signed=bool(state.policy.preset.defaults.get("actor.require_signed", True)),
+        operators=state.policy.operators)  # fmt: skip
+
+
+def rate_limit(state: ServerState, call: Call) -> None:
+    """Take one from the caller's bucket for the route's kind (read | write); 429 when empty."""
+    route, principal = call.route, call.principal
+    if principal is None or route.rate is None:
+        return
+    limits = state.policy.rate_limits(principal.tenant)
+    if route.rate not in limits:
+        return
+    verdict = state.limiter.take(principal.actor, route.rate, limits[route.rate])
+    call.headers.update({"X-RateLimit-Limit": str(verdict.limit), "X-RateLimit-Remaining": str(verdict.remaining),
+                         "X-RateLimit-Reset": str(verdict.reset)})  # fmt: skip
+    if not verdict.allowed:
+        raise RateLimited(f"rate limit of {limits[route.rate]} for {route.rate}s exhausted",
+                          details={"retry_after": verdict.retry_after, "limit": limits[route.rate]})  # fmt: skip
+
+
+def guard(call: Call) -> None:
+    """Fail closed: a route that touches a scope answered without asking the gate."""
+    route = call.route
+    if route.access == "scope" and not call.checked_a_scope():
+        log.error("%s %s answered without checking a scope; refused", route.method, route.path)
+        raise Internal("this route did not check the caller's access; the answer is withheld")
+
+
+async def audit(call: Call, decision: Decision, req: Any, *, body: bytes, status: int, request_id: str,
+                elapsed_ms: float, event_id: str | None = None, audit_id: str | None = None) -> None:  # fmt: skip
+    """The call's audit row (``req`` is the request or WebSocket: path, headers, remote address)."""
+    route = call.route
+    try:
+        await call.state.audit.record(
+            principal=call.principal, scope=call.scope, endpoint=f"{route.method} {route.path}",
+            method=route.method, path=req.path, capability=decision.capability,
+            decision="allow" if decision.allowed else "deny", tier=decision.tier, body=body,
+            headers=req.headers, status=status, request_id=request_id, elapsed_ms=elapsed_ms,
+            client_ip=(req.remote_addr or None), user_agent=req.headers.get("User-Agent"),
+            event_id=event_id, audit_id=audit_id)  # fmt: skip
+    except CortexError as exc:  # the store is closing; the call itself is answered
+        log.warning("audit row not written: %s", exc.error_code)
+
+
+def note_denial(call: Call | None, exc: CortexError) -> None:
+    """A denial raised outside ``call.check`` (registry, engine) still governs the audit row."""
+    capability, tier = exc.details.get("capability"), exc.details.get("denied_by_tier")
+    if call is None or not capability or not tier:
+        return
+    if not any(not d.allowed and d.capability == capability for d, _ in call.decisions):
+        call.decisions.insert(0, (Decision(False, capability, tier, exc.message), exc.details.get("scope")))
+
+
+def single(group: BaseException) -> CortexError | None:
+    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:  # noqa: F821
+        group = group.exceptions[0]
+    return group if isinstance(group, CortexError) else None
+
+
+# -- answers no route gives -----------------------------------------------------------------------
+def outside_routes(error: CortexError, rid: str) -> Response:
+    """The envelope of a failure no route answered (framework errors, crashes, 413s)."""
+    response = envelope_response(error, rid)
+    response.headers["X-Cortex-Request-ID"] = rid
+    response.headers["X-Cortex-Stability"] = "stable"
+    return response
+
+
+def framework_error(state: ServerState, exc: HTTPException, req: Any) -> Response:
+    response = outside_routes(http_error(exc.code, req.method, req.path), request_id(state, req))
+    allowed = getattr(exc, "valid_methods", None)
+    if exc.code == 405 and allowed:  # RFC 9110 §15.5.6: a 405 names the methods that work
+        response.headers["Allow"] = ", ".join(sorted(set(allowed)))
+    return response
+
+
+def unexpected(exc: BaseException, rid: str) -> Response:
+    inner = single(exc) if isinstance(exc, BaseExceptionGroup) else None  # noqa: F821
+    if inner is None:
+        log.error("unexpected error (request %s)", rid, exc_info=exc)
+        inner = CortexError("unexpected server error; the request id identifies it in the log",
+                            retriable=True)  # fmt: skip
+    return outside_routes(inner, rid)
+
+
+async def direct(state: ServerState, route: Route, handler: Handler, params: dict[str, Any], req: Any) -> Response:
+    """``handle`` for ``dispatch.DirectDispatch``, which has no Quart error handlers behind it."""
+    try:
+        return await handle(state, route, handler, params, req)
+    except Exception as exc:
+        return unexpected(exc, request_id(state, req))
+
+
+async def too_large(state: ServerState) -> Response:
+    """The 413 of a body over ``max_body_bytes``, before any route reads it."""
+    code, message = HTTP_CODES[413]
+    return outside_routes(HttpError(413, code, message, retriable=False), state.engine.new_id("req"))

@@ -1,0 +1,29 @@
+"""The HTTP endpoints (reference §8), one module per endpoint family: thin translations onto the
+engine, the registry, the policy engine and the audit log.  Every capability check goes through
+``call.check`` so it is attributed (403 body, ``X-Cortex-Policy``) and audited.
+
+Each module declares its routes in a ``Blueprint``; ``BLUEPRINTS`` is the order ``create_app``
+installs them in (the order of ``GET /v1/openapi.json``).
+"""
+
+from __future__ import annotations
+
+from . import (
+    admin,
+    audit,
+    auth,
+    experience,
+    feeds,
+    layers,
+    lifecycle,
+    phrases,
+    policy,
+    recall,
+    scopes,
+    unbuilt,
+    understanding,
+)
+
+BLUEPRINTS = (experience.api, recall.api, layers.api, understanding.api, phrases.api, scopes.api,
+              lifecycle.api, auth.api, policy.api, audit.api, admin.api, unbuilt.api, feeds.api,
+              admin.openapi_api)  # fmt: skip

@@ -1,0 +1,91 @@
+"""Administration (reference §8.15): version, health, Prometheus metrics, flushing queued
+derivations, compaction — and ``GET /v1/openapi.json``, the document of every declared route."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import attrs
+from quart import Response
+
+from ... import __version__
+from ...engine.policy import capabilities as cap
+from ..call import Blueprint, Call, ServerState
+from ..openapi import document
+from ..params import scope_param
+
+api = Blueprint()
+# installed after every other family, so the document lists it last (as it always has)
+openapi_api = Blueprint()
+
+
+@api("GET", "/v1/admin/version", open=True, rate=None, summary="Build information")
+async def version(call: Call):
+    return {"name": "cortexdb", "version": __version__, "api": "v1",
+            "deployment_preset": call.state.policy.preset.name}  # fmt: skip
+
+
+@api("GET", "/v1/admin/health", access="tenant", summary="Liveness and diagnostics")
+async def health(call: Call):
+    call.check(cap.ADMIN_HEALTH)
+    state, engine = call.state, call.state.engine
+    stats = engine.statistics()
+    return {"status": "ok", "uptime_s": round(uptime(state), 1), "wal_offset": engine.wal_offset,
+            "deployment_preset": state.policy.preset.name, "open_streams": state.open_streams,
+            "engine": stats_wire(stats)}  # fmt: skip
+
+
+@api("GET", "/v1/admin/metrics", access="tenant", summary="Prometheus metrics")
+async def metrics(call: Call):
+    call.check(cap.ADMIN_HEALTH)
+    state, engine = call.state, call.state.engine
+    lines = ["# HELP cortexdb_requests_total HTTP requests by route and status",
+             "# TYPE cortexdb_requests_total counter"]  # fmt: skip
+    for key, value in sorted(state.counters.items()):
+        method, path, status = key.split(" ")
+        lines.append(f'cortexdb_requests_total{{method="{method}",route="{path}",status="{status}"}} {value}')
+    lines += ["# HELP cortexdb_wal_offset Last WAL offset", "# TYPE cortexdb_wal_offset gauge",
+              f"cortexdb_wal_offset {engine.wal_offset}",
+              "# HELP cortexdb_open_streams Open lifecycle streams", "# TYPE cortexdb_open_streams gauge",
+              f"cortexdb_open_streams {state.open_streams}",
+              "# HELP cortexdb_uptime_seconds Seconds since start", "# TYPE cortexdb_uptime_seconds gauge",
+              f"cortexdb_uptime_seconds {uptime(state):.1f}"]  # fmt: skip
+    for name, value in stats_wire(engine.statistics()).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            lines += [f"# TYPE cortexdb_engine_{name} gauge", f"cortexdb_engine_{name} {value}"]
+    return Response("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@api("POST", "/v1/admin/flush-views", tier="experimental", rate="write", access="tenant",
+     summary="Wait for queued derivations (seal=true also seals open episodes)")
+async def flush_views(call: Call):
+    call.check(cap.ADMIN_FLUSH)
+    body = call.json() if call.raw.strip() else {}
+    scope = scope_param(body["scope"]) if body.get("scope") else None
+    engine = call.state.engine
+    await engine.flush(scope, seal=bool(body.get("seal", False)))
+    return {"flushed": True, "scope": scope, "wal_offset": engine.wal_offset}
+
+
+@api("POST", "/v1/admin/compact", tier="experimental", rate="write", access="tenant", summary="Compact the store")
+async def compact(call: Call):
+    call.check(cap.ADMIN_COMPACT)
+    if not await call.state.engine.compact():
+        return {"compacted": False, "reason": "this backend has nothing to compact"}
+    return {"compacted": True}
+
+
+@openapi_api("GET", "/v1/openapi.json", open=True, rate=None, summary="This API as OpenAPI 3.1")
+async def openapi(call: Call):
+    return document(call.state.routes)
+
+
+def uptime(state: ServerState) -> float:
+    return time.time() - state.started
+
+
+def stats_wire(stats: Any) -> dict[str, Any]:
+    if attrs.has(type(stats)):
+        return {k: v for k, v in attrs.asdict(stats).items() if not isinstance(v, list | dict)}
+    return dict(stats) if isinstance(stats, dict) else {}

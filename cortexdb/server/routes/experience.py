@@ -1,0 +1,67 @@
+"""Capture (reference §8.1, §8.2): one experience, a bulk batch, and a write found by its key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...engine.policy import capabilities as cap
+from ...engine.scopes import canonical_scope
+from ...engine.stages import Stage
+from ..call import Blueprint, Call, current_request
+from ..params import query_args
+from ..responses import json_response
+
+api = Blueprint()
+
+
+def authorise_write(call: Call, body: dict[str, Any]) -> None:
+    """``scope.write`` on the body's scope, or ``scope.write.elevated`` above the caller's
+    natural level (§18.2 item 5); a body without a scope is the engine's to refuse."""
+    scope = body.get("scope")
+    if not isinstance(scope, str):
+        return
+    scope = canonical_scope(scope)
+    call.primary = cap.SCOPE_WRITE
+    call.check(cap.SCOPE_WRITE, scope)
+    governing = call.state.registry.write_capability(call.principal, scope)
+    if governing == cap.SCOPE_WRITE_ELEVATED:
+        call.primary = governing
+        call.check(governing, scope)
+
+
+@api("POST", "/v1/experience", rate="write", status=202, summary="Capture one experience",
+     request_schema="experience_envelope", response_schema="experience_result")
+async def experience(call: Call):
+    body = call.json()
+    header_key = current_request().headers.get("X-Cortex-Idempotency-Key")
+    if header_key and "idempotency_key" not in body:
+        body = {**body, "idempotency_key": header_key}
+    wait = query_args(("wait",)).get("wait")
+    authorise_write(call, body)
+    result = await call.state.engine.experience(body, caller=call.principal.actor, tenant_id=call.principal.tenant,
+                                                wait=wait)  # fmt: skip
+    call.event_id = result.event_id
+    await call.state.registry.note_write(result.scope)
+    if result.replay:
+        call.headers["X-Cortex-Replay"] = "true"
+    return json_response(result.to_wire(), 200 if wait in (Stage.INDEXED, Stage.CONSOLIDATED) else 202)
+
+
+@api("POST", "/v1/experience/bulk", rate="write", status=202, summary="Capture up to 1000 experiences")
+async def experience_bulk(call: Call):
+    body = call.json()
+    authorise_write(call, body)
+    result = await call.state.engine.experience_bulk(body, caller=call.principal.actor,
+                                                     tenant_id=call.principal.tenant)  # fmt: skip
+    await call.state.registry.note_write(result.scope)
+    if result.accepted == 0 and result.replayed:
+        call.headers["X-Cortex-Replay"] = "true"
+    return json_response(result.to_wire(), 202)
+
+
+@api("GET", "/v1/experience/by-idempotency-key/{key}", summary="Find a write by its idempotency key")
+async def by_key(call: Call, key: str):
+    found = await call.state.engine.experience_by_idempotency_key(key, caller=call.principal.actor,
+                                                                  tenant_id=call.principal.tenant)  # fmt: skip
+    call.check(cap.SCOPE_READ_LOCAL, found["scope"])
+    return found

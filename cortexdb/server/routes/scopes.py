@@ -1,0 +1,77 @@
+"""Scopes (reference §8.8): registration, lookup and listing, members, deletion, pruning."""
+
+from __future__ import annotations
+
+from ...engine.model import to_wire
+from ...engine.policy import capabilities as cap
+from ...errors import InvalidBody, NotFound
+from ..call import Blueprint, Call
+from ..gate import CLAIM
+from ..params import decode_cursor, encode_cursor, page_limit, query_args, scope_param, to_bool
+from ..responses import json_response
+
+api = Blueprint()
+
+
+@api("POST", "/v1/scopes", rate="write", status=201, summary="Register a scope", response_schema="scope")
+async def scope_register(call: Call):
+    body = call.json()
+    path = scope_param(body.get("path"), "path")
+    call.primary = cap.POLICY_ADMINISTER_SCOPE
+    call.check(cap.POLICY_ADMINISTER_SCOPE, path, access=CLAIM)  # a claimant may register it
+    record = await call.state.registry.register(call.principal, body, call.state.engine.clock.now(), call.check)
+    return json_response(record, 201)
+
+
+@api("GET", "/v1/scopes", summary="Look up a scope by ?path= or list by ?prefix=", access="filtered")
+async def scope_get(call: Call):
+    registry = call.state.registry
+    args = query_args(("path", "prefix", "auto_provisioned", "limit", "cursor"))
+    if "path" in args:
+        path = scope_param(args["path"], "path")
+        call.check(cap.SCOPE_READ_LOCAL, path)
+        record = await registry.get(path)
+        if record is None:
+            raise NotFound(f"scope {path} has never been written to or registered", details={"path": path})
+        wire = to_wire(record)
+        wire["natural_level_of_caller"] = registry.natural_level(call.principal.actor)
+        return wire
+    prefix = args.get("prefix", "")
+    limit = page_limit(args.get("limit"), 50)
+    auto = to_bool(args["auto_provisioned"], "auto_provisioned") if "auto_provisioned" in args else None
+    after = decode_cursor(args["cursor"]).get("after") if "cursor" in args else None
+    call.check(cap.SCOPE_READ_LOCAL)  # the listing itself; each item is filtered by its own path
+    items, more = await registry.list(prefix=prefix, auto_provisioned=auto, after=after, limit=limit,
+                                      keep=lambda path: call.allows(cap.SCOPE_READ_LOCAL, path))  # fmt: skip
+    return {"items": items, "has_more": more,
+            "next_cursor": encode_cursor({"after": items[-1]["path"]}) if more and items else None}  # fmt: skip
+
+
+@api("PUT", "/v1/scopes/members", rate="write", summary="Replace a scope's member list (atomic diff)")
+async def scope_members(call: Call):
+    path = scope_param(query_args(("path",)).get("path"), "path")
+    call.check(cap.POLICY_ADMINISTER_SCOPE, path)  # owners only (the gate's membership rule)
+    return await call.state.registry.set_members(call.principal, path, call.json())
+
+
+@api("DELETE", "/v1/scopes", rate="write", summary="Delete a scope registration (?records=keep)")
+async def scope_delete(call: Call):
+    args = query_args(("path", "records"))
+    path = scope_param(args.get("path"), "path")
+    call.check(cap.POLICY_ADMINISTER_SCOPE, path)  # owners only
+    return await call.state.registry.delete(path, args.get("records", "keep"), call.check)
+
+
+@api("POST", "/v1/scopes/prune", tier="experimental", rate="write", access="tenant",
+     summary="Remove idle auto-provisioned scopes (dry_run first)")
+async def scope_prune(call: Call):
+    body = call.json()
+    call.check(cap.POLICY_ADMINISTER_TENANT)
+    call.require_admin(cap.POLICY_ADMINISTER_TENANT, "only the tenant's admins may prune its scopes")
+    dry_run = body.get("dry_run", True)
+    if not isinstance(dry_run, bool):
+        raise InvalidBody("dry_run must be true or false", details={"field": "dry_run"})
+    if not isinstance(body.get("prefix", ""), str):
+        raise InvalidBody("prefix must be a string", details={"field": "prefix"})
+    return await call.state.registry.prune(older_than=body.get("older_than", "P90D"), dry_run=dry_run,
+                                           now=call.state.engine.clock.now(), prefix=body.get("prefix", ""))  # fmt: skip
