@@ -109,11 +109,7 @@ class LifecycleEvent:
 
 # -- errors ----------------------------------------------------------------------------------
 def _error_classes() -> dict[str, type[CortexError]]:
-    import importlib
-
-    for module in ("cortexdb.server.auth", "cortexdb.server.registry", "cortexdb.server.app",
-                   "cortexdb.server.routes", "cortexdb.server.policy", "cortexdb.engine.engine"):  # fmt: skip
-        importlib.import_module(module)
+    """Every error class by its code: ``cortexdb.errors`` holds them all (one class per code)."""
     found: dict[str, type[CortexError]] = {}
     stack = [CortexError]
     while stack:
