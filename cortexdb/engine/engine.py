@@ -37,7 +37,7 @@ from .derive.rules import RuleExtractor
 from .envelope import resolve_identities, validate_envelope
 from .ids import IdGenerator
 from .limits import check_event_size
-from .model import LifecycleEvent, to_wire
+from .model import EventState, LifecycleEvent, to_wire
 from .policy.capabilities import (
     POLICY_ADMINISTER_SCOPE,
     SCOPE_READ_LOCAL,
@@ -291,11 +291,10 @@ class Engine:
         if wait in (None, Stage.CAPTURED):
             return ExperienceResult(event_id=result.event.id, status=Stage.CAPTURED.value, wal_offset=result.event.wal_offset,
                                     scope=valid.scope)  # fmt: skip
-        for waiter in result.waiters.values():
-            await waiter.wait()
-        return await self._settled(
-            valid.scope, result.event.id, result.event.wal_offset, wait, capture_ms
-        )
+        states = [await waiter.wait() for waiter in result.waiters.values()]
+        home = await self._committed(states[0], result.event.id, valid.scope)
+        return settle(home, states[1:], event_id=result.event.id, offset=result.event.wal_offset,
+                      wait=wait, capture_ms=capture_ms)  # fmt: skip
 
     @staticmethod
     def _wait_stages(wait: str | None, directives: dict, scope: str) -> tuple[str, ...]:
@@ -308,31 +307,11 @@ class Engine:
             return (Stage.CONSOLIDATED,)
         return ()
 
-    async def _settled(self, scope: str, event_id: str, offset: int, wait: str, capture_ms: float | None,
-                       replay: bool = False) -> ExperienceResult:  # fmt: skip
-        """The result of a ``wait=indexed|consolidated`` write: the stages up to the one waited
-        for, what they derived, and how long each took (later stages may already be running)."""
-        view = await self.memory_event(event_id, scope=scope)
-        upto = STAGE_ORDER.index(wait)
-        done = [
-            s for s in view["stages_completed"] if s in STAGE_ORDER and STAGE_ORDER.index(s) <= upto
-        ]
-        reached = wait in done
-        status = wait if reached else ("cancelled" if view["excluded_from_recall"] else done[-1])
-        by_stage = view.get("derives_by_stage", {})
-        derives: list[str] = []
-        for stage in done + ([FOREIGN_DERIVES] if wait == Stage.CONSOLIDATED else []):
-            derives.extend(d for d in by_stage.get(stage, ()) if d not in derives)
-        timings = view.get("elapsed_ms", {})
-        elapsed = {STAGE_TIMING[Stage.CAPTURED]: capture_ms} if capture_ms is not None else {}
-        for stage in done[1:]:
-            name = STAGE_TIMING[stage]
-            if name in timings:
-                elapsed[name] = timings[name]
-        return ExperienceResult(
-            event_id=event_id, status=status, wal_offset=offset, scope=scope, replay=replay,
-            stages_completed=tuple(done), derives=tuple(derives), elapsed_ms=elapsed,
-        )  # fmt: skip
+    async def _committed(self, state: EventState | None, event_id: str, scope: str) -> EventState:
+        """The state a waiter was handed; the stored one if it was handed none."""
+        if state is None:
+            state = await self._ctx.tables.event_states.get(event_id)
+        return state if state is not None else EventState(scope=scope)
 
     async def _replayed(self, record: dict[str, Any], wait: str | None) -> ExperienceResult:
         scope, event_id, offset = record["scope"], record["event_id"], record["wal_offset"]
@@ -342,12 +321,13 @@ class Engine:
             )
         stage = Stage.INDEXED if wait == Stage.INDEXED else Stage.CONSOLIDATED
         waiter = self._ctx.bus.stage_waiter(event_id, stage)
-        view = await self.memory_event(event_id, scope=scope)
-        if stage not in view["stages_completed"] and not view["excluded_from_recall"]:
-            await waiter.wait()
+        state = await self._committed(None, event_id, scope)
+        if stage not in state.done and not state.cancelled:
+            state = await self._committed(await waiter.wait(), event_id, scope)
         else:
             self._ctx.bus.forget_waiter(event_id, stage)  # it happened already: it never fires
-        return await self._settled(scope, event_id, offset, wait, None, replay=True)
+        return settle(state, (), event_id=event_id, offset=offset, wait=wait, capture_ms=None,
+                      replay=True)  # fmt: skip
 
     async def experience_bulk(
         self,
@@ -859,11 +839,38 @@ class Engine:
         await self.ping(scope)  # the actor is running
         actor = self._supervisor.actor(scope)
         if actor is not None:
-            actor.pipeline.stop()
+            actor.lane.stop()
 
     @property
     def wal_offset(self) -> int:
         return self._ctx.wal.last
+
+
+def settle(state: EventState, foreign: Any, *, event_id: str, offset: int, wait: str,
+           capture_ms: float | None, replay: bool = False) -> ExperienceResult:  # fmt: skip
+    """The result of a ``wait=indexed|consolidated`` write, from the event's committed state (and
+    the states the scopes it was consolidated into handed over): the stages up to the one waited
+    for, what they derived, and how long each took (later stages may already be running)."""
+    upto = STAGE_ORDER.index(wait)
+    done = [s.value for s in STAGE_ORDER[: upto + 1] if s in state.done]
+    reached = wait in done
+    status = wait if reached else ("cancelled" if state.cancelled else done[-1])
+    derives: list[str] = []
+    stages = done + ([FOREIGN_DERIVES] if wait == Stage.CONSOLIDATED else [])
+    for each in (state, *(s for s in foreign if s is not None)):
+        by_stage = each.stage_derives or {}
+        for stage in stages:
+            derives.extend(d for d in by_stage.get(stage, ()) if d not in derives)
+    timings = state.elapsed_ms or {}
+    elapsed = {STAGE_TIMING[Stage.CAPTURED]: capture_ms} if capture_ms is not None else {}
+    for stage in done[1:]:
+        name = STAGE_TIMING[stage]
+        if name in timings:
+            elapsed[name] = timings[name]
+    return ExperienceResult(
+        event_id=event_id, status=status, wal_offset=offset, scope=state.scope, replay=replay,
+        stages_completed=tuple(done), derives=tuple(derives), elapsed_ms=elapsed,
+    )  # fmt: skip
 
 
 def _bulk_field(field: str, item: dict, index: int) -> str:
@@ -897,7 +904,7 @@ async def derivation_processes(config: EngineConfig) -> AsyncIterator[Any]:
         return
     import trio_parallel
 
-    from .actors.pipeline import lower_priority
+    from .actors.workers import lower_priority
 
     try:
         context = trio_parallel.open_worker_context(init=lower_priority, grace_period=5.0)

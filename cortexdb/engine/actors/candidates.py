@@ -27,7 +27,7 @@ def layer_of(record_id: str) -> str | None:
 
 
 async def gather(actor, query: dict[str, Any]) -> list[Candidate]:
-    pipeline = actor.pipeline
+    indexes = actor.lane.state  # the lane's text and vector indexes
     tables = actor.tables
     scope = actor.scope
     layers: set[str] = query["layers"]
@@ -49,9 +49,9 @@ async def gather(actor, query: dict[str, Any]) -> list[Candidate]:
     vector = query.get("vector") if mode != "bm25" else None
     for prefix, k in per_layer.items():
         if text and mode != "vector":
-            bm25.update(pipeline.text_index.search(text, k, prefix))
+            bm25.update(indexes.text_index.search(text, k, prefix))
         if vector is not None and text:
-            semantic.update(pipeline.vector_index.search(vector, k, prefix))
+            semantic.update(indexes.vector_index.search(vector, k, prefix))
     ids = list(dict.fromkeys(list(bm25) + list(semantic)))
     if not ids:  # no query text (or no hit): the most recent records of each layer
         ids = await _recent(tables, layers, max(per_layer.values(), default=20))
@@ -76,14 +76,14 @@ async def gather(actor, query: dict[str, Any]) -> list[Candidate]:
         ):
             continue
         when = try_parse_rfc3339(candidate.time) or reference
-        stored = pipeline.vector_index.vector(record_id)
+        stored = indexes.vector_index.vector(record_id)
         if record_id in semantic:
             cosine = semantic[record_id]
         else:
             cosine = float(stored @ vector) if stored is not None and vector is not None else 0.0
         lexical = bm25.get(record_id)
         if lexical is None:
-            lexical = pipeline.text_index.score(text, record_id) if text and mode != "vector" else 0.0
+            lexical = indexes.text_index.score(text, record_id) if text and mode != "vector" else 0.0
         candidate.scope = scope
         candidate.bm25 = lexical
         candidate.semantic = cosine

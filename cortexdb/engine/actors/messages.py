@@ -149,18 +149,6 @@ class Stop:
     pass
 
 
-Message = (
-    Capture
-    | ReadLayer
-    | CancelEvent
-    | ForeignConsolidate
-    | ForeignDerived
-    | Flush
-    | Rebuild
-    | Ping
-    | Stop
-)
-
 MESSAGE_TYPES = (
     Capture,
     ReadLayer,
@@ -170,8 +158,68 @@ MESSAGE_TYPES = (
     Flush,
     Rebuild,
     Ping,
+    EditScope,
     Stop,
 )
+Message = (
+    Capture
+    | ReadLayer
+    | CancelEvent
+    | ForeignConsolidate
+    | ForeignDerived
+    | Flush
+    | Rebuild
+    | Ping
+    | EditScope
+    | Stop
+)
+
+
+# -- the derivation lane's items ------------------------------------------------------------------
+# What the mailbox lane hands the derivation lane (``lane.Lane.submit``) besides captured events;
+# the lane runs them between batches, each by its one handler (``Lane.HANDLERS``).
+
+
+@attrs.frozen
+class CancelItem:
+    """Cancel a captured event (§8.9.5); the reply is the cancel report."""
+
+    event_id: str
+    reply: ReplySlot
+
+
+@attrs.frozen
+class ForeignItem:
+    """Consolidation work another scope left in table ``FW`` for one of its events."""
+
+    event_id: str
+
+
+@attrs.frozen
+class DerivedItem:
+    """Records another scope derived from one of this scope's events (derives back-pointers)."""
+
+    event_id: str
+    derives: tuple[str, ...]
+
+
+@attrs.frozen
+class FlushItem:
+    """Reply once the lane is idle; ``seal`` first drains the queue and seals the open episode."""
+
+    seal: bool
+    reply: ReplySlot
+
+
+@attrs.frozen
+class RebuildItem:
+    """Replay the scope's events into fresh derived layers; reply when done."""
+
+    reply: ReplySlot
+
+
+LANE_ITEM_TYPES = (CancelItem, ForeignItem, DerivedItem, FlushItem, RebuildItem)
+LaneItem = CancelItem | ForeignItem | DerivedItem | FlushItem | RebuildItem
 
 
 def fail_message(message: Message, error: CortexError | None = None) -> None:
