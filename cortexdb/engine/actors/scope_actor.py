@@ -23,10 +23,11 @@ from ..model import Event, EventState, Scope
 from ..stages import Stage
 from ..storage import Op
 from ..temporal import format_ts
-from . import reads
+from . import queries
 from .lane import Lane
 from .messages import (
     MESSAGE_TYPES,
+    QUERY_TYPES,
     CancelEvent,
     CancelItem,
     Capture,
@@ -38,7 +39,7 @@ from .messages import (
     ForeignDerived,
     ForeignItem,
     Ping,
-    ReadLayer,
+    Query,
     Rebuild,
     RebuildItem,
     ReplySlot,
@@ -76,9 +77,9 @@ class ScopeActor:
         # Capture is group-committed by the mailbox loop and Stop ends it; every other message has
         # its one handler (bound per actor, so a test may patch a handler on the class)
         self.handlers = {
-            ReadLayer: self._read, Ping: self._ping, Flush: self._flush, Rebuild: self._rebuild,
-            CancelEvent: self._cancel, ForeignConsolidate: self._foreign, EditScope: self._edit_scope,
-            ForeignDerived: self._derived,
+            Ping: self._ping, Flush: self._flush, Rebuild: self._rebuild, CancelEvent: self._cancel,
+            ForeignConsolidate: self._foreign, EditScope: self._edit_scope, ForeignDerived: self._derived,
+            **{query: self._query for query in QUERY_TYPES},  # served by queries.HANDLERS
         }  # fmt: skip
         assert set(self.handlers) | {Capture, Stop} == set(MESSAGE_TYPES)
 
@@ -162,10 +163,10 @@ class ScopeActor:
             self.handled += len(batch)
             self.inflight = {reply for reply in self.inflight if not reply.answered}
 
-    async def _read(self, message: ReadLayer) -> None:
+    async def _query(self, message: Query) -> None:
         self._reads += 1
         self.inflight.add(message.reply)
-        self.nursery.start_soon(self._serve_read, message)
+        self.nursery.start_soon(self._serve_query, message)
 
     async def _flush(self, message: Flush) -> None:
         self.lane.submit(FlushItem(message.seal, message.reply))
@@ -281,13 +282,13 @@ class ScopeActor:
         return [scopes.put_op(self.scope, self._scope_record)]
 
     # -- other requests ------------------------------------------------------------------------
-    async def _serve_read(self, message: ReadLayer) -> None:
+    async def _serve_query(self, message: Query) -> None:
         try:
-            result = await reads.serve(self, message.layer, message.query)
+            result = await queries.serve(self, message)
         except CortexError as exc:
             message.reply.fail(exc)
         except Exception as exc:
-            log.exception("read of %s in %s failed", message.layer, self.scope)
+            log.exception("read %s in %s failed", type(message).__name__, self.scope)
             message.reply.fail(Internal(f"the read failed: {exc!r}"))
         else:
             message.reply.set(result)
