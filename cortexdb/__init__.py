@@ -14,13 +14,13 @@ from .engine.clock import Clock as Clock
 from .engine.clock import ManualClock as ManualClock
 from .engine.clock import SystemClock as SystemClock
 from .engine.config import EngineConfig as EngineConfig
-from .engine.engine import BulkResult as BulkResult
 from .engine.engine import Engine as Engine
-from .engine.engine import ExperienceResult as ExperienceResult
 from .engine.engine import open_engine as open_engine
 from .engine.model import LifecycleEvent as LifecycleEvent
 from .engine.policy import AllowAll as AllowAll
 from .engine.policy import PolicyHook as PolicyHook
+from .engine.results import BulkResult as BulkResult
+from .engine.results import ExperienceResult as ExperienceResult
 from .errors import CortexError as CortexError
 from .errors import DataDirLocked as DataDirLocked
 from .errors import IdempotencyConflict as IdempotencyConflict

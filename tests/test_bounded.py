@@ -11,7 +11,7 @@ import trio.testing
 
 import cortexdb
 from cortexdb import EngineConfig, PayloadTooLarge
-from cortexdb.engine.actors.pipeline import OFF_LOOP_CHARS
+from cortexdb.engine.actors.workers import OFF_LOOP_CHARS
 from cortexdb.engine.derive.intake import select
 from cortexdb.engine.derive.rules import RuleExtractor
 from cortexdb.engine.limits import check_event_size
@@ -250,7 +250,7 @@ async def test_passages_are_rebuilt_and_removed_with_their_event(engine):
     await engine.flush(SCOPE, seal=True)
     count = (await engine.memory_event(done.event_id))["passages"]
     await engine.rebuild(SCOPE)
-    pipeline = engine._supervisor.actor(SCOPE).pipeline
+    pipeline = engine._supervisor.actor(SCOPE).lane.state
     ids = [passages.passage_id(done.event_id, i) for i in range(count)]
     assert all(i in pipeline.text_index and i in pipeline.vector_index for i in ids)
     assert done.event_id not in pipeline.text_index  # the whole text is not a document
@@ -277,7 +277,7 @@ async def test_passages_are_restored_after_a_restart(tmp_path, clock):
         done = await engine.experience(document(text), wait="consolidated")
     async with reopen() as engine:
         await engine.flush(SCOPE)
-        pipeline = engine._supervisor.actor(SCOPE).pipeline
+        pipeline = engine._supervisor.actor(SCOPE).lane.state
         assert passages.passage_id(done.event_id, 0) in pipeline.text_index
         assert passages.passage_id(done.event_id, 0) in pipeline.vector_index  # its stored vector
         pack = await engine.recall(
@@ -376,7 +376,7 @@ async def assert_no_trace(engine, event_id: str) -> None:
             assert "Zanzibar" not in dumped and "quokka" not in dumped and event_id not in dumped, (
                 view
             )
-    pipeline = engine._supervisor.actor(SCOPE).pipeline
+    pipeline = engine._supervisor.actor(SCOPE).lane.state
     assert event_id not in pipeline.text_index and event_id not in pipeline.vector_index
     direct = await engine.get_event(SCOPE, event_id)  # still directly addressable (§8.9.5)
     assert direct["excluded_from_recall"] is True and direct["content"]["text"] == SECRET
@@ -458,7 +458,7 @@ async def test_a_cancel_during_its_own_derivation_stops_it_between_stages(engine
         assert view["stages_completed"] == ["captured", "extracted"]
         assert view["stages_cancelled"] == ["indexed", "consolidated", "compressed"]
         assert (await engine.episodes(SCOPE))["items"] == []
-        pipeline = engine._supervisor.actor(SCOPE).pipeline
+        pipeline = engine._supervisor.actor(SCOPE).lane.state
         assert passages.passage_id(big.event_id, 0) not in pipeline.text_index
         assert (await engine.facts(SCOPE))["items"] == []
 

@@ -634,8 +634,8 @@ async def test_restart_resumes_unfinished_derivations(tmp_path, clock):
         result = await engine.experience(envelope("I live in Paris."), wait="captured")
         actor = engine._supervisor.actor(SCOPE)
         # simulate a crash between capture and derivation: forget the queue, keep the WAL
-        actor.pipeline.queue.clear()
-        actor.pipeline.events.clear()
+        actor.lane.queue.clear()
+        actor.lane.state.events.clear()
     async with engine_factory() as engine:
         await engine.flush(SCOPE)
         view = await engine.memory_event(result.event_id)

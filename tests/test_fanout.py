@@ -197,7 +197,7 @@ async def test_recall_packs_are_bounded_by_count_oldest_first(engine_factory):
             with pytest.raises(NotFound):
                 engine.get_pack(old["pack_id"])
         assert [engine.get_pack(p["pack_id"])["pack_id"] for p in packs[2:]] == [p["pack_id"] for p in packs[2:]]
-        assert len(engine._recall._packs) == 3
+        assert len(engine._recall.cache) == 3
 
 
 async def test_a_replayed_write_leaves_no_stage_waiter_behind(engine):

@@ -7,24 +7,28 @@
   (``put_op``); the bus keeps a replay window of ``window`` seconds by arrival time;
 - fan-out: each subscription has a bounded buffer; publishing never waits.  A subscriber whose
   buffer overflows receives ``lagging`` and is closed — the pipeline never stalls for it;
-- waiters: ``wait_stage(event_id, stage)`` for the ``wait=`` modes.
+- waiters: ``stage_waiter(event_id, stage)`` for the ``wait=`` modes.  The stage that commits a
+  waited-for record hands the event's committed ``EventState`` with it (``commit(records,
+  states)``); the waiter delivers a snapshot of it, so a ``wait=`` write reads nothing back.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import datetime as dt
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 import trio
 
-from ..model import LifecycleEvent
-from ..stages import STAGE_SEQ, at_scope
+from ..model import EventState, LifecycleEvent
+from ..stages import STAGE_SEQ
 from ..storage import Op, Table
 from ..temporal import parse_rfc3339
+from .waiters import StageWaiter, waiter_key
 
 DEFAULT_BUFFER = 10_000
 
@@ -178,7 +182,8 @@ class LifecycleBus:
         self._order: collections.deque[str] = collections.deque()
         self._subscribers: set[Subscription] = set()
         self._fanout: tuple[Subscription, ...] = ()  # a snapshot of _subscribers for publishing
-        self._waiters: dict[tuple[str, str], trio.Event] = {}
+        self._waiters: dict[tuple[str, str], StageWaiter] = {}
+        self._handed: dict[str, EventState] = {}  # lce id -> the state its waiter is handed
         self.published_upto: str | None = None
         self.published_count = 0
 
@@ -213,9 +218,14 @@ class LifecycleBus:
     def put_op(self, record: LifecycleEvent) -> Op:
         return self.table.put_op(record.lifecycle_id, record)
 
-    def commit(self, records: Iterable[LifecycleEvent]) -> None:
+    def commit(self, records: Iterable[LifecycleEvent],
+               states: Mapping[str, EventState] | None = None) -> None:  # fmt: skip
+        """The records are stored: publish them in id order.  ``states`` (event id -> its state as
+        the stage committed it) are handed to the records' waiters, as a snapshot taken now."""
         for record in records:
             self._ready.add(record.lifecycle_id)
+            if states and record.event_id in states and waiter_key(record) in self._waiters:
+                self._handed[record.lifecycle_id] = copy.deepcopy(states[record.event_id])
         self._drain()
 
     def abort(self, records: Iterable[LifecycleEvent]) -> None:
@@ -223,6 +233,7 @@ class LifecycleBus:
             if record.lifecycle_id in self._reserved:
                 self._reserved[record.lifecycle_id] = None
                 self._ready.add(record.lifecycle_id)
+                self._handed.pop(record.lifecycle_id, None)
         self._drain()
 
     def _drain(self) -> None:
@@ -240,11 +251,10 @@ class LifecycleBus:
             if subscriber.filter.matches(record):
                 subscriber._offer(record)
         if record.event_id is not None:
-            foreign = record.payload.get("foreign")
-            stage = at_scope(record.stage, record.scope) if foreign else record.stage
-            waiter = self._waiters.pop((record.event_id, stage), None)
+            handed = self._handed.pop(record.lifecycle_id, None)
+            waiter = self._waiters.pop(waiter_key(record), None)
             if waiter is not None:
-                waiter.set()
+                waiter.set(handed)
 
     def lagging_record(self, behind: int, scope: str | None, resume_from: str | None) -> LifecycleEvent:
         """``resume_from``: the last record the subscriber was given; resuming after it loses
@@ -258,24 +268,24 @@ class LifecycleBus:
         )
 
     # -- waiting -------------------------------------------------------------------------------
-    def stage_waiter(self, event_id: str, stage: str) -> trio.Event:
+    def stage_waiter(self, event_id: str, stage: str) -> StageWaiter:
         key = (event_id, stage)
         waiter = self._waiters.get(key)
         if waiter is None:
-            waiter = self._waiters[key] = trio.Event()
+            waiter = self._waiters[key] = StageWaiter()
         return waiter
 
     def forget_waiter(self, event_id: str, stage: str) -> None:
         """Drop a waiter nobody waits on (the stage had happened already): waiters for stages
         that will never be published again would otherwise stay for the life of the process."""
         waiter = self._waiters.get((event_id, stage))
-        if waiter is not None and not waiter.statistics().tasks_waiting:
+        if waiter is not None and not waiter.waiting:
             del self._waiters[(event_id, stage)]
 
-    def release_event(self, event_id: str) -> None:
-        """Wake every waiter of one event (it was cancelled or failed for good)."""
+    def release_event(self, event_id: str, state: EventState | None = None) -> None:
+        """Wake every waiter of one event (it was cancelled), handing each its final state."""
         for key in [k for k in self._waiters if k[0] == event_id]:
-            self._waiters.pop(key).set()
+            self._waiters.pop(key).set(copy.deepcopy(state))
 
     # -- subscribing ---------------------------------------------------------------------------
     async def subscribe(

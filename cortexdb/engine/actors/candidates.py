@@ -17,6 +17,7 @@ from ..retrieve import passages
 from ..retrieve.scoring import estimate_tokens, recency
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
+from .messages import Candidates
 
 LAYER_OF_PREFIX = {"evt": "events", "fact": "facts", "ep": "episodes", "belief": "beliefs"}
 PREFIX_OF_LAYER = {layer: prefix + "_" for prefix, layer in LAYER_OF_PREFIX.items()}
@@ -26,74 +27,79 @@ def layer_of(record_id: str) -> str | None:
     return LAYER_OF_PREFIX.get(record_id.split("_", 1)[0])
 
 
-async def gather(actor, query: dict[str, Any]) -> list[Candidate]:
-    pipeline = actor.pipeline
-    tables = actor.tables
-    scope = actor.scope
-    layers: set[str] = query["layers"]
-    temporal = query["temporal"]
-    filter_tree = query.get("filters")
-    reference = query["reference"]
-    include_superseded = query.get("include_superseded", False)
-    mode = query.get("mode", "hybrid")
-    text = query.get("text")
+async def gather(actor, query: Candidates) -> list[Candidate]:
+    """The scope's candidates: its BM25 and vector hits per layer (the most recent records when
+    there is no query text or no hit), loaded, filtered, with their raw signals."""
     # top-k per layer and source, sized to what the layer can return (two sources of 2x the limit
     # fill MMR's 4x pool): short fact
     # texts and broad episode summaries must not crowd out the turns, and nobody loads 400 records
     per_layer = {
-        PREFIX_OF_LAYER[layer]: min(query["k"], max(10, 2 * query.get("limits", {}).get(layer, 10)))
-        for layer in layers
+        PREFIX_OF_LAYER[layer]: min(query.k, max(10, 2 * query.limits.get(layer, 10)))
+        for layer in query.layers
     }
-    bm25: dict[str, float] = {}
-    semantic: dict[str, float] = {}
-    vector = query.get("vector") if mode != "bm25" else None
-    for prefix, k in per_layer.items():
-        if text and mode != "vector":
-            bm25.update(pipeline.text_index.search(text, k, prefix))
-        if vector is not None and text:
-            semantic.update(pipeline.vector_index.search(vector, k, prefix))
+    bm25, semantic = _hits(actor.lane.state, query, per_layer)
     ids = list(dict.fromkeys(list(bm25) + list(semantic)))
     if not ids:  # no query text (or no hit): the most recent records of each layer
-        ids = await _recent(tables, layers, max(per_layer.values(), default=20))
+        ids = await _recent(actor.tables, query.layers, max(per_layer.values(), default=20))
+    temporal = query.temporal
     # a valid-time window asks about the past: superseded records are current knowledge of it
-    historical = include_superseded or bool(temporal.as_of) or temporal.valid_during is not None
-
+    historical = query.include_superseded or bool(temporal.as_of) or temporal.valid_during is not None
     out: list[Candidate] = []
     events: dict[str, list] = {}  # each event read and decoded once per recall
     for record_id in ids:
         layer = layer_of(record_id)
-        if layer is None or layer not in layers:
+        if layer is None or layer not in query.layers:
             continue
-        candidate = await _load(tables, layer, record_id, historical, actor, events)
-        if candidate is None:
+        candidate = await _load(actor.tables, layer, record_id, historical, actor, events)
+        if candidate is None or not temporal.matches(layer, candidate.record):
             continue
-        record_id = candidate.id  # a long event found without a query: its first passage
-        record = candidate.record
-        if not temporal.matches(layer, record):
-            continue
-        if filter_tree and not recall_filters.matches(
-            filter_tree, recall_filters.field_values(layer, record)
+        if query.filters and not recall_filters.matches(
+            query.filters, recall_filters.field_values(layer, candidate.record)
         ):
             continue
-        when = try_parse_rfc3339(candidate.time) or reference
-        stored = pipeline.vector_index.vector(record_id)
-        if record_id in semantic:
-            cosine = semantic[record_id]
-        else:
-            cosine = float(stored @ vector) if stored is not None and vector is not None else 0.0
-        lexical = bm25.get(record_id)
-        if lexical is None:
-            lexical = pipeline.text_index.score(text, record_id) if text and mode != "vector" else 0.0
-        candidate.scope = scope
-        candidate.bm25 = lexical
-        candidate.semantic = cosine
-        candidate.recency = recency((reference - when).total_seconds() / 86400.0)
-        candidate.vector = stored
-        candidate.tokens_estimate = estimate_tokens(candidate.raw_size)
-        if stored is None:  # MMR falls back to token overlap only without vectors
-            candidate.tokens = set(tokenize(candidate.text))
+        _signals(actor, candidate, query, bm25, semantic)
         out.append(candidate)
     return out
+
+
+def _hits(indexes, query: Candidates, per_layer: dict[str, int]):
+    """(BM25 hits, vector hits): record id -> score, per layer prefix, as the mode allows."""
+    bm25: dict[str, float] = {}
+    semantic: dict[str, float] = {}
+    text, mode = query.text, query.mode
+    vector = query.vector if mode != "bm25" else None
+    for prefix, k in per_layer.items():
+        if text and mode != "vector":
+            bm25.update(indexes.text_index.search(text, k, prefix))
+        if vector is not None and text:
+            semantic.update(indexes.vector_index.search(vector, k, prefix))
+    return bm25, semantic
+
+
+def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, float],
+             semantic: dict[str, float]) -> None:  # fmt: skip
+    """A candidate's raw signals: BM25, cosine, recency, its vector (or tokens) for MMR."""
+    indexes = actor.lane.state
+    record_id = candidate.id  # a long event found without a query: its first passage
+    text, mode = query.text, query.mode
+    vector = query.vector if mode != "bm25" else None
+    when = try_parse_rfc3339(candidate.time) or query.reference
+    stored = indexes.vector_index.vector(record_id)
+    if record_id in semantic:
+        cosine = semantic[record_id]
+    else:
+        cosine = float(stored @ vector) if stored is not None and vector is not None else 0.0
+    lexical = bm25.get(record_id)
+    if lexical is None:
+        lexical = indexes.text_index.score(text, record_id) if text and mode != "vector" else 0.0
+    candidate.scope = actor.scope
+    candidate.bm25 = lexical
+    candidate.semantic = cosine
+    candidate.recency = recency((query.reference - when).total_seconds() / 86400.0)
+    candidate.vector = stored
+    candidate.tokens_estimate = estimate_tokens(candidate.raw_size)
+    if stored is None:  # MMR falls back to token overlap only without vectors
+        candidate.tokens = set(tokenize(candidate.text))
 
 
 async def _recent(tables, layers: set[str], k: int) -> list[str]:
@@ -132,53 +138,7 @@ async def _load(
     """A candidate from its stored JSON (decoded, not structured: records stay wire dicts; the
     stored bytes give its size and key the episode cache)."""
     if layer == "events":
-        event_id, index = passages.parse_passage_id(record_id)
-        found = events.get(event_id) if events is not None else None
-        if found is None:
-            raw = await tables.events.raw.get(event_id)
-            if raw is None:
-                return None
-            state = await tables.event_states.get(event_id) or EventState(scope=tables.scope)
-            # [stored bytes, state, decoded record (None: cancelled), its indexed text (lazily)]
-            found = [raw, state, None if state.cancelled else jsoncodec.decode(raw), None]
-            if events is not None:
-                events[event_id] = found
-        raw, state, stored, _ = found
-        if stored is None:
-            return None  # cancelled
-        record = dict(stored)
-        spans = state.passages
-        text = stored["content"].get("text")
-        if not spans and actor is not None and isinstance(text, str):  # long, not indexed yet?
-            max_chars = actor.ctx.config.passage_max_chars
-            if len(text) > max_chars:
-                spans = passages.split(text, max_chars)
-        size = len(raw)
-        if spans:  # a long text: the candidate is one passage, and says so
-            index = index or 0
-            if index >= len(spans):
-                return None  # a passage id of another split (the index is rebuilt on restart)
-            record_id = passages.passage_id(event_id, index)
-            start, end = spans[index]
-            if found[3] is None:
-                found[3] = content_text(stored["content"])
-            content = {k: v for k, v in stored["content"].items() if k != "data"}
-            content["text"] = found[3][start:end]
-            record["content"] = content
-            record["passage"] = {"index": index, "count": len(spans), "char_start": start,
-                                 "char_end": end}  # fmt: skip
-            record["content_truncated"] = True
-            size = len(jsoncodec.encode(record))  # what the item costs is the passage, not the book
-        elif index is not None:
-            return None
-        record["derives"] = state.derives
-        record["excluded_from_recall"] = False
-        content = record["content"]
-        links = record["derives"] + list(record["context"].get("preceded_by") or ())
-        facts = sum(1 for d in record["derives"] if d.startswith("fact_"))
-        return Candidate(layer=layer, id=record_id, record=record, text=message_text(content),
-                         time=record["context"]["observed_at"], importance=min(1.0, facts / 2), confidence=1.0,
-                         links=links, chain={}, raw_size=size)  # fmt: skip
+        return await _event_candidate(tables, record_id, actor, events)
     table = {"facts": tables.facts, "episodes": tables.episodes, "beliefs": tables.beliefs}[layer]
     raw = await table.raw.get(record_id)
     if raw is None:
@@ -203,17 +163,67 @@ async def _load(
                          chain={record_id: list(record["events"])}, raw_size=len(raw))  # fmt: skip
     if record.get("valid_to") is not None and not historical:
         return None
-    text = belief_text(record)
     support_ids = [support["id"] for support in record.get("supports", [])]
-    chain: dict[str, list[str]] = {record_id: support_ids}
-    for support_id in support_ids[:20]:  # down to the events, for the citation DAG
+    return Candidate(layer=layer, id=record_id, record=record, text=belief_text(record),
+                     time=record["last_revised_at"], importance=record["confidence"],
+                     confidence=record["confidence"], links=support_ids,
+                     chain=await _belief_chain(tables, record_id, support_ids), raw_size=len(raw))  # fmt: skip
+
+
+async def _belief_chain(tables, belief_id: str, support_ids: list[str]) -> dict[str, list[str]]:
+    """A belief's citations down to the events, for the citation DAG."""
+    chain: dict[str, list[str]] = {belief_id: support_ids}
+    for support_id in support_ids[:20]:
         fact = await tables.facts.json.get(support_id)
         if fact is not None:
             chain[support_id] = list(fact["supports"])
-    return Candidate(layer=layer, id=record_id, record=record, text=text, time=record["last_revised_at"],
-                     importance=record["confidence"], confidence=record["confidence"], links=support_ids,
-                     chain=chain, raw_size=len(raw))  # fmt: skip
+    return chain
 
 
-async def count_items(tables) -> int:
-    return await tables.events.count()
+async def _event_candidate(tables, record_id: str, actor, events: dict[str, list] | None) -> Candidate | None:
+    """An event's candidate: the event, or one passage of a long text (and it says which)."""
+    event_id, index = passages.parse_passage_id(record_id)
+    found = events.get(event_id) if events is not None else None
+    if found is None:
+        raw = await tables.events.raw.get(event_id)
+        if raw is None:
+            return None
+        state = await tables.event_states.get(event_id) or EventState(scope=tables.scope)
+        # [stored bytes, state, decoded record (None: cancelled), its indexed text (lazily)]
+        found = [raw, state, None if state.cancelled else jsoncodec.decode(raw), None]
+        if events is not None:
+            events[event_id] = found
+    raw, state, stored, _ = found
+    if stored is None:
+        return None  # cancelled
+    record = dict(stored)
+    spans = state.passages
+    text = stored["content"].get("text")
+    if not spans and actor is not None and isinstance(text, str):  # long, not indexed yet?
+        max_chars = actor.ctx.config.passage_max_chars
+        if len(text) > max_chars:
+            spans = passages.split(text, max_chars)
+    size = len(raw)
+    if spans:  # a long text: the candidate is one passage, and says so
+        index = index or 0
+        if index >= len(spans):
+            return None  # a passage id of another split (the index is rebuilt on restart)
+        record_id = passages.passage_id(event_id, index)
+        start, end = spans[index]
+        if found[3] is None:
+            found[3] = content_text(stored["content"])
+        content = {k: v for k, v in stored["content"].items() if k != "data"}
+        content["text"] = found[3][start:end]
+        record["content"] = content
+        record["passage"] = {"index": index, "count": len(spans), "char_start": start, "char_end": end}
+        record["content_truncated"] = True
+        size = len(jsoncodec.encode(record))  # what the item costs is the passage, not the book
+    elif index is not None:
+        return None
+    record["derives"] = state.derives
+    record["excluded_from_recall"] = False
+    links = record["derives"] + list(record["context"].get("preceded_by") or ())
+    facts = sum(1 for d in record["derives"] if d.startswith("fact_"))
+    return Candidate(layer="events", id=record_id, record=record, text=message_text(record["content"]),
+                     time=record["context"]["observed_at"], importance=min(1.0, facts / 2), confidence=1.0,
+                     links=links, chain={}, raw_size=size)  # fmt: skip

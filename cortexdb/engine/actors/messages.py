@@ -1,4 +1,11 @@
-"""The closed set of messages a ScopeActor accepts (frozen attrs records).
+"""The closed set of messages a ScopeActor accepts (frozen attrs records), like tractor's
+``msg/types.py``: each set is one list and one union, and every type has exactly one handler.
+
+- ``MESSAGE_TYPES`` / ``Message``: what the mailbox takes — a capture, the typed queries
+  (``QUERY_TYPES`` / ``Query``, served by ``queries.HANDLERS``), cancel, foreign work, flush,
+  rebuild, ping, scope edits, stop (``ScopeActor.handlers``);
+- ``LANE_ITEM_TYPES`` / ``LaneItem``: what the mailbox lane hands the derivation lane
+  (``Lane.handlers``).
 
 A request carries its ``reply`` slot; the actor answers it exactly once, with a value or a
 ``CortexError``.  Nothing else is ever put in a mailbox.
@@ -6,6 +13,8 @@ A request carries its ``reply`` slot; the actor answers it exactly once, with a 
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import attrs
@@ -83,11 +92,164 @@ class Capture:
     reply: ReplySlot
 
 
-@attrs.frozen
-class ReadLayer:
-    layer: str  # events | event | episodes | facts | timeline | beliefs | belief | event_state
-    query: dict[str, Any]
+# -- queries: reads a ScopeActor serves as child tasks, each by its one function (queries.py) -----
+# ``as_of`` and the ``since``/``until`` bounds are aware datetimes, ``temporal`` a
+# ``retrieve.temporal_filter.TemporalFilter`` (its valid/recorded windows), ``limit`` None for
+# the configured default; list queries page with an opaque ``cursor``.
+
+
+@attrs.frozen(kw_only=True)
+class ReadEvents:
     reply: ReplySlot
+    since: dt.datetime | None = None  # observed_at bounds
+    until: dt.datetime | None = None
+    recorded_since: dt.datetime | None = None
+    recorded_until: dt.datetime | None = None
+    observed_actor: str | None = None
+    modality: str | None = None
+    include_excluded: bool = False
+    as_of: dt.datetime | None = None
+    temporal: Any = None
+    limit: int | None = None
+    cursor: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReadEvent:
+    reply: ReplySlot
+    event_id: str
+
+
+@attrs.frozen(kw_only=True)
+class ReadEventState:
+    """The aggregate state of one memory event (§8.9.3)."""
+
+    reply: ReplySlot
+    event_id: str
+
+
+@attrs.frozen(kw_only=True)
+class ReadFacts:
+    reply: ReplySlot
+    subject_id: str | None = None
+    predicate: str | None = None
+    min_confidence: float | None = None
+    include_superseded: bool = False
+    as_of: dt.datetime | None = None
+    temporal: Any = None
+    limit: int | None = None
+    cursor: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReadFact:
+    reply: ReplySlot
+    fact_id: str
+
+
+@attrs.frozen(kw_only=True)
+class ReadTimeline:
+    """The supersession chain of (subject, predicate) (§8.7.4)."""
+
+    reply: ReplySlot
+    subject_id: str | None
+    predicate: str | None
+
+
+@attrs.frozen(kw_only=True)
+class ReadFactSupports:
+    reply: ReplySlot
+    fact_id: str
+    limit: int | None = None
+    cursor: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReadBeliefs:
+    reply: ReplySlot
+    about: str | None = None  # an entity id: the claim's subject or object
+    min_confidence: float | None = None
+    include_deprecated: bool = False
+    include_superseded: bool = False  # closed claims too
+    as_of: dt.datetime | None = None
+    temporal: Any = None
+    limit: int | None = None
+    cursor: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReadBelief:
+    reply: ReplySlot
+    belief_id: str
+
+
+@attrs.frozen(kw_only=True)
+class ReadWhy:
+    """Why a belief is held: its support graph and narrative (§8.7.6)."""
+
+    reply: ReplySlot
+    belief_id: str
+
+
+@attrs.frozen(kw_only=True)
+class ReadEpisodes:
+    reply: ReplySlot
+    actor: str | None = None
+    overlapping_from: dt.datetime | None = None
+    overlapping_to: dt.datetime | None = None
+    with_causal_chain: bool = True
+    as_of: dt.datetime | None = None
+    temporal: Any = None
+    limit: int | None = None
+    cursor: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReadEpisode:
+    reply: ReplySlot
+    episode_id: str
+
+
+@attrs.frozen(kw_only=True)
+class CountRecords:
+    """How many records a scope holds (a denied placeholder's ``item_count``)."""
+
+    reply: ReplySlot
+
+
+@attrs.frozen(kw_only=True)
+class LayerCounts:
+    """How many records each layer of a scope holds."""
+
+    reply: ReplySlot
+
+
+@attrs.frozen(kw_only=True)
+class Candidates:
+    """Recall candidates from one scope (DESIGN §7): BM25 and vector hits over ``layers``."""
+
+    reply: ReplySlot
+    text: str
+    vector: Any  # the query's unit embedding (numpy), or None
+    layers: AbstractSet[str]
+    k: int  # the most hits per layer and source
+    temporal: Any  # TemporalFilter
+    filters: Any  # the recall filter tree, or None
+    reference: dt.datetime  # the time recency counts back from
+    mode: str = "hybrid"  # hybrid | bm25 | vector
+    limits: dict[str, int] = attrs.field(factory=dict)  # the pack's per-layer limits
+    include_superseded: bool = False
+
+
+QUERY_TYPES = (
+    ReadEvents, ReadEvent, ReadEventState, ReadFacts, ReadFact, ReadTimeline, ReadFactSupports,
+    ReadBeliefs, ReadBelief, ReadWhy, ReadEpisodes, ReadEpisode, CountRecords, LayerCounts, Candidates,
+)  # fmt: skip
+Query = (
+    ReadEvents | ReadEvent | ReadEventState | ReadFacts | ReadFact | ReadTimeline | ReadFactSupports
+    | ReadBeliefs | ReadBelief | ReadWhy | ReadEpisodes | ReadEpisode | CountRecords | LayerCounts
+    | Candidates
+)  # fmt: skip
 
 
 @attrs.frozen
@@ -149,29 +311,77 @@ class Stop:
     pass
 
 
-Message = (
-    Capture
-    | ReadLayer
-    | CancelEvent
-    | ForeignConsolidate
-    | ForeignDerived
-    | Flush
-    | Rebuild
-    | Ping
-    | Stop
-)
-
 MESSAGE_TYPES = (
     Capture,
-    ReadLayer,
+    *QUERY_TYPES,
     CancelEvent,
     ForeignConsolidate,
     ForeignDerived,
     Flush,
     Rebuild,
     Ping,
+    EditScope,
     Stop,
 )
+Message = (
+    Capture
+    | Query
+    | CancelEvent
+    | ForeignConsolidate
+    | ForeignDerived
+    | Flush
+    | Rebuild
+    | Ping
+    | EditScope
+    | Stop
+)
+
+
+# -- the derivation lane's items ------------------------------------------------------------------
+# What the mailbox lane hands the derivation lane (``lane.Lane.submit``) besides captured events;
+# the lane runs them between batches, each by its one handler (``Lane.HANDLERS``).
+
+
+@attrs.frozen
+class CancelItem:
+    """Cancel a captured event (§8.9.5); the reply is the cancel report."""
+
+    event_id: str
+    reply: ReplySlot
+
+
+@attrs.frozen
+class ForeignItem:
+    """Consolidation work another scope left in table ``FW`` for one of its events."""
+
+    event_id: str
+
+
+@attrs.frozen
+class DerivedItem:
+    """Records another scope derived from one of this scope's events (derives back-pointers)."""
+
+    event_id: str
+    derives: tuple[str, ...]
+
+
+@attrs.frozen
+class FlushItem:
+    """Reply once the lane is idle; ``seal`` first drains the queue and seals the open episode."""
+
+    seal: bool
+    reply: ReplySlot
+
+
+@attrs.frozen
+class RebuildItem:
+    """Replay the scope's events into fresh derived layers; reply when done."""
+
+    reply: ReplySlot
+
+
+LANE_ITEM_TYPES = (CancelItem, ForeignItem, DerivedItem, FlushItem, RebuildItem)
+LaneItem = CancelItem | ForeignItem | DerivedItem | FlushItem | RebuildItem
 
 
 def fail_message(message: Message, error: CortexError | None = None) -> None:

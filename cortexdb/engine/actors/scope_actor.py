@@ -4,8 +4,9 @@ Two sequential lanes share nothing mutable:
 - the *mailbox lane* (this module) takes messages in order.  Captures are group-committed:
   every capture already waiting in the mailbox joins one atomic write (``sync`` if any asks for
   it), so throughput grows with load while each capture still waits for its own durability;
-- the *derivation lane* (``pipeline.Pipeline``) owns derived state and per-event pipeline state.
-Reads run as child tasks against the store, so a large scan never blocks the mailbox.
+- the *derivation lane* (``lane.Lane``) owns derived state and per-event pipeline state.
+Reads run as child tasks against the store, so a large scan never blocks the mailbox.  Every
+other message type has its one handler (``ScopeActor.handlers``).
 """
 
 from __future__ import annotations
@@ -22,22 +23,30 @@ from ..model import Event, EventState, Scope
 from ..stages import Stage
 from ..storage import Op
 from ..temporal import format_ts
-from . import reads
+from . import queries
+from .lane import Lane
 from .messages import (
+    MESSAGE_TYPES,
+    QUERY_TYPES,
     CancelEvent,
+    CancelItem,
     Capture,
+    DerivedItem,
     EditScope,
     Flush,
+    FlushItem,
     ForeignConsolidate,
     ForeignDerived,
+    ForeignItem,
     Ping,
-    ReadLayer,
+    Query,
     Rebuild,
+    RebuildItem,
     ReplySlot,
     Stop,
     fail_message,
 )
-from .pipeline import Control, Pipeline
+from .waiters import StageWaiter
 
 log = logging.getLogger("cortexdb.actor")
 
@@ -47,7 +56,7 @@ class Captured:
     """What a capture returns to the engine for one item."""
 
     event: Event
-    waiters: dict[str, trio.Event]
+    waiters: dict[str, StageWaiter]  # stage -> what hands the event's state once it committed
 
 
 class ScopeActor:
@@ -56,7 +65,7 @@ class ScopeActor:
         self.scope = scope
         self.tables = ctx.tables.partition(scope)  # the partition this actor owns
         self._receive = receive
-        self.pipeline = Pipeline(self)
+        self.lane = Lane(ctx, scope, self.tables, self)
         self.inflight: set[ReplySlot] = set()
         self._scope_known = False
         self._reads = 0
@@ -65,26 +74,30 @@ class ScopeActor:
         self.last_capture = -1e9  # trio time of the latest group commit
         # recall: decoded episodes, reused while their stored bytes are unchanged (candidates.py)
         self.episode_cache: collections.OrderedDict[str, tuple[bytes, dict]] = collections.OrderedDict()
+        # Capture is group-committed by the mailbox loop and Stop ends it; every other message has
+        # its one handler (bound per actor, so a test may patch a handler on the class)
+        self.handlers = {
+            Ping: self._ping, Flush: self._flush, Rebuild: self._rebuild, CancelEvent: self._cancel,
+            ForeignConsolidate: self._foreign, EditScope: self._edit_scope, ForeignDerived: self._derived,
+            **{query: self._query for query in QUERY_TYPES},  # served by queries.HANDLERS
+        }  # fmt: skip
+        assert set(self.handlers) | {Capture, Stop} == set(MESSAGE_TYPES)
 
     # -- lifetime ------------------------------------------------------------------------------
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
-            await nursery.start(self.pipeline.run)
+            await nursery.start(self.lane.run)
             try:
                 await self._mailbox()
             finally:
-                self.pipeline.stop()
+                self.lane.stop()
 
     def fail_inflight(self, error: CortexError) -> None:
         for reply in list(self.inflight):
             reply.fail(error)
         self.inflight.clear()
-        for reply, _ in self.pipeline._flush_waiters:
-            reply.fail(error)
-        for item in self.pipeline.controls:
-            if item.reply is not None:
-                item.reply.fail(error)
+        self.lane.fail_waiting(error)
 
     def captures_waiting(self) -> bool:
         """True while the mailbox lane has work: messages queued or in hand.  A message sent
@@ -112,7 +125,7 @@ class ScopeActor:
                 idle = None
             if idle is not None and idle.cancelled_caught:
                 if (
-                    self.pipeline.idle
+                    self.lane.idle
                     and not self._reads
                     and self._receive.statistics().current_buffer_used == 0
                 ):
@@ -146,100 +159,46 @@ class ScopeActor:
                     for rest in batch[index:]:
                         fail_message(rest, Internal("the engine is shutting down", retriable=True))
                     return
-                await self._dispatch(message)
+                await self.handlers[type(message)](message)
             self.handled += len(batch)
             self.inflight = {reply for reply in self.inflight if not reply.answered}
 
-    async def _dispatch(self, message) -> None:
-        if isinstance(message, ReadLayer):
-            self._reads += 1
-            self.inflight.add(message.reply)
-            self.nursery.start_soon(self._serve_read, message)
-        elif isinstance(message, Ping):
-            await self._ping(message)
-        elif isinstance(message, Flush):
-            self.pipeline.control(Control("flush", payload=message.seal, reply=message.reply))
-        elif isinstance(message, Rebuild):
-            self.pipeline.control(Control("rebuild", reply=message.reply))
-        elif isinstance(message, CancelEvent):
-            await self._cancel(message)
-        elif isinstance(message, ForeignConsolidate):
-            await self._foreign(message)
-        elif isinstance(message, EditScope):
-            await self._edit_scope(message)
-        elif isinstance(message, ForeignDerived):
-            self.pipeline.control(
-                Control("derived", event_id=message.event_id, payload=list(message.derives))
-            )
-        else:  # the message set is closed; anything else is a programming error
-            raise TypeError(f"unexpected message {message!r}")
+    async def _query(self, message: Query) -> None:
+        self._reads += 1
+        self.inflight.add(message.reply)
+        self.nursery.start_soon(self._serve_query, message)
+
+    async def _flush(self, message: Flush) -> None:
+        self.lane.submit(FlushItem(message.seal, message.reply))
+
+    async def _rebuild(self, message: Rebuild) -> None:
+        self.lane.submit(RebuildItem(message.reply))
+
+    async def _derived(self, message: ForeignDerived) -> None:
+        self.lane.submit(DerivedItem(message.event_id, tuple(message.derives)))
 
     async def _ping(self, message: Ping) -> None:
         message.reply.set({"scope": self.scope, "handled": self.handled})
 
     # -- capture -------------------------------------------------------------------------------
     async def _capture(self, group: list[Capture]) -> None:
+        """Every capture of the group in one atomic write; each answered once it is durable."""
         ctx = self.ctx
         self.last_capture = trio.current_time()
         now = ctx.clock.now()
-        recorded_at = format_ts(now)
         ops: list[Op] = []
-        tables = self.tables
-        records = []
-        reservations = []
+        records: list = []
+        reservations: list = []
         answers: list[tuple[Capture, list[Captured]]] = []
         for message in group:
             self.inflight.add(message.reply)
-            captured: list[Captured] = []
-            for item in message.items:
-                envelope, identities = item.envelope, item.identities
-                event_id = ctx.ids.new("evt")
-                offset = ctx.wal.next()
-                context = dict(envelope.context)
-                context["recorded_at"] = recorded_at
-                event = Event(
-                    id=event_id, scope=self.scope, tenant_id=item.tenant_id, caller=identities.caller,
-                    actor=identities.observed_actor["id"], observed_actor=identities.observed_actor,
-                    subject=identities.subject, modality=envelope.modality, content=envelope.content,
-                    context=context, directives=envelope.directives, wal_offset=offset,
-                    idempotency_key=envelope.idempotency_key, batch_id=item.batch_id,
-                )  # fmt: skip
-                record = ctx.bus.reserve(
-                    Stage.CAPTURED, scope=self.scope, event_id=event_id, batch_id=item.batch_id, ts=now,
-                    payload={"event_id": event_id, "actor": event.actor, "modality": event.modality,
-                             "wal_offset": offset},
-                )  # fmt: skip
-                records.append(record)
-                state = EventState(scope=self.scope, done=[Stage.CAPTURED.value], lce=[record.lifecycle_id],
-                                   batch_id=item.batch_id)  # fmt: skip
-                ops.append(tables.events.put_op(event_id, event))
-                ops.append(ctx.tables.wal.put_op(offset, self.scope, event_id))
-                ops.append(tables.event_states.put_op(event_id, state))
-                ops.append(tables.pending.put_op(event_id, True))
-                ops.append(ctx.bus.put_op(record))
-                if item.idempotency is not None:
-                    reservations.append(item.idempotency)
-                    ops.append(ctx.idempotency.record_op(item.idempotency, {
-                        "event_id": event_id, "wal_offset": offset, "scope": self.scope,
-                        "batch_id": item.batch_id}, now))  # fmt: skip
-                waiters = {stage: ctx.bus.stage_waiter(event_id, stage) for stage in item.wait_for}
-                captured.append(Captured(event, waiters))
+            captured = [self._event_of(item, now, ops, records, reservations) for item in message.items]
             answers.append((message, captured))
         ops.extend(await self._scope_ops(group, now))  # usually empty: see _scope_ops
         try:
-            await tables.write(ops, sync=any(message.sync for message in group))
+            await self.tables.write(ops, sync=any(message.sync for message in group))
         except BaseException as exc:
-            ctx.bus.abort(records)
-            for reservation in reservations:
-                ctx.idempotency.abort(reservation)
-            error = (
-                exc
-                if isinstance(exc, CortexError)
-                else WalUnavailable(f"the WAL write failed: {exc!r}")
-            )
-            for message in group:
-                message.reply.fail(error)
-                self.inflight.discard(message.reply)
+            self._capture_failed(group, records, reservations, exc)
             if not isinstance(exc, CortexError):
                 raise  # cancellation, or a bug: the supervisor restarts the actor
             return
@@ -248,10 +207,58 @@ class ScopeActor:
             ctx.idempotency.complete(reservation)
         for message, captured in answers:
             for item in captured:
-                self.pipeline.enqueue(item.event)
+                self.lane.enqueue(item.event)
             message.reply.set(captured)
             self.inflight.discard(message.reply)
         self.last_capture = trio.current_time()
+
+    def _event_of(self, item, now, ops: list[Op], records: list, reservations: list) -> Captured:
+        """One captured item: its event, WAL entry, state, pending marker, ``captured`` record
+        and idempotency record (added to ``ops``), and the waiters its writer asked for."""
+        ctx, tables = self.ctx, self.tables
+        envelope, identities = item.envelope, item.identities
+        event_id = ctx.ids.new("evt")
+        offset = ctx.wal.next()
+        context = dict(envelope.context)
+        context["recorded_at"] = format_ts(now)
+        event = Event(
+            id=event_id, scope=self.scope, tenant_id=item.tenant_id, caller=identities.caller,
+            actor=identities.observed_actor["id"], observed_actor=identities.observed_actor,
+            subject=identities.subject, modality=envelope.modality, content=envelope.content,
+            context=context, directives=envelope.directives, wal_offset=offset,
+            idempotency_key=envelope.idempotency_key, batch_id=item.batch_id,
+        )  # fmt: skip
+        record = ctx.bus.reserve(
+            Stage.CAPTURED, scope=self.scope, event_id=event_id, batch_id=item.batch_id, ts=now,
+            payload={"event_id": event_id, "actor": event.actor, "modality": event.modality,
+                     "wal_offset": offset},
+        )  # fmt: skip
+        records.append(record)
+        state = EventState(scope=self.scope, done=[Stage.CAPTURED.value], lce=[record.lifecycle_id],
+                           batch_id=item.batch_id)  # fmt: skip
+        ops.append(tables.events.put_op(event_id, event))
+        ops.append(ctx.tables.wal.put_op(offset, self.scope, event_id))
+        ops.append(tables.event_states.put_op(event_id, state))
+        ops.append(tables.pending.put_op(event_id, True))
+        ops.append(ctx.bus.put_op(record))
+        if item.idempotency is not None:
+            reservations.append(item.idempotency)
+            ops.append(ctx.idempotency.record_op(item.idempotency, {
+                "event_id": event_id, "wal_offset": offset, "scope": self.scope,
+                "batch_id": item.batch_id}, now))  # fmt: skip
+        waiters = {stage: ctx.bus.stage_waiter(event_id, stage) for stage in item.wait_for}
+        return Captured(event, waiters)
+
+    def _capture_failed(self, group: list[Capture], records: list, reservations: list,
+                        exc: BaseException) -> None:  # fmt: skip
+        """The group's write failed: give up its records and idempotency keys, fail each capture."""
+        self.ctx.bus.abort(records)
+        for reservation in reservations:
+            self.ctx.idempotency.abort(reservation)
+        error = exc if isinstance(exc, CortexError) else WalUnavailable(f"the WAL write failed: {exc!r}")
+        for message in group:
+            message.reply.fail(error)
+            self.inflight.discard(message.reply)
 
     async def _scope_ops(self, group: list[Capture], now) -> list[Op]:
         """Auto-register the scope on its first write (writer = owner); track ``last_write_at``."""
@@ -275,13 +282,13 @@ class ScopeActor:
         return [scopes.put_op(self.scope, self._scope_record)]
 
     # -- other requests ------------------------------------------------------------------------
-    async def _serve_read(self, message: ReadLayer) -> None:
+    async def _serve_query(self, message: Query) -> None:
         try:
-            result = await reads.serve(self, message.layer, message.query)
+            result = await queries.serve(self, message)
         except CortexError as exc:
             message.reply.fail(exc)
         except Exception as exc:
-            log.exception("read of %s in %s failed", message.layer, self.scope)
+            log.exception("read %s in %s failed", type(message).__name__, self.scope)
             message.reply.fail(Internal(f"the read failed: {exc!r}"))
         else:
             message.reply.set(result)
@@ -294,7 +301,7 @@ class ScopeActor:
             message.reply.fail(NotFound(f"no event {message.event_id} in scope {self.scope}",
                                         details={"event_id": message.event_id}))  # fmt: skip
             return
-        self.pipeline.control(Control("cancel", event_id=message.event_id, reply=message.reply))
+        self.lane.submit(CancelItem(message.event_id, message.reply))
 
     async def _edit_scope(self, message: EditScope) -> None:
         scopes = self.ctx.tables.scopes
@@ -317,7 +324,7 @@ class ScopeActor:
         """Accept consolidation work from another scope: persist it, queue it, acknowledge."""
         payload = {**message.payload, "source_scope": message.source_scope}
         await self.tables.foreign_work.put(message.event_id, payload)
-        self.pipeline.control(Control("foreign", event_id=message.event_id, payload=payload))
+        self.lane.submit(ForeignItem(message.event_id))
         message.reply.set(True)
 
     def statistics(self) -> dict[str, Any]:
@@ -327,6 +334,6 @@ class ScopeActor:
             "mailbox_used": channel.current_buffer_used,
             "mailbox_capacity": channel.max_buffer_size,
             "senders_waiting": channel.tasks_waiting_send,
-            "pipeline_queue": len(self.pipeline.queue),
-            "processed": self.pipeline.processed,
+            "pipeline_queue": len(self.lane.queue),
+            "processed": self.lane.processed,
         }

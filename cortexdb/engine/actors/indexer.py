@@ -1,0 +1,147 @@
+"""Feeding a scope's text and vector indexes (``PartitionState.text_index``/``vector_index``).
+
+Every stage that derives a record indexes it here; vectors are persisted (table ``V``) in the
+stage's atomic batch.  Large inputs are tokenised and embedded off the event loop
+(``workers``) and added in slices between checkpoints, so requests keep being served.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import trio
+
+from ..model import Event, EventState
+from ..model.text import content_text, turn_text
+from ..retrieve import passages
+from ..retrieve.text_index import tokenize
+from ..storage import Op
+from .state import PartitionState
+from .workers import OFF_LOOP_CHARS, in_slices, off_loop
+
+SLICE_DOCUMENTS = 64  # documents added to the indexes between two checkpoints of a large batch
+
+
+def passage_documents(event: Event, spans: list) -> dict[str, str]:
+    """The index documents of a long event: one per passage, each led by the speaker."""
+    text = content_text(event.content)
+    return {passages.passage_id(event.id, i): turn_text(event.actor, text[start:end])
+            for i, (start, end) in enumerate(spans)}  # fmt: skip
+
+
+class Indexer:
+    def __init__(self, ctx: Any, state: PartitionState) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.vectors_table = state.tables.vectors
+        self.background: trio.Nursery | None = None  # vector seals and merges run here
+        self._vector_job = False
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed off the event loop when the embedder is a model, or when the texts are many (the
+        hash embedder is cheap per text, not per megabyte)."""
+        embedder = self.ctx.embedder
+        # an inline (hash) embedder: each text costs about 40 characters' worth on top of its length
+        inline = getattr(embedder, "inline", False)
+        if inline and sum(map(len, texts)) + 40 * len(texts) <= OFF_LOOP_CHARS:
+            return embedder.embed(texts)
+        if not inline:
+            return await trio.to_thread.run_sync(embedder.embed, texts)  # a model releases the GIL
+        vectors = await off_loop(self.ctx, functools.partial(in_slices, embedder.embed, texts, 2))
+        return np.concatenate(vectors) if vectors else embedder.embed([])
+
+    async def add_texts(self, documents: dict[str, str]) -> None:
+        """Add documents to the text index.  A large batch (a long text's passages, a restart) is
+        tokenised in a worker thread, a chunk at a time, and added in slices between checkpoints,
+        so requests keep being served meanwhile."""
+        if sum(len(text) for text in documents.values()) <= OFF_LOOP_CHARS:
+            for doc_id, text in documents.items():
+                self.state.text_index.add(doc_id, text)
+            return
+        chunk: list[tuple[str, str]] = []
+        size = 0
+        for item in documents.items():
+            chunk.append(item)
+            size += len(item[1])
+            if size >= 16 * OFF_LOOP_CHARS:
+                await self._add_chunk(chunk)
+                chunk, size = [], 0
+        if chunk:
+            await self._add_chunk(chunk)
+
+    async def _add_chunk(self, chunk: list[tuple[str, str]]) -> None:
+        texts = [text for _, text in chunk]
+        tokens = await off_loop(self.ctx, functools.partial(in_slices, tokenize, texts, 1))
+        index = self.state.text_index
+        for position, ((doc_id, text), terms) in enumerate(zip(chunk, tokens, strict=True), 1):
+            index.add(doc_id, text, terms)
+            if position % SLICE_DOCUMENTS == 0:
+                await trio.lowlevel.checkpoint()
+
+    async def index_documents(
+        self, ops: list[Op] | None, documents: dict[str, str], *, embed_known: bool = True,
+        embed_texts: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        """Add records to the text and vector indexes; vectors are persisted with ``ops``."""
+        if not documents:
+            return
+        await self.add_texts(documents)
+        vector_index = self.state.vector_index
+        todo = {d: t for d, t in documents.items() if embed_known or d not in vector_index}
+        if not todo:
+            return
+        vectors = await self.embed([(embed_texts or {}).get(d, t) for d, t in todo.items()])
+        for position, (doc_id, vector) in enumerate(zip(todo, vectors, strict=True), 1):
+            if position % SLICE_DOCUMENTS == 0:
+                await trio.lowlevel.checkpoint()
+            vector_index.add(doc_id, vector)
+            if ops is not None:
+                ops.append(self.vectors_table.put_op(doc_id, vector))
+        if vector_index.needs_seal:
+            if self.background is None:
+                await vector_index.seal()
+            elif not self._vector_job:
+                self.start_vector_job()
+
+    def start_vector_job(self) -> None:
+        """Seal and merge vector segments beside derivation, which goes on meanwhile (the index
+        takes adds and removes while a segment builds; decisions.md, "Recall at 100k")."""
+        index = self.state.vector_index
+        self._vector_job = True
+
+        async def job() -> None:
+            try:
+                while index.needs_seal or index.needs_merge:
+                    if index.needs_seal:
+                        await index.seal()
+                    else:
+                        await index.merge()
+            finally:
+                self._vector_job = False
+
+        assert self.background is not None
+        self.background.start_soon(job)
+
+    def unindex(self, ops: list[Op] | None, doc_id: str) -> None:
+        self.state.text_index.remove(doc_id)
+        self.state.vector_index.remove(doc_id)
+        if ops is not None:
+            ops.append(self.vectors_table.delete_op(doc_id))
+
+    def unindex_event(self, ops: list[Op] | None, event_id: str, state: EventState) -> None:
+        """Remove an event from the indexes: its document, or each of its passages."""
+        self.unindex(ops, event_id)
+        for index in range(len(state.passages or ())):
+            self.unindex(ops, passages.passage_id(event_id, index))
+
+    async def split(self, event: Event) -> list[list[int]]:
+        """The passages of a long event's text (off the loop when very long)."""
+        text = content_text(event.content)
+        max_chars = self.ctx.config.passage_max_chars
+        if len(text) > OFF_LOOP_CHARS:
+            spans = await off_loop(self.ctx, functools.partial(passages.split, text, max_chars))
+        else:
+            spans = passages.split(text, max_chars)
+        return [list(span) for span in spans]

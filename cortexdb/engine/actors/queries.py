@@ -1,0 +1,336 @@
+"""The reads a ScopeActor serves (as child tasks): one function per query type of
+``messages.QUERY_TYPES``, found by ``HANDLERS[type(query)]``.
+
+Reads go to the scope's tables (``storage.Partition``), never to the derivation lane's caches, so
+they only ever see committed state (recall candidates also search the lane's indexes).  Lists
+page with the tables' opaque, stable cursors (``Table.page``), which name the last row returned.
+What a read sees as of a moment is ``derive.visibility``'s; the why-graph is ``derive.why``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ...errors import NotFound, ResourceDeleted
+from ..derive import visibility, why
+from ..model import Belief, Episode, Event, EventState, Fact, to_wire
+from ..stages import EPISODE_SEALED, LIFECYCLE_STAGES, STAGE_ORDER, Stage
+from ..temporal import format_ts, parse_rfc3339
+from . import candidates
+from .messages import (
+    QUERY_TYPES,
+    Candidates,
+    CountRecords,
+    LayerCounts,
+    Query,
+    ReadBelief,
+    ReadBeliefs,
+    ReadEpisode,
+    ReadEpisodes,
+    ReadEvent,
+    ReadEvents,
+    ReadEventState,
+    ReadFact,
+    ReadFacts,
+    ReadFactSupports,
+    ReadTimeline,
+    ReadWhy,
+)
+
+
+async def serve(actor: Any, query: Query) -> Any:
+    """Answer one query for ``actor`` (its ``scope``, ``tables``, ``ctx``; recall its ``lane``)."""
+    return await HANDLERS[type(query)](actor, query)
+
+
+def _limit(actor, query) -> int:
+    return query.limit or actor.ctx.config.read_default_limit
+
+
+def _missing(kind: str, record_id: str, scope: str) -> NotFound:
+    return NotFound(f"no {kind} {record_id} in {scope}", details={f"{kind}_id": record_id})
+
+
+# -- events -------------------------------------------------------------------------------------
+async def _event_wire(tables, event: Event) -> dict[str, Any]:
+    wire = to_wire(event)
+    state = await tables.event_states.get(event.id)
+    wire["derives"] = state.derives if state is not None else []
+    wire["excluded_from_recall"] = state is not None and state.cancelled
+    return wire
+
+
+async def read_event(actor, query: ReadEvent) -> dict[str, Any]:
+    event = await actor.tables.events.get(query.event_id)
+    if event is None:
+        raise _missing("event", query.event_id, actor.scope)
+    return await _event_wire(actor.tables, event)
+
+
+def _keep_event(query: ReadEvents) -> Callable[[dict[str, Any]], bool]:
+    since, until = query.since, query.until
+    rec_since, rec_until = query.recorded_since, query.recorded_until
+
+    def keep(wire: dict[str, Any]) -> bool:
+        if wire["excluded_from_recall"] and not query.include_excluded:
+            return False
+        if query.observed_actor and wire["actor"] != query.observed_actor:
+            return False
+        if query.modality and wire["modality"] != query.modality:
+            return False
+        if since or until:
+            observed = parse_rfc3339(wire["context"]["observed_at"])
+            if (since and observed < since) or (until and observed >= until):
+                return False
+        if rec_since or rec_until:
+            recorded = parse_rfc3339(wire["context"]["recorded_at"])
+            if (rec_since and recorded < rec_since) or (rec_until and recorded >= rec_until):
+                return False
+        if not visibility.event_visible(wire, query.as_of):
+            return False
+        return visibility.temporal_keep(query.temporal, "events", wire)
+
+    return keep
+
+
+async def read_events(actor, query: ReadEvents) -> dict[str, Any]:
+    tables = actor.tables
+
+    async def convert(event_id: str, event: Event) -> dict[str, Any]:
+        return await _event_wire(tables, event)
+
+    return await tables.events.page(query.cursor, limit=_limit(actor, query), convert=convert,
+                                    keep=_keep_event(query))  # fmt: skip
+
+
+async def read_event_state(actor, query: ReadEventState) -> dict[str, Any]:
+    """§8.9.3: the stages done and pending, what the event derived, its errors and timings."""
+    tables, scope, event_id = actor.tables, actor.scope, query.event_id
+    if not await tables.events.exists(event_id):
+        raise _missing("event", event_id, scope)
+    state = await tables.event_states.get(event_id) or EventState(scope=scope)
+    completed = [s.value for s in STAGE_ORDER if s in state.done]
+    if state.episode_id:
+        episode = await tables.episodes.get(state.episode_id)
+        if episode is not None and episode.status == EPISODE_SEALED:
+            completed.append(Stage.COMPRESSED.value)
+    cancelled = state.cancelled
+    view = {
+        "event_id": event_id, "scope": scope, "stages_completed": completed,
+        "stages_pending": [] if cancelled else [s.value for s in LIFECYCLE_STAGES if s not in completed],
+        "lifecycle_event_ids": state.lce, "derives": state.derives,
+        "derives_by_stage": state.stage_derives if state.stage_derives is not None else {},
+        "errors": state.errors, "excluded_from_recall": cancelled,
+        "elapsed_ms": state.elapsed_ms if state.elapsed_ms is not None else {},
+    }  # fmt: skip
+    if cancelled:
+        view["stages_cancelled"] = state.stages_cancelled or []
+    if state.foreign:
+        view["consolidated_into"] = state.foreign
+    if state.passages:
+        view["passages"] = len(state.passages)
+    if state.derived_records_limit:
+        view["derived_records_limit"] = state.derived_records_limit
+    return view
+
+
+# -- facts --------------------------------------------------------------------------------------
+async def read_fact(actor, query: ReadFact) -> dict[str, Any]:
+    fact = await actor.tables.facts.get(query.fact_id)
+    if fact is None:
+        raise _missing("fact", query.fact_id, actor.scope)
+    return to_wire(fact)
+
+
+def _keep_fact(actor, query: ReadFacts) -> Callable[[Fact], bool]:
+    at = query.as_of or actor.ctx.clock.now()
+    # a valid-time window asks about the past: superseded facts are current knowledge of it
+    history = query.include_superseded or (visibility.window(query.temporal) and not query.as_of)
+
+    def keep(fact: Fact) -> bool:
+        if fact.excluded_from_recall or not visibility.fact_visible(fact, at, history):
+            return False
+        if query.predicate and fact.predicate != query.predicate:
+            return False
+        if query.min_confidence is not None and fact.confidence < query.min_confidence:
+            return False
+        return visibility.temporal_keep(query.temporal, "facts", fact)
+
+    return keep
+
+
+async def read_facts(actor, query: ReadFacts) -> dict[str, Any]:
+    tables, limit, keep = actor.tables, _limit(actor, query), _keep_fact(actor, query)
+    if query.subject_id:  # the index of (subject, predicate): the fact id is the row's last part
+
+        async def load(fact_id: str, _: Any) -> Fact | None:
+            return await tables.facts.get(fact_id)
+
+        under = (query.subject_id,) if query.predicate is None else (query.subject_id, query.predicate)
+        result = await tables.fact_index.page(query.cursor, limit=limit, under=under, convert=load,
+                                              keep=keep)  # fmt: skip
+    else:
+        result = await tables.facts.page(query.cursor, limit=limit, keep=keep)
+    result["items"] = [to_wire(f) for f in result["items"]]
+    return result
+
+
+def _timeline_entry(fact: Fact) -> dict[str, Any]:
+    literal = fact.object.type == "literal"
+    return {
+        "fact_id": fact.id,
+        "value": fact.object.value if literal else {"id": fact.object.id, "name": fact.object.name},
+        "polarity": fact.polarity, "valid_from": format_ts(fact.valid_from),
+        "valid_to": format_ts(fact.valid_to) if fact.valid_to else None,
+        "recorded_from": format_ts(fact.recorded_from),
+        "recorded_to": format_ts(fact.recorded_to) if fact.recorded_to else None,
+        "supersedes": fact.supersedes, "superseded_by": fact.superseded_by, "status": fact.status,
+        "confidence": fact.confidence,
+    }  # fmt: skip
+
+
+async def read_timeline(actor, query: ReadTimeline) -> dict[str, Any]:
+    tables = actor.tables
+    facts = []
+    async for fact_id in tables.fact_index.ids((query.subject_id, query.predicate)):
+        fact = await tables.facts.get(fact_id)
+        if fact is not None and not fact.excluded_from_recall:
+            facts.append(fact)
+    facts.sort(key=lambda f: (f.valid_from, f.recorded_from, f.id))
+    return {
+        "subject": {"id": query.subject_id, "name": facts[0].subject.name if facts else None},
+        "predicate": query.predicate,
+        "timeline": [_timeline_entry(f) for f in facts],
+    }
+
+
+async def read_fact_supports(actor, query: ReadFactSupports) -> dict[str, Any]:
+    tables = actor.tables
+    fact = await tables.facts.json.get(query.fact_id)  # two fields: not structured
+    if fact is None:
+        raise _missing("fact", query.fact_id, actor.scope)
+
+    async def event_id(supporting_event: str, _: bool) -> str:
+        return supporting_event
+
+    result = await tables.fact_supports.page(query.cursor, limit=_limit(actor, query),
+                                             under=query.fact_id, convert=event_id)  # fmt: skip
+    return {"fact_id": fact["id"], "supports_total": fact["supports_total"], **result}
+
+
+# -- beliefs ------------------------------------------------------------------------------------
+async def _belief(actor, belief_id: str) -> Belief:
+    """A belief, or 410 ``RESOURCE_DELETED`` with its deletion note, or 404."""
+    tables = actor.tables
+    belief = await tables.beliefs.get(belief_id)
+    if belief is None:
+        note = await tables.belief_deletions.get(belief_id)
+        if note is not None:
+            raise ResourceDeleted(f"belief {belief_id} was deleted", details=note)
+        raise _missing("belief", belief_id, actor.scope)
+    return belief
+
+
+async def read_belief(actor, query: ReadBelief) -> dict[str, Any]:
+    return to_wire(await _belief(actor, query.belief_id))
+
+
+def _keep_belief(actor, query: ReadBeliefs) -> Callable[[Belief], bool]:
+    at = query.as_of or actor.ctx.clock.now()
+    closed = query.include_superseded or visibility.window(query.temporal)
+
+    def keep(belief: Belief) -> bool:
+        if belief.excluded_from_recall:
+            return False
+        if belief.stance == "deprecated" and not query.include_deprecated:
+            return False
+        if not visibility.belief_visible(belief, at, include_closed=closed):
+            return False
+        if query.about:
+            obj = belief.claim.get("object", {})
+            if belief.claim["subject"].get("id") != query.about and obj.get("id") != query.about:
+                return False
+        if query.min_confidence is not None and belief.confidence < query.min_confidence:
+            return False
+        return visibility.temporal_keep(query.temporal, "beliefs", belief)
+
+    return keep
+
+
+async def read_beliefs(actor, query: ReadBeliefs) -> dict[str, Any]:
+    result = await actor.tables.beliefs.page(query.cursor, limit=_limit(actor, query),
+                                             keep=_keep_belief(actor, query))  # fmt: skip
+    result["items"] = [to_wire(b) for b in result["items"]]
+    return result
+
+
+async def read_why(actor, query: ReadWhy) -> dict[str, Any]:
+    tables = actor.tables
+    belief = await _belief(actor, query.belief_id)
+    facts = {s.id: await tables.facts.get(s.id) for s in belief.supports}
+    events = {e: await tables.events.get(e) for e in why.event_ids(facts)}
+    return why.why(belief, facts, events)
+
+
+# -- episodes -----------------------------------------------------------------------------------
+async def read_episode(actor, query: ReadEpisode) -> dict[str, Any]:
+    episode = await actor.tables.episodes.get(query.episode_id)
+    if episode is None:
+        raise _missing("episode", query.episode_id, actor.scope)
+    return to_wire(episode)
+
+
+def _keep_episode(query: ReadEpisodes) -> Callable[[Episode], bool]:
+    def keep(episode: Episode) -> bool:
+        if episode.excluded_from_recall:
+            return False
+        if query.actor and query.actor not in episode.actors_involved:
+            return False
+        if query.overlapping_from and episode.ended_at < query.overlapping_from:
+            return False
+        if query.overlapping_to and episode.started_at >= query.overlapping_to:
+            return False
+        if not visibility.episode_visible(episode, query.as_of):
+            return False
+        return visibility.temporal_keep(query.temporal, "episodes", episode)
+
+    return keep
+
+
+async def read_episodes(actor, query: ReadEpisodes) -> dict[str, Any]:
+    result = await actor.tables.episodes.page(query.cursor, limit=_limit(actor, query),
+                                              keep=_keep_episode(query))  # fmt: skip
+    wires = []
+    for episode in result["items"]:
+        wire = to_wire(episode)
+        if not query.with_causal_chain:
+            wire.pop("causal_chain", None)
+        wires.append(wire)
+    result["items"] = wires
+    return result
+
+
+# -- counts and recall --------------------------------------------------------------------------
+async def count_records(actor, query: CountRecords) -> int:
+    return await actor.tables.events.count()
+
+
+async def layer_counts(actor, query: LayerCounts) -> dict[str, int]:
+    tables = actor.tables
+    return {"events": await tables.events.count(), "episodes": await tables.episodes.count(),
+            "facts": await tables.facts.count(), "beliefs": await tables.beliefs.count()}  # fmt: skip
+
+
+async def recall_candidates(actor, query: Candidates) -> list:
+    return await candidates.gather(actor, query)  # looked up per call (tests may patch it)
+
+
+HANDLERS: dict[type, Callable[[Any, Any], Awaitable[Any]]] = {
+    ReadEvents: read_events, ReadEvent: read_event, ReadEventState: read_event_state,
+    ReadFacts: read_facts, ReadFact: read_fact, ReadTimeline: read_timeline,
+    ReadFactSupports: read_fact_supports, ReadBeliefs: read_beliefs, ReadBelief: read_belief,
+    ReadWhy: read_why, ReadEpisodes: read_episodes, ReadEpisode: read_episode,
+    CountRecords: count_records, LayerCounts: layer_counts, Candidates: recall_candidates,
+}  # fmt: skip
+assert set(HANDLERS) == set(QUERY_TYPES)  # the query set is closed: one handler each

@@ -1,0 +1,103 @@
+"""What every stage of the derivation lane works with.
+
+A stage gets a ``StageContext`` (the node context, its scope's tables, the lane's state and
+indexer), the events of the batch with their ``EventState``, and a ``StageBatch`` in which it
+accumulates its writes and lifecycle records.  ``StageContext.commit`` writes the batch in one
+atomic write and publishes its records; the bus hands each event's committed state to whoever
+waits on that stage (``wait=indexed|consolidated``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import attrs
+import trio
+
+from ...model import Event, EventState, LifecycleEvent, TypedRef, TypedValue
+from ...stages import STAGE_TIMING, Stage
+from ...storage import Op, Partition
+from ..indexer import Indexer
+from ..state import PartitionState
+
+
+class StageBatch:
+    """Writes, lifecycle records and entity references accumulated by one stage, and the states
+    of the events it finished (what the bus hands to their waiters)."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.records: list[LifecycleEvent] = []
+        self.entity_ids: set[str] = set()
+        self.states: dict[str, EventState] = {}
+        self.committed = False
+        self.now = None  # one timestamp for every lifecycle record of the stage
+
+
+@attrs.define
+class Assertion:
+    """An extracted fact with its terms resolved: what fact resolution works on."""
+
+    subject: TypedRef
+    predicate: str
+    object: TypedValue
+    confidence: float
+    single_valued: bool
+    polarity: int
+    extractor: str
+    source: str
+    valid_from: dt.datetime
+    entity_ids: tuple[str, ...] = ()
+
+
+@attrs.define(eq=False)
+class StageContext:
+    ctx: Any  # the engine's NodeContext
+    scope: str
+    tables: Partition
+    state: PartitionState
+    index: Indexer
+
+    @property
+    def config(self):
+        return self.ctx.config
+
+    async def read_state(self, event_id: str) -> EventState | None:
+        return await self.tables.event_states.get(event_id)
+
+    def state_op(self, event_id: str, state: EventState) -> Op:
+        return self.tables.event_states.put_op(event_id, state)
+
+    async def commit(self, batch: StageBatch) -> None:
+        """Write the batch atomically (with the entities it refers to and its lifecycle records),
+        then publish the records in order; on failure the records are given up."""
+        ctx = self.ctx
+        ops = batch.ops + ctx.entities.pending_ops(batch.entity_ids)
+        batch.committed = True
+        ops += [ctx.bus.put_op(record) for record in batch.records]
+        try:
+            await self.tables.write(ops)
+        except BaseException:
+            ctx.bus.abort(batch.records)
+            raise
+        ctx.bus.commit(batch.records, batch.states)
+        ctx.entities.mark_persisted(batch.entity_ids)
+
+    def finish_stage(self, batch: StageBatch, event: Event, state: EventState, stage: Stage,
+                     started: float, payload: dict[str, Any] | None) -> None:  # fmt: skip
+        """Mark ``stage`` done in the event's state, with its duration, and reserve its lifecycle
+        record (none for the internal episode step: ``payload`` None)."""
+        state.done.append(stage.value)
+        state.set_elapsed(STAGE_TIMING[stage], round((trio.current_time() - started) * 1000, 3))
+        batch.states[event.id] = state
+        if payload is not None:
+            if batch.now is None:
+                batch.now = self.ctx.clock.now()
+            record = self.ctx.bus.reserve(stage, scope=self.scope, event_id=event.id, payload=payload,
+                                          batch_id=event.batch_id, ts=batch.now)  # fmt: skip
+            state.lce.append(record.lifecycle_id)
+            batch.records.append(record)
+
+    def state_ops(self, batch: StageBatch, events: list[Event], states: dict[str, EventState]) -> None:
+        batch.ops += [self.state_op(e.id, states[e.id]) for e in events]

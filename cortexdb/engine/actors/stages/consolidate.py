@@ -1,0 +1,183 @@
+"""Stage ``consolidated``: revise the beliefs of the pairs an event's facts touched, and hand its
+assertions to the scope named by ``directives.consolidate_into``.
+
+The decisions are ``derive.revision.revise_pair``'s (pure); this stage loads the beliefs of each
+pair's claims, calls it, keeps the lane's caches and writes what it decided.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+
+from ...derive.revision import Revision, claim_pair, claims_of, revise_pair
+from ...model import Event, EventState, Fact, RevisionPolicy, to_wire
+from ...model.text import belief_text
+from ...stages import Stage
+from ...temporal import format_ts
+from .common import StageBatch, StageContext
+
+SLICE_PAIRS = 16  # (subject, predicate) pairs revised between two checkpoints
+
+
+@attrs.define
+class Summary:
+    """The belief ids a revision created, revised, deleted and deferred (in order)."""
+
+    created: list[str] = attrs.field(factory=list)
+    revised: list[str] = attrs.field(factory=list)
+    deleted: list[str] = attrs.field(factory=list)
+    deferred: list[str] = attrs.field(factory=list)
+
+    @property
+    def updated(self) -> list[str]:
+        return self.created + self.revised
+
+    def counts(self) -> dict[str, int]:
+        return {"beliefs_updated": len(self.updated), "beliefs_created": len(self.created),
+                "beliefs_deleted": len(self.deleted)}  # fmt: skip
+
+
+async def run(work: StageContext, events: list[Event], states: dict[str, EventState],
+              started: float, batch: StageBatch) -> None:  # fmt: skip
+    created: dict[str, str] = {}  # embedded once per batch, not once per event
+    for event in events:
+        state = states[event.id]
+        directives = event.directives or {}
+        wanted = directives.get("extract")
+        summary = Summary()
+        if wanted is None or "beliefs" in wanted:
+            touched = [tuple(pair) for pair in state.touched or ()]
+            closed = tuple(state.superseded or ())
+            await revise_beliefs(work, batch, touched, summary, closed)
+        for belief_id in summary.updated:
+            if belief_id not in state.derives:
+                state.derives.append(belief_id)
+        state.set_stage_derives(Stage.CONSOLIDATED.value, summary.updated)
+        created.update({b: belief_text(work.state.belief_by_id[b]) for b in summary.created})
+        for belief_id in summary.deleted:
+            created.pop(belief_id, None)
+            work.index.unindex(batch.ops, belief_id)
+        payload = _payload(event, state, summary)
+        target = directives.get("consolidate_into")
+        if target and target != work.scope:
+            payload["consolidate_into"] = {"scope": target, "status": "queued"}
+        # reserve our record first: the target's record is then published after it
+        work.finish_stage(batch, event, state, Stage.CONSOLIDATED, started, payload)
+        if target and target != work.scope:
+            await hand_off(work, event, state, target)
+    await work.index.index_documents(batch.ops, created)
+    work.state_ops(batch, events, states)
+    await work.commit(batch)
+
+
+def _payload(event: Event, state: EventState, summary: Summary) -> dict[str, Any]:
+    intake = state.intake or ()
+    return {
+        "event_id": event.id, **summary.counts(), "beliefs_deferred": len(summary.deferred),
+        **conflict_counts(intake),
+        "superseded_facts": state.superseded if state.superseded is not None else [],
+        "intake": intake,
+    }  # fmt: skip
+
+
+def conflict_counts(intake) -> dict[str, int]:
+    return {
+        "conflicts_resolved": sum(1 for item in intake if item.get("superseded")),
+        "conflicts_detected": sum(1 for item in intake if item["status"] == "conflict_detected"),
+    }
+
+
+async def hand_off(work: StageContext, event: Event, state: EventState, target: str) -> None:
+    """Durably queue this event's assertions for consolidation into another scope."""
+    facts = work.state.derived_facts(state.derives)
+    extract = event.directives.get("extract")
+    payload = {
+        "source_scope": work.scope,
+        "tenant_id": event.tenant_id,
+        "want_beliefs": extract is None or "beliefs" in extract,
+        "assertions": [
+            {
+                "subject": to_wire(f.subject), "predicate": f.predicate, "object": to_wire(f.object),
+                "confidence": f.confidence, "single_valued": f.single_valued, "polarity": f.polarity,
+                "extractor": f.extractor, "source": f.source, "valid_from": format_ts(f.valid_from),
+            }
+            for f in facts
+            if event.id in f.supports
+        ],
+    }  # fmt: skip
+    await work.ctx.supervisor.consolidate_foreign(target, work.scope, event.id, payload)
+    if state.foreign is None:
+        state.foreign = []
+    if target not in state.foreign:
+        state.foreign.append(target)
+
+
+async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary: Summary,
+                         closed: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """Revise the beliefs of the touched pairs (and of the claims waiting on the policy gate)
+    from their current facts, plus ``closed``: the facts this event superseded or excluded, whose
+    claims need one last revision."""
+    state = work.state
+    pairs = set(touched)
+    for claim in list(state.deferred):
+        pairs.add(claim_pair(claim))
+    extra: dict[tuple[str, str], list[Fact]] = {}
+    for fact_id in closed:
+        fact = state.facts.get(fact_id)
+        if fact is not None:
+            extra.setdefault((fact.subject.id, fact.predicate), []).append(fact)
+            pairs.add((fact.subject.id, fact.predicate))
+    for position, (subject_id, predicate) in enumerate(sorted(pairs), 1):
+        if position % SLICE_PAIRS == 0:
+            await trio.lowlevel.checkpoint()  # the store's reads do not yield
+        facts = await state.current_facts(subject_id, predicate)
+        seen = {f.id for f in facts}
+        facts += [f for f in extra.get((subject_id, predicate), ()) if f.id not in seen]
+        revision = await _revise_pair(work, subject_id, predicate, facts)
+        _apply(work, batch, revision, summary)
+
+
+async def _revise_pair(work: StageContext, subject_id: str, predicate: str,
+                       facts: list[Fact]) -> Revision:  # fmt: skip
+    beliefs = {claim: await work.state.belief_for(claim)
+               for claim in claims_of(subject_id, predicate, facts)}  # fmt: skip
+    config = work.config
+    return revise_pair(
+        subject_id, predicate, facts, beliefs, scope=work.scope, floor=config.confidence_floor,
+        policy=default_policy(config), now=work.ctx.clock.now(),
+        new_id=lambda: work.ctx.ids.new("belief"),
+    )  # fmt: skip
+
+
+def default_policy(config) -> RevisionPolicy:
+    """The tenant's default revision policy of new beliefs (§7.4 ``revision_policy``)."""
+    return RevisionPolicy(
+        min_evidence_delta=config.belief_min_evidence_delta,
+        cooldown=config.belief_cooldown,
+        max_revisions_per_hour=config.belief_max_revisions_per_hour,
+    )
+
+
+def _apply(work: StageContext, batch: StageBatch, revision: Revision, summary: Summary) -> None:
+    """Keep the caches and write what a pair's revision decided."""
+    state, tables = work.state, work.tables
+    for deletion in revision.deleted:
+        batch.ops.append(tables.beliefs.delete_op(deletion.belief.id))
+        batch.ops.append(tables.belief_claims.delete_op(deletion.claim))
+        batch.ops.append(tables.belief_deletions.put_op(deletion.belief.id, deletion.note()))
+        state.beliefs[deletion.claim] = None
+        summary.deleted.append(deletion.belief.id)
+    for claim, belief_id in revision.new_claims.items():
+        batch.ops.append(tables.belief_claims.put_op(claim, belief_id))
+    for claim, belief in revision.beliefs.items():
+        state.keep_belief(claim, belief)
+    for belief in revision.changed:  # unchanged beliefs are not rewritten
+        batch.ops.append(tables.beliefs.put_op(belief.id, belief))
+    state.deferred.difference_update(revision.settled)
+    state.deferred.update(revision.gated)
+    summary.created += revision.created
+    summary.revised += revision.revised
+    summary.deferred += revision.deferred

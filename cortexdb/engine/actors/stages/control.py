@@ -1,0 +1,210 @@
+"""The lane's control work, run between batches: cancelling an event (§8.9.5), consolidating
+another scope's assertions into this one (``consolidate_into``) or taking them back, recording
+what other scopes derived from this scope's events (derives back-pointers), and rebuilding the
+derived layers from the WAL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...model import Event, EventState, Fact, TypedRef, TypedValue
+from ...model.text import belief_text, fact_text
+from ...stages import FOREIGN_DERIVES, LIFECYCLE_STAGES, Stage
+from ...storage import CHUNK_OPS, Op
+from ...temporal import parse_rfc3339
+from .common import Assertion, StageBatch, StageContext
+from .compress import leave_episode
+from .consolidate import Summary, conflict_counts, revise_beliefs
+from .extract import apply_assertion, fact_ops
+
+
+def _stages_of(state: EventState) -> tuple[list[str], list[str]]:
+    """(completed, cancelled) stages of an event being cancelled."""
+    order = LIFECYCLE_STAGES[1:]
+    done = state.done
+    completed = [Stage.CAPTURED.value] + [
+        s.value for s in order
+        if s in done or (s == Stage.COMPRESSED and Stage.EPISODE_JOINED in done)
+    ]  # fmt: skip
+    return completed, [s.value for s in order if s not in completed]
+
+
+async def cancel(work: StageContext, event_id: str) -> dict[str, Any]:
+    """§8.9.5: the event's queued stages are dropped (the lane has taken it off its queue) and
+    nothing derived shows it any more — its index documents (passages too) go, the facts it
+    alone supports are excluded (not deleted) and their beliefs revised, it leaves its episode,
+    and the scopes it was consolidated into are told to do the same."""
+    state = await work.read_state(event_id)
+    if state is None:
+        raise KeyError(event_id)
+    completed, cancelled = _stages_of(state)
+    if not state.cancelled:
+        state.cancelled = True
+        state.stages_cancelled = cancelled
+        facts = await _withdraw(work, event_id, state)
+        pairs = sorted({(f.subject.id, f.predicate) for f in facts if event_id in f.supports})
+        for target in state.foreign or ():
+            work_item = {"cancel": True, "pairs": [list(p) for p in pairs]}
+            await work.ctx.supervisor.consolidate_foreign(target, work.scope, event_id, work_item)
+    return {
+        "event_id": event_id,
+        "stages_cancelled": cancelled if state.stages_cancelled is None else state.stages_cancelled,
+        "stages_already_completed": completed,
+        "excluded_from_recall": True,
+    }
+
+
+async def _withdraw(work: StageContext, event_id: str, state: EventState) -> list[Fact]:
+    """Take a cancelled event out of every derived layer in one write; its waiters are woken
+    with its cancelled state.  Returns the facts it had derived."""
+    batch = StageBatch()
+    work.index.unindex_event(batch.ops, event_id, state)
+    previous = work.state.previous_turn
+    if previous is not None and previous[2] == event_id:
+        work.state.previous_turn = None  # the next turn's vector must not carry its text
+    # records this event already produced are excluded too (not deleted, §8.9.5)
+    facts = []
+    for record_id in state.derives:
+        if record_id.startswith("fact_"):
+            fact = await work.state.fact(record_id)
+            if fact is not None:
+                facts.append(fact)
+    deleted = await exclude_sole_support(work, batch, facts, event_id)
+    if deleted:
+        state.beliefs_deleted_by_cancel = deleted
+    await leave_episode(work, batch, state, event_id)
+    batch.ops.append(work.tables.pending.delete_op(event_id))
+    batch.ops.append(work.state_op(event_id, state))
+    await work.commit(batch)
+    work.ctx.bus.release_event(event_id, state)
+    return facts
+
+
+async def exclude_sole_support(work: StageContext, batch: StageBatch, facts: list[Fact],
+                               event_id: str) -> list[str]:  # fmt: skip
+    """Exclude the facts whose only support is ``event_id``; revise their beliefs.  Returns
+    the ids of the beliefs deleted for want of evidence."""
+    touched: dict[str, Fact] = {}
+    for fact in facts:
+        if fact.supports == [event_id] and not fact.excluded_from_recall:
+            fact.excluded_from_recall = True
+            work.state.facts[fact.id] = fact
+            work.state.track(fact)
+            work.index.unindex(batch.ops, fact.id)
+            touched[fact.id] = fact
+    fact_ops(work, batch, touched)
+    if not touched:
+        return []
+    summary = Summary()
+    pairs = sorted({(f.subject.id, f.predicate) for f in touched.values()})
+    await revise_beliefs(work, batch, pairs, summary, tuple(touched))
+    for belief_id in summary.deleted:
+        work.index.unindex(batch.ops, belief_id)
+    await _index_created(work, batch, summary)
+    return summary.deleted
+
+
+async def _index_created(work: StageContext, batch: StageBatch, summary: Summary) -> None:
+    beliefs = work.state.belief_by_id
+    await work.index.index_documents(batch.ops, {b: belief_text(beliefs[b]) for b in summary.created})
+
+
+async def derived(work: StageContext, event_id: str, derives: tuple[str, ...]) -> None:
+    """Records another scope derived from one of this scope's events: listed in its state."""
+    state = await work.read_state(event_id)
+    if state is None:
+        return
+    added = [d for d in derives if d not in state.derives]
+    if added:
+        state.derives.extend(added)
+        if state.stage_derives is None:
+            state.stage_derives = {}
+        foreign = state.stage_derives.setdefault(FOREIGN_DERIVES, [])
+        foreign.extend(d for d in added if d not in foreign)
+        await work.tables.write([work.state_op(event_id, state)])
+
+
+async def foreign(work: StageContext, event_id: str) -> None:
+    """Consolidate another scope's assertions about one of its events into this scope, or
+    take them back when that event was cancelled.  The stored work item decides: a cancel
+    overwrites a consolidation not run yet, so it never runs."""
+    item = await work.tables.foreign_work.get(event_id)
+    if item is None:
+        return  # done already
+    batch = StageBatch()
+    if item.get("cancel"):
+        facts = []
+        for subject_id, predicate in item.get("pairs", ()):
+            facts += await work.state.facts_for(subject_id, predicate)
+        await exclude_sole_support(work, batch, facts, event_id)
+        batch.ops.append(work.tables.foreign_work.delete_op(event_id))
+        await work.commit(batch)
+        return
+    intake, summary = await _consolidate_foreign(work, batch, event_id, item)
+    derives = sorted({i["fact_id"] for i in intake} | set(summary.created) | set(summary.revised))
+    record = work.ctx.bus.reserve(
+        Stage.CONSOLIDATED, scope=work.scope, event_id=event_id,
+        payload={"event_id": event_id, "foreign": True, "source_scope": item["source_scope"],
+                 **summary.counts(), **conflict_counts(intake),
+                 "superseded_facts": sorted({s for i in intake for s in i.get("superseded", ())}),
+                 "intake": intake, "derives": derives},
+    )  # fmt: skip
+    batch.records.append(record)
+    # what waits on this stage (``consolidated@<this scope>``) is handed this scope's view
+    batch.states[event_id] = EventState(scope=work.scope, done=[Stage.CONSOLIDATED.value],
+                                        derives=list(derives), stage_derives={FOREIGN_DERIVES: derives})  # fmt: skip
+    batch.ops.append(work.tables.foreign_work.delete_op(event_id))
+    await work.commit(batch)
+    if derives:
+        await work.ctx.supervisor.notify_derived(item["source_scope"], event_id, derives, work.scope)
+
+
+async def _consolidate_foreign(work: StageContext, batch: StageBatch, event_id: str,
+                               item: dict[str, Any]) -> tuple[list[dict[str, Any]], Summary]:  # fmt: skip
+    touched: dict[str, Fact] = {}
+    intake = []
+    for raw in item["assertions"]:
+        assertion = Assertion(
+            subject=TypedRef(**raw["subject"]), predicate=raw["predicate"], object=TypedValue(**raw["object"]),
+            confidence=raw["confidence"], single_valued=raw["single_valued"], polarity=raw["polarity"],
+            extractor=raw["extractor"], source=raw["source"], valid_from=parse_rfc3339(raw["valid_from"]),
+        )  # fmt: skip
+        intake.append(await apply_assertion(work, assertion, event_id, touched))
+    fact_ops(work, batch, touched)
+    facts = work.state.facts
+    documents = {i["fact_id"]: fact_text(facts[i["fact_id"]]) for i in intake}
+    await work.index.index_documents(batch.ops, documents, embed_known=False)
+    summary = Summary()
+    if item.get("want_beliefs", True):
+        pairs = {(facts[i["fact_id"]].subject.id, facts[i["fact_id"]].predicate) for i in intake}
+        closed = tuple(s for i in intake for s in i.get("superseded", ()))
+        await revise_beliefs(work, batch, sorted(pairs), summary, closed)
+    await _index_created(work, batch, summary)
+    return intake, summary
+
+
+async def rebuild(work: StageContext, clear_queue: Callable[[], None],
+                  enqueue: Callable[[Event], None]) -> None:  # fmt: skip
+    """Empty this scope's derived layers and requeue every event that was not cancelled, from
+    its captured state (the lane then drains the queue and seals the last episode)."""
+    tables = work.tables
+    for table in tables.derived():
+        await table.delete_all()
+    work.state.reset(work.ctx)
+    clear_queue()
+    ops: list[Op] = []
+    async for _, event in tables.events.scan():
+        state = await work.read_state(event.id)
+        if state is not None and state.cancelled:
+            continue
+        fresh = EventState(scope=work.scope, done=[Stage.CAPTURED.value],
+                           lce=state.lce[:1] if state is not None else [], batch_id=event.batch_id)  # fmt: skip
+        ops.append(work.state_op(event.id, fresh))
+        ops.append(tables.pending.put_op(event.id, True))
+        enqueue(event)
+        if len(ops) >= CHUNK_OPS:
+            await tables.write(ops)
+            ops = []
+    if ops:
+        await tables.write(ops)

@@ -1,0 +1,164 @@
+"""The typed partition state the derivation lane owns (``lane.Lane``).
+
+The lane is the only writer of its scope's derived records, so what it caches of them stays
+coherent with the store: every cache below is either loaded on first use from the partition's
+tables (``storage.Partition``) or kept up to date by the stage that writes the record.  Reads
+(``queries``) never look at it — they only ever see committed state — except recall candidates,
+which search the text and vector indexes.
+
+| attribute        | what it holds                                                          |
+|------------------|------------------------------------------------------------------------|
+| ``events``       | queued events (up to ``pipeline_cache_events``; beyond, they reload)    |
+| ``facts``        | facts loaded or written, by id                                         |
+| ``new_supports`` | fact id -> supporting event ids not yet written to ``FS``              |
+| ``fact_ids``     | (subject, predicate) -> every fact id of the pair (the ``FI`` index)   |
+| ``current``      | (subject, predicate) -> ids of its facts with ``recorded_to`` unset, not excluded |
+| ``beliefs``      | claim key -> its belief (None: none stored)                            |
+| ``belief_by_id`` | the beliefs revised or created, by id                                  |
+| ``deferred``     | claim keys whose revision waits on the revision-policy gate            |
+| ``episode``      | the open episode window (``EO``), once loaded                          |
+| ``last_activity``, ``last_sealed`` | when the window last took an event; the last sealed episode |
+| ``previous_turn``| (session, indexed text, event id) of the latest turn: the context of the next one's vector |
+| ``text_index``, ``vector_index`` | the scope's in-memory indexes (rebuilt on start)      |
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import attrs
+
+from ..model import Belief, Episode, Event, Fact
+from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
+from ..storage import Partition
+
+EPISODE_WINDOW = "main"  # the key of the scope's one open episode window (table EO)
+Pair = tuple[str, str]  # (subject id, predicate)
+
+
+def new_vector_index(ctx: Any) -> LayeredVectorIndex:
+    config = ctx.config
+    return LayeredVectorIndex(
+        ctx.embedder.dimension, segment_size=config.vector_segment_size, trees=config.vector_trees
+    )
+
+
+@attrs.define(eq=False)
+class PartitionState:
+    tables: Partition
+    text_index: LayeredTextIndex
+    vector_index: LayeredVectorIndex
+    events: dict[str, Event] = attrs.field(factory=dict)
+    facts: dict[str, Fact] = attrs.field(factory=dict)
+    new_supports: dict[str, list[str]] = attrs.field(factory=dict)
+    fact_ids: dict[Pair, list[str]] = attrs.field(factory=dict)
+    current: dict[Pair, set[str]] = attrs.field(factory=dict)
+    beliefs: dict[str, Belief | None] = attrs.field(factory=dict)
+    belief_by_id: dict[str, Belief] = attrs.field(factory=dict)
+    deferred: set[str] = attrs.field(factory=set)
+    episode: Episode | None = None
+    episode_loaded: bool = False
+    last_activity: dt.datetime | None = None
+    last_sealed: str | None = None
+    previous_turn: tuple[str | None, str, str] | None = None
+
+    @classmethod
+    def fresh(cls, ctx: Any, tables: Partition) -> PartitionState:
+        return cls(tables, LayeredTextIndex(), new_vector_index(ctx))
+
+    def reset(self, ctx: Any) -> None:
+        """Forget the derived records (a rebuild replays the scope's events into fresh layers);
+        ``last_activity`` and ``last_sealed`` stay, as they always did."""
+        fresh = PartitionState.fresh(ctx, self.tables)
+        kept = ("tables", "last_activity", "last_sealed")
+        for field in attrs.fields(PartitionState):
+            if field.name not in kept:
+                setattr(self, field.name, getattr(fresh, field.name))
+        self.episode_loaded = True  # the rebuilt scope has no open window yet
+
+    # -- facts ---------------------------------------------------------------------------------
+    async def facts_for(self, subject_id: str, predicate: str) -> list[Fact]:
+        """Every fact of a pair (superseded and excluded ones too)."""
+        key = (subject_id, predicate)
+        ids = self.fact_ids.get(key)
+        if ids is None:
+            ids = []
+            async for fact_id in self.tables.fact_index.ids((subject_id, predicate)):
+                ids.append(fact_id)
+            self.fact_ids[key] = ids
+        out = []
+        for fact_id in ids:
+            fact = self.facts.get(fact_id)
+            if fact is None:
+                fact = await self.tables.facts.get(fact_id)
+                if fact is None:
+                    continue
+                self.facts[fact_id] = fact
+            out.append(fact)
+        return out
+
+    async def fact(self, fact_id: str) -> Fact | None:
+        fact = self.facts.get(fact_id)
+        return fact if fact is not None else await self.tables.facts.get(fact_id)
+
+    async def current_facts(self, subject_id: str, predicate: str) -> list[Fact]:
+        """The facts of a pair that are not superseded (recorded_to unset), not excluded."""
+        key = (subject_id, predicate)
+        ids = self.current.get(key)
+        if ids is None:
+            facts = await self.facts_for(subject_id, predicate)
+            ids = self.current[key] = {
+                f.id for f in facts if f.recorded_to is None and not f.excluded_from_recall
+            }
+        return [self.facts[i] for i in sorted(ids) if i in self.facts]
+
+    def add_fact(self, fact: Fact) -> None:
+        """A new fact: cached, listed under its pair, tracked."""
+        self.facts[fact.id] = fact
+        self.fact_ids.setdefault((fact.subject.id, fact.predicate), []).append(fact.id)
+        self.track(fact)
+
+    def track(self, fact: Fact) -> None:
+        """Keep the current-fact index of the fact's pair up to date after a change."""
+        ids = self.current.get((fact.subject.id, fact.predicate))
+        if ids is None:
+            return  # not loaded yet: the first current_facts() call computes it
+        if fact.recorded_to is None and not fact.excluded_from_recall:
+            ids.add(fact.id)
+        else:
+            ids.discard(fact.id)
+
+    def derived_facts(self, derives: list[str]) -> list[Fact]:
+        """The cached facts among an event's derived records."""
+        return [self.facts[f] for f in derives if f.startswith("fact_") and f in self.facts]
+
+    # -- beliefs -------------------------------------------------------------------------------
+    async def belief_for(self, claim: str) -> Belief | None:
+        if claim in self.beliefs:
+            return self.beliefs[claim]
+        belief = None
+        belief_id = await self.tables.belief_claims.get(claim)
+        if belief_id is not None:
+            belief = await self.tables.beliefs.get(belief_id)
+        self.beliefs[claim] = belief
+        return belief
+
+    def keep_belief(self, claim: str, belief: Belief | None) -> None:
+        self.beliefs[claim] = belief
+        if belief is not None:
+            self.belief_by_id[belief.id] = belief
+
+    # -- episodes ------------------------------------------------------------------------------
+    async def load_episode(self) -> Episode | None:
+        """The open episode window, loaded once."""
+        if not self.episode_loaded:
+            self.episode_loaded = True
+            episode_id = await self.tables.open_episodes.get(EPISODE_WINDOW)
+            if episode_id is not None:
+                self.episode = await self.tables.episodes.get(episode_id)
+        return self.episode
+
+    async def event(self, event_id: str) -> Event | None:
+        event = self.events.get(event_id)
+        return event if event is not None else await self.tables.events.get(event_id)

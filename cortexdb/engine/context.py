@@ -1,0 +1,119 @@
+"""The node context every actor shares (node services and configuration), how an engine opens
+it, and what runs beside the actors for the engine's lifetime: the embedder check at open, the
+maintenance timer, the derivation worker processes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import trio
+
+from ..errors import CortexError, EmbedderMismatch
+from .actors.bus import LifecycleBus
+from .actors.services import EntityResolver, IdempotencyTable, WalSequencer
+from .actors.supervisor import ScopeSupervisor
+from .clock import Clock
+from .config import EngineConfig
+from .derive.rules import RuleExtractor
+from .ids import IdGenerator
+from .policy.hook import AllowAll, PolicyHook
+from .retrieve.embedders import by_name
+from .storage import NodeTables
+
+log = logging.getLogger("cortexdb.engine")
+
+
+@attrs.define
+class NodeContext:
+    """What every actor shares: node services and configuration (no mutable shared state)."""
+
+    store: Any
+    tables: NodeTables
+    clock: Clock
+    ids: IdGenerator
+    config: EngineConfig
+    bus: LifecycleBus
+    wal: WalSequencer
+    idempotency: IdempotencyTable
+    entities: EntityResolver
+    extractor: Any
+    policy: PolicyHook
+    embedder: Any = None
+    supervisor: ScopeSupervisor | None = None
+    # derivation's CPU work on long texts: at most config.derivation_worker_limit workers at once;
+    # "process" (config.derivation_workers) until a process fails, then "thread"; the engine's
+    # trio-parallel worker context when processes are on
+    cpu_limiter: trio.CapacityLimiter | None = None
+    cpu_workers: str = "thread"
+    cpu_processes: Any = None
+
+
+def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int | None,
+                 extractor: Any, policy: PolicyHook | None, embedder: Any) -> NodeContext:  # fmt: skip
+    tables = NodeTables(store)
+    ids = IdGenerator(clock, seed=id_seed)
+    return NodeContext(
+        store=store, tables=tables, clock=clock, ids=ids, config=config,
+        bus=LifecycleBus(tables.lifecycle, ids, clock, window_seconds=config.lifecycle_window_seconds),
+        wal=WalSequencer(),
+        idempotency=IdempotencyTable(tables.idempotency, clock, config.idempotency_ttl_seconds),
+        entities=EntityResolver(tables, ids, clock),
+        extractor=extractor or RuleExtractor(),
+        policy=policy or AllowAll(),
+        embedder=embedder or by_name(config.embedder),
+        cpu_limiter=trio.CapacityLimiter(config.derivation_worker_limit),
+        cpu_workers=config.derivation_workers,
+    )  # fmt: skip
+
+
+async def check_embedder(ctx: NodeContext) -> bool:
+    """A data dir records its embedder: vectors of two embedders are never mixed.  True when the
+    engine re-embeds (``reembed``): every stored vector is dropped and every scope re-embeds."""
+    embedder, tables = ctx.embedder, ctx.tables
+    current = {"name": embedder.name, "dimension": embedder.dimension}
+    recorded = await tables.meta.get("embedder")
+    if recorded == current:
+        return False
+    if recorded is not None and not ctx.config.reembed:
+        raise EmbedderMismatch(
+            f"this data dir was embedded with {recorded['name']} ({recorded['dimension']} dimensions), "
+            f"not {embedder.name}; open it with that embedder, or with reembed=True to re-embed",
+            details={"recorded": recorded, "requested": current},
+        )
+    if recorded is not None:  # re-embed: drop every stored vector; actors re-embed on start
+        await tables.all_vectors.delete_all()
+    await tables.meta.put("embedder", current, sync=True)
+    return recorded is not None
+
+
+async def maintenance(ctx: NodeContext) -> None:
+    while True:  # a periodic timer (prune expired lifecycle rows and idempotency keys)
+        await trio.sleep(ctx.config.maintenance_interval)
+        try:
+            await ctx.bus.prune()
+            await ctx.idempotency.prune()
+        except CortexError as exc:  # the store is closing; the next round will tell
+            log.warning("maintenance skipped: %s", exc)
+
+
+@asynccontextmanager
+async def derivation_processes(config: EngineConfig) -> AsyncIterator[Any]:
+    """The engine's own worker processes for derivation's CPU work (``derivation_workers =
+    "process"``): started on first use at a lower CPU priority, shut down with the engine."""
+    if config.derivation_workers != "process":
+        yield None
+        return
+    import trio_parallel
+
+    from .actors.workers import lower_priority
+
+    try:
+        context = trio_parallel.open_worker_context(init=lower_priority, grace_period=5.0)
+        async with context as processes:
+            yield processes
+    except trio_parallel.BrokenWorkerError as exc:  # a worker that would not stop was killed
+        log.warning("a derivation worker process did not shut down cleanly: %r", exc)

@@ -1,0 +1,279 @@
+"""Belief revision (DESIGN §6, reference §7.4), a pure function of one (subject, predicate) pair.
+
+Given the pair's facts (its current facts, plus those just superseded or excluded, whose claims
+need one last look), the existing belief of each claim, the tenant's floor and default revision
+policy, and ``now``, ``revise_pair`` decides for every claim (an object of the pair asserted
+positively):
+
+| the claim's live evidence                     | outcome                                              |
+|-----------------------------------------------|------------------------------------------------------|
+| none, and no belief or a closed one           | nothing (history stays as it is)                     |
+| below the floor, not ``contradicted``; or none at all | the belief is **deleted** (``below_confidence_floor`` / ``no_remaining_evidence``) |
+| some, no belief yet                           | a belief is **created**                              |
+| some, a belief whose confidence moves by ``min_evidence_delta`` or whose stance changes | **revised** — unless the policy's cooldown or hourly rate is spent: then **deferred** (``partial``, ``revision_in_progress``) |
+| the supporting facts were all superseded      | the belief is closed: ``valid_to`` = when the last of them ended |
+
+Evidence *for* a claim is the weight of its live positive facts; *against* it, its live negative
+facts and, for a single-valued predicate, the live positive facts of rival objects.  Rival claims
+of a single-valued predicate then list each other in ``contradicts`` with their ``tension`` and
+how they stand: ``newer_wins`` (one superseded the other), ``unresolved`` (recorded in conflict)
+or ``higher_confidence_wins``.
+
+Nothing here does I/O: the consolidate stage loads the beliefs, calls this, and writes what the
+returned ``Revision`` says.  New ids come from ``new_id``; the inputs are never modified (a
+revised belief is a copy).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from ..model import Belief, ConfidenceInterval, Fact, RevisionPolicy, SupportRef, to_wire
+from ..temporal import format_ts, parse_duration
+from . import beliefs as belief_math
+from .facts import object_key
+
+HOUR = dt.timedelta(hours=1)
+
+
+def claim_key(subject_id: str, predicate: str, object_key_: str) -> str:
+    """The key of a belief's claim (table ``BI``)."""
+    return f"{subject_id}\x1f{predicate}\x1f{object_key_}"
+
+
+def claim_pair(claim: str) -> tuple[str, str]:
+    """The (subject id, predicate) of a claim key."""
+    subject_id, predicate, _ = claim.split("\x1f")
+    return subject_id, predicate
+
+
+@attrs.frozen
+class Deletion:
+    claim: str
+    belief: Belief  # as it was
+    reason: str  # below_confidence_floor | no_remaining_evidence
+    at: dt.datetime
+
+    def note(self) -> dict[str, Any]:
+        """What ``GET /v1/beliefs/{id}`` answers with 410 afterwards (table ``BD``)."""
+        return {"belief_id": self.belief.id, "deleted_at": format_ts(self.at), "reason": self.reason,
+                "confidence": self.belief.confidence}  # fmt: skip
+
+
+@attrs.define
+class Revision:
+    """What one pair's revision decided.  Id lists are in claim order."""
+
+    beliefs: dict[str, Belief] = attrs.field(factory=dict)  # claim -> its belief, as revised
+    created: list[str] = attrs.field(factory=list)
+    revised: list[str] = attrs.field(factory=list)
+    deferred: list[str] = attrs.field(factory=list)
+    deleted: list[Deletion] = attrs.field(factory=list)
+    new_claims: dict[str, str] = attrs.field(factory=dict)  # claim -> id of its new belief
+    changed: list[Belief] = attrs.field(factory=list)  # beliefs whose stored record changed
+    gated: set[str] = attrs.field(factory=set)  # claims now waiting on the policy gate
+    settled: set[str] = attrs.field(factory=set)  # claims no longer waiting on it
+
+
+@attrs.frozen
+class _Evidence:
+    supporting: list[Fact]
+    against: list[Fact]
+    weight_for: float
+    weight_against: float
+    mean: float
+    lower: float
+    upper: float
+    stance: str
+
+
+def claims_of(subject_id: str, predicate: str, facts: list[Fact]) -> dict[str, Fact]:
+    """Claim key -> the fact that represents it: the latest positive assertion of each object
+    (excluded ones still name their claim, so a belief that rested only on them is revisited and
+    deleted for lack of evidence)."""
+    claims: dict[str, Fact] = {}
+    for fact in sorted(facts, key=lambda f: (not f.excluded_from_recall, f.recorded_from)):
+        if fact.polarity > 0:
+            claims[claim_key(subject_id, predicate, object_key(fact.object))] = fact
+    return claims
+
+
+def weight(fact: Fact) -> float:
+    """A fact's evidence for a belief: every observation asserting it counts."""
+    return fact.evidence_weight or fact.confidence
+
+
+def revise_pair(
+    subject_id: str, predicate: str, facts: list[Fact], beliefs: Mapping[str, Belief | None], *,
+    scope: str, floor: float, policy: RevisionPolicy, now: dt.datetime, new_id: Callable[[], str],
+) -> Revision:  # fmt: skip
+    """Revise the beliefs of one pair's claims from its facts (the table in the module doc).
+    ``beliefs`` holds the stored belief (or None) of every claim ``claims_of`` names."""
+    out = Revision()
+    before: dict[str, tuple] = {}  # what each existing belief looked like before revision
+    live = [f for f in facts
+            if f.recorded_to is None and f.valid_to is None and not f.excluded_from_recall]  # fmt: skip
+    live_keyed = [(object_key(f.object), f) for f in live]
+    claims = claims_of(subject_id, predicate, facts)
+    for claim, representative in claims.items():
+        okey = object_key(representative.object)
+        belief = beliefs.get(claim)
+        if belief is not None and belief.id not in before:
+            before[belief.id] = signature(belief)
+        evidence = _evidence(okey, live_keyed)
+        if not evidence.supporting and (belief is None or belief.valid_to is not None):
+            continue  # no live evidence: nothing to create, or history already closed
+        if belief_math.should_delete(evidence.mean, evidence.stance, floor, evidence.weight_for,
+                                     evidence.weight_against):  # fmt: skip
+            if belief is not None:
+                reason = ("below_confidence_floor" if evidence.weight_for or evidence.weight_against
+                          else "no_remaining_evidence")  # fmt: skip
+                out.deleted.append(Deletion(claim, belief, reason, now))
+            out.settled.add(claim)
+            continue
+        if belief is None:
+            belief = _create(representative, predicate, evidence, scope, policy, now, new_id())
+            out.created.append(belief.id)
+            out.new_claims[claim] = belief.id
+        else:
+            belief = _revise(claim, attrs.evolve(belief), evidence, facts, okey, now, out)
+        out.beliefs[claim] = belief
+    _contradictions(out.beliefs, claims, facts)
+    out.changed = [b for b in out.beliefs.values() if before.get(b.id) != signature(b)]
+    return out
+
+
+def _evidence(okey: str, live_keyed: list[tuple[str, Fact]]) -> _Evidence:
+    supporting = [f for k, f in live_keyed if k == okey and f.polarity > 0]
+    against = [f for k, f in live_keyed if k == okey and f.polarity < 0]
+    against += [f for k, f in live_keyed if k != okey and f.polarity > 0 and f.single_valued]
+    weight_for = sum(weight(f) for f in supporting)
+    weight_against = sum(weight(f) for f in against)
+    mean, lower, upper = belief_math.posterior(weight_for, weight_against)
+    stance = belief_math.stance(mean, weight_against)
+    return _Evidence(supporting, against, weight_for, weight_against, mean, lower, upper, stance)
+
+
+def _supports(evidence: _Evidence) -> list[SupportRef]:
+    total = (evidence.weight_for + evidence.weight_against) or 1.0
+    refs = [SupportRef(type="fact", id=f.id, weight=round(weight(f) / total, 4), polarity="supports")
+            for f in evidence.supporting]  # fmt: skip
+    refs += [SupportRef(type="fact", id=f.id, weight=round(weight(f) / total, 4), polarity="against")
+             for f in evidence.against]  # fmt: skip
+    return refs
+
+
+def _interval(evidence: _Evidence) -> ConfidenceInterval:
+    return ConfidenceInterval(lower=round(evidence.lower, 4), upper=round(evidence.upper, 4),
+                              method="beta_posterior", level=belief_math.LEVEL)  # fmt: skip
+
+
+def _weights(evidence: _Evidence) -> dict[str, float]:
+    return {"for": round(evidence.weight_for, 4), "against": round(evidence.weight_against, 4)}
+
+
+def _create(representative: Fact, predicate: str, evidence: _Evidence, scope: str,
+            policy: RevisionPolicy, now: dt.datetime, belief_id: str) -> Belief:  # fmt: skip
+    return Belief(
+        id=belief_id, scope=scope,
+        claim={"subject": to_wire(representative.subject), "predicate": predicate,
+               "object": to_wire(representative.object)},
+        stance=evidence.stance, confidence=round(evidence.mean, 4),
+        confidence_interval=_interval(evidence), supports=_supports(evidence),
+        valid_from=min(f.valid_from for f in evidence.supporting), recorded_from=now,
+        last_revised_at=now, why_url=f"/v1/beliefs/why?belief_id={belief_id}",
+        evidence=_weights(evidence), revision_policy=attrs.evolve(policy),
+    )  # fmt: skip
+
+
+def _revise(claim: str, belief: Belief, evidence: _Evidence, facts: list[Fact], okey: str,
+            now: dt.datetime, out: Revision) -> Belief:  # fmt: skip
+    """An existing belief (a copy) brought up to date with its evidence, unless gated."""
+    belief.supports = _supports(evidence)
+    belief.evidence = _weights(evidence)
+    valid_from = min((f.valid_from for f in evidence.supporting), default=None)
+    if valid_from is not None:
+        belief.valid_from = valid_from
+        belief.valid_to = None  # new live evidence reopens a closed claim
+    else:
+        # every supporting fact was superseded: the claim held until the last of them ended
+        ended = [f.valid_to for f in facts if object_key(f.object) == okey and f.valid_to is not None]
+        belief.valid_to = max(ended) if ended else now
+    policy = belief.revision_policy
+    changed = (abs(evidence.mean - belief.confidence) >= policy.min_evidence_delta
+               or evidence.stance != belief.stance)  # fmt: skip
+    if not changed:
+        return belief
+    if gated(belief, now):
+        belief.partial, belief.partial_reason = True, "revision_in_progress"
+        out.gated.add(claim)
+        out.deferred.append(belief.id)
+        return belief
+    belief.confidence = round(evidence.mean, 4)
+    belief.confidence_interval = _interval(evidence)
+    belief.stance = evidence.stance
+    belief.revision_count += 1
+    belief.last_revised_at = now
+    start = belief.revision_window_start
+    if start is None or now - start >= HOUR:
+        belief.revision_window_start, belief.revisions_in_window = now, 0
+    belief.revisions_in_window += 1
+    belief.partial, belief.partial_reason = False, None
+    out.settled.add(claim)
+    out.revised.append(belief.id)
+    return belief
+
+
+def gated(belief: Belief, now: dt.datetime) -> bool:
+    """The revision policy's gate: within the cooldown of the last revision, or the hour's
+    revisions spent."""
+    policy: RevisionPolicy = belief.revision_policy
+    cooldown = parse_duration(policy.cooldown)
+    if cooldown and now - belief.last_revised_at < cooldown:
+        return True
+    start = belief.revision_window_start
+    if start is None or now - start >= HOUR:
+        return False  # a new hour window begins with this revision
+    return belief.revisions_in_window >= policy.max_revisions_per_hour
+
+
+def _contradictions(results: dict[str, Belief], claims: dict[str, Fact], facts: list[Fact]) -> None:
+    """Rival claims of a single-valued predicate are in tension with each other."""
+    by_object: dict[str, list[Fact]] = {}
+    for fact in facts:
+        by_object.setdefault(object_key(fact.object), []).append(fact)
+    ids = {okey: {f.id for f in group} for okey, group in by_object.items()}
+    successors = {okey: {f.superseded_by for f in group if f.superseded_by}
+                  for okey, group in by_object.items()}  # fmt: skip
+    rivals = {okey: {c for f in group for c in f.conflicts_with} for okey, group in by_object.items()}
+    keyed = {object_key(claims[claim].object): (claim, b) for claim, b in results.items()}
+    for okey, (claim, belief) in keyed.items():
+        contradicts = []
+        if claims[claim].single_valued:
+            for other_key, (_, other) in keyed.items():
+                if other_key == okey:
+                    continue
+                if successors[okey] & ids[other_key] or successors[other_key] & ids[okey]:
+                    resolution = "newer_wins"
+                elif rivals[okey] & ids[other_key]:
+                    resolution = "unresolved"
+                else:
+                    resolution = "higher_confidence_wins"
+                tension = belief_math.tension(belief.confidence, other.confidence)
+                contradicts.append({"belief_id": other.id, "tension": tension,
+                                    "resolution": resolution})  # fmt: skip
+        belief.contradicts = contradicts
+
+
+def signature(belief: Belief) -> tuple:
+    """Everything revision may change, cheap to compare (cheaper than serialising the belief)."""
+    return (
+        belief.confidence, belief.stance, belief.valid_from, belief.valid_to, belief.partial,
+        belief.revision_count, tuple(sorted(belief.evidence.items())),
+        tuple((s.id, s.weight, s.polarity) for s in belief.supports),
+        tuple((c["belief_id"], c["tension"], c["resolution"]) for c in belief.contradicts),
+    )  # fmt: skip

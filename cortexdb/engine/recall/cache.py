@@ -1,0 +1,49 @@
+"""The pack cache (reference §18.2 items 20, 21): a pack can be fetched by ``pack_id`` for
+``pack_ttl_seconds`` (60 s), and a recall repeated with the same ``idempotency_key`` by the same
+caller within that time gets the same pack.  At most ``pack_cache_max`` packs are kept: a recall
+burst evicts the oldest first."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from ...errors import NotFound
+
+
+class PackCache:
+    def __init__(self, ttl_seconds: float, max_packs: int) -> None:
+        self.ttl = dt.timedelta(seconds=ttl_seconds)
+        self.max_packs = max_packs
+        self._packs: dict[str, tuple[dt.datetime, dict[str, Any]]] = {}  # id -> (expiry, pack)
+        self._keys: dict[tuple[str, str], str] = {}  # (caller, idempotency key) -> pack id
+
+    def __len__(self) -> int:
+        return len(self._packs)
+
+    def put(self, pack: dict[str, Any], now: dt.datetime, key: tuple[str, str] | None = None) -> None:
+        self._packs[pack["pack_id"]] = (now + self.ttl, pack)
+        while len(self._packs) > self.max_packs:  # a recall burst: oldest out
+            del self._packs[next(iter(self._packs))]
+        if key is not None:
+            self._keys[key] = pack["pack_id"]
+
+    def by_key(self, key: tuple[str, str]) -> dict[str, Any] | None:
+        """The pack an earlier recall with this (caller, idempotency key) made, if still cached
+        (``expire`` first)."""
+        pack_id = self._keys.get(key)
+        entry = self._packs.get(pack_id) if pack_id is not None else None
+        return entry[1] if entry is not None else None
+
+    def get(self, pack_id: str, now: dt.datetime) -> dict[str, Any]:
+        self.expire(now)
+        entry = self._packs.get(pack_id)
+        if entry is None:
+            raise NotFound("no such pack (packs live 60 seconds)", details={"pack_id": pack_id})
+        return entry[1]
+
+    def expire(self, now: dt.datetime) -> None:
+        for pack_id in [p for p, (expires, _) in self._packs.items() if expires <= now]:
+            del self._packs[pack_id]
+        for key in [k for k, p in self._keys.items() if p not in self._packs]:
+            del self._keys[key]

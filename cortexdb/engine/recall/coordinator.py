@@ -1,0 +1,215 @@
+"""The RecallCoordinator: one recall, from request to stratified pack (reference §8.3, §9, §10.1).
+
+1. validate the request (``request``); classify the query (the plan is the first trail phase);
+2. resolve the traversal (``traversal``, the one rule layer reads use too): scopes the caller
+   may not read are skipped, named in the ``traverse`` trail phase and, in diagnostics, as denied
+   placeholders;
+3. ask every scope actor for candidates concurrently, each under a deadline: a slow or failing
+   scope degrades the pack (``DERIVED_LAYER_UNAVAILABLE`` in diagnostics) instead of failing it;
+4. score (signals × plan weights), MMR per layer, per-layer limits, the token knapsack;
+5. assemble the pack (``pack``): the view, the context block with citations, the provenance
+   trail and citation DAG, diagnostics at the requested level.
+Packs are cached for 60 s by ``pack_id`` (``cache``); an ``idempotency_key`` returns the same pack
+within 60 s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+from typing import Any
+
+import attrs
+import trio
+
+from ...errors import CortexError
+from ..actors.messages import Candidates
+from ..model import Candidate
+from ..phrases import TemporalPhrases
+from ..policy.capabilities import SCOPE_READ_LOCAL, scope_read
+from ..retrieve import filters as recall_filters
+from ..retrieve import planner, scoring
+from ..retrieve.temporal_filter import TemporalFilter
+from . import pack as packs
+from .cache import PackCache
+from .request import LAYERS, RecallSpec, validate
+from .traversal import traverse
+
+MMR_LAMBDA = 0.7
+
+
+@attrs.define
+class Plan:
+    """The classify phase's outcome: the query plan, its signal weights, the temporal filter."""
+
+    plan: dict[str, Any]
+    weights: dict[str, float]
+    temporal: TemporalFilter
+    filters_applied: list[Any]
+    warnings: list[str]
+
+
+class RecallCoordinator:
+    def __init__(self, ctx: Any, phrases: TemporalPhrases) -> None:
+        self.ctx = ctx  # the engine's NodeContext
+        self.phrases = phrases
+        self.cache = PackCache(ctx.config.pack_ttl_seconds, ctx.config.pack_cache_max)
+
+    async def recall(self, request: dict[str, Any], *, caller: str, tenant_id: str) -> dict[str, Any]:
+        pack = None
+        async for name, data in self.stream(request, caller=caller, tenant_id=tenant_id):
+            if name == "pack":
+                pack = data
+        return pack
+
+    def get_pack(self, pack_id: str) -> dict[str, Any]:
+        return self.cache.get(pack_id, self.ctx.clock.now())
+
+    async def stream(self, request: dict[str, Any], *, caller: str,
+                     tenant_id: str) -> AsyncIterator[tuple[str, Any]]:  # fmt: skip
+        """The §10.1 events in order — plan, one layer per layer, context_block, provenance,
+        diagnostics, done — and finally ("pack", the whole pack) for callers that want it."""
+        started = trio.current_time()
+        spec = validate(request)
+        now = self.ctx.clock.now()
+        self.cache.expire(now)
+        if spec.idempotency_key:
+            cached = self.cache.by_key((caller, spec.idempotency_key))
+            if cached is not None:
+                for event in packs.replay(cached):
+                    yield event
+                return
+        trail = packs.Trail()
+        plan = await self._classify(spec, tenant_id, now, trail)
+        yield "plan", {"plan": plan.plan, "filters_applied": plan.filters_applied}
+        capability = scope_read(spec.traversal)
+        scopes, denied = await self._traverse(spec, caller, capability, trail)
+        candidates, traversed, degraded = await self._retrieve(spec, plan, scopes, now, trail)
+        traversed += denied
+        ranked = self._rank(spec, plan, candidates, trail)
+        context = packs.Context(plan=plan.plan, filters_applied=plan.filters_applied,
+                                warnings=plan.warnings, traversed=traversed, degraded=degraded,
+                                capability=capability)  # fmt: skip
+        pack, layers_out = packs.assemble(spec, request, ranked, context, trail, self.ctx.ids, started)
+        key = (caller, spec.idempotency_key) if spec.idempotency_key else None
+        self.cache.put(pack, now, key)
+        for event in packs.events(spec, pack, layers_out, ranked, trail):
+            yield event
+
+    async def _classify(self, spec: RecallSpec, tenant_id: str, now: dt.datetime,
+                        trail: packs.Trail) -> Plan:  # fmt: skip
+        t = trio.current_time()
+        filters_applied = recall_filters.validate(spec.filters)
+        custom = await self.phrases.map(tenant_id)
+        temporal = TemporalFilter.from_query(spec.temporal, now, custom)
+        filters_applied += temporal.describe()
+        warnings = []
+        if spec.shape == "raw" and temporal.valid_during is not None:
+            warnings.append("valid_during_ignored_for_view_raw")  # §18.2 item 17
+        plan = planner.classify(spec.query, temporal.active)
+        mode = self.ctx.config.recall_mode
+        weights = planner.weights_for(plan) if mode == "hybrid" else planner.single_signal(mode)
+        trail.phases.append({"phase": "classify", "plan": plan, "elapsed_ms": trail.lap("classify", t)})
+        return Plan(plan, weights, temporal, filters_applied, warnings)
+
+    async def _traverse(self, spec: RecallSpec, caller: str, capability: str,
+                        trail: packs.Trail) -> tuple[list[str], list[dict[str, Any]]]:  # fmt: skip
+        """The start scope is checked (a refusal fails the recall); the traversal skips the
+        scopes beyond it the caller may not read."""
+        t = trio.current_time()
+        self.ctx.policy.check(caller, SCOPE_READ_LOCAL, spec.scope)
+        if spec.traversal != "local":
+            self.ctx.policy.check(caller, capability, spec.scope)
+        walk = await traverse(self.ctx, spec.scope, spec.traversal, caller)
+        scopes, denied = list(walk.scopes), list(walk.denied)
+        trail.lap("policy_check", t)
+        trail.phases.append({"phase": "traverse", "view": spec.traversal, "scopes": scopes,
+                             "skipped": [{"scope": d["scope"], "denied_reason": d["denied_reason"]} for d in denied],
+                             "elapsed_ms": trail.timings["policy_check"]})  # fmt: skip
+        return scopes, denied
+
+    async def _embed(self, text: str) -> Any:
+        if not text:
+            return None
+        embedder = self.ctx.embedder
+        if getattr(embedder, "inline", False):
+            return embedder.embed([text])[0]
+        return (await trio.to_thread.run_sync(embedder.embed, [text]))[0]
+
+    async def _retrieve(self, spec: RecallSpec, plan: Plan, scopes: list[str], now: dt.datetime,
+                        trail: packs.Trail):  # fmt: skip
+        t = trio.current_time()
+        temporal = plan.temporal
+        fields = {
+            "text": spec.query, "vector": await self._embed(spec.query),
+            "layers": spec.layers - {"understanding"}, "k": self.ctx.config.recall_candidates,
+            "temporal": temporal, "filters": spec.filters,
+            "reference": temporal.as_of or temporal.reference or now,
+            "mode": self.ctx.config.recall_mode, "limits": spec.limits,
+        }  # fmt: skip
+        candidates, traversed, degraded = await self._fan_out(scopes, fields)
+        trail.phases.append({"phase": "hybrid_retrieve", "scopes": len(scopes),
+                             "bm25_hits": sum(1 for c in candidates if c.bm25 > 0),
+                             "vector_hits": sum(1 for c in candidates if c.semantic > 0),
+                             "candidates": len(candidates), "elapsed_ms": trail.lap("recall", t)})  # fmt: skip
+        trail.phases.append({"phase": "rerank", "model": None, "elapsed_ms": 0.0})
+        return candidates, traversed, degraded
+
+    async def _fan_out(self, scopes: list[str], fields: dict[str, Any]):
+        """Ask every scope for candidates at once, each under ``recall_deadline``."""
+        results: dict[str, list[Candidate]] = {}
+        degraded: list[dict[str, Any]] = []
+        deadline = self.ctx.config.recall_deadline
+
+        async def ask(path: str) -> None:
+            with trio.move_on_after(deadline) as timer:
+                try:
+                    results[path] = await self.ctx.supervisor.request(
+                        path, lambda reply: Candidates(reply=reply, **fields)
+                    )
+                except CortexError as exc:
+                    degraded.append({"scope": path, "error_code": "DERIVED_LAYER_UNAVAILABLE",
+                                     "cause": exc.error_code, "message": exc.message})  # fmt: skip
+            if timer.cancelled_caught:
+                degraded.append({"scope": path, "error_code": "DERIVED_LAYER_UNAVAILABLE",
+                                 "cause": "DEADLINE_EXCEEDED", "message": f"no answer within {deadline}s"})  # fmt: skip
+
+        async with trio.open_nursery() as nursery:
+            for path in scopes:
+                nursery.start_soon(ask, path)
+        candidates = [c for path in scopes for c in results.get(path, [])]
+        traversed = [{"scope": path, "items": len(results.get(path, []))} for path in scopes]
+        return candidates, traversed, degraded
+
+    def _rank(self, spec: RecallSpec, plan: Plan, candidates: list[Candidate],
+              trail: packs.Trail) -> packs.Ranked:  # fmt: skip
+        """Score, keep each record's best candidate, MMR per layer, then the token knapsack."""
+        t = trio.current_time()
+        scoring.score_candidates(candidates, plan.weights)
+        linked = sum(1 for c in candidates if c.signals["graph"] > 0)
+        trail.phases.append({"phase": "graph_expand", "linked_candidates": linked, "added_nodes": 0,
+                             "elapsed_ms": 0.0})  # fmt: skip
+        trail.phases.append({"phase": "score", "weights": plan.weights, "elapsed_ms": trail.lap("rank", t)})
+        t = trio.current_time()
+        by_layer: dict[str, list[Candidate]] = {layer: [] for layer in LAYERS}
+        best: dict[tuple[str, str], Candidate] = {}  # one item per record: a long event's
+        for candidate in candidates:  # best passage (its item says which of how many it is)
+            key = (candidate.scope, candidate.record["id"])
+            if key not in best or candidate.score > best[key].score:
+                best[key] = candidate
+        for candidate in best.values():
+            by_layer[candidate.layer].append(candidate)
+        chosen: dict[str, list[Candidate]] = {}
+        layer_ms: dict[str, float] = {}
+        for layer in LAYERS:
+            layer_started = trio.current_time()
+            limit = spec.limits[layer] if layer in spec.layers else 0
+            chosen[layer] = scoring.mmr(by_layer[layer], limit, MMR_LAMBDA) if limit else []
+            layer_ms[layer] = round((trio.current_time() - layer_started) * 1000, 3)
+        trail.phases.append({"phase": "mmr", "lambda": MMR_LAMBDA, "elapsed_ms": trail.lap("mmr", t)})
+        t = trio.current_time()
+        kept, evictions = scoring.knapsack([c for layer in LAYERS for c in chosen[layer]], spec.max_tokens)
+        trail.phases.append({"phase": "knapsack", "budget_tokens": spec.max_tokens,
+                             "tokens_used": sum(c.tokens_estimate for c in kept),
+                             "knapsack_evictions": evictions, "elapsed_ms": trail.lap("knapsack", t)})  # fmt: skip
+        return packs.Ranked(chosen, kept, evictions, layer_ms, plan.weights)

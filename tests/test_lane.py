@@ -1,0 +1,76 @@
+"""The derivation lane's hand-over: a ``wait=`` write is answered from the state its stage
+committed (the bus's waiter hands it over), never by reading the event back through its actor."""
+
+from __future__ import annotations
+
+import pytest
+
+from cortexdb import ManualClock
+from cortexdb.backends.memory.store import MemoryStore
+from cortexdb.engine.actors.bus import LifecycleBus
+from cortexdb.engine.ids import IdGenerator
+from cortexdb.engine.model import EventState
+from cortexdb.engine.storage import NodeTables
+
+from .conftest import envelope
+
+ALICE, TEAM = "org:acme/user:alice", "org:acme/team:x"
+
+
+def new_bus() -> LifecycleBus:
+    clock = ManualClock("2026-05-13T15:42:09Z")
+    return LifecycleBus(NodeTables(MemoryStore()).lifecycle, IdGenerator(clock, seed=3), clock)
+
+
+async def test_a_waiter_is_handed_the_state_as_its_stage_committed_it():
+    bus = new_bus()
+    waiter = bus.stage_waiter("evt_1", "indexed")
+    state = EventState(scope=ALICE, done=["captured", "extracted", "indexed"], derives=["fact_1"])
+    record = bus.reserve("indexed", scope=ALICE, event_id="evt_1")
+    bus.commit([record], {"evt_1": state})
+    state.done.append("consolidated")  # the lane goes on with the same object
+    handed = await waiter.wait()
+    assert handed.done == ["captured", "extracted", "indexed"] and handed.derives == ["fact_1"]
+    assert bus.statistics()["waiters"] == 0
+
+
+async def test_a_waiter_on_an_aborted_record_is_not_woken_and_keeps_no_state():
+    bus = new_bus()
+    waiter = bus.stage_waiter("evt_1", "indexed")
+    record = bus.reserve("indexed", scope=ALICE, event_id="evt_1")
+    bus.abort([record])
+    assert not waiter.is_set()
+    bus.release_event("evt_1", EventState(scope=ALICE, cancelled=True))  # a cancel wakes it
+    assert (await waiter.wait()).cancelled is True
+
+
+@pytest.mark.parametrize("wait", ["indexed", "consolidated"])
+async def test_a_waited_write_reads_nothing_back_through_its_actor(engine, wait):
+    result = await engine.experience(envelope("I live in Paris."), wait=wait)
+    # the actor handled the capture and nothing else: no read of the event's state
+    assert (await engine.ping(ALICE))["handled"] == 1
+    assert result.status == wait and result.stages_completed[-1] == wait
+    assert any(d.startswith("fact_") for d in result.derives)
+    view = await engine.memory_event(result.event_id)
+    assert list(result.stages_completed) == view["stages_completed"][: len(result.stages_completed)]
+    for stage in result.stages_completed:
+        for record_id in view["derives_by_stage"].get(stage, ()):
+            assert record_id in result.derives
+
+
+async def test_a_consolidation_elsewhere_hands_over_what_it_derived(engine):
+    body = envelope("I live in Paris.", directives={"consolidate_into": TEAM})
+    result = await engine.experience(body, wait="consolidated")
+    team_facts = (await engine.facts(TEAM))["items"]
+    team_beliefs = (await engine.beliefs(TEAM))["items"]
+    assert team_facts[0]["id"] in result.derives and team_beliefs[0]["id"] in result.derives
+
+
+async def test_a_replayed_write_answers_from_the_stored_state(engine):
+    first = await engine.experience(envelope("I live in Paris.", key="k1"), wait="consolidated")
+    again = await engine.experience(envelope("I live in Paris.", key="k1"), wait="consolidated")
+    assert again.replay and again.event_id == first.event_id
+    assert (again.status, again.stages_completed, again.derives) == (
+        first.status, first.stages_completed, first.derives,
+    )  # fmt: skip
+    assert "capture" not in again.elapsed_ms and again.elapsed_ms.keys() == first.elapsed_ms.keys() - {"capture"}
