@@ -286,10 +286,14 @@ class Pipeline:
 
     def _new_vector_index(self) -> LayeredVectorIndex:
         config = self.ctx.config
+        data_dir = getattr(self.ctx.store, "path", None)  # segment files: LevelDB's data dir
         return LayeredVectorIndex(
             self.ctx.embedder.dimension,
             segment_size=config.vector_segment_size,
             trees=config.vector_trees,
+            dtype=config.vector_dtype,
+            directory=os.path.join(data_dir, "vector-segments") if data_dir else None,
+            chunk_rows=config.vector_delta_chunk,
         )
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
