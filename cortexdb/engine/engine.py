@@ -36,6 +36,7 @@ from .derive.rules import RuleExtractor
 from .envelope import resolve_identities, validate_envelope
 from .ids import IdGenerator
 from .limits import check_event_size
+from .memtrim import release_free_memory_soon
 from .model import LifecycleEvent, to_wire
 from .policy.hook import AllowAll, PolicyHook, Verdict
 from .retrieve.embedders import by_name
@@ -228,6 +229,7 @@ class Engine:
             try:
                 await self._ctx.bus.prune()
                 await self._ctx.idempotency.prune()
+                await release_free_memory_soon()  # free heap pages back to the OS (memtrim.py)
             except CortexError as exc:  # the store is closing; the next round will tell
                 log.warning("maintenance skipped: %s", exc)
 

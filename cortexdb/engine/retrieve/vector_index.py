@@ -29,6 +29,8 @@ import uuid
 import numpy as np
 import trio
 
+from ..memtrim import release_free_memory
+
 MERGE_RATIO = 1.5  # merge the newest two segments when the older is at most this much larger
 DTYPES = ("float32", "float16", "int8")
 
@@ -288,6 +290,7 @@ class VectorIndex:
             for position in range(len(rows)):
                 index.add_item(position, rows[position])
             index.build(self.trees, n_jobs=1)
+            release_free_memory()  # the build's scratch memory (and the old delta's) goes back
         finally:
             if path is not None:  # mapped: the mapping keeps the file's pages; no name needed
                 try:
