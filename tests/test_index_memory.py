@@ -58,15 +58,15 @@ def test_bm25_compaction_after_many_removals_and_rewrites_keeps_scores_exact():
             live[doc_id] = " ".join(rng.choice(["paris", "w3", "w9", "lisbon", "w50"]) for _ in range(rng.randint(1, 9)))  # fmt: skip
             index.add(doc_id, live[doc_id])
         compactions += index.slots < before
-        # tombstones are bounded: at most max(compact_min, live / 2) dead slots
-        assert index.slots - len(index) <= max(50, len(index) // 2)
+        # tombstones are bounded: at most max(compact_min, live pairs / 2) dead pairs
+        assert index.dead_pairs <= max(50, index.live_pairs // 2)
     assert compactions >= 5 and len(index) == len(live)
     assert all(doc_id in index for doc_id in live) and "nope" not in index
     _assert_bm25_exact(index, live, ["paris", "w3 w9 w9", "lisbon w50 berlin", "w1 w2 w3"])
 
 
 def test_bm25_removing_every_document_of_a_term_forgets_the_term():
-    index = TextIndex(compact_min=1)
+    index = TextIndex(compact_min=1)  # compacts at the first dead pair beyond half the live
     for i in range(10):
         index.add(f"a{i}", "alpha beta")
     index.add("z", "zeta beta")

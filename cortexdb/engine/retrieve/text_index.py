@@ -10,7 +10,8 @@ Memory: documents are interned to integer slots and every structure is a flat ar
 pairs, its length and its tie-break key — about 16 bytes per distinct (document, term) pair
 instead of a dict entry each (docs/decisions.md, "Index memory").  A removed document is a
 tombstone (its slot dead, its terms' document frequencies decremented at once, so scores never see
-it); when dead slots outnumber half the live ones, ``_compact`` rebuilds the arrays without them.
+it); when the dead (document, term) pairs outnumber half the live ones, ``_compact`` rebuilds the
+arrays without them.
 """
 
 from __future__ import annotations
@@ -77,10 +78,12 @@ def _pairs(values: array) -> np.ndarray:
 
 class TextIndex:
     def __init__(
-        self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25, *, compact_min: int = 1024
+        self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25, *, compact_min: int = 8192
     ) -> None:
         self.k1, self.b, self.epsilon = k1, b, epsilon
-        self.compact_min = compact_min  # dead slots tolerated before a compaction is considered
+        # dead (document, term) pairs tolerated before a compaction is considered (8 bytes each
+        # in the postings and 8 in the per-slot pairs)
+        self.compact_min = compact_min
         # terms: id per distinct term; per term id its postings (slot, tf pairs in slot order) and
         # its live document frequency
         self._term_id: dict[str, int] = {}
@@ -102,6 +105,7 @@ class TextIndex:
         self._keyed = True
         self._total_length = 0
         self._dead = 0  # tombstoned slots
+        self._dead_pairs = 0  # their (term, tf) pairs, still in the postings
         self._version = 0  # bumped by every change: the key of the cached norms and average idf
         self._average_idf: tuple[int, float] | None = None
         self._norm: tuple[tuple[int, float], np.ndarray] | None = None
@@ -114,8 +118,17 @@ class TextIndex:
 
     @property
     def slots(self) -> int:
-        """Slots in use, tombstones included (what compaction bounds)."""
+        """Slots in use, tombstones included."""
         return len(self._slot_ids)
+
+    @property
+    def dead_pairs(self) -> int:
+        """(document, term) pairs of removed documents not compacted away yet."""
+        return self._dead_pairs
+
+    @property
+    def live_pairs(self) -> int:
+        return len(self._doc_terms) // 2 - self._dead_pairs
 
     def add(self, doc_id: str, text: str, tokens: list[str] | None = None) -> None:
         """Index ``text``, or its ``tokens`` when ``tokenize`` already ran (e.g. off the loop)."""
@@ -169,13 +182,14 @@ class TextIndex:
             if not df[term_id]:
                 self._live_terms -= 1
         self._dead += 1
+        self._dead_pairs += end - start
         self._version += 1
-        if self._dead > max(self.compact_min, len(self._slot) // 2):
+        if self._dead_pairs > max(self.compact_min, self.live_pairs // 2):
             self._compact()
 
     def _compact(self) -> None:
-        """Rebuild every array without the dead slots and terms (O(postings), amortised over at
-        least ``max(compact_min, live / 2)`` removals).  Slot order is kept, so postings stay in
+        """Rebuild every array without the dead slots and terms (O(postings), amortised over the
+        ``max(compact_min, live pairs / 2)`` dead pairs that trigger it).  Slot order is kept, so postings stay in
         slot order and ties break as before."""
         count = len(self._slot_ids)
         alive = self._alive[:count]
@@ -213,6 +227,7 @@ class TextIndex:
         self._slot_ids = [self._slot_ids[i] for i in live.tolist()]
         self._slot = {doc_id: i for i, doc_id in enumerate(self._slot_ids)}
         self._dead = 0
+        self._dead_pairs = 0
         self._version += 1
 
     def _raw_idf(self, doc_freq: int) -> float:
