@@ -59,7 +59,7 @@ def test_recall_benchmark_runs_on_a_slice():
     assert re.search(r"300 events, one scope: recall p50\s+[\d.]+ ms", result.stdout)
     assert re.search(r"300 events, one scope, second pass: recall p50\s+[\d.]+ ms", result.stdout)
     assert re.search(r"300 events, holistic over 3 levels: recall p50\s+[\d.]+ ms", result.stdout)
-    assert re.search(r"300 events, one scope, memory: RSS \d+ MB before the load, growth peak [+-]\d+ MB, "
+    assert re.search(r"300 events, one scope, memory: RSS \d+ MB before the load, growth peak [+-]\d+ MB \(sampled: anonymous [+-]\d+ MB, file-backed [+-]\d+ MB\), "
                      r"steady [+-]\d+ MB \([+-]?[\d.]+ KB/event; anonymous [+-]\d+ MB, file-backed [+-]\d+ MB\)", result.stdout)  # fmt: skip
 
 
