@@ -9,11 +9,17 @@ LevelDB compacting the bulk load; at 100k the two differ by up to a third).  The
 Baseline in the same run: one BM25 query with rank-bm25's ``BM25Okapi.get_scores`` over the same
 event texts (what a rebuild-per-query approach would cost), and the ratio.
 Target (issue 3): p50 <= 50 ms at 100k events in one scope with the deterministic embedder.
+Memory (this process's /proc/self/status): RSS just before the load, then the growth at its peak
+during the load (VmHWM, reset before each size) and steady after it (derivation flushed, vector
+seals finished, ``gc.collect()``), per event, and the steady growth's anonymous and file-backed
+parts (memory-mapped index files count as file-backed: the kernel may reclaim them).
+Goals (issue 3): at 100k events in one scope, peak growth <= 600 MB and steady <= 400 MB.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import shutil
@@ -162,6 +168,53 @@ def rank_bm25_baseline(texts: list[str], rng: random.Random) -> float:
     return statistics.median(timings)
 
 
+def memory() -> dict[str, float]:
+    """VmRSS, VmHWM (peak), RssAnon and RssFile of this process, in MB."""
+    out = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+                out[name] = int(value.split()[0]) / 1024
+    return out
+
+
+async def sample_peaks(peaks: dict[str, float]) -> None:
+    """The largest anonymous and file-backed RSS seen, sampled every 0.2 s (VmHWM has no split)."""
+    while True:
+        now = memory()
+        for name in peaks:
+            peaks[name] = max(peaks[name], now[name])
+        await trio.sleep(0.2)
+
+
+def reset_peak() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")  # resets VmHWM to the current RSS
+    except OSError:
+        pass
+
+
+async def settle(engine, scope: str) -> None:
+    """Derivation flushed and the scope's background vector seals and merges finished."""
+    await engine.flush(scope)
+    for _ in range(6000):
+        indexes = [getattr(a, "pipeline", None) for a in _actors(engine)]
+        if not any(p is not None and p._vector_job for p in indexes):
+            break
+        await trio.sleep(0.05)
+    gc.collect()
+
+
+def _actors(engine):
+    """The engine's live scope actors (private attributes: a bench may look; [] if they moved)."""
+    handles = getattr(getattr(engine, "_supervisor", None), "_handles", None)
+    if not isinstance(handles, dict):
+        return []
+    return [h.actor for h in handles.values() if getattr(h, "actor", None) is not None]
+
+
 def pct(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))]
 
@@ -188,9 +241,18 @@ async def main() -> None:
         path = tempfile.mkdtemp(prefix="bench-recall-")
         try:
             async with cortexdb.open_engine("leveldb", path=path, config=config) as engine:
+                gc.collect()
+                reset_peak()
+                before = memory()
                 started = time.perf_counter()
-                texts = await load(engine, "org:bench/user:alice", rng, size)
-                ingest = time.perf_counter() - started
+                peaks = {"RssAnon": before["RssAnon"], "RssFile": before["RssFile"]}
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(sample_peaks, peaks)
+                    texts = await load(engine, "org:bench/user:alice", rng, size)
+                    ingest = time.perf_counter() - started
+                    await settle(engine, "org:bench/user:alice")
+                    nursery.cancel_scope.cancel()
+                after = memory()
                 latencies = await time_recalls(
                     engine, "org:bench/user:alice", rng, args.queries, "local"
                 )
@@ -204,6 +266,12 @@ async def main() -> None:
                       f"| ingest {size / ingest:,.0f} events/s captured and derived")  # fmt: skip
                 print(f"{size:>7} events, one scope, second pass: recall p50 {statistics.median(again):6.1f} ms  "
                       f"p95 {pct(again, 0.95):6.1f} ms")  # fmt: skip
+                peak, steady = after["VmHWM"] - before["VmRSS"], after["VmRSS"] - before["VmRSS"]
+                print(f"{size:>7} events, one scope, memory: RSS {before['VmRSS']:.0f} MB before the load, "
+                      f"growth peak {peak:+.0f} MB (sampled: anonymous {peaks['RssAnon'] - before['RssAnon']:+.0f} MB, file-backed "
+                      f"{peaks['RssFile'] - before['RssFile']:+.0f} MB), steady {steady:+.0f} MB ({steady * 1024 / size:.2f} KB/event; "
+                      f"anonymous {after['RssAnon'] - before['RssAnon']:+.0f} MB, file-backed "
+                      f"{after['RssFile'] - before['RssFile']:+.0f} MB); after the recalls {memory()['VmRSS'] - before['VmRSS']:+.0f} MB")  # fmt: skip
             if str(size) not in args.holistic_sizes.split(","):
                 continue
             path2 = tempfile.mkdtemp(prefix="bench-recall-h-")

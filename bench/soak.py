@@ -152,10 +152,12 @@ class Server:
         for line in self.process.stderr:
             self.log.append(line)
 
-    def rss_mb(self) -> float:
+    def rss_mb(self, field: str = "VmRSS") -> float:
+        """VmRSS, or RssAnon (anonymous) / RssFile (file-backed: memory-mapped index segments,
+        LevelDB's tables; pages the kernel can reclaim)."""
         with open(f"/proc/{self.pid}/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024
         return float("nan")
 
@@ -442,7 +444,7 @@ async def soak(args: argparse.Namespace, server: Server, token: str) -> dict[str
                 client, srv, delay = time.process_time(), server.cpu_seconds(), server.run_delay()
                 window = [ms for at, ms in writes.latencies if last_t < at <= now]
                 received = sum(s.count for s in subscribers)
-                samples.append({"t": now - started, "rss": server.rss_mb(),
+                samples.append({"t": now - started, "rss": server.rss_mb(), "anon": server.rss_mb("RssAnon"),
                                 "server_cpu": (srv - last_server) / (now - last_t) * 100,
                                 "waiting": (delay - last_delay) / (now - last_t) * 100,
                                 "client_cpu": (client - last_client) / (now - last_t) * 100,
@@ -532,11 +534,11 @@ sys.exit(main())
 # srv wait %: the share of time the server's event loop was ready to run but had no core (other
 # processes on the machine); load: the machine's 1-minute load average.
 
-HEADER = "   t s   RSS MB   srv CPU %  srv wait %  cli CPU %   writes   w p50 ms   w p99 ms   frames/s  lagging  open  load"
+HEADER = "   t s   RSS MB  anon MB   srv CPU %  srv wait %  cli CPU %   writes   w p50 ms   w p99 ms   frames/s  lagging  open  load"
 
 
 def row(s: dict[str, Any]) -> str:
-    return (f"{s['t']:6.0f}  {s['rss']:7.1f}  {s['server_cpu']:9.0f}  {s['waiting']:10.0f}  {s['client_cpu']:9.0f}  {s['writes']:7d}"
+    return (f"{s['t']:6.0f}  {s['rss']:7.1f}  {s['anon']:7.1f}  {s['server_cpu']:9.0f}  {s['waiting']:10.0f}  {s['client_cpu']:9.0f}  {s['writes']:7d}"
             f"  {s['p50']:9.1f}  {s['p99']:9.1f}  {s['delivered']:9.0f}  {s['lagging']:7d}  {s['open']:4d}  {s['load']:4.1f}")  # fmt: skip
 
 
@@ -553,6 +555,9 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
         label = "minute 2" if args.duration >= 180 else f"t={warm['t']:.0f} s (run too short for minute 2)"
         print(f"RSS: {warm['rss']:.1f} MB at {label} -> {end_rss:.1f} MB at t={samples[-1]['t']:.0f} s: "
               f"growth {growth:+.1f} %  (first sample {samples[0]['rss']:.1f} MB; after the drain {result['rss_end']:.1f} MB)")  # fmt: skip
+        anon = (samples[-1]["anon"] - warm["anon"]) / warm["anon"] * 100
+        print(f"anonymous RSS (RssAnon): {warm['anon']:.1f} MB at {label.split(' (')[0]} -> {samples[-1]['anon']:.1f} MB: "
+              f"growth {anon:+.1f} %")  # fmt: skip
         written = samples[-1]["writes"] - warm["writes"]
         if written > 0:
             print(f"RSS growth per write after {label.split(' (')[0]}: {(end_rss - warm['rss']) * 1024 / written:.1f} KB "

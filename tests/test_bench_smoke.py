@@ -59,6 +59,8 @@ def test_recall_benchmark_runs_on_a_slice():
     assert re.search(r"300 events, one scope: recall p50\s+[\d.]+ ms", result.stdout)
     assert re.search(r"300 events, one scope, second pass: recall p50\s+[\d.]+ ms", result.stdout)
     assert re.search(r"300 events, holistic over 3 levels: recall p50\s+[\d.]+ ms", result.stdout)
+    assert re.search(r"300 events, one scope, memory: RSS \d+ MB before the load, growth peak [+-]\d+ MB \(sampled: anonymous [+-]\d+ MB, file-backed [+-]\d+ MB\), "
+                     r"steady [+-]\d+ MB \([+-]?[\d.]+ KB/event; anonymous [+-]\d+ MB, file-backed [+-]\d+ MB\)", result.stdout)  # fmt: skip
 
 
 def test_http_benchmark_runs_on_a_slice():
@@ -94,8 +96,9 @@ def test_soak_benchmark_runs_on_a_slice():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert re.search(r"^\s+\d+\s+[\d.]+\s+\d+\s+\d+\s+\d+", out, re.M)  # an RSS sample row
+    assert re.search(r"^\s+\d+\s+[\d.]+\s+[\d.]+\s+\d+\s+\d+\s+\d+", out, re.M)  # an RSS sample row
     assert re.search(r"RSS: [\d.]+ MB at t=\d+ s .* -> [\d.]+ MB at t=\d+ s: growth [+-][\d.]+ %", out)
+    assert re.search(r"anonymous RSS \(RssAnon\): [\d.]+ MB at t=\d+ s -> [\d.]+ MB: growth [+-][\d.]+ %", out)
     assert re.search(r"writes:\s+\d+ acknowledged .* p50 [\d.]+ ms\s+p99 [\d.]+ ms", out)
     assert re.search(r"recalls: \d+ in \d+ s, errors 0, p50 [\d.]+ ms\s+p99 [\d.]+ ms", out)
     rows = re.findall(r"^\s+(\d)\s+(\(firehose\)|org:\S+)\s+(\d+)\s+(\d+)\s+(-?\d+)\s+(\d+)", out, re.M)

@@ -67,6 +67,14 @@ class EngineConfig:
     )
     vector_segment_size: int = 20_000  # delta vectors sealed into an annoy segment
     vector_trees: int = 50
+    # how the exact delta keeps its vectors in memory: float16 (half of float32's bytes, cosines
+    # within ~1e-4), float32, or int8 with a per-vector scale (a quarter; ~2e-3); the stored
+    # vectors stay float32.  With a data dir, sealed segments are memory-mapped files in its
+    # vector-segments/ folder (docs/decisions.md, "Index memory")
+    vector_dtype: str = attrs.field(
+        default="float16", validator=attrs.validators.in_(("float16", "float32", "int8"))
+    )
+    vector_delta_chunk: int = 1024  # the delta grows by this many rows at a time
     recall_candidates: int = 100  # per scope and per index (BM25, vector) before scoring
     recall_deadline: float = 5.0  # seconds a scope may take before the pack degrades without it
     pack_ttl_seconds: float = 60.0

@@ -20,6 +20,7 @@ from .clock import Clock
 from .config import EngineConfig
 from .derive.rules import RuleExtractor
 from .ids import IdGenerator
+from .memtrim import release_free_memory_soon
 from .policy.hook import AllowAll, PolicyHook
 from .retrieve.embedders import by_name
 from .storage import NodeTables
@@ -96,6 +97,7 @@ async def maintenance(ctx: NodeContext) -> None:
         try:
             await ctx.bus.prune()
             await ctx.idempotency.prune()
+            await release_free_memory_soon()  # free heap pages back to the OS (memtrim.py)
         except CortexError as exc:  # the store is closing; the next round will tell
             log.warning("maintenance skipped: %s", exc)
 

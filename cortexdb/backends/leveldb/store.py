@@ -22,10 +22,12 @@ INLINE_ITEMS = 256
 # A 4 MB memtable (LevelDB's default) fills in under a second at capture rates, and level-0
 # files then pile up faster than compaction drains them, which makes LevelDB throttle writers.
 # Measured in bench/capture.py (docs/decisions.md): larger buffers and a Bloom filter for the
-# point look-ups on absent keys (idempotency keys, entity aliases).
+# point look-ups on absent keys (idempotency keys, entity aliases).  16 MB + 8 MB captured as
+# fast as 64 MB + 64 MB, which took minutes to fill and kept RSS growing that long (decisions.md,
+# "Index memory"); LevelDB holds up to two memtables (one being flushed) plus the cache.
 DEFAULT_OPTIONS = {
-    "write_buffer_size": 64 << 20,
-    "lru_cache_size": 64 << 20,
+    "write_buffer_size": 16 << 20,
+    "lru_cache_size": 8 << 20,
     "bloom_filter_bits": 10,
     "max_file_size": 16 << 20,
 }

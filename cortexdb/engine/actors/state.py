@@ -25,6 +25,7 @@ which search the text and vector indexes.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from typing import Any
 
 import attrs
@@ -39,8 +40,14 @@ Pair = tuple[str, str]  # (subject id, predicate)
 
 def new_vector_index(ctx: Any) -> LayeredVectorIndex:
     config = ctx.config
+    data_dir = getattr(ctx.store, "path", None)  # segment files: LevelDB's data dir
     return LayeredVectorIndex(
-        ctx.embedder.dimension, segment_size=config.vector_segment_size, trees=config.vector_trees
+        ctx.embedder.dimension,
+        segment_size=config.vector_segment_size,
+        trees=config.vector_trees,
+        dtype=config.vector_dtype,
+        directory=os.path.join(data_dir, "vector-segments") if data_dir else None,
+        chunk_rows=config.vector_delta_chunk,
     )
 
 

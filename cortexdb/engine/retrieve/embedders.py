@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import re
 import zlib
-from functools import lru_cache
 
 import numpy as np
 
@@ -32,22 +31,22 @@ class HashEmbedder:
     def __init__(self, dimension: int = 384) -> None:
         self.dimension = dimension
 
-    @lru_cache(maxsize=65536)  # noqa: B019 - the embedder lives as long as its engine
-    def _features(self, token: str) -> tuple[int, float]:
-        value = zlib.crc32(token.encode())
-        return value % self.dimension, 1.0 if value & 0x80000000 else -1.0
-
     def embed_one(self, text: str) -> np.ndarray:
-        vector = np.zeros(self.dimension, dtype=np.float32)
+        # no per-token cache: a crc32 costs about what a cache look-up does, and a cache of every
+        # token seen (numbers, bigrams) grew with the corpus (docs/decisions.md, "Index memory")
         words = _WORD.findall(text.casefold())
         features = list(words)
         features += [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
         for word in words:
             padded = f"#{word}#"
             features += [padded[i : i + 3] for i in range(len(padded) - 2)]
-        for token in features:
-            index, sign = self._features(token)
-            vector[index] += sign
+        hashes = np.fromiter(
+            (zlib.crc32(token.encode()) for token in features), dtype=np.uint32, count=len(features)
+        )
+        signs = np.where(hashes & 0x80000000, 1.0, -1.0)
+        # sums of +-1: exact in any order, so the same vector as adding feature by feature
+        counts = np.bincount(hashes % self.dimension, weights=signs, minlength=self.dimension)
+        vector = counts.astype(np.float32)
         norm = float(np.linalg.norm(vector))
         return vector / norm if norm else vector
 

@@ -8,14 +8,58 @@ one before it, the two are rebuilt as one (also in a worker thread), so a scope 
 about log2(N / segment_size) segments and a query asks few annoy indexes (decisions.md, "Recall at
 100k").  Deletes are per-segment dead sets (and a live mask on the delta) filtered at query time;
 a merge or a seal drops the dead.  Scores are cosine similarities.
+
+Memory (docs/decisions.md, "Index memory"): the delta keeps its rows as ``dtype`` — float32, or
+float16 (half the bytes, cosines within ~1e-4; the engine's default) or int8 with a per-row scale
+(a quarter, ~2e-3) — scored with SimSIMD's mixed-precision kernels, and grows in fixed chunks of
+``chunk_rows`` rows (no doubling slack).  A seal reads the rows it builds from in place (no copy).
+With a ``directory`` (the data dir's ``vector-segments/``), annoy builds each segment in a file
+there (``on_disk_build``) and serves it memory-mapped: its pages are file-backed, so the kernel
+can drop them under memory pressure and read them again.  The file is unlinked as soon as it is
+mapped (the mapping keeps it alive; nothing is left behind on a crash or restart, when the
+segments are rebuilt from the stored vectors as before).  Without a directory (the memory
+backend) segments stay in anonymous memory.
 """
 
 from __future__ import annotations
 
+import os
+import uuid
+
 import numpy as np
 import trio
 
+from ..memtrim import release_free_memory
+
 MERGE_RATIO = 1.5  # merge the newest two segments when the older is at most this much larger
+DTYPES = ("float32", "float16", "int8")
+
+
+def _simsimd():
+    try:
+        import simsimd
+    except ImportError:  # pragma: no cover - a dependency; numpy scores the same, slower
+        return None
+    return simsimd
+
+
+class _Rows:
+    """Rows of the delta to seal, decoded to float32 one at a time (in the build's thread)."""
+
+    def __init__(self, index: VectorIndex, positions: list[int]) -> None:
+        self._rows, self._scales = index._delta, index._scales
+        self._positions = positions
+        self._dtype = index.dtype
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        position = self._positions[i]
+        row = self._rows[position].astype(np.float32)
+        if self._dtype == "int8":
+            row *= self._scales[position]
+        return row
 
 
 class _Segment:
@@ -26,16 +70,39 @@ class _Segment:
         self.dead: set[str] = set()  # removed, or superseded by a newer vector elsewhere
 
 
+class _SegmentRows:
+    """Rows of two segments to merge, read from annoy one at a time (in the build's thread)."""
+
+    def __init__(self, sources: list[tuple[object, int]]) -> None:
+        self._sources = sources
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+    def __getitem__(self, i: int) -> list[float]:
+        index, position = self._sources[i]
+        return index.get_item_vector(position)
+
+
 class VectorIndex:
-    def __init__(self, dimension: int, *, segment_size: int = 20_000, trees: int = 50) -> None:
+    def __init__(
+        self, dimension: int, *, segment_size: int = 20_000, trees: int = 50,
+        dtype: str = "float32", directory: str | None = None, chunk_rows: int = 1024,
+    ) -> None:  # fmt: skip
+        if dtype not in DTYPES:
+            raise ValueError(f"vector dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
         self.dimension = dimension
         self.segment_size = segment_size
         self.trees = trees
+        self.dtype = dtype
+        self.directory = directory
+        self.chunk_rows = chunk_rows
         self._segments: list[_Segment] = []
-        self._delta = np.zeros((1024, dimension), dtype=np.float32)
+        self._delta = np.zeros((chunk_rows, dimension), dtype=dtype)
+        self._scales = np.zeros(chunk_rows if dtype == "int8" else 0, dtype=np.float32)
         self._delta_ids: list[str] = []
-        self._delta_kind = np.zeros(1024, dtype=np.int16)  # id-prefix code per row (layer filters)
-        self._delta_live = np.zeros(1024, dtype=bool)
+        self._delta_kind = np.zeros(chunk_rows, dtype=np.int16)  # id-prefix code per row
+        self._delta_live = np.zeros(chunk_rows, dtype=bool)
         self._delta_pos: dict[str, int] = {}
         self._kinds: dict[str, int] = {}
         self._where: dict[str, _Segment | None] = {}  # live ids: their segment, None = the delta
@@ -56,8 +123,8 @@ class VectorIndex:
         position = self._delta_pos.get(doc_id)
         if position is not None:  # a row in the delta (live or removed): overwrite it
             if self._sealing:
-                self._rewritten.add(doc_id)  # the copy being sealed is stale now
-            self._delta[position] = vector
+                self._rewritten.add(doc_id)  # the row being sealed is stale now
+            self._put(position, vector)
             self._delta_live[position] = True
             self._where[doc_id] = None
             return
@@ -67,22 +134,45 @@ class VectorIndex:
         count = len(self._delta_ids)
         if count == len(self._delta):
             self._grow(count)
-        self._delta[count] = vector
+        self._put(count, vector)
         self._delta_kind[count] = self._kind(doc_id)
         self._delta_live[count] = True
         self._delta_ids.append(doc_id)
         self._delta_pos[doc_id] = count
         self._where[doc_id] = None
 
+    def _put(self, position: int, vector: np.ndarray) -> None:
+        if self.dtype == "int8":
+            peak = float(np.max(np.abs(vector))) if len(vector) else 0.0
+            scale = peak / 127.0 if peak else 1.0
+            self._delta[position] = np.rint(np.asarray(vector, dtype=np.float32) / scale)
+            self._scales[position] = scale
+        else:
+            self._delta[position] = vector
+
+    def _row(self, position: int) -> np.ndarray:
+        row = self._delta[position].astype(np.float32)
+        if self.dtype == "int8":
+            row *= self._scales[position]
+        return row
+
     def _grow(self, count: int) -> None:
-        size = len(self._delta) * 2
-        grown = np.zeros((size, self.dimension), dtype=np.float32)
-        grown[:count] = self._delta[:count]
+        """One more chunk of rows (a copy of the live part; no doubling slack)."""
+        self._resize(count, len(self._delta) + self.chunk_rows, list(range(count)))
+
+    def _resize(self, count: int, size: int, keep: list[int]) -> None:
+        """New delta arrays of ``size`` rows holding the rows ``keep`` (in order) first."""
+        rows = np.zeros((size, self.dimension), dtype=self.dtype)
+        rows[: len(keep)] = self._delta[keep]
+        if self.dtype == "int8":
+            scales = np.zeros(size, dtype=np.float32)
+            scales[: len(keep)] = self._scales[keep]
+            self._scales = scales
         kinds = np.zeros(size, dtype=np.int16)
-        kinds[:count] = self._delta_kind[:count]
+        kinds[: len(keep)] = self._delta_kind[keep]
         live = np.zeros(size, dtype=bool)
-        live[:count] = self._delta_live[:count]
-        self._delta, self._delta_kind, self._delta_live = grown, kinds, live
+        live[: len(keep)] = self._delta_live[keep]
+        self._delta, self._delta_kind, self._delta_live = rows, kinds, live
 
     def _kind(self, doc_id: str) -> int:
         prefix = doc_id.split("_", 1)[0] + "_"
@@ -130,8 +220,11 @@ class VectorIndex:
             count = len(self._delta_ids)
             live = np.flatnonzero(self._delta_live[:count]).tolist()
             ids = [self._delta_ids[i] for i in live]
-            matrix = self._delta[live].copy()
-            built = await trio.to_thread.run_sync(self._build, matrix, abandon_on_cancel=True)
+            # the build reads the rows where they are: an overwrite meanwhile may reach the new
+            # segment, but such a row is dead there (below); a grow meanwhile copies the delta and
+            # the build keeps reading the old array
+            rows = _Rows(self, live)
+            built = await trio.to_thread.run_sync(self._build, rows, abandon_on_cancel=True)
             segment = _Segment(built, ids)
             # swap: vectors added while building stay in the delta; rows of the sealed part that
             # were removed meanwhile are dead in the new segment, and rows overwritten meanwhile
@@ -148,14 +241,8 @@ class VectorIndex:
             self._segments.append(segment)
             keep = carried + list(range(count, len(self._delta_ids)))
             rest = [self._delta_ids[i] for i in keep]
-            size = max(1024, len(rest) * 2)
-            delta = np.zeros((size, self.dimension), dtype=np.float32)
-            delta[: len(rest)] = self._delta[keep]
-            kinds = np.zeros(size, dtype=np.int16)
-            kinds[: len(rest)] = self._delta_kind[keep]
-            live_mask = np.zeros(size, dtype=bool)
-            live_mask[: len(rest)] = self._delta_live[keep]
-            self._delta, self._delta_kind, self._delta_live = delta, kinds, live_mask
+            chunks = len(rest) // self.chunk_rows + 1
+            self._resize(len(self._delta_ids), chunks * self.chunk_rows, keep)
             self._delta_ids = rest
             self._delta_pos = {doc_id: i for i, doc_id in enumerate(rest)}
             self._rewritten.clear()
@@ -169,14 +256,14 @@ class VectorIndex:
         dead_before = older.dead | newer.dead
 
         def gather_and_build():
-            ids, rows = [], []
+            ids, sources = [], []
             for segment in (older, newer):
                 for position, doc_id in enumerate(segment.ids):
                     if doc_id not in dead_before:
                         ids.append(doc_id)
-                        rows.append(segment.index.get_item_vector(position))
-            matrix = np.asarray(rows, dtype=np.float32).reshape(len(rows), self.dimension)
-            return ids, self._build(matrix)
+                        sources.append((segment.index, position))
+            # the vectors are read from the two segments one at a time as they are added
+            return ids, self._build(_SegmentRows(sources))
 
         ids, built = await trio.to_thread.run_sync(gather_and_build, abandon_on_cancel=True)
         merged = _Segment(built, ids)
@@ -188,13 +275,28 @@ class VectorIndex:
                 self._where[doc_id] = merged
         self._segments[-2:] = [merged]
 
-    def _build(self, matrix: np.ndarray):
+    def _build(self, rows):
+        """An annoy index of ``rows`` (float32 vectors by position), built in a file of
+        ``directory`` and served memory-mapped from it when there is one (in a worker thread)."""
         from annoy import AnnoyIndex
 
         index = AnnoyIndex(self.dimension, "angular")
-        for position in range(len(matrix)):
-            index.add_item(position, matrix[position])
-        index.build(self.trees, n_jobs=1)
+        path = None
+        if self.directory is not None:
+            os.makedirs(self.directory, exist_ok=True)
+            path = os.path.join(self.directory, f"{uuid.uuid4().hex}.ann")
+            index.on_disk_build(path)
+        try:
+            for position in range(len(rows)):
+                index.add_item(position, rows[position])
+            index.build(self.trees, n_jobs=1)
+            release_free_memory()  # the build's scratch memory (and the old delta's) goes back
+        finally:
+            if path is not None:  # mapped: the mapping keeps the file's pages; no name needed
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
         return index
 
     def search(
@@ -220,7 +322,7 @@ class VectorIndex:
                     results[doc_id] = similarity
         count = len(self._delta_ids)
         if count:
-            scores = self._delta[:count] @ query
+            scores = self._delta_scores(query, count)
             keep = self._delta_live[:count]
             if prefixes is not None:
                 codes = [self._kinds[p] for p in prefixes if p in self._kinds]
@@ -236,10 +338,30 @@ class VectorIndex:
         ranked = sorted(results.items(), key=lambda item: (-item[1], item[0]))
         return ranked[:limit]
 
+    def _delta_scores(self, query: np.ndarray, count: int) -> np.ndarray:
+        """Cosines of the query with the first ``count`` delta rows (float32 in numpy's BLAS;
+        float16 and int8 in SimSIMD's kernels, which read the small rows as they are)."""
+        rows = self._delta[:count]
+        if self.dtype == "float32":
+            return rows @ query
+        query = np.asarray(query, dtype=np.float32)
+        simsimd = _simsimd()
+        if self.dtype == "float16":
+            if simsimd is None:
+                return rows.astype(np.float32) @ query
+            out = simsimd.cdist(query.astype(np.float16)[None, :], rows, metric="dot")
+            return np.asarray(out, dtype=np.float64)[0]
+        peak = float(np.max(np.abs(query))) if len(query) else 0.0
+        if simsimd is None or not peak:
+            return (rows.astype(np.float32) @ query) * self._scales[:count]
+        quantized = np.rint(query * (127.0 / peak)).astype(np.int8)
+        out = np.asarray(simsimd.cdist(quantized[None, :], rows, metric="dot"), dtype=np.float64)
+        return out[0] * (peak / 127.0) * self._scales[:count]
+
     def vector(self, doc_id: str) -> np.ndarray | None:
         if doc_id not in self._where:
             return None
         holder = self._where[doc_id]
         if holder is None:
-            return self._delta[self._delta_pos[doc_id]]
+            return self._row(self._delta_pos[doc_id])
         return np.array(holder.index.get_item_vector(holder.positions[doc_id]), dtype=np.float32)
