@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 __all__ = [
     "ActorMismatch",
     "AuthError",
+    "BlobTooLarge",
     "CortexError",
     "DataDirLocked",
     "DerivedLayerUnavailable",
@@ -296,6 +297,16 @@ class PayloadTooLarge(CortexError):
         super().__init__(
             f"{field} is {size} bytes of UTF-8; an event may carry at most {limit}",
             details={"field": field, "limit": limit, "size": size, **extra},
+        )
+
+
+class BlobTooLarge(PayloadTooLarge):
+    """An upload carries more than a blob may hold (``details``: field, limit, size so far)."""
+
+    def __init__(self, limit: int, size: int, field: str = "blob") -> None:
+        CortexError.__init__(
+            self, f"the {field} is larger than {limit} bytes, the most a blob may hold here",
+            details={"field": field, "limit": limit, "size": size},
         )
 
 

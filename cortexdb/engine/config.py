@@ -82,3 +82,6 @@ class EngineConfig:
     # hybrid (default) | bm25 | vector: which candidate sources and signals recall uses
     # (the single-signal modes exist for benchmark arms and diagnosis)
     recall_mode: str = "hybrid"
+    # the largest blob one upload may store (POST /v1/blobs, Engine.blobs.put), in bytes: 100 MiB,
+    # the reference's 100 MB (§8.13); a larger one is refused with 413 PAYLOAD_TOO_LARGE
+    blob_max_bytes: int = 100 * 1024 * 1024

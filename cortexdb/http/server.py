@@ -1,13 +1,13 @@
 """A lean HTTP/1.1 and WebSocket server for ASGI apps on Trio: httptools parses, wsproto frames.
 
 Why not Hypercorn by default (docs/decisions.md, "The HTTP layer"): on this 2-core machine
-Hypercorn's trio worker tops out at about 1,100-1,250 requests/s for an *empty* ASGI response,
-because each request crosses several tasks, memory channels and h11 state machines (about 16
-task reschedules and 14 protocol sends per request).  The issue's target is 1,000 writes/s with
-the whole capture behind each request.  This server keeps one task per connection, parses with
-httptools (llhttp, C), buffers the request body (bounded by ``max_body``), and writes each
-response head and body with one ``send_all``.  Hypercorn stays available
-(``cortexdb serve --http-server hypercorn``).
+Hypercorn's trio worker tops out at about 1,100-1,250 requests/s for an *empty* ASGI response
+(each request crosses several tasks, memory channels and h11 state machines: about 16 task
+reschedules and 14 protocol sends), and the target is 1,000 writes/s with a capture behind each.
+This server keeps one task per connection, parses with httptools (llhttp, C), buffers the
+request body (bounded by ``max_body``; the app reads a ``streamed`` one as it arrives,
+parsing.py), and writes each response head and body with one ``send_all``.  Hypercorn stays
+available (``cortexdb serve --http-server hypercorn``).
 
 What it implements: HTTP/1.1 keep-alive and pipelining, ``Connection: close``, HTTP/1.0,
 ``Expect: 100-continue``, chunked request bodies, chunked streaming responses (SSE), HEAD, the
@@ -40,7 +40,7 @@ import httptools
 import trio
 
 from .lifespan import ASGI, Lifespan
-from .parsing import Parsing, Request
+from .parsing import Parsing, Request, Streamed, receiving
 from .websocket import Closed, WebSocket
 from .wire import (
     FAILED_TO_ANSWER,
@@ -70,7 +70,7 @@ class Server:
                  body_timeout: float = 30.0, max_connections: int = 1000,
                  max_ws_message: int = MAX_WS_MESSAGE, pipeline_buffer: int = MAX_RECV,
                  graceful_timeout: float = 5.0, new_request_id: Callable[[], str] = random_request_id,
-                 error_body: ErrorBody = plain_error_body) -> None:  # fmt: skip
+                 error_body: ErrorBody = plain_error_body, streamed: Streamed = None) -> None:  # fmt: skip
         self.app = app
         self.max_body = max_body
         self.max_head = max_head
@@ -82,7 +82,7 @@ class Server:
         self.pipeline_buffer = pipeline_buffer  # bytes read ahead while a request is in flight
         self.graceful_timeout = graceful_timeout
         self.new_request_id = new_request_id  # for the answers to requests refused here
-        self.error_body = error_body  # how those answers read
+        self.error_body, self.streamed = error_body, streamed  # how those answers read; parsing.py
         self.closing = False
         self.connections = 0  # open connections (the ones refused over the cap not counted)
         self.active: set[trio.CancelScope] = set()  # connections serving a request
@@ -149,7 +149,7 @@ class Server:
             await self._refuse(stream)
             return
         self.connections += 1
-        parsing = Parsing(self.max_body, self.max_head, self.head_timeout)
+        parsing = Parsing(self.max_body, self.max_head, self.head_timeout, self.streamed)
         try:
             while not self.closing:
                 request, leftover = await self._next_request(stream, parsing)
@@ -174,6 +174,9 @@ class Server:
                         keep = await self._http(stream, parsing, request, client, server)
                 finally:
                     self._finished(scope)
+                if not request.complete:  # a streamed body the app left unread: answered, then closed
+                    await linger(stream)
+                    return
                 if not keep or scope.cancelled_caught or upgraded:  # other upgrades: served, then closed
                     return
         except (trio.BrokenResourceError, trio.ClosedResourceError, Closed, OSError):
@@ -209,8 +212,8 @@ class Server:
             if parsing.ready:
                 return parsing.ready.popleft(), None
             current = parsing.current
-            if current is not None and current.refused is not None:
-                return current, None  # refused now, not after reading a body we won't keep
+            if current is not None and (current.refused is not None or parsing.hand_over(current)):
+                return current, None  # refused now, not after reading a body we won't keep; or streamed
             if parsing.pending:
                 leftover = parsing.feed()
                 if leftover is not None:
@@ -342,7 +345,7 @@ class Server:
             await stream.send_all(payload)
 
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receiving(stream, parsing, request, receive, self.body_timeout), send)
         except Exception:
             log.exception("unhandled error in the app for %s %s", request.method, scope["path"])
             if not started or len(started) == 2:
@@ -388,13 +391,10 @@ class Server:
             await ws.finish()
 
 
-async def serve(app: Callable[..., Awaitable[None]], bind: str, *,
-                shutdown_trigger: Callable[[], Awaitable[None]],
+async def serve(app: Callable[..., Awaitable[None]], bind: str, *, shutdown_trigger: Callable[[], Awaitable[None]],
                 task_status=trio.TASK_STATUS_IGNORED, **options: Any) -> None:  # fmt: skip
-    """Serve ``app`` on ``bind`` ("HOST:PORT", port 0 picks one) until ``shutdown_trigger``
-    returns; ``task_status.started`` receives the bound URLs.  ``options`` are ``Server``'s
-    (limits, timeouts, ``new_request_id``)."""
+    """Serve ``app`` on ``bind`` ("HOST:PORT", port 0 picks one) until ``shutdown_trigger`` returns;
+    ``task_status.started`` receives the bound URLs; ``options`` are ``Server``'s (limits, ...)."""
     host, _, port = bind.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
-    server = Server(app, **options)
-    await server.serve(host, int(port), shutdown_trigger=shutdown_trigger, task_status=task_status)
+    await Server(app, **options).serve(host, int(port), shutdown_trigger=shutdown_trigger, task_status=task_status)

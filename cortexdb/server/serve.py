@@ -108,6 +108,7 @@ async def run_server(settings: ServerSettings, *,
         max_event_text_bytes=settings.max_event_text_bytes,
         max_derived_per_event=settings.max_derived_per_event,
         derivation_workers=settings.derivation_workers,
+        blob_max_bytes=settings.max_blob_bytes,
     )
     path = settings.data_dir if settings.backend == "leveldb" else None
     async with open_engine(settings.backend, path, config=config, clock=clock, id_seed=id_seed,
@@ -132,6 +133,10 @@ async def run_server(settings: ServerSettings, *,
         hyper.cortex_guard = _HypercornGuard(settings.max_connections, new_request_id)  # type: ignore[attr-defined]
         trigger = shutdown_trigger or wait_for_signal
         state = app.cortex  # type: ignore[attr-defined]
+        uploads = {(route.method, route.path.encode()) for route in state.routes if route.upload}
+
+        def streamed(method: str, path: bytes) -> int | None:  # upload routes read their body as it arrives
+            return settings.max_upload_bytes if (method, path) in uploads else None
 
         async def stop() -> None:
             await trigger()
@@ -146,7 +151,7 @@ async def run_server(settings: ServerSettings, *,
                                  new_request_id=new_request_id, error_body=error_body,
                                  max_body=settings.max_body_bytes, max_head=settings.max_head_bytes,
                                  head_timeout=settings.head_timeout, max_connections=settings.max_connections,
-                                 max_ws_message=settings.max_ws_message_bytes)  # fmt: skip
+                                 max_ws_message=settings.max_ws_message_bytes, streamed=streamed)  # fmt: skip
 
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(serve)

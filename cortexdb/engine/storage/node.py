@@ -21,6 +21,10 @@ tables — the server never builds a key.  A scope actor's tables come from ``pa
 | ``audit_rows``     | AU    | audit_id                             | JSON             |
 | ``peppers``        | PP    | (tenant, version) (``PepperTable``)  | JSON             |
 | ``all_vectors``    | V     | (scope, record id): every scope's    | float32          |
+| ``blobs``          | BL    | blob_id                              | JSON             |
+| ``blob_references``| BR    | (blob_id, evt_id)                    | scope            |
+| ``event_blobs``    | BE    | (evt_id, blob_id)                    | mark             |
+| ``blob_contents``  | BH    | (sha256, blob_id)                    | mark             |
 """
 
 from __future__ import annotations
@@ -95,6 +99,10 @@ class NodeTables:
         self.audit_rows = table(keys.AUDIT_ROWS, JSON)
         self.peppers = PepperTable(store)
         self.all_vectors = table(keys.VECTORS, VECTOR)
+        self.blobs = table(keys.BLOBS, JSON)  # blobs (engine/blobs.py): metadata, references
+        self.blob_references: Table[str] = table(keys.BLOB_REFERENCES, TEXT)
+        self.event_blobs = table(keys.EVENT_BLOBS, MARK)
+        self.blob_contents = table(keys.BLOB_CONTENTS, MARK)
         self._pending = table(keys.PENDING, MARK)
         self._foreign_work = table(keys.FOREIGN_WORK, JSON)
 
