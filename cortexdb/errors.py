@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 __all__ = [
     "ActorMismatch",
     "AuthError",
-    "BlobTooLarge",
     "CortexError",
     "DataDirLocked",
     "DerivedLayerUnavailable",
@@ -288,25 +287,15 @@ class NotFound(CortexError):
 
 
 class PayloadTooLarge(CortexError):
-    """A write carries more than an event may hold (``details``: field, limit, size in bytes)."""
+    """A write carries more than an event or a blob may hold (``details``: field, limit, size)."""
 
     error_code = "PAYLOAD_TOO_LARGE"
     http_status = 413
 
-    def __init__(self, field: str, limit: int, size: int, **extra: Any) -> None:
+    def __init__(self, field: str, limit: int, size: int, *, message: str | None = None, **extra: Any) -> None:
         super().__init__(
-            f"{field} is {size} bytes of UTF-8; an event may carry at most {limit}",
+            message or f"{field} is {size} bytes of UTF-8; an event may carry at most {limit}",
             details={"field": field, "limit": limit, "size": size, **extra},
-        )
-
-
-class BlobTooLarge(PayloadTooLarge):
-    """An upload carries more than a blob may hold (``details``: field, limit, size so far)."""
-
-    def __init__(self, limit: int, size: int, field: str = "blob") -> None:
-        CortexError.__init__(
-            self, f"the {field} is larger than {limit} bytes, the most a blob may hold here",
-            details={"field": field, "limit": limit, "size": size},
         )
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from cortexdb import EngineConfig
 from cortexdb.engine.blobs import release_blobs_of
-from cortexdb.errors import BlobTooLarge, InvalidBody, InvalidEnvelope, NotFound
+from cortexdb.errors import InvalidBody, InvalidEnvelope, NotFound, PayloadTooLarge
 
 from .conftest import envelope
 
@@ -81,7 +81,7 @@ async def test_a_blob_over_the_limit_is_refused_and_leaves_nothing(engine_factor
         exact = await engine.blobs.put(b"a" * 1000, scope=ALICE)
         assert exact.metadata["size_bytes"] == 1000
         for data in (b"b" * 1001, chunks_of(b"c" * 5000, 300)):
-            with pytest.raises(BlobTooLarge) as info:
+            with pytest.raises(PayloadTooLarge) as info:
                 await engine.blobs.put(data, scope=ALICE)
             assert info.value.http_status == 413 and info.value.error_code == "PAYLOAD_TOO_LARGE"
             assert info.value.details["limit"] == 1000 and info.value.details["size"] > 1000

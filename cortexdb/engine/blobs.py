@@ -14,7 +14,7 @@ hold the rest:
   stored content (docs/decisions.md, "Blobs");
 - ``blob_references`` (BR, blob_id -> evt_id) and ``event_blobs`` (BE, evt_id -> blob_id):
   an event's ``content.media[].blob_id`` and a ``blob_ref`` content's ``blob_id``, written in
-  the event's own capture write (``reference_ops``).  Capture refuses a reference to a blob the
+  the event's own capture write (``NodeTables.blob_reference_ops``).  Capture refuses a reference to a blob the
   writer may not read or that does not exist (422 ``INVALID_ENVELOPE``), and stores each
   reference with the blob's content type, file name and size beside what the writer gave
   (``resolve``); ``model.text.media_text`` makes those and any caption or alt text part of the
@@ -35,7 +35,8 @@ import attrs
 import trio
 
 from ..backends import open_blob_store
-from ..errors import BlobTooLarge, InvalidBody, InvalidEnvelope, NotFound
+from ..errors import InvalidBody, InvalidEnvelope, NotFound, PayloadTooLarge
+from .envelope import blob_ids_of
 from .policy.capabilities import BLOB_READ, BLOB_UPLOAD
 from .scopes import canonical_scope
 from .storage import CHUNK_OPS, Op
@@ -56,6 +57,11 @@ class StoredBlob:
 
     def to_wire(self) -> dict[str, Any]:
         return dict(self.metadata)
+
+
+def too_large(limit: int, size: int, field: str = "blob") -> PayloadTooLarge:
+    """413 for an upload over a limit (``size``: the bytes received when it was passed)."""
+    return PayloadTooLarge(field, limit, size, message=f"the {field} is larger than {limit} bytes, the most allowed here")
 
 
 def clean_content_type(value: str | None) -> str:
@@ -81,32 +87,12 @@ def clean_filename(value: str | None) -> str | None:
     return name or None
 
 
-def blob_ids_of(content: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(field, blob_id)`` of every blob a content refers to: a ``blob_ref`` content's own and
-    each ``media`` item's (the envelope validator has checked their shapes)."""
-    found = []
-    if content.get("kind") == "blob_ref":
-        found.append(("content.blob_id", content["blob_id"]))
-    for index, item in enumerate(content.get("media") or ()):
-        found.append((f"content.media[{index}].blob_id", item["blob_id"]))
-    return found
-
-
 def _described(record: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     """A reference as stored: what the writer gave, plus the blob's type, name and size where
     the writer gave none."""
     known = {"content_type": record["content_type"], "filename": record["filename"],
              "size_bytes": record["size_bytes"]}  # fmt: skip
     return {**given, **{k: v for k, v in known.items() if v is not None and k not in given}}
-
-
-def reference_ops(tables: Any, event: Any) -> list[Op]:
-    """The reference rows of a captured event (BR and BE), for its capture write."""
-    ops: list[Op] = []
-    for blob_id in dict.fromkeys(blob_id for _, blob_id in blob_ids_of(event.content)):
-        ops.append(tables.blob_references.put_op((blob_id, event.id), event.scope))
-        ops.append(tables.event_blobs.put_op((event.id, blob_id), True))
-    return ops
 
 
 async def release_blobs_of(engine: Any, event_ids: Collection[str]) -> int:
@@ -167,14 +153,14 @@ class BlobService:
     async def _receive(self, upload: Any, data: bytes | AsyncIterable[bytes], limit: int) -> int:
         if isinstance(data, bytes | bytearray | memoryview):
             if len(data) > limit:
-                raise BlobTooLarge(limit, len(data))
+                raise too_large(limit, len(data))
             await upload.write(bytes(data))
             return len(data)
         size = 0
         async for chunk in data:
             size += len(chunk)
             if size > limit:
-                raise BlobTooLarge(limit, size)
+                raise too_large(limit, size)
             if chunk:
                 await upload.write(bytes(chunk))
         return size

@@ -21,7 +21,7 @@ import trio
 from quart.wrappers.response import DataBody
 from werkzeug.datastructures import MultiDict
 
-from ..errors import BlobTooLarge, InvalidBody
+from ..errors import InvalidBody, PayloadTooLarge
 
 log = logging.getLogger("cortexdb.server")
 
@@ -80,7 +80,8 @@ class DirectRequest:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self._limit:
-                raise BlobTooLarge(self._limit, size, field="request body")
+                raise PayloadTooLarge("request body", self._limit, size,
+                                      message=f"the request body is larger than {self._limit} bytes, the most an upload may send")  # fmt: skip
             if chunk:
                 yield chunk
             if not message.get("more_body", False):

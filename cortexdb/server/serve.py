@@ -96,6 +96,12 @@ def _guard_hypercorn() -> None:
         hypercorn.trio.run.TCPServer = _GuardedTCPServer  # type: ignore[misc]
 
 
+def streamed_bodies(routes: list, limit: int) -> Callable[[str, bytes], int | None]:
+    """For the built-in server: the upload routes read their body as it arrives, up to ``limit``."""
+    uploads = {(route.method, route.path.encode()) for route in routes if route.upload}
+    return lambda method, path: limit if (method, path) in uploads else None
+
+
 async def run_server(settings: ServerSettings, *,
                      shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
                      engine_config: EngineConfig | None = None, clock=None, id_seed=None,
@@ -133,10 +139,6 @@ async def run_server(settings: ServerSettings, *,
         hyper.cortex_guard = _HypercornGuard(settings.max_connections, new_request_id)  # type: ignore[attr-defined]
         trigger = shutdown_trigger or wait_for_signal
         state = app.cortex  # type: ignore[attr-defined]
-        uploads = {(route.method, route.path.encode()) for route in state.routes if route.upload}
-
-        def streamed(method: str, path: bytes) -> int | None:  # upload routes read their body as it arrives
-            return settings.max_upload_bytes if (method, path) in uploads else None
 
         async def stop() -> None:
             await trigger()
@@ -151,7 +153,8 @@ async def run_server(settings: ServerSettings, *,
                                  new_request_id=new_request_id, error_body=error_body,
                                  max_body=settings.max_body_bytes, max_head=settings.max_head_bytes,
                                  head_timeout=settings.head_timeout, max_connections=settings.max_connections,
-                                 max_ws_message=settings.max_ws_message_bytes, streamed=streamed)  # fmt: skip
+                                 max_ws_message=settings.max_ws_message_bytes,
+                                 streamed=streamed_bodies(state.routes, settings.max_upload_bytes))  # fmt: skip
 
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(serve)

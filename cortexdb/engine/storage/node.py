@@ -106,6 +106,13 @@ class NodeTables:
         self._pending = table(keys.PENDING, MARK)
         self._foreign_work = table(keys.FOREIGN_WORK, JSON)
 
+    def blob_reference_ops(self, event_id: str, scope: str, blob_ids: Sequence[str]) -> list[Op]:
+        """The rows saying that an event refers to blobs (BR and BE), for its capture write."""
+        ops: list[Op] = []
+        for blob_id in dict.fromkeys(blob_ids):
+            ops += [self.blob_references.put_op((blob_id, event_id), scope), self.event_blobs.put_op((event_id, blob_id), True)]
+        return ops
+
     def partition(self, scope: str) -> Partition:
         """The tables of one scope (its actor's)."""
         return Partition(self.store, scope, self.event_states)
