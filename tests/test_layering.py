@@ -6,7 +6,7 @@ top-level one.  Every module has one place in the map below (``test_every_module
 and the ten rules of docs/architecture.md hold:
 
 1. pure modules import only each other (``errors`` is one of them);
-2. the stack points down: edge (server, http, client, cli) → engine face → actors →
+2. the stack points down: edge (server, http, client, cli, examples) → engine face → actors →
    storage/backends/testing; the pure modules stand beside it;
 3. ``storage/keys`` is imported only by ``storage``; the KV SPI only by ``storage``, ``spi``,
    ``backends`` and ``testing``; ``actors`` only by the engine face;
