@@ -282,3 +282,47 @@ async def test_100_continue_waits_for_the_app_and_an_unread_body_closes_the_conn
         status, _, raw = await conn.response()
         assert status == 200 and json.loads(raw)["pieces"] == []
         assert await conn.closed()  # its body was left unread: the connection cannot go on
+
+
+# -- the documentation's walk-through --------------------------------------------------------------
+def test_the_blobs_walkthrough_runs_as_written(tmp_path):
+    import os
+    import re
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    from .test_server_e2e import _start
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "blobs.md").read_text()
+    block = re.search(r"<!-- blobs walkthrough -->\s*```bash\n(.*?)```", doc, re.S)
+    assert block, "docs/blobs.md has a ```bash block after <!-- blobs walkthrough -->"
+    process, url = _start(tmp_path / "data", "--preset", "dev_local", "--embedder", "hash")
+    try:
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", block.group(1)], capture_output=True,
+                                text=True, timeout=120, env={**os.environ, "CORTEX": url})  # fmt: skip
+        assert result.returncode == 0, result.stderr + result.stdout
+        output = result.stdout + result.stderr
+        assert '"content_type":"image/png"' in output and '"filename":"roadmap.png"' in output
+        assert '"filename":"notes.txt"' in output and '"content_type":"text/plain"' in output
+        assert '"caption":"whiteboard sketch of the launch"' in output
+        assert re.search(r"(?im)^content-type: image/png", output)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    stored = list((tmp_path / "data" / "blobs" / "sha256").rglob("*"))
+    assert len([p for p in stored if p.is_file()]) == 2  # one file per distinct content
+
+
+def test_blobs_benchmark_runs_on_a_slice():
+    import os
+    import re
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "bench/blobs.py", "--mb", "2", "--servers", "cortex"],
+                            capture_output=True, text=True, timeout=300, cwd=root)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for name in ("raw upload", "multipart upload", "download"):
+        assert re.search(rf"cortex\s+{name}\s+2 MB:\s+[\d.]+ MB/s\s+peak RSS growth\s+[+-][\d.]+ MB", result.stdout)
