@@ -123,6 +123,9 @@ async def test_the_blob_limit_is_a_setting_and_the_body_limit_does_not_apply(tmp
 
 async def test_only_upload_routes_take_non_json_bodies(tmp_path):
     async with server(tmp_path) as h:
+        doc = json.loads(await (await h.client.get("/v1/openapi.json")).get_data())
+        assert set(doc["paths"]["/v1/blobs"]["post"]["requestBody"]["content"]) == {"multipart/form-data", "*/*"}
+        assert set(doc["paths"]["/v1/blobs/{blob_id}"]["get"]["responses"]["200"]["content"]) == {"*/*"}
         response, error = await h.call("POST", "/v1/experience", hdrs=raw_headers(h, "text/plain"), data=b"hello")
         assert response.status_code == 415 and error["error_code"] == "UNSUPPORTED_MEDIA_TYPE"
         response, _ = await h.call("POST", f"/v1/blobs?scope={ALICE}", hdrs=raw_headers(h, "text/plain"), data=b"hello")

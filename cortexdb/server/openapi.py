@@ -13,6 +13,7 @@ from typing import Any
 from .. import __version__, schemas
 
 _PARAM = re.compile(r"\{([a-z_]+)(?::path)?\}")
+BYTES = {"type": "string", "contentMediaType": "application/octet-stream"}
 
 
 def _ref(name: str) -> dict[str, Any]:
@@ -43,7 +44,11 @@ def document(routes: list[Any]) -> dict[str, Any]:
         }  # fmt: skip
         if route.open:
             operation["security"] = []
-        if route.request_schema:
+        if route.upload:  # docs/blobs.md: a file in the field `file`, or raw bytes
+            operation["requestBody"] = {"required": True, "content": {
+                "multipart/form-data": {"schema": {"type": "object", "required": ["file"],
+                                                   "properties": {"file": BYTES}}}, "*/*": {"schema": BYTES}}}  # fmt: skip
+        elif route.request_schema:
             operation["requestBody"] = {"required": True, "content": {
                 "application/json": {"schema": _ref(route.request_schema)}}}  # fmt: skip
         elif route.method in ("POST", "PUT"):
@@ -52,6 +57,8 @@ def document(routes: list[Any]) -> dict[str, Any]:
         ok: dict[str, Any] = {"description": "Success"}
         if route.stream:
             ok["content"] = {"text/event-stream": {"schema": {"type": "string"}}}
+        elif route.response_schema == "bytes":  # the raw bytes of a blob, with their own type
+            ok["content"] = {"*/*": {"schema": BYTES}}
         elif route.status != 204:
             schema = _response_schema(route.response_schema) or {"type": "object"}
             ok["content"] = {"application/json": {"schema": schema}}

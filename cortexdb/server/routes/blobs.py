@@ -61,7 +61,7 @@ async def upload(call: Call):
     return json_response(stored.to_wire(), 200 if stored.replay else 201)
 
 
-@api("GET", "/v1/blobs/{blob_id}", summary="A blob's bytes, with its original Content-Type")
+@api("GET", "/v1/blobs/{blob_id}", summary="A blob's bytes, with its original Content-Type", response_schema="bytes")
 async def read(call: Call, blob_id: str):
     query_args(())
     record, chunks = await call.state.engine.blobs.open(blob_id, caller=call.principal.actor,
