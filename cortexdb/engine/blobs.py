@@ -14,11 +14,11 @@ hold the rest:
   stored content (docs/decisions.md, "Blobs");
 - ``blob_references`` (BR, blob_id -> evt_id) and ``event_blobs`` (BE, evt_id -> blob_id):
   an event's ``content.media[].blob_id`` and a ``blob_ref`` content's ``blob_id``, written in
-  the event's own capture write (``NodeTables.blob_reference_ops``).  Capture refuses a reference to a blob the
-  writer may not read or that does not exist (422 ``INVALID_ENVELOPE``), and stores each
-  reference with the blob's content type, file name and size beside what the writer gave
-  (``resolve``); ``model.text.media_text`` makes those and any caption or alt text part of the
-  event's indexed text.
+  the event's own capture write (``NodeTables.blob_reference_ops``).  Capture refuses a
+  reference to a blob the writer may not read or that does not exist (422
+  ``INVALID_ENVELOPE``), and stores each reference with the blob's content type, file name and
+  size beside what the writer gave (``resolve``); ``model.text.media_text`` makes those and any
+  caption or alt text part of the event's indexed text.
 
 ``release_blobs_of(engine, event_ids)`` is the forget and erasure cascade: it drops those
 events' references and deletes every blob no other event refers to (its metadata, and its
