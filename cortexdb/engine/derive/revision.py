@@ -122,7 +122,7 @@ def revise_pair(
     that computed ``claims_of(subject_id, predicate, facts)`` to load them passes it as
     ``claims`` (it is not computed twice)."""
     out = Revision()
-    before: dict[str, tuple] = {}  # what each existing belief looked like before revision
+    before: dict[str, Belief] = {}  # each existing belief as it was (revision changes a copy)
     keyed = [(object_key(f.object), f) for f in facts]  # each fact's object key, computed once
     if claims is None:
         claims = _claims(subject_id, predicate, keyed)
@@ -131,7 +131,7 @@ def revise_pair(
     for claim, representative in claims.items():
         belief = beliefs.get(claim)
         if belief is not None and belief.id not in before:
-            before[belief.id] = signature(belief)
+            before[belief.id] = belief
         evidence = evidence_of(claim[skip:])
         if not evidence.supporting and (belief is None or belief.valid_to is not None):
             continue  # no live evidence: nothing to create, or history already closed
@@ -152,7 +152,8 @@ def revise_pair(
             belief = _revise(claim, belief.copy(), evidence, ended, now, out)
         out.beliefs[claim] = belief
     _contradictions(out.beliefs, claims, evidence_of, skip)
-    out.changed = [b for b in out.beliefs.values() if before.get(b.id) != signature(b)]
+    out.changed = [b for b in out.beliefs.values()
+                   if (was := before.get(b.id)) is None or not same(was, b)]  # fmt: skip
     return out
 
 
@@ -277,12 +278,16 @@ def gated(belief: Belief, now: dt.datetime) -> bool:
 def _contradictions(results: dict[str, Belief], claims: Mapping[str, Fact], grouped: _Grouped,
                     skip: int) -> None:  # fmt: skip
     """Rival claims of a single-valued predicate are in tension with each other."""
-    by_object = grouped.by_object
-    ids = {okey: {f.id for f in group} for okey, group in by_object.items()}
-    successors = {okey: {f.superseded_by for f in group if f.superseded_by}
-                  for okey, group in by_object.items()}  # fmt: skip
-    rivals = {okey: {c for f in group for c in f.conflicts_with} for okey, group in by_object.items()}
     keyed = {claim[skip:]: (claim, b) for claim, b in results.items()}
+    if not any(claims[claim].single_valued for claim in results):
+        for belief in results.values():
+            belief.contradicts = []
+        return
+    groups = {okey: grouped.by_object[okey] for okey in keyed}
+    ids = {okey: {f.id for f in group} for okey, group in groups.items()}
+    successors = {okey: {f.superseded_by for f in group if f.superseded_by}
+                  for okey, group in groups.items()}  # fmt: skip
+    rivals = {okey: {c for f in group for c in f.conflicts_with} for okey, group in groups.items()}
     for okey, (claim, belief) in keyed.items():
         contradicts = []
         if claims[claim].single_valued:
@@ -303,9 +308,21 @@ def _contradictions(results: dict[str, Belief], claims: Mapping[str, Fact], grou
 
 def signature(belief: Belief) -> tuple:
     """Everything revision may change, cheap to compare (cheaper than serialising the belief)."""
+    return _head(belief) + (tuple(sorted(belief.evidence.items())),) + _refs(belief)
+
+
+def same(a: Belief, b: Belief) -> bool:
+    """``signature(a) == signature(b)``, the cheap parts compared first."""
+    return _head(a) == _head(b) and a.evidence == b.evidence and _refs(a) == _refs(b)
+
+
+def _head(belief: Belief) -> tuple:
+    return (belief.confidence, belief.stance, belief.valid_from, belief.valid_to, belief.partial,
+            belief.revision_count)  # fmt: skip
+
+
+def _refs(belief: Belief) -> tuple:
     return (
-        belief.confidence, belief.stance, belief.valid_from, belief.valid_to, belief.partial,
-        belief.revision_count, tuple(sorted(belief.evidence.items())),
         tuple((s.id, s.weight, s.polarity) for s in belief.supports),
         tuple((c["belief_id"], c["tension"], c["resolution"]) for c in belief.contradicts),
-    )  # fmt: skip
+    )
