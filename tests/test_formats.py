@@ -53,6 +53,7 @@ async def scenario(engine, clock) -> list[str]:
         result = await engine.experience(_envelope(text, f"2026-05-13T15:{minute}:00Z", **extra),
                                          wait="consolidated")  # fmt: skip
         ids.append(result.event_id)
+        await engine.flush()  # the other scope's consolidation too: ids are drawn in one order
         clock.advance(30)
     await engine.cancel(ids[-1])
     items = [{"modality": "conversation", "context": {"observed_at": "2026-05-13T16:00:00Z"},

@@ -143,3 +143,12 @@ def test_rival_claims_are_in_tension():
     # a multi-valued predicate has no rivals
     multi = revise([fact("fact_1", "Paris", single=False), fact("fact_2", "Rome", single=False)])
     assert [b.contradicts for b in multi.beliefs.values()] == [[], []]
+
+
+def test_a_belief_copy_copies_every_field():
+    original = revise([fact("fact_1", "Paris")]).beliefs[claim("Paris")]
+    fields = attrs.fields(type(original))
+    marked = attrs.evolve(original, **{f.alias: object() for f in fields})  # a value per field
+    copied = marked.copy()
+    assert copied is not marked
+    assert all(getattr(copied, f.name) is getattr(marked, f.name) for f in fields)

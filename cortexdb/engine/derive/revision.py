@@ -79,7 +79,7 @@ class Revision:
     settled: set[str] = attrs.field(factory=set)  # claims no longer waiting on it
 
 
-@attrs.frozen
+@attrs.define
 class _Evidence:
     supporting: list[Fact]
     against: list[Fact]
@@ -95,10 +95,15 @@ def claims_of(subject_id: str, predicate: str, facts: list[Fact]) -> dict[str, F
     """Claim key -> the fact that represents it: the latest positive assertion of each object
     (excluded ones still name their claim, so a belief that rested only on them is revisited and
     deleted for lack of evidence)."""
+    return _claims(subject_id, predicate, [(object_key(f.object), f) for f in facts])
+
+
+def _claims(subject_id: str, predicate: str, keyed: list[tuple[str, Fact]]) -> dict[str, Fact]:
     claims: dict[str, Fact] = {}
-    for fact in sorted(facts, key=lambda f: (not f.excluded_from_recall, f.recorded_from)):
+    for okey, fact in sorted(keyed, key=lambda kf: (not kf[1].excluded_from_recall,
+                                                    kf[1].recorded_from)):  # fmt: skip
         if fact.polarity > 0:
-            claims[claim_key(subject_id, predicate, object_key(fact.object))] = fact
+            claims[claim_key(subject_id, predicate, okey)] = fact
     return claims
 
 
@@ -110,21 +115,24 @@ def weight(fact: Fact) -> float:
 def revise_pair(
     subject_id: str, predicate: str, facts: list[Fact], beliefs: Mapping[str, Belief | None], *,
     scope: str, floor: float, policy: RevisionPolicy, now: dt.datetime, new_id: Callable[[], str],
+    claims: Mapping[str, Fact] | None = None,
 ) -> Revision:  # fmt: skip
     """Revise the beliefs of one pair's claims from its facts (the table in the module doc).
-    ``beliefs`` holds the stored belief (or None) of every claim ``claims_of`` names."""
+    ``beliefs`` holds the stored belief (or None) of every claim ``claims_of`` names; a caller
+    that computed ``claims_of(subject_id, predicate, facts)`` to load them passes it as
+    ``claims`` (it is not computed twice)."""
     out = Revision()
-    before: dict[str, tuple] = {}  # what each existing belief looked like before revision
-    live = [f for f in facts
-            if f.recorded_to is None and f.valid_to is None and not f.excluded_from_recall]  # fmt: skip
-    live_keyed = [(object_key(f.object), f) for f in live]
-    claims = claims_of(subject_id, predicate, facts)
+    before: dict[str, Belief] = {}  # each existing belief as it was (revision changes a copy)
+    keyed = [(object_key(f.object), f) for f in facts]  # each fact's object key, computed once
+    if claims is None:
+        claims = _claims(subject_id, predicate, keyed)
+    evidence_of = _Grouped(keyed)
+    skip = len(subject_id) + len(predicate) + 2  # a claim key is "subject\x1fpredicate\x1fokey"
     for claim, representative in claims.items():
-        okey = object_key(representative.object)
         belief = beliefs.get(claim)
         if belief is not None and belief.id not in before:
-            before[belief.id] = signature(belief)
-        evidence = _evidence(okey, live_keyed)
+            before[belief.id] = belief
+        evidence = evidence_of(claim[skip:])
         if not evidence.supporting and (belief is None or belief.valid_to is not None):
             continue  # no live evidence: nothing to create, or history already closed
         if belief_math.should_delete(evidence.mean, evidence.stance, floor, evidence.weight_for,
@@ -140,22 +148,49 @@ def revise_pair(
             out.created.append(belief.id)
             out.new_claims[claim] = belief.id
         else:
-            belief = _revise(claim, attrs.evolve(belief), evidence, facts, okey, now, out)
+            ended = evidence_of.ended(claim[skip:])
+            belief = _revise(claim, belief.copy(), evidence, ended, now, out)
         out.beliefs[claim] = belief
-    _contradictions(out.beliefs, claims, facts)
-    out.changed = [b for b in out.beliefs.values() if before.get(b.id) != signature(b)]
+    _contradictions(out.beliefs, claims, evidence_of, skip)
+    out.changed = [b for b in out.beliefs.values()
+                   if (was := before.get(b.id)) is None or not same(was, b)]  # fmt: skip
     return out
 
 
-def _evidence(okey: str, live_keyed: list[tuple[str, Fact]]) -> _Evidence:
-    supporting = [f for k, f in live_keyed if k == okey and f.polarity > 0]
-    against = [f for k, f in live_keyed if k == okey and f.polarity < 0]
-    against += [f for k, f in live_keyed if k != okey and f.polarity > 0 and f.single_valued]
-    weight_for = sum(weight(f) for f in supporting)
-    weight_against = sum(weight(f) for f in against)
-    mean, lower, upper = belief_math.posterior(weight_for, weight_against)
-    stance = belief_math.stance(mean, weight_against)
-    return _Evidence(supporting, against, weight_for, weight_against, mean, lower, upper, stance)
+class _Grouped:
+    """A pair's facts grouped by object key once: the evidence of each claim, and the facts of
+    each object (for ``_contradictions``)."""
+
+    def __init__(self, keyed: list[tuple[str, Fact]]) -> None:
+        self.by_object: dict[str, list[Fact]] = {}
+        self.positive: dict[str, list[Fact]] = {}  # live positive facts, in order
+        self.negative: dict[str, list[Fact]] = {}  # live negative facts, in order
+        self.rivals: list[tuple[str, Fact]] = []  # live positive facts of a single-valued predicate
+        for okey, f in keyed:
+            self.by_object.setdefault(okey, []).append(f)
+            if f.recorded_to is not None or f.valid_to is not None or f.excluded_from_recall:
+                continue
+            if f.polarity > 0:
+                self.positive.setdefault(okey, []).append(f)
+                if f.single_valued:
+                    self.rivals.append((okey, f))
+            elif f.polarity < 0:
+                self.negative.setdefault(okey, []).append(f)
+
+    def __call__(self, okey: str) -> _Evidence:
+        """The live evidence for and against the claim of object ``okey``."""
+        supporting = self.positive.get(okey, [])
+        against = self.negative.get(okey, []) + [f for k, f in self.rivals if k != okey]
+        weight_for = sum(weight(f) for f in supporting)
+        weight_against = sum(weight(f) for f in against)
+        mean, lower, upper = belief_math.posterior(weight_for, weight_against)
+        stance = belief_math.stance(mean, weight_against)
+        return _Evidence(supporting, against, weight_for, weight_against, mean, lower, upper,
+                         stance)  # fmt: skip
+
+    def ended(self, okey: str) -> list[dt.datetime]:
+        """When the facts of object ``okey`` that ended did."""
+        return [f.valid_to for f in self.by_object.get(okey, ()) if f.valid_to is not None]
 
 
 def _supports(evidence: _Evidence) -> list[SupportRef]:
@@ -190,7 +225,7 @@ def _create(representative: Fact, predicate: str, evidence: _Evidence, scope: st
     )  # fmt: skip
 
 
-def _revise(claim: str, belief: Belief, evidence: _Evidence, facts: list[Fact], okey: str,
+def _revise(claim: str, belief: Belief, evidence: _Evidence, ended: list[dt.datetime],
             now: dt.datetime, out: Revision) -> Belief:  # fmt: skip
     """An existing belief (a copy) brought up to date with its evidence, unless gated."""
     belief.supports = _supports(evidence)
@@ -201,7 +236,6 @@ def _revise(claim: str, belief: Belief, evidence: _Evidence, facts: list[Fact], 
         belief.valid_to = None  # new live evidence reopens a closed claim
     else:
         # every supporting fact was superseded: the claim held until the last of them ended
-        ended = [f.valid_to for f in facts if object_key(f.object) == okey and f.valid_to is not None]
         belief.valid_to = max(ended) if ended else now
     policy = belief.revision_policy
     changed = (abs(evidence.mean - belief.confidence) >= policy.min_evidence_delta
@@ -241,16 +275,19 @@ def gated(belief: Belief, now: dt.datetime) -> bool:
     return belief.revisions_in_window >= policy.max_revisions_per_hour
 
 
-def _contradictions(results: dict[str, Belief], claims: dict[str, Fact], facts: list[Fact]) -> None:
+def _contradictions(results: dict[str, Belief], claims: Mapping[str, Fact], grouped: _Grouped,
+                    skip: int) -> None:  # fmt: skip
     """Rival claims of a single-valued predicate are in tension with each other."""
-    by_object: dict[str, list[Fact]] = {}
-    for fact in facts:
-        by_object.setdefault(object_key(fact.object), []).append(fact)
-    ids = {okey: {f.id for f in group} for okey, group in by_object.items()}
+    keyed = {claim[skip:]: (claim, b) for claim, b in results.items()}
+    if not any(claims[claim].single_valued for claim in results):
+        for belief in results.values():
+            belief.contradicts = []
+        return
+    groups = {okey: grouped.by_object[okey] for okey in keyed}
+    ids = {okey: {f.id for f in group} for okey, group in groups.items()}
     successors = {okey: {f.superseded_by for f in group if f.superseded_by}
-                  for okey, group in by_object.items()}  # fmt: skip
-    rivals = {okey: {c for f in group for c in f.conflicts_with} for okey, group in by_object.items()}
-    keyed = {object_key(claims[claim].object): (claim, b) for claim, b in results.items()}
+                  for okey, group in groups.items()}  # fmt: skip
+    rivals = {okey: {c for f in group for c in f.conflicts_with} for okey, group in groups.items()}
     for okey, (claim, belief) in keyed.items():
         contradicts = []
         if claims[claim].single_valued:
@@ -271,9 +308,21 @@ def _contradictions(results: dict[str, Belief], claims: dict[str, Fact], facts: 
 
 def signature(belief: Belief) -> tuple:
     """Everything revision may change, cheap to compare (cheaper than serialising the belief)."""
+    return _head(belief) + (tuple(sorted(belief.evidence.items())),) + _refs(belief)
+
+
+def same(a: Belief, b: Belief) -> bool:
+    """``signature(a) == signature(b)``, the cheap parts compared first."""
+    return _head(a) == _head(b) and a.evidence == b.evidence and _refs(a) == _refs(b)
+
+
+def _head(belief: Belief) -> tuple:
+    return (belief.confidence, belief.stance, belief.valid_from, belief.valid_to, belief.partial,
+            belief.revision_count)  # fmt: skip
+
+
+def _refs(belief: Belief) -> tuple:
     return (
-        belief.confidence, belief.stance, belief.valid_from, belief.valid_to, belief.partial,
-        belief.revision_count, tuple(sorted(belief.evidence.items())),
         tuple((s.id, s.weight, s.polarity) for s in belief.supports),
         tuple((c["belief_id"], c["tension"], c["resolution"]) for c in belief.contradicts),
-    )  # fmt: skip
+    )

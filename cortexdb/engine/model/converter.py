@@ -8,6 +8,7 @@ when unset, so stored bytes and API bodies are the same shape.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from typing import Any, TypeVar
 
 import attrs
@@ -73,11 +74,13 @@ def event_state_wire(state: records.EventState) -> dict[str, Any]:
         "scope": state.scope, "done": state.done, "lce": state.lce, "derives": state.derives,
         "errors": state.errors, "cancelled": state.cancelled, "batch_id": state.batch_id,
     }  # fmt: skip
-    for name in records.EVENT_STATE_OPTIONAL:
-        value = getattr(state, name)
+    for name, value in zip(records.EVENT_STATE_OPTIONAL, _optional_of(state), strict=True):
         if value is not None:
             wire[name] = value
     return wire
+
+
+_optional_of = operator.attrgetter(*records.EVENT_STATE_OPTIONAL)
 
 
 def event_state_from_wire(data: dict[str, Any], _: Any = None) -> records.EventState:

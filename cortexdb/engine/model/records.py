@@ -147,6 +147,26 @@ class Belief:
     partial_reason: str | None = None
     progress: float | None = None
 
+    def copy(self) -> Belief:
+        """A shallow copy, spelt out: belief revision copies every belief it revises, and
+        ``attrs.evolve`` costs about twice as much.  tests/test_revision.py checks that every
+        field is copied."""
+        return Belief(
+            id=self.id, scope=self.scope, claim=self.claim, stance=self.stance,
+            confidence=self.confidence, confidence_interval=self.confidence_interval,
+            calibration=self.calibration, supports=self.supports, contradicts=self.contradicts,
+            revision_policy=self.revision_policy, valid_from=self.valid_from,
+            valid_to=self.valid_to, recorded_from=self.recorded_from,
+            recorded_to=self.recorded_to, last_revised_at=self.last_revised_at,
+            revision_count=self.revision_count, revision_window_start=self.revision_window_start,
+            revisions_in_window=self.revisions_in_window, source=self.source,
+            supporting_evidence_redacted=self.supporting_evidence_redacted,
+            supporting_evidence_redacted_fraction=self.supporting_evidence_redacted_fraction,
+            why_url=self.why_url, evidence=self.evidence,
+            excluded_from_recall=self.excluded_from_recall, partial=self.partial,
+            partial_reason=self.partial_reason, progress=self.progress,
+        )  # fmt: skip
+
 
 @attrs.define(kw_only=True)
 class CausalLink:

@@ -128,7 +128,9 @@ class Table(Generic[T]):
 
     # -- keys ----------------------------------------------------------------------------------
     def key(self, key: Key) -> bytes:
-        return keys.within(self.prefix, *((key,) if isinstance(key, str) else key))
+        if isinstance(key, str):  # the common case, without building a tuple of parts
+            return self.prefix + key.encode()
+        return keys.within(self.prefix, *key)
 
     def _under(self, under: Key) -> bytes:
         parts = (under,) if isinstance(under, str) else under

@@ -142,13 +142,13 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
 
 async def _revise_pair(work: StageContext, subject_id: str, predicate: str,
                        facts: list[Fact]) -> Revision:  # fmt: skip
-    beliefs = {claim: await work.state.belief_for(claim)
-               for claim in claims_of(subject_id, predicate, facts)}  # fmt: skip
+    claims = claims_of(subject_id, predicate, facts)
+    beliefs = {claim: await work.state.belief_for(claim) for claim in claims}
     config = work.config
     return revise_pair(
         subject_id, predicate, facts, beliefs, scope=work.scope, floor=config.confidence_floor,
         policy=default_policy(config), now=work.ctx.clock.now(),
-        new_id=lambda: work.ctx.ids.new("belief"),
+        new_id=lambda: work.ctx.ids.new("belief"), claims=claims,
     )  # fmt: skip
 
 
