@@ -21,6 +21,7 @@ __all__ = [
     "DerivedLayerUnavailable",
     "EmbedderMismatch",
     "EmbedderUnavailable",
+    "ErasurePreviewStale",
     "ExperimentalDisabled",
     "ExpiredToken",
     "HttpError",
@@ -311,6 +312,15 @@ class IdempotencyConflict(CortexError):
 
 class ScopeRegistrationExists(CortexError):
     error_code = "SCOPE_REGISTRATION_EXISTS"
+    http_status = 409
+
+
+class ErasurePreviewStale(CortexError):
+    """An erasure executed ``from_preview_id`` whose scope took more new events since the preview
+    than the drift threshold allows (§8.6.3): run a fresh preview (``details``: preview_id,
+    new_events, threshold)."""
+
+    error_code = "ERASURE_PREVIEW_STALE"
     http_status = 409
 
 

@@ -82,3 +82,19 @@ class EngineConfig:
     # hybrid (default) | bm25 | vector: which candidate sources and signals recall uses
     # (the single-signal modes exist for benchmark arms and diagnosis)
     recall_mode: str = "hybrid"
+    # -- GDPR erasure jobs (reference §8.6, §11.3; engine/forget/erasure.py, docs/forget.md) ------
+    # a preview's manifest (and a finished erasure's) answers for this long, then 410
+    erasure_manifest_ttl_seconds: float = 86_400.0
+    # how long an expired manifest still answers 410 RESOURCE_DELETED (then 404 NOT_FOUND)
+    erasure_manifest_tombstone_seconds: float = 7 * 86_400.0
+    # new events under the scope since the preview that an execute tolerates before it 409s
+    # (the server's tenant default ``erasure.drift_threshold`` overrides it per tenant)
+    erasure_drift_threshold: int = 0
+    # §11.3 phase 5: a belief whose support is fully redacted keeps confidence * this factor
+    # (tenant default ``confidence_after_full_redaction_factor`` overrides it)
+    erasure_redaction_factor: float = 0.5
+    erasure_chunk: int = 1000  # events or records per deletion step (one progress tick each)
+    erasure_max_running: int = 4  # erasure jobs running at once; one more is 429 RATE_LIMITED
+    # what a preview's estimated_duration_ms assumes (bench/forget.py measures the real rate)
+    erasure_estimate_events_per_second: float = 2000.0
+    job_retry_limit: int = 5  # retries of a job phase after a retriable error, then failed

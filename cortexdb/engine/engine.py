@@ -45,6 +45,7 @@ from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
 from .config import EngineConfig
 from .context import NodeContext, check_embedder, derivation_processes, maintenance, node_context
+from .forget.erasure import ErasureService
 from .lifecycle import lifecycle_wire as lifecycle_wire  # the server's lifecycle streams use it
 from .model import to_wire
 from .phrases import TemporalPhrases
@@ -75,6 +76,7 @@ class Engine:
         self._reads = Reads(ctx, self._phrases)
         self._writes = Writes(ctx)
         self._recall = RecallCoordinator(ctx, self._phrases)
+        self.erasures = ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
 
     @property
     def store(self):
@@ -107,6 +109,7 @@ class Engine:
             scopes += [s for s in await self.scope_paths() if s not in scopes]
         for scope in scopes:
             await self._supervisor.request(scope, Ping)  # spawning the actor resumes its pipeline
+        await nursery.start(self.erasures.run)  # the job runner: resumes interrupted erasures
 
     async def _stop(self) -> None:
         await self._supervisor.stop()

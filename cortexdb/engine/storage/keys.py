@@ -33,6 +33,8 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | RV    | jti                                         | revoked token (expires with the token) |
 | AU    | audit_id                                    | audit row (server, §14)              |
 | PP    | tenant, version (8 digits)                  | audit pepper                         |
+| J     | job_id                                      | job record (``engine/jobs.py``)      |
+| EM    | "h", manifest_id / "c", manifest_id, section, part | erasure manifest head / chunk  |
 
 A table of the storage layer (``table.Table``) is a prefix — the table name and, for a per-scope
 table, the scope — and its rows' keys are that prefix followed by their remaining parts
@@ -50,6 +52,7 @@ EPISODES, OPEN_EPISODES, FOREIGN_WORK, VECTORS, CONCEPTS = b"EP", b"EO", b"FW", 
 ENTITIES, ENTITY_ALIASES, IDEMPOTENCY, TEMPORAL_PHRASES = b"N", b"NA", b"I", b"TP"
 LIFECYCLE, SCOPES, BATCHES, META = b"L", b"S", b"BT", b"M"
 POLICY_DOCS, REVOKED, AUDIT_ROWS, PEPPERS = b"PO", b"RV", b"AU", b"PP"
+JOBS, ERASURE_MANIFESTS = b"J", b"EM"
 
 #: the per-scope tables of derived records (``rebuild`` empties them)
 SCOPED_DERIVED_TABLES = (

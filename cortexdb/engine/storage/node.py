@@ -21,6 +21,8 @@ tables — the server never builds a key.  A scope actor's tables come from ``pa
 | ``audit_rows``     | AU    | audit_id                             | JSON             |
 | ``peppers``        | PP    | (tenant, version) (``PepperTable``)  | JSON             |
 | ``all_vectors``    | V     | (scope, record id): every scope's    | float32          |
+| ``jobs``           | J     | job_id                               | JSON job record  |
+| ``erasure_manifests`` | EM | ("h", id) / ("c", id, section, part) | JSON             |
 """
 
 from __future__ import annotations
@@ -49,9 +51,10 @@ class WalTable:
             return keys.wal_offset_of(key)
         return None
 
-    async def scan(self) -> AsyncIterator[tuple[int, str, str]]:
-        """``(offset, scope, event id)`` in WAL order."""
-        async for key, value in self.store.scan(prefix=keys.WAL_PREFIX):
+    async def scan(self, after: int | None = None) -> AsyncIterator[tuple[int, str, str]]:
+        """``(offset, scope, event id)`` in WAL order (past offset ``after`` when given)."""
+        start = keys.wal(after + 1) if after is not None else None
+        async for key, value in self.store.scan(prefix=keys.WAL_PREFIX, start=start):
             yield (keys.wal_offset_of(key), *keys.parse_wal_value(value))
 
 
@@ -95,6 +98,8 @@ class NodeTables:
         self.audit_rows = table(keys.AUDIT_ROWS, JSON)
         self.peppers = PepperTable(store)
         self.all_vectors = table(keys.VECTORS, VECTOR)
+        self.jobs = table(keys.JOBS, JSON)
+        self.erasure_manifests = table(keys.ERASURE_MANIFESTS, JSON)
         self._pending = table(keys.PENDING, MARK)
         self._foreign_work = table(keys.FOREIGN_WORK, JSON)
 

@@ -12,6 +12,7 @@ from . import (
     admin,
     audit,
     auth,
+    erasures,
     experience,
     feeds,
     layers,
@@ -25,5 +26,5 @@ from . import (
 )
 
 BLUEPRINTS = (experience.api, recall.api, layers.api, understanding.api, phrases.api, scopes.api,
-              lifecycle.api, auth.api, policy.api, audit.api, admin.api, unbuilt.api, feeds.api,
+              lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, unbuilt.api, feeds.api,
               admin.openapi_api)  # fmt: skip
