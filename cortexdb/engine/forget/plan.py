@@ -77,20 +77,24 @@ async def owners(ctx: Any, scope: str) -> list[str]:
 
 async def enumerate_scope(ctx: Any, root: str, subjects: list[str], *, propagate: bool,
                           allowed: list[str] | None = None, tick: Tick = _no_tick) -> Enumeration:  # fmt: skip
-    """Phase 1.  ``allowed``: the workspaces propagation may touch (None: any)."""
+    """Phase 1.  ``allowed``: the workspaces propagation may touch (None: any).  Propagating, every
+    workspace the subjects alone own is erased whole (§11.4), referenced or not."""
     found = Enumeration(root, subjects, propagate, wal_offset=ctx.wal.last)
     every = [scope async for scope in ctx.tables.scopes.ids()]
     queue = [scope for scope in every if is_within(scope, root)]
-    authored: dict[str, list[str]] = {}
+    authored: dict[str, list[str]] = {}  # outside scope -> events the subjects authored there
+    referenced: dict[str, set[str]] = defaultdict(set)  # outside scope -> inside events it cites
     if subjects and propagate:
         wanted = set(subjects)
         outside = [scope for scope in every if not is_within(scope, root)]
         for done, scope in enumerate(outside):
             ids = [i async for i, e in ctx.tables.partition(scope).events.json.scan() if e["actor"] in wanted]
+            owned_by = await owners(ctx, scope)
             if ids:
                 authored[scope] = ids
+            elif owned_by and set(owned_by) <= wanted:
+                referenced[scope] = set()  # a workspace the subjects alone own: erased whole too
             await tick(0.5 * (done + 1) / len(outside))
-    referenced: dict[str, set[str]] = defaultdict(set)  # outside scope -> inside events it cites
     while queue:
         scope = queue.pop(0)
         found.inside.append(scope)
