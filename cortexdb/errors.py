@@ -21,6 +21,7 @@ __all__ = [
     "DerivedLayerUnavailable",
     "EmbedderMismatch",
     "EmbedderUnavailable",
+    "EmptySelectorWithoutConfirmation",
     "ExperimentalDisabled",
     "ExpiredToken",
     "HttpError",
@@ -30,6 +31,7 @@ __all__ = [
     "InvalidCursor",
     "InvalidEnvelope",
     "InvalidFilter",
+    "InvalidForget",
     "InvalidMintRequest",
     "InvalidPolicy",
     "InvalidQuery",
@@ -184,6 +186,24 @@ class InvalidRecall(CortexError):
 
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"{field}: {reason}", details={"field": field, "reason": reason})
+
+
+class InvalidForget(CortexError):
+    """A forget request is malformed (§8.5); ``details.field`` and ``details.reason`` say where."""
+
+    error_code = "INVALID_FORGET"
+    http_status = 422
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}", details={"field": field, "reason": reason})
+
+
+class EmptySelectorWithoutConfirmation(CortexError):
+    """A forget whose selector is empty (it would forget every record of the named layers) sent
+    without ``confirm_all: true`` (§8.5, §18.2 item 13)."""
+
+    error_code = "EMPTY_SELECTOR_WITHOUT_CONFIRMATION"
+    http_status = 422
 
 
 class InvalidPolicy(CortexError):

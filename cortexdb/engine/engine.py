@@ -45,6 +45,7 @@ from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
 from .config import EngineConfig
 from .context import NodeContext, check_embedder, derivation_processes, maintenance, node_context
+from .forget import ForgetService
 from .lifecycle import lifecycle_wire as lifecycle_wire  # the server's lifecycle streams use it
 from .model import to_wire
 from .phrases import TemporalPhrases
@@ -75,6 +76,8 @@ class Engine:
         self._reads = Reads(ctx, self._phrases)
         self._writes = Writes(ctx)
         self._recall = RecallCoordinator(ctx, self._phrases)
+        #: ``await engine.forget(request, caller=..., tenant_id=..., audit_id=...)`` (§8.5): forget.ForgetService
+        self.forget = ForgetService(ctx)
 
     @property
     def store(self):

@@ -14,6 +14,7 @@ from . import (
     auth,
     experience,
     feeds,
+    forget,
     layers,
     lifecycle,
     phrases,
@@ -24,6 +25,6 @@ from . import (
     understanding,
 )
 
-BLUEPRINTS = (experience.api, recall.api, layers.api, understanding.api, phrases.api, scopes.api,
-              lifecycle.api, auth.api, policy.api, audit.api, admin.api, unbuilt.api, feeds.api,
+BLUEPRINTS = (experience.api, recall.api, forget.api, layers.api, understanding.api, phrases.api,
+              scopes.api, lifecycle.api, auth.api, policy.api, audit.api, admin.api, unbuilt.api, feeds.api,
               admin.openapi_api)  # fmt: skip
