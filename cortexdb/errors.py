@@ -22,6 +22,7 @@ __all__ = [
     "EmbedderMismatch",
     "EmbedderUnavailable",
     "ErasurePreviewStale",
+    "EmptySelectorWithoutConfirmation",
     "ExperimentalDisabled",
     "ExpiredToken",
     "HttpError",
@@ -31,6 +32,7 @@ __all__ = [
     "InvalidCursor",
     "InvalidEnvelope",
     "InvalidFilter",
+    "InvalidForget",
     "InvalidMintRequest",
     "InvalidPolicy",
     "InvalidQuery",
@@ -185,6 +187,24 @@ class InvalidRecall(CortexError):
 
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"{field}: {reason}", details={"field": field, "reason": reason})
+
+
+class InvalidForget(CortexError):
+    """A forget request is malformed (§8.5); ``details.field`` and ``details.reason`` say where."""
+
+    error_code = "INVALID_FORGET"
+    http_status = 422
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}", details={"field": field, "reason": reason})
+
+
+class EmptySelectorWithoutConfirmation(CortexError):
+    """A forget whose selector is empty (it would forget every record of the named layers) sent
+    without ``confirm_all: true`` (§8.5, §18.2 item 13)."""
+
+    error_code = "EMPTY_SELECTOR_WITHOUT_CONFIRMATION"
+    http_status = 422
 
 
 class InvalidPolicy(CortexError):

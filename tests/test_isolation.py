@@ -60,6 +60,9 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     # idempotency keys belong to their caller: only alice's lookup finds alice's write
     ("GET", "/v1/experience/by-idempotency-key/{key}"): (frozenset({"owner"}), q("/v1/experience/by-idempotency-key/k-secret")),
     ("POST", "/v1/recall"): (READ, with_body("/v1/recall", lambda c: {"scope": VAULT, "query": SECRET, "view": "granular"})),
+    # forgetting is writing the scope (and forget.cascade.<mode>)
+    ("POST", "/v1/forget"): (WRITE, with_body("/v1/forget", lambda c: {
+        "scope": VAULT, "layers": ["beliefs"], "selector": {"predicate": c["predicate"]}})),
     ("GET", "/v1/events"): (READ, q("/v1/events?scope=ws:vault")),
     ("GET", "/v1/events/{event_id}"): (READ, q("/v1/events/{event_id}")),
     ("GET", "/v1/episodes"): (READ, q("/v1/episodes?scope=ws:vault")),
@@ -130,7 +133,6 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("POST", "/v1/erasures/{erasure_id}/cancel"): (OWN, q("/v1/erasures/{erasure_id}/cancel")),
     # not built yet: a truthful 501 for everyone, quoting nothing
     ("POST", "/v1/answer"): (ANY, with_body("/v1/answer", lambda c: {"scope": VAULT, "question": SECRET})),
-    ("POST", "/v1/forget"): (ANY, with_body("/v1/forget", lambda c: {"scope": VAULT})),
     ("POST", "/v1/blobs"): (ANY, with_body("/v1/blobs", lambda c: {})),
     ("GET", "/v1/blobs/{blob_id}"): (ANY, q("/v1/blobs/blob_x")),
     ("POST", "/v1/understanding/synthesize"): (ANY, with_body("/v1/understanding/synthesize", lambda c: {"scope": VAULT})),

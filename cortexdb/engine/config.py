@@ -58,6 +58,7 @@ class EngineConfig:
     derivation_workers: str = "thread"
     # how many such workers may run at once, engine-wide: on 2 cores one leaves a core to serve
     derivation_worker_limit: int = 1
+    forget_max_memory_ids: int = 10_000  # ids one forget's selector may name (422 beyond)
     read_default_limit: int = 50
     read_max_limit: int = 1000
     recovery_scan_chunk: int = 10_000

@@ -45,7 +45,7 @@ from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
 from .config import EngineConfig
 from .context import NodeContext, check_embedder, derivation_processes, maintenance, node_context
-from .forget.erasure import ErasureService
+from .forget import ForgetService, erasure
 from .lifecycle import lifecycle_wire as lifecycle_wire  # the server's lifecycle streams use it
 from .model import to_wire
 from .phrases import TemporalPhrases
@@ -76,7 +76,9 @@ class Engine:
         self._reads = Reads(ctx, self._phrases)
         self._writes = Writes(ctx)
         self._recall = RecallCoordinator(ctx, self._phrases)
-        self.erasures = ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
+        #: ``await engine.forget(request, caller=..., tenant_id=..., audit_id=...)`` (§8.5): forget.ForgetService
+        self.forget = ForgetService(ctx)
+        self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
 
     @property
     def store(self):

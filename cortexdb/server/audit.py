@@ -90,7 +90,8 @@ class AuditLog:
                      path: str, capability: str, decision: str, tier: str, body: bytes,
                      headers: Any, status: int, request_id: str, elapsed_ms: float,
                      client_ip: str | None, user_agent: str | None,
-                     event_id: str | None = None, audit_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+                     event_id: str | None = None, audit_id: str | None = None,
+                     summary: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
         version, request = await self.request_fields(principal.tenant, method=method, path=path, body=body,
                                                      headers=headers)  # fmt: skip
         row = {
@@ -103,6 +104,8 @@ class AuditLog:
             "elapsed_ms": round(elapsed_ms, 3), "gdpr": capability.startswith(FORGET_GDPR),
             "tenant_pepper_version": version,
         }  # fmt: skip
+        if summary is not None:  # what the call did, e.g. a forget's counts
+            row["summary"] = summary
         await self.tables.audit_rows.put(row["id"], row)
         return row
 

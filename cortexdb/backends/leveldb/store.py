@@ -9,6 +9,7 @@ Only one ``plyvel.DB`` may be open per directory; a second open fails fast with
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import AsyncIterator, Sequence
 
@@ -119,6 +120,7 @@ class LevelDBStore:
         self._db = db
         self.path = path
         self.closed = False
+        self._compacting = trio.Lock()  # close waits for a compaction running in a thread
 
     @classmethod
     async def open(cls, path: str, **options) -> LevelDBStore:
@@ -178,7 +180,36 @@ class LevelDBStore:
         self._check()
         return LevelDBSnapshot(self._db.snapshot(), self)
 
+    async def compact(self, start: bytes | None = None, stop: bytes | None = None) -> bool:
+        """Drop deleted and overwritten values in ``[start, stop)`` from the files on disk.
+
+        LevelDB's ``CompactRange`` flushes the memtable (a new log file starts; the old one, which
+        holds every recent write, is deleted) and then compacts each level *above* the deepest
+        one holding the range into the next.  A flushed memtable may itself land at that deepest
+        level holding a value and its deletion side by side, and no range compaction would ever
+        rewrite it.  So a second pass first writes deletions of the range's two ends (keys no
+        record uses: readers never see them) and compacts again: their small file lands above
+        every file holding the range, which the compaction then merges down through, dropping
+        every shadowed value (docs/decisions.md, "Forget").  Files pinned by an open iterator
+        or snapshot stay until it is closed.  Runs in a worker thread."""
+        self._check()
+        ends = [Delete(start or b"\x00")]
+        if stop:
+            last = stop[:-1] + bytes([stop[-1] - 1]) + b"\xff" * 16 if stop[-1] else stop[:-1]
+            ends.append(Delete(last))
+        compact = functools.partial(self._db.compact_range, start=start, stop=stop)
+        async with self._compacting:
+            self._check()
+            try:
+                await trio.to_thread.run_sync(compact)
+                await self.write(ends)
+                await trio.to_thread.run_sync(compact)
+            except plyvel.Error as exc:
+                raise WalUnavailable(f"LevelDB compaction failed: {exc}") from exc
+        return True
+
     async def close(self) -> None:
         if not self.closed:
             self.closed = True
-            await trio.to_thread.run_sync(self._db.close)
+            async with self._compacting:
+                await trio.to_thread.run_sync(self._db.close)

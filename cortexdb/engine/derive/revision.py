@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import attrs
@@ -110,9 +111,11 @@ def weight(fact: Fact) -> float:
 def revise_pair(
     subject_id: str, predicate: str, facts: list[Fact], beliefs: Mapping[str, Belief | None], *,
     scope: str, floor: float, policy: RevisionPolicy, now: dt.datetime, new_id: Callable[[], str],
+    suppressed: AbstractSet[str] = frozenset(),
 ) -> Revision:  # fmt: skip
     """Revise the beliefs of one pair's claims from its facts (the table in the module doc).
-    ``beliefs`` holds the stored belief (or None) of every claim ``claims_of`` names."""
+    ``beliefs`` holds the stored belief (or None) of every claim ``claims_of`` names; no belief is
+    created for a ``suppressed`` claim (one a forget removed)."""
     out = Revision()
     before: dict[str, tuple] = {}  # what each existing belief looked like before revision
     live = [f for f in facts
@@ -125,6 +128,8 @@ def revise_pair(
         if belief is not None and belief.id not in before:
             before[belief.id] = signature(belief)
         evidence = _evidence(okey, live_keyed)
+        if belief is None and claim in suppressed:
+            continue
         if not evidence.supporting and (belief is None or belief.valid_to is not None):
             continue  # no live evidence: nothing to create, or history already closed
         if belief_math.should_delete(evidence.mean, evidence.stance, floor, evidence.weight_for,

@@ -35,6 +35,8 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | PP    | tenant, version (8 digits)                  | audit pepper                         |
 | J     | job_id                                      | job record (``engine/jobs.py``)      |
 | EM    | "h", manifest_id / "c", manifest_id, section, part | erasure manifest head / chunk  |
+| FG    | scope, kind, parts (see ``Partition``)      | forget suppression: what re-derivation skips |
+| FD    | scope, record id                            | forgotten-record note (410 on lookup) |
 
 A table of the storage layer (``table.Table``) is a prefix — the table name and, for a per-scope
 table, the scope — and its rows' keys are that prefix followed by their remaining parts
@@ -53,12 +55,16 @@ ENTITIES, ENTITY_ALIASES, IDEMPOTENCY, TEMPORAL_PHRASES = b"N", b"NA", b"I", b"T
 LIFECYCLE, SCOPES, BATCHES, META = b"L", b"S", b"BT", b"M"
 POLICY_DOCS, REVOKED, AUDIT_ROWS, PEPPERS = b"PO", b"RV", b"AU", b"PP"
 JOBS, ERASURE_MANIFESTS = b"J", b"EM"
+SUPPRESSIONS, FORGOTTEN = b"FG", b"FD"  # forget: never emptied by rebuild
 
 #: the per-scope tables of derived records (``rebuild`` empties them)
 SCOPED_DERIVED_TABLES = (
     FACTS, FACT_INDEX, FACT_SUPPORTS, BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, EPISODES,
     OPEN_EPISODES, CONCEPTS, VECTORS,
 )  # fmt: skip
+#: every per-scope table, and the node tables a forget rewrites: the key ranges it compacts
+SCOPED_TABLES = (EVENTS, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN, *SCOPED_DERIVED_TABLES)
+NODE_REWRITTEN = (WAL, EVENT_STATES, LIFECYCLE, IDEMPOTENCY)
 
 
 def prefix(table: bytes, *parts: str) -> bytes:

@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ..model import Entity, EventState, LifecycleEvent, Scope
-from ..spi.kv import KVStore, Op, Put
+from ..spi.kv import Delete, KVStore, Op, Put
 from . import keys
 from .partition import Partition
 from .table import JSON, MARK, TEXT, VECTOR, Records, Table
@@ -45,6 +45,9 @@ class WalTable:
 
     def put_op(self, offset: int, scope: str, event_id: str) -> Op:
         return Put(keys.wal(offset), keys.wal_value(scope, event_id))
+
+    def delete_op(self, offset: int) -> Op:
+        return Delete(keys.wal(offset))
 
     async def last_offset(self) -> int | None:
         async for key, _ in self.store.scan(prefix=keys.WAL_PREFIX, reverse=True, limit=1):
@@ -128,10 +131,19 @@ class NodeTables:
                 start = keys.prefix(table.prefix[:-1], scope)[:-1] + b"\x01"  # past this scope
         return scopes
 
-    async def compact(self) -> bool:
-        """Compact the store when the backend can; False when it has nothing to compact."""
+    async def compact(self, *ranges: tuple[bytes | None, bytes | None]) -> bool:
+        """Compact the store (or the key ``ranges`` given, each ``(start, stop)``) when the
+        backend can; False when it has nothing to compact."""
         compact_range = getattr(self.store, "compact", None)
         if compact_range is None:
             return False
-        await compact_range()
-        return True
+        done = [await compact_range(start, stop) for start, stop in ranges] if ranges else [await compact_range()]
+        return any(result is not False for result in done)  # None: a store from before compact's bool
+
+    def scope_ranges(self, scope: str) -> list[tuple[bytes, bytes]]:
+        """The key ranges of a scope's tables, and of the node tables forget rewrites (event
+        states, lifecycle, idempotency, the WAL): what a forget or an erasure compacts."""
+        ranges = [(keys.prefix(name, scope), keys.prefix(name, scope)[:-1] + b"\x01")
+                  for name in keys.SCOPED_TABLES]  # fmt: skip
+        ranges += [(name + keys.SEP, name + b"\x01") for name in keys.NODE_REWRITTEN]
+        return ranges

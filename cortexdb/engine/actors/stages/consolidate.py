@@ -17,6 +17,7 @@ from ...model import Event, EventState, Fact, RevisionPolicy, to_wire
 from ...model.text import belief_text
 from ...stages import Stage
 from ...temporal import format_ts
+from . import suppress
 from .common import StageBatch, StageContext
 
 SLICE_PAIRS = 16  # (subject, predicate) pairs revised between two checkpoints
@@ -142,13 +143,14 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
 
 async def _revise_pair(work: StageContext, subject_id: str, predicate: str,
                        facts: list[Fact]) -> Revision:  # fmt: skip
-    beliefs = {claim: await work.state.belief_for(claim)
-               for claim in claims_of(subject_id, predicate, facts)}  # fmt: skip
+    claims = claims_of(subject_id, predicate, facts)
+    beliefs = {claim: await work.state.belief_for(claim) for claim in claims}
     config = work.config
     return revise_pair(
         subject_id, predicate, facts, beliefs, scope=work.scope, floor=config.confidence_floor,
         policy=default_policy(config), now=work.ctx.clock.now(),
         new_id=lambda: work.ctx.ids.new("belief"),
+        suppressed=await suppress.suppressed_claims(work, claims, facts, beliefs),
     )  # fmt: skip
 
 
