@@ -107,6 +107,16 @@ REPLAY_ALL = "lce_0"  # sorts before every lce_ id: the stream replays the job's
 
 
 def _erase(args) -> int:
+    import httpx
+
+    try:
+        return _erase_through(args)
+    except httpx.HTTPError as exc:
+        url = args.url or os.environ.get("CORTEX_URL", "http://127.0.0.1:8077")
+        raise SystemExit(f"cortexdb: erase: cannot reach the server at {url}: {exc}") from None
+
+
+def _erase_through(args) -> int:
     from .client import CortexClient, error_from_envelope
 
     def answer(response):
@@ -179,6 +189,16 @@ def _token(args) -> None:
         raise SystemExit(f"cortexdb: token {args.token_command}: {args.dir}: {exc}") from None
 
 
+def _erase_parser(commands) -> None:
+    erase = commands.add_parser("erase", help="GDPR-erase a scope through a running server (§8.6)")
+    erase.add_argument("--scope", required=True, help="the scope to erase, e.g. org:acme/user:alice")
+    erase.add_argument("--preview", action="store_true", help="only preview: print the plan, change nothing")
+    erase.add_argument("--url", help="the server (default $CORTEX_URL or http://127.0.0.1:8077)")
+    erase.add_argument("--actor", help="the caller (default $CORTEX_ACTOR)")
+    erase.add_argument("--token", help="a bearer token (default $CORTEX_TOKEN)")
+    erase.add_argument("--note", help="the audit note, e.g. 'DSR #1234'")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="cortexdb", description="CortexDB, a memory database for AI agents"
@@ -223,13 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="open connections; the ones over it get 503 and are closed (default 1000)")
     serve.add_argument("--max-ws-message-bytes", type=int, metavar="N",
                        help="a larger WebSocket message closes the socket with 1009 (default 1 MiB)")
-    erase = commands.add_parser("erase", help="GDPR-erase a scope through a running server (§8.6)")
-    erase.add_argument("--scope", required=True, help="the scope to erase, e.g. org:acme/user:alice")
-    erase.add_argument("--preview", action="store_true", help="only preview: print the plan, change nothing")
-    erase.add_argument("--url", help="the server (default $CORTEX_URL or http://127.0.0.1:8077)")
-    erase.add_argument("--actor", help="the caller (default $CORTEX_ACTOR)")
-    erase.add_argument("--token", help="a bearer token (default $CORTEX_TOKEN)")
-    erase.add_argument("--note", help="the audit note, e.g. 'DSR #1234'")
+    _erase_parser(commands)
     token = commands.add_parser("token", help="the reference PASETO v4.public issuer")
     token_commands = token.add_subparsers(dest="token_command", required=True)
     keygen = token_commands.add_parser("keygen", help="create an Ed25519 issuer key pair")

@@ -172,7 +172,7 @@ class ErasureService:
         params = {"subjects": head["data_subjects"], "propagate": head["propagate"], "allowed": propagated,
                   "redaction_factor": ctx.config.erasure_redaction_factor if factor is None else factor,
                   "confidence_floor": ctx.config.confidence_floor, "audit": audit,
-                  "audit_id": ctx.ids.new("audit")}  # fmt: skip
+                  "audit_id": ctx.ids.new("audit"), "chunk": ctx.config.erasure_chunk}  # fmt: skip
         first = {"caller": caller, "tenant_id": tenant, "preview_id": head["id"],
                  "audit_note": _note(request.get("audit_note")), "request_hash": body_hash(request)}  # fmt: skip
         record = self.jobs.new_record("erasure", erasure_id, scope=head["scope"], params=params, first=first)

@@ -31,6 +31,7 @@ from ..scopes import is_within
 from ..stages import ERASURE_PHASES
 from ..storage import CHUNK_OPS
 from ..temporal import format_ts
+from . import ops
 from .plan import categorize, count_references, enumerate_scope, expiry, summarize
 
 #: the writes whose bodies carried memory content: an erasure drops their audit rows' body sizes
@@ -67,7 +68,7 @@ class ErasureSteps:
 
     async def refcount(self, run: JobRun) -> None:
         found = run.scratch["found"]
-        await self._flush(sorted(found.outside))
+        await self._flush(sorted(set(found.outside) - set(found.inside)))
         run.scratch["references"] = await count_references(self._ctx, found, tick=run.tick)
 
     async def categorize(self, run: JobRun) -> None:
@@ -96,8 +97,9 @@ class ErasureSteps:
 
     async def _delete_steps(self, run: JobRun) -> list[tuple[str, str, list[str]]]:
         """(kind, scope, ids) in order: records, redactions, deletions, marks; ``erasure_chunk``
-        ids a step."""
-        chunk = self._ctx.config.erasure_chunk
+        ids a step — the job's own, fixed when it was submitted, so that a job resumed under other
+        settings counts its finished steps the same."""
+        chunk = run.params["chunk"]
         steps: list[tuple[str, str, list[str]]] = []
         for section, kind, position in (("records", "records", 2), ("redact", "redact", 1),
                                         ("delete", "delete", 1), ("citations", "mark", 3)):  # fmt: skip
@@ -110,8 +112,6 @@ class ErasureSteps:
         return steps
 
     async def _apply(self, run: JobRun, kind: str, scope: str, ids: list[str]) -> dict[str, int]:
-        from . import ops  # TEMP until i12-forget is merged
-
         engine = self._engine
         if kind == "records":
             deleted = await ops.delete_records(engine, scope, ids)
@@ -125,8 +125,6 @@ class ErasureSteps:
 
     # -- phase 5 -------------------------------------------------------------------------------
     async def demote(self, run: JobRun) -> None:
-        from . import ops  # TEMP until i12-forget is merged
-
         params, state = run.params, run.state
         marked = sorted({line[0] async for line in self._manifests.lines(run.id, "citations")})
         if not state.get("demoted"):

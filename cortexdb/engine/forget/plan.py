@@ -60,7 +60,9 @@ class Enumeration:
     inside: list[str] = attrs.field(factory=list)  # scopes erased whole
     events: dict[str, list[str]] = attrs.field(factory=dict)  # scope -> candidate event ids
     records: dict[str, dict[str, list[str]]] = attrs.field(factory=dict)  # inside scope -> layer -> ids
-    outside: dict[str, dict[str, Any]] = attrs.field(factory=dict)  # scope -> its workspace entry
+    # every other scope the erasure touches -> its workspace entry (a workspace erased whole is
+    # inside too: its ``action`` is ``erase_workspace``)
+    outside: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     wal_offset: int = 0
 
     def candidates(self) -> set[str]:
@@ -113,8 +115,6 @@ async def enumerate_scope(ctx: Any, root: str, subjects: list[str], *, propagate
         if scope not in found.inside and (allowed is None or scope in allowed):
             found.events[scope] = ids
             found.outside[scope]["action"] = "erase_authored_events"
-    for scope in found.inside:
-        found.outside.pop(scope, None)
     for scope, entry in found.outside.items():
         entry["events_referenced"] = len(referenced.get(scope, ()))
     return found
@@ -153,7 +153,7 @@ async def count_references(ctx: Any, found: Enumeration, tick: Tick = _no_tick) 
     candidates = found.candidates()
     citations: list[list[str]] = []
     demote: list[list[str]] = []
-    scopes = sorted(found.outside)
+    scopes = sorted(set(found.outside) - set(found.inside))
     for done, scope in enumerate(scopes):
         await _scan_outside(ctx, scope, candidates, citations, demote)
         await tick((done + 1) / len(scopes))
