@@ -336,9 +336,7 @@ class ScopeRegistrationExists(CortexError):
 
 
 class ErasurePreviewStale(CortexError):
-    """An erasure executed ``from_preview_id`` whose scope took more new events since the preview
-    than the drift threshold allows (§8.6.3): run a fresh preview (``details``: preview_id,
-    new_events, threshold)."""
+    """More events under the scope since ``from_preview_id`` than the drift threshold (§8.6.3)."""
 
     error_code = "ERASURE_PREVIEW_STALE"
     http_status = 409

@@ -1,11 +1,9 @@
 """The Engine facade: the one door every operation enters through (DESIGN §2).
 
 Each public operation is one short method that fills in the caller and tenant defaults and
-delegates: writes to ``writes.Writes``, layer reads to ``reads.Reads`` (typed queries to the
-scope's actor), recall to ``recall.RecallCoordinator``, traversal to ``recall.traversal``,
-temporal phrases to ``phrases.TemporalPhrases``, lifecycle to the bus.  The engine owns the root
-nursery: the supervisor, the maintenance task and every actor live inside it, so nothing
-outlives ``open_engine``.
+delegates: to ``writes``, ``reads`` (typed queries to the scope's actor), ``recall``, ``phrases``,
+the lifecycle bus, ``forget`` and ``erasures``.  The engine owns the root nursery: the supervisor,
+the maintenance task, the job runner and every actor live inside it; nothing outlives it.
 """
 
 from __future__ import annotations
