@@ -29,6 +29,7 @@ import attrs
 
 from ...errors import InvalidQuery, NotFound, ResourceDeleted
 from .. import cursor as cursors
+from .. import jsoncodec
 from ..policy.capabilities import FORGET_GDPR_CROSS_WORKSPACE
 from ..scopes import is_within, segments
 from ..temporal import format_ts, parse_rfc3339
@@ -90,7 +91,7 @@ async def enumerate_scope(ctx: Any, root: str, subjects: list[str], *, propagate
         wanted = set(subjects)
         outside = [scope for scope in every if not is_within(scope, root)]
         for done, scope in enumerate(outside):
-            ids = [i async for i, e in ctx.tables.partition(scope).events.json.scan() if e["actor"] in wanted]
+            ids = await _authored(ctx.tables.partition(scope).events, wanted)
             owned_by = await owners(ctx, scope)
             if ids:
                 authored[scope] = ids
@@ -117,6 +118,17 @@ async def enumerate_scope(ctx: Any, root: str, subjects: list[str], *, propagate
             found.outside[scope]["action"] = "erase_authored_events"
     for scope, entry in found.outside.items():
         entry["events_referenced"] = len(referenced.get(scope, ()))
+    return found
+
+
+async def _authored(events: Any, wanted: set[str]) -> list[str]:
+    """The events of a scope whose actor is one of ``wanted``: the stored bytes are searched for
+    the quoted ids first, and only the events that contain one are decoded."""
+    needles = [jsoncodec.encode(actor) for actor in wanted]
+    found = []
+    async for event_id, raw in events.raw.scan():
+        if any(needle in raw for needle in needles) and jsoncodec.decode(raw)["actor"] in wanted:
+            found.append(event_id)
     return found
 
 
