@@ -10,7 +10,7 @@
                    [--embedder hash|minilm|best] [--http-server cortex|hypercorn]
                    [--token-leeway SECONDS]
                    [--max-body-bytes N] [--max-head-bytes N] [--head-timeout S]
-                   [--max-connections N] [--max-ws-message-bytes N]
+                   [--max-connections N] [--max-ws-message-bytes N] [--max-blob-bytes N]
     cortexdb erase --scope SCOPE [--preview] [--url URL] [--actor ACTOR] [--token TOKEN] [--note TEXT]
                    GDPR erasure through a running server: the preview, or the job with a progress bar
     cortexdb token keygen --dir DIR [--iss ISS]
@@ -21,7 +21,7 @@
 CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_TENANT_ADMINS, CORTEX_ALLOWED_ORIGINS,
 CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER, CORTEX_TOKEN_LEEWAY,
 CORTEX_MAX_BODY_BYTES, CORTEX_MAX_HEAD_BYTES, CORTEX_HEAD_TIMEOUT, CORTEX_MAX_CONNECTIONS,
-CORTEX_MAX_WS_MESSAGE_BYTES, CORTEX_MAX_JSON_DEPTH, CORTEX_MAX_EVENT_TEXT_BYTES,
+CORTEX_MAX_WS_MESSAGE_BYTES, CORTEX_MAX_BLOB_BYTES, CORTEX_MAX_JSON_DEPTH, CORTEX_MAX_EVENT_TEXT_BYTES,
 CORTEX_MAX_DERIVED_PER_EVENT, CORTEX_DERIVATION_WORKERS and CORTEX_ENABLE_EXPERIMENTAL; flags win.
 ``erase`` reads CORTEX_URL (default http://127.0.0.1:8077), CORTEX_ACTOR and CORTEX_TOKEN; it exits
 0 when the erasure completed, 1 when it was cancelled or failed.
@@ -94,6 +94,7 @@ def _serve(args) -> None:
             token_leeway=args.token_leeway,
             max_body_bytes=args.max_body_bytes, max_head_bytes=args.max_head_bytes, head_timeout=args.head_timeout,
             max_connections=args.max_connections, max_ws_message_bytes=args.max_ws_message_bytes,
+            max_blob_bytes=args.max_blob_bytes,
         )  # fmt: skip
     except ValueError as exc:
         raise SystemExit(f"cortexdb: {exc}") from None
@@ -240,6 +241,8 @@ def _serve_parser(commands) -> None:
                        help="open connections; the ones over it get 503 and are closed (default 1000)")
     serve.add_argument("--max-ws-message-bytes", type=int, metavar="N",
                        help="a larger WebSocket message closes the socket with 1009 (default 1 MiB)")
+    serve.add_argument("--max-blob-bytes", type=int, metavar="N",
+                       help="a larger blob upload (POST /v1/blobs) gets 413 (default 100 MiB)")
 
 
 def _token_parser(commands) -> None:

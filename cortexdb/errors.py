@@ -308,14 +308,14 @@ class NotFound(CortexError):
 
 
 class PayloadTooLarge(CortexError):
-    """A write carries more than an event may hold (``details``: field, limit, size in bytes)."""
+    """A write carries more than an event or a blob may hold (``details``: field, limit, size)."""
 
     error_code = "PAYLOAD_TOO_LARGE"
     http_status = 413
 
-    def __init__(self, field: str, limit: int, size: int, **extra: Any) -> None:
+    def __init__(self, field: str, limit: int, size: int, *, message: str | None = None, **extra: Any) -> None:
         super().__init__(
-            f"{field} is {size} bytes of UTF-8; an event may carry at most {limit}",
+            message or f"{field} is {size} bytes of UTF-8; an event may carry at most {limit}",
             details={"field": field, "limit": limit, "size": size, **extra},
         )
 

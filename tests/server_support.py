@@ -102,9 +102,9 @@ class Harness:
         return headers(self.keys.paseto(actor, **mint), actor)
 
     async def call(self, method: str, path: str, actor: str = "user:alice", *, json: Any = None,
-                   hdrs: dict | None = None, **mint: Any):  # fmt: skip
+                   hdrs: dict | None = None, data: bytes | str | None = None, **mint: Any):  # fmt: skip
         h = hdrs if hdrs is not None else self.as_(actor, **mint)
-        kwargs = {"json": json} if json is not None else {}
+        kwargs = {"json": json} if json is not None else {"data": data} if data is not None else {}
         response = await self.client.open(path, method=method, headers=h, **kwargs)
         data = await response.get_data()
         parsed = None

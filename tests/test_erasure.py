@@ -317,3 +317,19 @@ async def test_beliefs_resting_on_redacted_evidence_are_demoted_or_deleted(engin
         assert "likes" not in after
         with pytest.raises(ResourceDeleted):
             await engine.get_belief(TEAM, likes["id"])
+
+
+async def test_an_erasure_releases_the_blobs_only_its_events_referred_to(engine):
+    mine = (await engine.blobs.put(b"alice's photo", scope=ALICE, content_type="image/jpeg")).metadata["blob_id"]
+    shared = (await engine.blobs.put(b"team chart", scope=TEAM, content_type="image/png")).metadata["blob_id"]
+    photo = envelope("My cat.")
+    photo["content"]["media"] = [{"blob_id": mine}, {"blob_id": shared}]
+    await engine.experience(photo, wait="consolidated")
+    chart = envelope("The chart.", scope=TEAM)
+    chart["content"]["media"] = [{"blob_id": shared}]
+    await engine.experience(chart, caller="user:bob", wait="consolidated")
+    status = await finished(engine, (await engine.erasures.execute({"scope": ALICE}))["erasure_id"])
+    assert status["progress"]["released_blobs"] == 1 and status["summary"]["released_blobs"] == 1
+    with pytest.raises(NotFound):
+        await engine.blobs.stat(mine)
+    assert (await engine.blobs.stat(shared))["blob_id"] == shared  # bob's event still refers to it

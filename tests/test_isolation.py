@@ -54,6 +54,10 @@ def with_body(path: str, make: Callable[[dict[str, Any]], Any]) -> Build:
 SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     # writes and reads of the vault's records
     ("POST", "/v1/experience"): (WRITE, with_body("/v1/experience", lambda c: body("note", scope=VAULT))),
+    # blobs belong to the scope they were uploaded to: writers upload, readers read (the body
+    # is a raw upload: the JSON test body becomes an application/json blob)
+    ("POST", "/v1/blobs"): (WRITE, with_body("/v1/blobs?scope=ws:vault", lambda c: {"note": "upload"})),
+    ("GET", "/v1/blobs/{blob_id}"): (READ, q("/v1/blobs/{blob_id}")),
     ("POST", "/v1/experience/bulk"): (WRITE, with_body("/v1/experience/bulk", lambda c: {
         "scope": VAULT, "items": [{"modality": "conversation", "content": {"kind": "text", "text": "bulk note"},
                                    "context": {"observed_at": "2026-05-13T15:42:00Z"}}]})),  # fmt: skip
@@ -133,8 +137,6 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("POST", "/v1/erasures/{erasure_id}/cancel"): (OWN, q("/v1/erasures/{erasure_id}/cancel")),
     # not built yet: a truthful 501 for everyone, quoting nothing
     ("POST", "/v1/answer"): (ANY, with_body("/v1/answer", lambda c: {"scope": VAULT, "question": SECRET})),
-    ("POST", "/v1/blobs"): (ANY, with_body("/v1/blobs", lambda c: {})),
-    ("GET", "/v1/blobs/{blob_id}"): (ANY, q("/v1/blobs/blob_x")),
     ("POST", "/v1/understanding/synthesize"): (ANY, with_body("/v1/understanding/synthesize", lambda c: {"scope": VAULT})),
     ("POST", "/v1/export"): (ANY, with_body("/v1/export", lambda c: {"scope": VAULT})),
     ("POST", "/v1/import/{source}"): (ANY, with_body("/v1/import/jsonl", lambda c: {})),
@@ -155,6 +157,10 @@ async def _seed(h) -> dict[str, Any]:
     assert response.status_code == 200, data
     await h.engine.flush(VAULT, seal=True)
     ctx: dict[str, Any] = {"event_id": data["event_id"]}
+    response, blob = await h.call("POST", "/v1/blobs?scope=ws:vault&filename=vault.txt",
+                                  hdrs={**h.as_("user:alice"), "Content-Type": "text/plain"}, data=f"{SECRET} plans")  # fmt: skip
+    assert response.status_code == 201, blob
+    ctx["blob_id"] = blob["blob_id"]
     _, facts = await h.call("GET", "/v1/facts?scope=ws:vault")
     fact = facts["items"][0]
     ctx.update(fact_id=fact["id"], subject=fact["subject"]["id"], predicate=fact["predicate"])

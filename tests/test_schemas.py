@@ -251,6 +251,7 @@ def test_schemas_are_themselves_valid_draft_2020_12():
 # -- every record the engine produces ------------------------------------------------------------
 async def test_every_record_the_engine_produces_validates(engine):
     scope = "org:acme/user:alice"
+    blob_id = (await engine.blobs.put(b"reading", scope=scope, content_type="text/csv")).metadata["blob_id"]
     writes = [
         envelope(
             "I live in Paris. My favorite color is blue.",
@@ -273,7 +274,7 @@ async def test_every_record_the_engine_produces_validates(engine):
         },
         {
             **envelope("x"),
-            "content": {"kind": "blob_ref", "blob_id": "blob_1"},
+            "content": {"kind": "blob_ref", "blob_id": blob_id},
             "modality": "sensor_reading",
         },
         envelope(

@@ -1,7 +1,10 @@
-"""Storage backends implementing ``cortexdb.engine.spi.KVStore``."""
+"""Storage backends implementing ``cortexdb.engine.spi.KVStore`` and ``BlobStore``."""
 
 from __future__ import annotations
 
+import os
+
+from ..engine.spi.blobs import BlobStore
 from ..engine.spi.kv import KVStore
 
 
@@ -18,3 +21,20 @@ async def open_store(backend: str, path: str | None = None) -> KVStore:
 
         return await LevelDBStore.open(path)
     raise ValueError(f"unknown backend {backend!r}; expected 'memory' or 'leveldb'")
+
+
+def open_blob_store(store: KVStore) -> BlobStore:
+    """The blob store that goes with a KV store: its own (``store.blob_store``), else files in
+    ``<data dir>/blobs/`` for a store with a data directory (``store.path``: LevelDB), else
+    memory (engine/spi/blobs.py)."""
+    own = getattr(store, "blob_store", None)
+    if own is not None:
+        return own
+    path = getattr(store, "path", None)
+    if path:
+        from .filesystem import FileBlobStore
+
+        return FileBlobStore(os.path.join(path, "blobs"))
+    from .memory.blobs import MemoryBlobStore
+
+    return MemoryBlobStore()

@@ -99,3 +99,6 @@ class EngineConfig:
     # what a preview's estimated_duration_ms assumes (bench/forget.py measures the real rate)
     erasure_estimate_events_per_second: float = 2000.0
     job_retry_limit: int = 5  # retries of a job phase after a retriable error, then failed
+    # the largest blob one upload may store (POST /v1/blobs, Engine.blobs.put), in bytes: 100 MiB,
+    # the reference's 100 MB (§8.13); a larger one is refused with 413 PAYLOAD_TOO_LARGE
+    blob_max_bytes: int = 100 * 1024 * 1024

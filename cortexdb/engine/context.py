@@ -16,6 +16,7 @@ from ..errors import CortexError, EmbedderMismatch
 from .actors.bus import LifecycleBus
 from .actors.services import EntityResolver, IdempotencyTable, WalSequencer
 from .actors.supervisor import ScopeSupervisor
+from .blobs import BlobService
 from .clock import Clock
 from .config import EngineConfig
 from .derive.rules import RuleExtractor
@@ -45,6 +46,7 @@ class NodeContext:
     policy: PolicyHook
     embedder: Any = None
     supervisor: ScopeSupervisor | None = None
+    blobs: Any = None  # the BlobService (``Engine.blobs``): set by ``node_context``
     # derivation's CPU work on long texts: at most config.derivation_worker_limit workers at once;
     # "process" (config.derivation_workers) until a process fails, then "thread"; the engine's
     # trio-parallel worker context when processes are on
@@ -58,7 +60,7 @@ def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int
                  extractor: Any, policy: PolicyHook | None, embedder: Any) -> NodeContext:  # fmt: skip
     tables = NodeTables(store)
     ids = IdGenerator(clock, seed=id_seed)
-    return NodeContext(
+    ctx = NodeContext(
         store=store, tables=tables, clock=clock, ids=ids, config=config,
         bus=LifecycleBus(tables.lifecycle, ids, clock, window_seconds=config.lifecycle_window_seconds),
         wal=WalSequencer(),
@@ -70,6 +72,8 @@ def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int
         cpu_limiter=trio.CapacityLimiter(config.derivation_worker_limit),
         cpu_workers=config.derivation_workers,
     )  # fmt: skip
+    ctx.blobs = BlobService(ctx)
+    return ctx
 
 
 async def check_embedder(ctx: NodeContext) -> bool:

@@ -1,9 +1,8 @@
 """The Engine facade: the one door every operation enters through (DESIGN §2).
 
 Each public operation is one short method that fills in the caller and tenant defaults and
-delegates: to ``writes``, ``reads`` (typed queries to the scope's actor), ``recall``, ``phrases``,
-the lifecycle bus, ``forget`` and ``erasures``.  The engine owns the root nursery: the supervisor,
-the maintenance task, the job runner and every actor live inside it; nothing outlives it.
+delegates: writes, reads, recall, phrases, the lifecycle bus, forget, erasures, blobs.  The engine
+owns the root nursery: the supervisor, maintenance, the job runner and every actor end with it.
 """
 
 from __future__ import annotations
@@ -77,6 +76,7 @@ class Engine:
         #: ``await engine.forget(request, caller=..., tenant_id=..., audit_id=...)`` (§8.5): forget.ForgetService
         self.forget = ForgetService(ctx)
         self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
+        self.blobs = ctx.blobs  # blobs (§8.13): engine/blobs.py's BlobService: put, stat, open, read, release
 
     @property
     def store(self):

@@ -171,6 +171,17 @@ def validate_content(content: Any, field: str = "content") -> dict:
     return content
 
 
+def blob_ids_of(content: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(field, blob_id)`` of every blob a validated content refers to: a ``blob_ref``
+    content's own and each ``media`` item's (engine/blobs.py checks and records them)."""
+    found = []
+    if content.get("kind") == "blob_ref":
+        found.append(("content.blob_id", content["blob_id"]))
+    for index, item in enumerate(content.get("media") or ()):
+        found.append((f"content.media[{index}].blob_id", item["blob_id"]))
+    return found
+
+
 def validate_context(context: Any, field: str = "context") -> dict:
     context = _obj(context, field, required=True)
     _timestamp(context.get("observed_at"), f"{field}.observed_at", required=True)

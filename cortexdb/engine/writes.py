@@ -68,6 +68,7 @@ class Writes:
         valid = validate_envelope(envelope)
         identities = resolve_identities(caller, valid)
         self.authorise(caller, valid, identities)
+        valid = await ctx.blobs.resolve(valid, caller=caller, tenant=tenant)  # content.media[]
         reservation = None
         if valid.idempotency_key is not None:
             claim = await ctx.idempotency.begin(tenant, caller, FAMILY_EXPERIENCE, valid.idempotency_key,
@@ -122,6 +123,7 @@ class Writes:
     async def bulk(self, request: dict[str, Any], *, caller: str, tenant: str) -> BulkResult:
         """Up to ``bulk_max_items`` experiences into one scope in one atomic write (§8.2)."""
         envelopes, ordering = self._bulk_envelopes(request, caller)
+        envelopes = [await self._bulk_media(request["items"], entry, caller, tenant) for entry in envelopes]
         scope = envelopes[0][1].scope
         batch_id = self.ctx.ids.new("batch")
         reservations: list = []
@@ -194,6 +196,18 @@ class Writes:
         identities = resolve_identities(caller, valid)
         self.authorise(caller, valid, identities)
         return envelope, valid, identities
+
+    async def _bulk_media(self, items: list, entry: tuple, caller: str, tenant: str) -> tuple:
+        """An item with its blob references checked and described (``BlobService.resolve``);
+        a failure names the item as the caller wrote it (its content is the caller's object)."""
+        envelope, valid, identities = entry
+        try:
+            return envelope, await self.ctx.blobs.resolve(valid, caller=caller, tenant=tenant), identities
+        except InvalidEnvelope as exc:
+            index = next(i for i, raw in enumerate(items) if raw.get("content") is envelope.get("content"))
+            extra = {k: v for k, v in exc.details.items() if k not in ("field", "reason")}
+            raise InvalidEnvelope(f"items[{index}].{exc.details['field']}", exc.details["reason"], **extra,
+                                  item=index) from None  # fmt: skip
 
     async def _bulk_claims(self, envelopes: list[tuple], tenant: str, caller: str, batch_id: str,
                            reservations: list) -> tuple[list[CaptureItem], int]:  # fmt: skip

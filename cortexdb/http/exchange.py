@@ -97,7 +97,7 @@ class Exchange:
             else:
                 self.keep_alive = False
                 self.closed_on_stream = True
-        if self.server.closing:
+        if self.server.closing or not self.request.complete:  # a streamed body the app did not read
             self.keep_alive = False
         if not self.keep_alive:
             headers.append((b"connection", b"close"))

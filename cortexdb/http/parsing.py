@@ -1,9 +1,19 @@
 """Parsing requests with httptools (llhttp): complete requests queue up, each checked against
-the server's limits (body, head size, ``Host``) as its head and body arrive."""
+the server's limits (body, head size, ``Host``) as its head and body arrive.
+
+A request whose body the app reads as it arrives (``Server(streamed=...)``: uploads larger than
+``max_body`` is meant to hold in memory) is handed to the app once its head is in
+(``Parsing.hand_over``); its ASGI ``receive`` (``receiving``) then parses the body from the socket
+a slice at a time and hands each parsed piece over (``more_body``), so at most a slice
+(``MAX_RECV``) is held.  A ``100 Continue`` goes out when the app first asks for the body: an app
+that answers without reading it (a refusal) never invites it.  The app bounds what it reads (the
+declared ``Content-Length`` is checked here); a body it leaves unread closes the connection.
+"""
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httptools
@@ -12,13 +22,18 @@ import trio
 from .wire import MAX_RECV, Refusal, head_too_large, too_large
 
 HEAD_SLICE = 1024  # bytes outside a body are parsed this many at a time (bounds the parsed queue)
+# (method, path) -> the body limit of a request the app reads as it arrives; None: buffered
+Streamed = Callable[[str, bytes], int | None] | None
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+DISCONNECT = {"type": "http.disconnect"}
 
 
 class Request:
     """One request as it is parsed: its head, its body, and whether it is refused."""
 
     __slots__ = ("method", "url", "target", "headers", "body", "version", "keep_alive", "upgrade",
-                 "refused", "head_size", "head_slices", "headers_done", "head_deadline")  # fmt: skip
+                 "refused", "head_size", "head_slices", "headers_done", "head_deadline", "streamed",
+                 "handed_over", "complete")  # fmt: skip
 
     def __init__(self, head_deadline: float) -> None:
         self.head_deadline = head_deadline  # the head must be complete by then
@@ -34,14 +49,18 @@ class Request:
         self.keep_alive = True
         self.upgrade = False
         self.refused: Refusal | None = None  # answered with this refusal, then the connection closes
+        self.streamed = False  # the app reads the body as it arrives (``receiving``)
+        self.handed_over = False  # a streamed request the app was given before its body was in
+        self.complete = False  # the whole body has been parsed
 
 
 class Parsing:
     """httptools callbacks: complete requests collect in ``ready``; bytes received but not parsed
     yet wait in ``pending`` and are parsed a slice at a time (``feed``)."""
 
-    def __init__(self, max_body: int, max_head: int, head_timeout: float) -> None:
+    def __init__(self, max_body: int, max_head: int, head_timeout: float, streamed: Streamed = None) -> None:
         self.max_body = max_body
+        self.streamed = streamed
         self.max_head = max_head
         self.head_timeout = head_timeout
         self.parser = httptools.HttpRequestParser(self)
@@ -49,6 +68,12 @@ class Parsing:
         self.ready: deque[Request] = deque()
         self.pending = bytearray()
         self.continue_wanted = False
+
+    def hand_over(self, request: Request) -> bool:
+        """True (once) when ``request`` is streamed and its head is in: the app reads its body."""
+        if request.streamed and request.headers_done and not request.handed_over:
+            request.handed_over = True
+        return request.handed_over
 
     def on_message_begin(self) -> None:
         self.current = Request(trio.current_time() + self.head_timeout)
@@ -77,9 +102,14 @@ class Parsing:
         request.head_size += len(request.method) + 14  # " ", " HTTP/1.1", CRLF, the final CRLF
         expect_continue = False
         hosts = 0
+        limit = self.max_body
+        if self.streamed is not None:
+            streamed = self.streamed(request.method, request.url.split(b"?", 1)[0])
+            if streamed is not None:
+                request.streamed, limit = True, streamed
         for name, value in request.headers:
-            if name == b"content-length" and value.strip().isdigit() and int(value) > self.max_body:
-                request.refused = too_large(self.max_body)
+            if name == b"content-length" and value.strip().isdigit() and int(value) > limit:
+                request.refused = too_large(limit)
             elif name == b"expect" and value.strip().lower() == b"100-continue":
                 expect_continue = True
             elif name == b"host":
@@ -97,13 +127,17 @@ class Parsing:
         if request.refused is not None:
             return
         request.body += body
+        if request.streamed:  # drained by the app as it reads (``receiving``)
+            return
         if len(request.body) > self.max_body:
             request.refused = too_large(self.max_body)
             request.body.clear()
 
     def on_message_complete(self) -> None:
         assert self.current is not None
-        self.ready.append(self.current)
+        self.current.complete = True
+        if not self.current.handed_over:
+            self.ready.append(self.current)
         self.current = None
 
     def feed(self) -> bytes | None:
@@ -132,3 +166,43 @@ class Parsing:
             if max(current.head_size, current.head_slices) > self.max_head and current.refused is None:
                 current.refused = head_too_large(self.max_head)
         return None
+
+
+def receiving(stream: trio.SocketStream, parsing: Parsing, request: Request, receive: Receive,
+              body_timeout: float) -> Receive:  # fmt: skip
+    """The ``receive`` the app gets: ``receive`` itself unless the request was handed over before
+    its body (module docstring); else one that yields the body as it is parsed, then hands over
+    to ``receive`` (the last piece, then the wait for a disconnect)."""
+    if not request.handed_over:
+        return receive
+
+    gone = False
+
+    async def streamed() -> dict[str, Any]:
+        nonlocal gone
+        while not request.complete and not gone:
+            if request.body:
+                piece = bytes(request.body)
+                request.body.clear()
+                return {"type": "http.request", "body": piece, "more_body": True}
+            if parsing.pending:
+                try:
+                    parsing.feed()
+                except httptools.HttpParserError:  # a malformed body: the app sees the client go
+                    gone = True
+                continue
+            if parsing.continue_wanted:
+                parsing.continue_wanted = False
+                await stream.send_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            with trio.move_on_after(body_timeout):
+                try:
+                    data = await stream.receive_some(MAX_RECV)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    data = b""
+                gone = not data
+                parsing.pending += data
+                continue
+            gone = True  # no byte for body_timeout seconds
+        return DISCONNECT if gone else await receive()
+
+    return streamed

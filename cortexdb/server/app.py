@@ -104,7 +104,8 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
         return pipeline.unexpected(exc, pipeline.request_id(state, request))
 
     app.asgi_app = DirectDispatch(app.asgi_app, router, functools.partial(pipeline.direct, state),  # type: ignore[method-assign]
-                                  functools.partial(pipeline.too_large, state), settings.max_body_bytes)  # fmt: skip
+                                  functools.partial(pipeline.too_large, state), settings.max_body_bytes,
+                                  settings.max_upload_bytes)  # fmt: skip
     return app
 
 

@@ -50,6 +50,9 @@ class Route:
     # "open" (no authentication)
     access: str = "scope"
     json_body: bool = True  # a body, when sent, must be application/json
+    # the handler reads the body as it arrives (``current_request().chunks()``), up to
+    # ``ServerSettings.max_upload_bytes`` instead of ``max_body_bytes``: blob uploads
+    upload: bool = False
 
 
 Handler = Callable[..., Awaitable[Any]]  # (call, **path params) -> JSON data or a Response
@@ -67,9 +70,9 @@ class Blueprint:
     def __call__(self, method: str, path: str, *, tier: str = "stable", rate: str | None = "read",
                  summary: str = "", open: bool = False, request_schema: str | None = None,
                  response_schema: str | None = None, status: int = 200, stream: bool = False,
-                 access: str = "scope") -> Callable[[Handler], Handler]:  # fmt: skip
+                 access: str = "scope", upload: bool = False) -> Callable[[Handler], Handler]:  # fmt: skip
         route = Route(method, path, tier, rate, summary, open, request_schema, response_schema,
-                      status, stream, "open" if open else access)  # fmt: skip
+                      status, stream, "open" if open else access, not upload, upload)  # fmt: skip
 
         def register(handler: Handler) -> Handler:
             self.routes.append((route, handler))

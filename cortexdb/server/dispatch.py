@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
 import trio
 from quart.wrappers.response import DataBody
 from werkzeug.datastructures import MultiDict
+
+from ..errors import InvalidBody, PayloadTooLarge
 
 log = logging.getLogger("cortexdb.server")
 
@@ -47,11 +49,12 @@ class DirectHeaders:
 
 
 class DirectRequest:
-    """What ``pipeline.handle`` and the handlers read of a request (the subset of Quart's request they use)."""
+    """What ``pipeline.handle`` and the handlers read of a request (the subset of Quart's request
+    they use); an upload route's body is not read ahead: its handler reads ``chunks()``."""
 
-    __slots__ = ("method", "path", "headers", "args", "remote_addr", "_body")
+    __slots__ = ("method", "path", "headers", "args", "remote_addr", "_body", "_receive", "_limit")
 
-    def __init__(self, scope: dict[str, Any], body: bytes) -> None:
+    def __init__(self, scope: dict[str, Any], body: bytes, receive: Any = None, limit: int = 0) -> None:
         self.method: str = scope["method"]
         self.path: str = scope["path"]
         self.headers = DirectHeaders(scope["headers"])
@@ -60,9 +63,29 @@ class DirectRequest:
         client = scope.get("client")
         self.remote_addr: str | None = client[0] if client else None
         self._body = body
+        self._receive = receive
+        self._limit = limit
 
     async def get_data(self, cache: bool = False) -> bytes:
         return self._body
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """An upload's body as it arrives; 413 beyond the upload limit, 400 if the client goes
+        away before the end (so a cut-off upload is never stored)."""
+        size, receive = 0, self._receive
+        while receive is not None:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise InvalidBody("the request body ended before it was complete (the client went away)")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self._limit:
+                raise PayloadTooLarge("request body", self._limit, size,
+                                      message=f"the request body is larger than {self._limit} bytes, the most an upload may send")  # fmt: skip
+            if chunk:
+                yield chunk
+            if not message.get("more_body", False):
+                return
 
 
 class Router:
@@ -103,12 +126,13 @@ class DirectDispatch:
     """The ASGI middleware: matched API requests go to ``handle``; everything else to ``inner``."""
 
     def __init__(self, inner: Callable[..., Awaitable[None]], router: Router, handle: Handle,
-                 too_large: TooLarge, max_body: int) -> None:  # fmt: skip
+                 too_large: TooLarge, max_body: int, max_upload: int = 0) -> None:  # fmt: skip
         self.inner = inner
         self.router = router
         self.handle = handle
         self.too_large = too_large
         self.max_body = max_body
+        self.max_upload = max_upload or max_body  # upload routes: their handler reads the body
 
     async def __call__(self, scope: dict[str, Any], receive, send) -> None:
         if scope["type"] != "http":
@@ -119,6 +143,13 @@ class DirectDispatch:
             await self.inner(scope, receive, send)
             return
         route, handler, params = matched
+        if route.upload:
+            if _declared_length(scope) > self.max_upload:
+                await _send(await self.too_large(), receive, send)
+                return
+            request = DirectRequest(scope, b"", receive, self.max_upload)
+            await _send(await self.handle(route, handler, params, request), receive, send)
+            return
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -136,6 +167,13 @@ class DirectDispatch:
         request = DirectRequest(scope, chunks[0] if len(chunks) == 1 else b"".join(chunks))
         response = await self.handle(route, handler, params, request)
         await _send(response, receive, send)
+
+
+def _declared_length(scope: dict[str, Any]) -> int:
+    for name, value in scope["headers"]:
+        if name.lower() == b"content-length" and value.strip().isdigit():
+            return int(value)
+    return 0
 
 
 async def _send(response: Any, receive, send) -> None:

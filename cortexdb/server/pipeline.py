@@ -44,7 +44,7 @@ async def handle(state: ServerState, route: Route, handler: Handler, params: dic
     with handling(req):
         try:
             check_stability(state, route)
-            raw = await req.get_data(cache=False)
+            raw = b"" if route.upload else await req.get_data(cache=False)  # an upload: the handler's
             state.gate.admit(req.headers, route.method, raw, route.json_body)
             call = Call(state, route, authenticate(state, route, req.headers), rid, raw)
             rate_limit(state, call)

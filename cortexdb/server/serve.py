@@ -96,6 +96,12 @@ def _guard_hypercorn() -> None:
         hypercorn.trio.run.TCPServer = _GuardedTCPServer  # type: ignore[misc]
 
 
+def streamed_bodies(routes: list, limit: int) -> Callable[[str, bytes], int | None]:
+    """For the built-in server: the upload routes read their body as it arrives, up to ``limit``."""
+    uploads = {(route.method, route.path.encode()) for route in routes if route.upload}
+    return lambda method, path: limit if (method, path) in uploads else None
+
+
 async def run_server(settings: ServerSettings, *,
                      shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
                      engine_config: EngineConfig | None = None, clock=None, id_seed=None,
@@ -107,7 +113,7 @@ async def run_server(settings: ServerSettings, *,
         derivation_defer=settings.derivation_defer,
         max_event_text_bytes=settings.max_event_text_bytes,
         max_derived_per_event=settings.max_derived_per_event,
-        derivation_workers=settings.derivation_workers,
+        derivation_workers=settings.derivation_workers, blob_max_bytes=settings.max_blob_bytes,
     )
     path = settings.data_dir if settings.backend == "leveldb" else None
     async with open_engine(settings.backend, path, config=config, clock=clock, id_seed=id_seed,
@@ -146,7 +152,7 @@ async def run_server(settings: ServerSettings, *,
                                  new_request_id=new_request_id, error_body=error_body,
                                  max_body=settings.max_body_bytes, max_head=settings.max_head_bytes,
                                  head_timeout=settings.head_timeout, max_connections=settings.max_connections,
-                                 max_ws_message=settings.max_ws_message_bytes)  # fmt: skip
+                                 max_ws_message=settings.max_ws_message_bytes, streamed=streamed_bodies(state.routes, settings.max_upload_bytes))  # fmt: skip
 
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(serve)

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 DEFAULT_BIND = "127.0.0.1:8077"
+UPLOAD_FRAMING = 1024 * 1024  # what a multipart upload's body may carry besides the blob
 _positive = attrs.validators.gt(0)
 
 
@@ -40,6 +41,9 @@ class ServerSettings:
     head_timeout: float = attrs.field(default=10.0, validator=_positive)
     max_connections: int = attrs.field(default=1000, validator=_positive)
     max_ws_message_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
+    # the largest blob POST /v1/blobs stores (413 above it; EngineConfig.blob_max_bytes): 100 MiB.
+    # An upload's body may exceed max_body_bytes: it is streamed to a staging file, not held
+    max_blob_bytes: int = attrs.field(default=100 * 1024 * 1024, validator=_positive)
     embedder: str = "hash"
     stream_keepalive: float = 15.0  # seconds between SSE comment lines on a quiet stream
     # a lifecycle stream sends at most one chunk per this many seconds; records published meanwhile
@@ -61,6 +65,11 @@ class ServerSettings:
     derivation_workers: str = attrs.field(
         default="process", validator=attrs.validators.in_(("process", "thread"))
     )
+
+    @property
+    def max_upload_bytes(self) -> int:
+        """The body limit of an upload route: a blob plus its multipart framing and fields."""
+        return self.max_blob_bytes + UPLOAD_FRAMING
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> ServerSettings:
@@ -128,4 +137,5 @@ def _leeway(value: Any) -> float:
     return seconds
 _LIMITS = (("CORTEX_MAX_BODY_BYTES", "max_body_bytes", int), ("CORTEX_MAX_HEAD_BYTES", "max_head_bytes", int),
            ("CORTEX_HEAD_TIMEOUT", "head_timeout", float), ("CORTEX_MAX_CONNECTIONS", "max_connections", int),
-           ("CORTEX_MAX_WS_MESSAGE_BYTES", "max_ws_message_bytes", int))  # fmt: skip
+           ("CORTEX_MAX_WS_MESSAGE_BYTES", "max_ws_message_bytes", int),
+           ("CORTEX_MAX_BLOB_BYTES", "max_blob_bytes", int))  # fmt: skip

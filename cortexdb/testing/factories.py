@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import attrs
 
+from ..backends.filesystem import FileBlobStore
 from ..backends.leveldb import LevelDBStore
 from ..backends.memory import MemoryStore
+from ..backends.memory.blobs import MemoryBlobStore
 
 
 @attrs.define
@@ -23,3 +25,21 @@ class LevelDBFactory:
 
     async def open(self):
         return await LevelDBStore.open(self.path)
+
+
+@attrs.define
+class MemoryBlobFactory:
+    """The memory blob store: every handle is the same store (what a restart would see)."""
+
+    store: MemoryBlobStore = attrs.field(factory=MemoryBlobStore)
+
+    async def open(self):
+        return self.store
+
+
+@attrs.define
+class FileBlobFactory:
+    path: str
+
+    async def open(self):
+        return FileBlobStore(self.path)

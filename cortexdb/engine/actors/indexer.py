@@ -14,7 +14,7 @@ import numpy as np
 import trio
 
 from ..model import Event, EventState
-from ..model.text import content_text, turn_text
+from ..model.text import content_text, media_text, turn_text
 from ..retrieve import passages
 from ..retrieve.text_index import tokenize
 from ..storage import Op
@@ -25,9 +25,10 @@ SLICE_DOCUMENTS = 64  # documents added to the indexes between two checkpoints o
 
 
 def passage_documents(event: Event, spans: list) -> dict[str, str]:
-    """The index documents of a long event: one per passage, each led by the speaker."""
-    text = content_text(event.content)
-    return {passages.passage_id(event.id, i): turn_text(event.actor, text[start:end])
+    """The index documents of a long event: one per passage, each led by the speaker (the
+    first one followed by the event's blobs, ``media_text``)."""
+    text, media = content_text(event.content), media_text(event.content)
+    return {passages.passage_id(event.id, i): turn_text(event.actor, text[start:end] + (f" {media}" if media and not i else ""))
             for i, (start, end) in enumerate(spans)}  # fmt: skip
 
 

@@ -19,6 +19,7 @@ import attrs
 import trio
 
 from ...errors import CortexError, Internal, NotFound, WalUnavailable
+from ..envelope import blob_ids_of
 from ..model import Event, EventState, Scope
 from ..stages import Stage
 from ..storage import Op
@@ -247,6 +248,7 @@ class ScopeActor:
         ops.append(ctx.tables.wal.put_op(offset, self.scope, event_id))
         ops.append(tables.event_states.put_op(event_id, state))
         ops.append(tables.pending.put_op(event_id, True))
+        ops.extend(ctx.tables.blob_reference_ops(event_id, self.scope, [b for _, b in blob_ids_of(event.content)]))
         ops.append(ctx.bus.put_op(record))
         if item.idempotency is not None:
             reservations.append(item.idempotency)

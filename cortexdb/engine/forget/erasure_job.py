@@ -10,8 +10,9 @@
    ``redacted:<id>``), the redact set (``redact_events``, actor ``redacted:gdpr_<erasure_id>``),
    the delete set (``delete_events``), then every record outside citing a redacted event
    (``mark_evidence_redacted``).  Each chunk is a step; the record saves the steps done;
-5. **demote** — ``demote_beliefs`` in every scope holding marked records, ``scrub`` (caches,
-   replay buffers, compaction), then the ``body_bytes`` of the audit rows of the writes that
+5. **demote** — ``demote_beliefs`` in every scope holding marked records, the blobs only the
+   erased events referred to (``blobs.release_blobs_of``), ``scrub`` (caches, replay buffers,
+   compaction), then the ``body_bytes`` of the audit rows of the writes that
    carried the erased events are removed (row and hashes kept: ``POST /v1/audit/verify`` still
    matches their bodies).
 
@@ -25,6 +26,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..actors.messages import Flush
+from ..blobs import release_blobs_of
 from ..jobs import CANCELLED, COMPLETED, JobRun, Phase
 from ..policy.capabilities import FORGET_GDPR
 from ..scopes import is_within
@@ -137,14 +139,16 @@ class ErasureSteps:
             await run.tick(0.3)
         event_ids = [line[1] async for line in self._manifests.lines(run.id, "delete")]
         event_ids += [line[1] async for line in self._manifests.lines(run.id, "redact")]
+        if not state.get("blobs_released"):  # the blobs only these events referred to (§8.13)
+            run.progress["released_blobs"] = await release_blobs_of(self._engine, event_ids)
+            state["blobs_released"] = True
+            await run.tick(0.5)
         if not state.get("scrubbed"):
             record_ids = [line[2] async for line in self._manifests.lines(run.id, "records")]
             await ops.scrub(self._engine, scopes=state["touched_scopes"], event_ids=event_ids,
                             record_ids=record_ids)  # fmt: skip
             state["scrubbed"] = True
             await run.tick(0.7)
-        # TODO(lead, issue 12): when i12-blobs is merged, release the blobs only these events
-        # referenced here: ``await blobs.release_blobs_of(self._engine, event_ids)``.
         if not state.get("audit_stripped"):
             inside = (await self._manifests.head(run.id, live=False))["summary"]["inside_scopes"]
             state["audit_rows_stripped"] = await strip_body_sizes(self._ctx, run, set(event_ids), inside)
@@ -159,7 +163,8 @@ class ErasureSteps:
         summary = {"status": status, "phase": record["phase"],
                    **{name: progress.get(name, 0) for name in (
                        "deleted_events", "redacted_events", "deleted_facts", "demoted_beliefs",
-                       "deleted_beliefs", "deleted_episodes", "deleted_understanding", "marked_records")},
+                       "deleted_beliefs", "deleted_episodes", "deleted_understanding", "marked_records",
+                       "released_blobs")},
                    "audit_rows_stripped": run.state.get("audit_rows_stripped", 0),
                    "scope_state": scope_state(record, status)}  # fmt: skip
         run.state["summary"] = summary

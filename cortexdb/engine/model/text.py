@@ -5,9 +5,11 @@ this module, as attrs records or as wire dicts (the shapes stored JSON decodes t
 
 | record  | what the indexes see (``*_text``)       | other readings                          |
 |---------|-----------------------------------------|-----------------------------------------|
-| event   | ``speaker: content`` (``event_text``); | ``said_text`` (display): the text, else |
-|         | a passage: ``speaker: passage``         | the content kind; ``message_text``: the |
-|         | (``turn_text``)                         | text of a message ('' otherwise)        |
+| event   | ``speaker: content media`` (``event_  | ``said_text`` (display): the text, else |
+|         | text``; ``media_text``: its blobs'      | its blobs, else the content kind;       |
+|         | captions, alt texts, names and types);  | ``message_text``: the text of a message |
+|         | a passage: ``speaker: passage``         | ('' otherwise)                          |
+|         | (``turn_text``)                         |                                         |
 | fact    | its claim, ``not`` before the predicate | the bare claim (``fact_claim_text``)    |
 |         | when its polarity is negative           | where the polarity is shown beside it   |
 |         | (``fact_text``)                         | (why-graph edges) or not looked at      |
@@ -58,14 +60,34 @@ def turn_text(actor_id: str, text: str) -> str:
     return f"{speaker_name(actor_id)}: {text}"
 
 
+MEDIA_WORDS = ("caption", "alt", "title", "description", "filename", "content_type")
+
+
+def media_text(content: dict[str, Any]) -> str:
+    """What an event's blobs add to its indexed text (reference §3.5.4: blobs are found by their
+    metadata, their bytes are not embedded): for a ``blob_ref`` content and each ``media`` item,
+    the caption, alt text, title and description the writer gave, the file name and the content
+    type (capture adds the blob's own name and type, ``engine/blobs.py``)."""
+    items = [content] if content.get("kind") == "blob_ref" else []
+    media = content.get("media")
+    if isinstance(media, list):
+        items += media
+    words = [item[name] for item in items if isinstance(item, dict)
+             for name in MEDIA_WORDS if isinstance(item.get(name), str) and item[name]]  # fmt: skip
+    return " ".join(words)
+
+
 def event_text(event: Any) -> str:
-    """What the indexes see of an event (record or wire dict)."""
-    return turn_text(_get(event, "actor"), content_text(_get(event, "content")))
+    """What the indexes see of an event (record or wire dict): who, what, and its blobs."""
+    content = _get(event, "content")
+    media = media_text(content)
+    text = content_text(content)
+    return turn_text(_get(event, "actor"), f"{text} {media}" if text and media else text or media)
 
 
 def said_text(content: dict[str, Any]) -> str:
-    """What an event says, for display: its text, else its content kind."""
-    return str(content.get("text") or content.get("kind", ""))
+    """What an event says, for display: its text, else its blobs, else its content kind."""
+    return str(content.get("text") or media_text(content) or content.get("kind", ""))
 
 
 def message_text(content: dict[str, Any]) -> str:

@@ -37,6 +37,10 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | EM    | "h", manifest_id / "c", manifest_id, section, part | erasure manifest head / chunk  |
 | FG    | scope, kind, parts (see ``Partition``)      | forget suppression: what re-derivation skips |
 | FD    | scope, record id                            | forgotten-record note (410 on lookup) |
+| BL    | blob_id                                     | blob metadata (``engine/blobs.py``)  |
+| BR    | blob_id, evt_id                             | scope — an event referring to a blob |
+| BE    | evt_id, blob_id                             | empty — the blobs an event refers to |
+| BH    | sha256, blob_id                             | empty — the blob ids of a content    |
 
 A table of the storage layer (``table.Table``) is a prefix — the table name and, for a per-scope
 table, the scope — and its rows' keys are that prefix followed by their remaining parts
@@ -56,6 +60,7 @@ LIFECYCLE, SCOPES, BATCHES, META = b"L", b"S", b"BT", b"M"
 POLICY_DOCS, REVOKED, AUDIT_ROWS, PEPPERS = b"PO", b"RV", b"AU", b"PP"
 JOBS, ERASURE_MANIFESTS = b"J", b"EM"
 SUPPRESSIONS, FORGOTTEN = b"FG", b"FD"  # forget: never emptied by rebuild
+BLOBS, BLOB_REFERENCES, EVENT_BLOBS, BLOB_CONTENTS = b"BL", b"BR", b"BE", b"BH"
 
 #: the per-scope tables of derived records (``rebuild`` empties them)
 SCOPED_DERIVED_TABLES = (

@@ -23,6 +23,10 @@ tables — the server never builds a key.  A scope actor's tables come from ``pa
 | ``all_vectors``    | V     | (scope, record id): every scope's    | float32          |
 | ``jobs``           | J     | job_id                               | JSON job record  |
 | ``erasure_manifests`` | EM | ("h", id) / ("c", id, section, part) | JSON             |
+| ``blobs``          | BL    | blob_id                              | JSON             |
+| ``blob_references``| BR    | (blob_id, evt_id)                    | scope            |
+| ``event_blobs``    | BE    | (evt_id, blob_id)                    | mark             |
+| ``blob_contents``  | BH    | (sha256, blob_id)                    | mark             |
 """
 
 from __future__ import annotations
@@ -103,8 +107,19 @@ class NodeTables:
         self.all_vectors = table(keys.VECTORS, VECTOR)
         self.jobs = table(keys.JOBS, JSON)
         self.erasure_manifests = table(keys.ERASURE_MANIFESTS, JSON)
+        self.blobs = table(keys.BLOBS, JSON)  # blobs (engine/blobs.py): metadata, references
+        self.blob_references: Table[str] = table(keys.BLOB_REFERENCES, TEXT)
+        self.event_blobs = table(keys.EVENT_BLOBS, MARK)
+        self.blob_contents = table(keys.BLOB_CONTENTS, MARK)
         self._pending = table(keys.PENDING, MARK)
         self._foreign_work = table(keys.FOREIGN_WORK, JSON)
+
+    def blob_reference_ops(self, event_id: str, scope: str, blob_ids: Sequence[str]) -> list[Op]:
+        """The rows saying that an event refers to blobs (BR and BE), for its capture write."""
+        ops: list[Op] = []
+        for blob_id in dict.fromkeys(blob_ids):
+            ops += [self.blob_references.put_op((blob_id, event_id), scope), self.event_blobs.put_op((event_id, blob_id), True)]
+        return ops
 
     def partition(self, scope: str) -> Partition:
         """The tables of one scope (its actor's)."""

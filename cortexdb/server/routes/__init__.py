@@ -12,6 +12,7 @@ from . import (
     admin,
     audit,
     auth,
+    blobs,
     erasures,
     experience,
     feeds,
@@ -27,6 +28,6 @@ from . import (
 )
 
 BLUEPRINTS = (experience.api, recall.api, forget.api, layers.api, understanding.api, phrases.api,
-              scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, unbuilt.api,
-              feeds.api,
+              scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
+              unbuilt.api, feeds.api,
               admin.openapi_api)  # fmt: skip

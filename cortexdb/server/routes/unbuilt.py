@@ -10,7 +10,6 @@ from ..call import Blueprint, Call
 api = Blueprint()
 
 UNBUILT = (("POST", "/v1/answer", "stable"),
-           ("POST", "/v1/blobs", "stable"), ("GET", "/v1/blobs/{blob_id}", "stable"),
            ("POST", "/v1/understanding/synthesize", "experimental"),
            ("POST", "/v1/export", "beta"), ("POST", "/v1/import/{source}", "beta"),
            ("POST", "/v1/vocabularies", "beta"))  # fmt: skip
