@@ -115,7 +115,7 @@ def _token(args) -> None:
         raise SystemExit(f"cortexdb: token {args.token_command}: {args.dir}: {exc}") from None
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cortexdb", description="CortexDB, a memory database for AI agents"
     )
@@ -126,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         command = commands.add_parser(name, help=help_text)
         command.add_argument("--data", required=True, help="LevelDB data directory")
         command.add_argument("--scope", required=True, help="scope path, e.g. org:acme/user:alice")
+    _serve_parser(commands)
+    _token_parser(commands)
+    return parser
+
+
+def _serve_parser(commands) -> None:
     serve = commands.add_parser("serve", help="run the HTTP server (127.0.0.1 by default)")
     serve.add_argument("--preset", help="on_prem_enterprise | cloud_shared_saas | cloud_private | dev_local | a YAML path")
     serve.add_argument("--data", help="data directory (default ./data)")
@@ -159,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="open connections; the ones over it get 503 and are closed (default 1000)")
     serve.add_argument("--max-ws-message-bytes", type=int, metavar="N",
                        help="a larger WebSocket message closes the socket with 1009 (default 1 MiB)")
+
+
+def _token_parser(commands) -> None:
     token = commands.add_parser("token", help="the reference PASETO v4.public issuer")
     token_commands = token.add_subparsers(dest="token_command", required=True)
     keygen = token_commands.add_parser("keygen", help="create an Ed25519 issuer key pair")
@@ -173,7 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     mint.add_argument("--ttl", type=int, default=3600, help="seconds (max 24 h; 30 d for service:)")
     mint.add_argument("--max-ttl", type=int, metavar="SECONDS",
                       help="refuse a --ttl above this (a site cap; it cannot exceed the server's maximum)")
-    args = parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         if args.command == "version":
             print(__version__)

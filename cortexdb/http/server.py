@@ -39,6 +39,7 @@ from urllib.parse import unquote
 import httptools
 import trio
 
+from .exchange import Exchange
 from .lifespan import ASGI, Lifespan
 from .parsing import Parsing, Request
 from .websocket import Closed, WebSocket
@@ -47,9 +48,7 @@ from .wire import (
     MAX_RECV,
     ErrorBody,
     Refusal,
-    chunk,
     error_response,
-    head,
     linger,
     plain_error_body,
     random_request_id,
@@ -263,97 +262,20 @@ class Server:
                  "query_string": url.query or b"", "root_path": "",
                  "headers": request.headers, "client": client, "server": server, "extensions": {},
                  "state": dict(self.lifespan_state)}  # fmt: skip
-        head_only = request.method == "HEAD"
-        keep_alive = request.keep_alive and not self.closing
-        body_sent = False
-        started: list[Any] = []  # [status, headers]
-        chunked = False
-        closed_on_stream = False
-        delivered = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal delivered, keep_alive
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": bytes(request.body), "more_body": False}
-            # Afterwards the app waits for a disconnect (Quart always does, SSE handlers rely on
-            # it).  Pipelined requests that arrive meanwhile wait unparsed, up to pipeline_buffer
-            # bytes; then the socket is not read until this response is done (TCP backpressure),
-            # and a disconnect shows when a send fails.
-            while True:
-                room = self.pipeline_buffer - len(parsing.pending)
-                if room <= 0:
-                    await trio.sleep_forever()  # the app cancels this wait when it has answered
-                try:
-                    data = await stream.receive_some(min(room, MAX_RECV))
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    data = b""
-                if not data:
-                    keep_alive = False
-                    return {"type": "http.disconnect"}
-                parsing.pending += data
-
-        async def send(message: dict[str, Any]) -> None:
-            nonlocal body_sent, chunked, keep_alive, closed_on_stream
-            kind = message["type"]
-            if kind == "http.response.start":
-                started[:] = [message["status"], list(message.get("headers", []))]
-                if not any(name.lower() == b"content-length" for name, _ in started[1]):
-                    await sendhead(b"", True)  # a stream: the head goes now, the body as it comes
-                return
-            if kind != "http.response.body" or body_sent:
-                return
-            body = message.get("body", b"")
-            more = message.get("more_body", False)
-            if started and len(started) == 2:
-                await sendhead(body, more)
-            elif not head_only:
-                if chunked:
-                    await stream.send_all((chunk(body) if body else b"") + (b"" if more else b"0\r\n\r\n"))
-                elif body:
-                    await stream.send_all(body)
-            if not more:
-                body_sent = True
-
-        async def sendhead(body: bytes, more: bool) -> None:
-            """The status line and headers, with the first body bytes when there are any."""
-            nonlocal chunked, keep_alive, closed_on_stream
-            status, headers = started
-            started.append(True)
-            names = {name.lower() for name, _ in headers}
-            if b"content-length" not in names and status >= 200 and status not in (204, 304):
-                if not more:
-                    headers.append((b"content-length", str(len(body)).encode()))
-                elif request.version == "1.1":
-                    chunked = True
-                    headers.append((b"transfer-encoding", b"chunked"))
-                else:
-                    keep_alive = False
-                    closed_on_stream = True
-            if self.closing:
-                keep_alive = False
-            if not keep_alive:
-                headers.append((b"connection", b"close"))
-            payload = head(status, headers)
-            if not head_only:
-                payload += chunk(body) if chunked and body else (b"" if chunked else body)
-            if chunked and not more and not head_only:
-                payload += b"0\r\n\r\n"
-            await stream.send_all(payload)
-
+        exchange = Exchange(self, stream, parsing, request)
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, exchange.receive, exchange.send)
         except Exception:
             log.exception("unhandled error in the app for %s %s", request.method, scope["path"])
-            if not started or len(started) == 2:
+            if not exchange.head_sent:
                 await self._error(stream, FAILED_TO_ANSWER, read_all=True)
             return False
-        if not started or len(started) == 2:  # the app returned without answering
+        if not exchange.head_sent:  # the app returned without answering
             await self._error(stream, FAILED_TO_ANSWER, read_all=True)
             return False
-        if not body_sent:  # a stream the app abandoned (cancelled on disconnect or shutdown)
+        if not exchange.body_sent:  # a stream the app abandoned (cancelled on disconnect or shutdown)
             return False
-        return keep_alive and not closed_on_stream
+        return exchange.reusable
 
     # -------------------------------------------------------------- websocket
     async def _websocket(self, stream: trio.SocketStream, request: Request, leftover: bytes,

@@ -60,32 +60,52 @@ def sse_response(state: ServerState, frames: AsyncIterator[tuple[str | None, str
 Batch = list[Any]
 
 
+class StreamAccess:
+    """What a lifecycle stream's principal may read: decided per record scope through the gate,
+    cached until the policy's version changes, when the stream's own grant is decided again."""
+
+    def __init__(self, state: ServerState, principal: Principal, scope: str | None) -> None:
+        self.state, self.principal, self.scope = state, principal, scope
+        self.version = state.policy.version
+        self.readable: dict[str, bool] = {}
+
+    def can_read(self, path: str) -> bool:
+        """The per-record check, through the gate: may this principal read records of ``path``?"""
+        if path not in self.readable:
+            self.readable[path] = self.state.gate.decide(self.principal, SCOPE_READ_LOCAL, path).allowed
+        return self.readable[path]
+
+    def still_allowed(self) -> tuple[bool, str]:
+        for capability, target in ((LIFECYCLE_SUBSCRIBE, self.scope), (SCOPE_READ_LOCAL, self.scope)):
+            if target is None and capability == SCOPE_READ_LOCAL:
+                continue
+            decision = self.state.gate.decide(self.principal, capability, target)
+            if not decision.allowed:
+                return False, f"{capability} is now denied by the {decision.tier} tier"
+        return True, ""
+
+    def policy_frame(self) -> tuple[None, str, dict[str, Any]] | None:
+        """At a record boundary: None while the policy is unchanged, else the control frame a
+        mutation takes effect with (``policy_changed``, or ``policy_revoked``, which ends the stream)."""
+        policy = self.state.policy
+        if policy.version == self.version:
+            return None
+        self.version = policy.version
+        self.readable.clear()
+        allowed, reason = self.still_allowed()
+        if not allowed:
+            return None, "policy_revoked", {"reason": reason}
+        return None, "policy_changed", {**(policy.last_change or {}), "capability_diff": []}
+
+
 async def lifecycle_batches(state: ServerState, principal: Principal, scope: str | None,
                             since: str | None, filters: dict[str, Any]) -> AsyncIterator[Batch | None]:  # fmt: skip
     """A lifecycle subscription as batches: every record buffered since the last batch (in
     order), or None for a keep-alive.  One task and one cancel scope per stream, whatever the
     rate; the caller encodes the records (``FrameCache``) and sends a batch at once."""
-    policy = state.policy
-    readable: dict[str, bool] = {}
-
-    def can_read(path: str) -> bool:
-        """The per-record check, through the gate: may this principal read records of ``path``?"""
-        if path not in readable:
-            readable[path] = state.gate.decide(principal, SCOPE_READ_LOCAL, path).allowed
-        return readable[path]
-
-    def still_allowed() -> tuple[bool, str]:
-        for capability, target in ((LIFECYCLE_SUBSCRIBE, scope), (SCOPE_READ_LOCAL, scope)):
-            if target is None and capability == SCOPE_READ_LOCAL:
-                continue
-            decision = state.gate.decide(principal, capability, target)
-            if not decision.allowed:
-                return False, f"{capability} is now denied by the {decision.tier} tier"
-        return True, ""
-
     settings, closing = state.settings, state.closing
     async with state.engine.subscribe(since_lifecycle_id=since, scope=scope, **filters) as subscription:
-        version = policy.version
+        access = StreamAccess(state, principal, scope)
         next_batch = -math.inf
         while True:
             await subscription.wait(closing, settings.stream_keepalive)
@@ -104,16 +124,13 @@ async def lifecycle_batches(state: ServerState, principal: Principal, scope: str
                 continue
             batch: Batch = []
             for record in records:
-                if policy.version != version:  # a policy mutation: effective at this boundary
-                    version = policy.version
-                    readable.clear()
-                    allowed, reason = still_allowed()
-                    if not allowed:
-                        batch.append((None, "policy_revoked", {"reason": reason}))
+                frame = access.policy_frame()  # a policy mutation: effective at this boundary
+                if frame is not None:
+                    batch.append(frame)
+                    if frame[1] == "policy_revoked":
                         yield batch
                         return
-                    batch.append((None, "policy_changed", {**(policy.last_change or {}), "capability_diff": []}))
-                if record.scope and not can_read(record.scope):
+                if record.scope and not access.can_read(record.scope):
                     continue
                 if record.stage == "lagging":
                     batch.append((None, "lagging", lifecycle_wire(record).get("payload", {})))

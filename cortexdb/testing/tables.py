@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from ..engine.model import EventState, Scope
+from ..engine.stages import Stage
 from ..engine.storage import CHUNK_OPS, NodeTables, Table
 from ..engine.storage.table import JSON, MARK, TEXT
 from ..errors import InvalidCursor
@@ -232,7 +233,7 @@ async def test_codecs_round_trip(node_tables):
     tables = node_tables
     part = tables.partition(SCOPE)
     state = EventState(
-        scope=SCOPE, done=["captured"], lce=["lce_1"], batch_id=None, passages=[[0, 5]]
+        scope=SCOPE, done=[Stage.CAPTURED.value], lce=["lce_1"], batch_id=None, passages=[[0, 5]]
     )
     vector = np.arange(4, dtype=np.float32) / 3
     await tables.write([part.event_states.put_op("evt_1", state), part.vectors.put_op("fact_1", vector),

@@ -179,75 +179,9 @@ class RuleExtractor:
             )  # fmt: skip
 
         if me is not None:
-            if m := _MY_ATTR.search(sentence):
-                attr = m.group("attr").strip()
-                if not re.search(r"\b(i|you|he|she|it|we|they)\b", attr, re.I):
-                    add(me, _predicate(attr), m.group("value"), conf=0.9, pattern="my_x_is_y")
-            if m := _AGE.search(sentence):
-                add(
-                    me,
-                    "age",
-                    (int(m.group("num")), "integer"),
-                    conf=0.9,
-                    pattern="i_am_n_years_old",
-                )
-            if m := _LIVE.search(sentence):
-                add(me, "lives_in", m.group("value"), conf=0.85, pattern="i_live_in", entity=True)
-            elif m := _MOVED.search(sentence):
-                add(me, "lives_in", m.group("value"), conf=0.8, pattern="i_moved_to", entity=True)
-            if m := _WORK_AS.search(sentence):
-                add(me, "occupation", m.group("value"), conf=0.85, pattern="i_work_as")
-            elif m := _WORK_AT.search(sentence):
-                add(me, "works_at", m.group("value"), conf=0.85, pattern="i_work_at", entity=True)
-            if m := _PREF.search(sentence):
-                predicate = _LIKE_VERBS[m.group("verb").casefold()]
-                polarity = -1 if m.group("neg") else 1
-                add(
-                    me,
-                    predicate,
-                    m.group("value"),
-                    conf=0.8,
-                    pattern="i_prefer",
-                    single=False,
-                    polarity=polarity,
-                )
-            elif (m := _I_AM_A.search(sentence)) and not _AGE.search(sentence):
-                add(me, "is_a", m.group("value"), conf=0.7, pattern="i_am_a", single=False)
-        for m in _QUANTITY.finditer(sentence):
-            subject_text = m.group("subject")
-            if subject_text == "I":
-                if me is None:
-                    continue
-                subject = me
-            elif subject_text.casefold() in _STOP_SUBJECTS:
-                continue
-            else:
-                subject = TermRef(subject_text)
-            number, datatype = _literal(m.group("num"))
-            add(subject, _unit_predicate(m.group("unit")), (number, datatype), conf=0.8,
-                pattern="quantity_with_unit")  # fmt: skip
-        for regex, predicate, pattern, entity in (
-            (_X_WORKS, "works_at", "x_works_at", True),
-            (_X_LIVES, "lives_in", "x_lives_in", True),
-            (_X_IS, "is", "x_is_y", False),
-        ):
-            m = regex.search(sentence)
-            if not m:
-                continue
-            subject_text = m.group("subject")
-            if subject_text.split()[0].casefold() in _STOP_SUBJECTS or subject_text == "I":
-                continue
-            if predicate == "is" and any(f.subject.name == subject_text for f in out):
-                continue  # a more specific rule already read this subject
-            add(
-                TermRef(subject_text),
-                predicate,
-                m.group("value"),
-                conf=0.7,
-                pattern=pattern,
-                entity=entity,
-            )
-            break
+            _about_me(sentence, me, add)
+        _quantities(sentence, me, add)
+        _about_others(sentence, out, add)
         return out
 
     # -- structured -----------------------------------------------------------------------------
@@ -313,3 +247,85 @@ class RuleExtractor:
 
         walk("", data, 0)
         return out
+
+
+# -- the text rules, one function per family; ``add`` keeps what they read (``_sentence``) -------
+def _about_me(sentence: str, me: TermRef, add) -> None:
+    """First-person rules: what the subject says about themselves."""
+    if m := _MY_ATTR.search(sentence):
+        attr = m.group("attr").strip()
+        if not re.search(r"\b(i|you|he|she|it|we|they)\b", attr, re.I):
+            add(me, _predicate(attr), m.group("value"), conf=0.9, pattern="my_x_is_y")
+    if m := _AGE.search(sentence):
+        add(
+            me,
+            "age",
+            (int(m.group("num")), "integer"),
+            conf=0.9,
+            pattern="i_am_n_years_old",
+        )
+    if m := _LIVE.search(sentence):
+        add(me, "lives_in", m.group("value"), conf=0.85, pattern="i_live_in", entity=True)
+    elif m := _MOVED.search(sentence):
+        add(me, "lives_in", m.group("value"), conf=0.8, pattern="i_moved_to", entity=True)
+    if m := _WORK_AS.search(sentence):
+        add(me, "occupation", m.group("value"), conf=0.85, pattern="i_work_as")
+    elif m := _WORK_AT.search(sentence):
+        add(me, "works_at", m.group("value"), conf=0.85, pattern="i_work_at", entity=True)
+    if m := _PREF.search(sentence):
+        predicate = _LIKE_VERBS[m.group("verb").casefold()]
+        polarity = -1 if m.group("neg") else 1
+        add(
+            me,
+            predicate,
+            m.group("value"),
+            conf=0.8,
+            pattern="i_prefer",
+            single=False,
+            polarity=polarity,
+        )
+    elif (m := _I_AM_A.search(sentence)) and not _AGE.search(sentence):
+        add(me, "is_a", m.group("value"), conf=0.7, pattern="i_am_a", single=False)
+
+
+def _quantities(sentence: str, me: TermRef | None, add) -> None:
+    """``<subject> has 40 employees``: a count, by the unit's predicate."""
+    for m in _QUANTITY.finditer(sentence):
+        subject_text = m.group("subject")
+        if subject_text == "I":
+            if me is None:
+                continue
+            subject = me
+        elif subject_text.casefold() in _STOP_SUBJECTS:
+            continue
+        else:
+            subject = TermRef(subject_text)
+        number, datatype = _literal(m.group("num"))
+        add(subject, _unit_predicate(m.group("unit")), (number, datatype), conf=0.8,
+            pattern="quantity_with_unit")  # fmt: skip
+
+
+def _about_others(sentence: str, out: list[CandidateFact], add) -> None:
+    """Third-person rules about a proper-noun subject: only the first rule that matches applies."""
+    for regex, predicate, pattern, entity in (
+        (_X_WORKS, "works_at", "x_works_at", True),
+        (_X_LIVES, "lives_in", "x_lives_in", True),
+        (_X_IS, "is", "x_is_y", False),
+    ):
+        m = regex.search(sentence)
+        if not m:
+            continue
+        subject_text = m.group("subject")
+        if subject_text.split()[0].casefold() in _STOP_SUBJECTS or subject_text == "I":
+            continue
+        if predicate == "is" and any(f.subject.name == subject_text for f in out):
+            continue  # a more specific rule already read this subject
+        add(
+            TermRef(subject_text),
+            predicate,
+            m.group("value"),
+            conf=0.7,
+            pattern=pattern,
+            entity=entity,
+        )
+        break
