@@ -76,8 +76,7 @@ class Engine:
         self._reads = Reads(ctx, self._phrases)
         self._writes = Writes(ctx)
         self._recall = RecallCoordinator(ctx, self._phrases)
-        #: ``await engine.forget(request, caller=..., tenant_id=..., audit_id=...)`` (§8.5): forget.ForgetService
-        self.forget = ForgetService(ctx)
+        self.forget = ForgetService(ctx)  # forget (§8.5): await engine.forget(request, caller=...)
 
     @property
     def store(self):
