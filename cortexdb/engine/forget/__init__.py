@@ -77,6 +77,9 @@ class ForgetService:
             for layer, count in more.items():
                 deleted[layer] += count
             await ops.mark_evidence_redacted(ctx, scope, blanked)
+            # blob cascade (issue 12): once i12-blobs is merged, the blobs only blanked events
+            # referred to go here: ``await blobs.release_blobs_of(ctx, blanked)`` (ctx.blobs is
+            # the BlobService), before the scrub below compacts the store
         await ops.scrub(ctx, scopes=[scope], event_ids=blanked, record_ids=derived)
         return deleted
 

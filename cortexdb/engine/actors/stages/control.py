@@ -74,11 +74,6 @@ async def _withdraw(work: StageContext, event_id: str, state: EventState) -> lis
     if deleted:
         state.beliefs_deleted_by_cancel = deleted
     await leave_episode(work, batch, state, event_id)
-    if state.episode_id:  # it is no member of that episode any more
-        state.derives = [d for d in state.derives if d != state.episode_id]
-        if state.stage_derives:
-            state.stage_derives.pop(Stage.EPISODE_JOINED.value, None)
-        state.episode_id = None
     batch.ops.append(work.tables.pending.delete_op(event_id))
     batch.ops.append(work.state_op(event_id, state))
     await work.commit(batch)
