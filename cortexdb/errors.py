@@ -13,60 +13,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-__all__ = [
-    "ActorMismatch",
-    "AuthError",
-    "CortexError",
-    "DataDirLocked",
-    "DerivedLayerUnavailable",
-    "EmbedderMismatch",
-    "EmbedderUnavailable",
-    "ErasurePreviewStale",
-    "EmptySelectorWithoutConfirmation",
-    "ExperimentalDisabled",
-    "ExpiredToken",
-    "HttpError",
-    "IdempotencyConflict",
-    "Internal",
-    "InvalidBody",
-    "InvalidCursor",
-    "InvalidEnvelope",
-    "InvalidFilter",
-    "InvalidForget",
-    "InvalidMintRequest",
-    "InvalidPolicy",
-    "InvalidQuery",
-    "InvalidRecall",
-    "InvalidScopeGrammar",
-    "InvalidScopeRequest",
-    "InvalidTemporal",
-    "InvalidTimestamp",
-    "InvalidToken",
-    "InvalidTokenSignature",
-    "IssuerConfigError",
-    "MissingRequiredField",
-    "MissingToken",
-    "NotAMember",
-    "NotFound",
-    "NotImplementedYet",
-    "NotYetAvailable",
-    "OriginNotAllowed",
-    "PayloadTooLarge",
-    "PolicyDenied",
-    "PolicyLockout",
-    "RateLimited",
-    "ResourceDeleted",
-    "RevokedToken",
-    "ScopeRegistrationExists",
-    "StoreClosed",
-    "UnknownPreset",
-    "UnparseableTemporal",
-    "UnregisteredScopeType",
-    "UnsupportedMediaType",
-    "WalUnavailable",
-    "WrongTenant",
-]
-
 
 class CortexError(Exception):
     """Base of every error CortexDB raises on purpose."""
@@ -432,3 +378,8 @@ class HttpError(CortexError):
         super().__init__(message, **kw)
         self.http_status = status  # type: ignore[misc]
         self.error_code = code  # type: ignore[misc]
+
+
+#: every error class of this module, by name (the list is made, so a new class cannot be missed)
+__all__ = sorted(name for name, value in list(globals().items())
+                 if isinstance(value, type) and issubclass(value, CortexError))  # fmt: skip

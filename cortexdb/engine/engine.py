@@ -73,8 +73,7 @@ class Engine:
         self._reads = Reads(ctx, self._phrases)
         self._writes = Writes(ctx)
         self._recall = RecallCoordinator(ctx, self._phrases)
-        #: ``await engine.forget(request, caller=..., tenant_id=..., audit_id=...)`` (§8.5): forget.ForgetService
-        self.forget = ForgetService(ctx)
+        self.forget = ForgetService(ctx)  # forget (§8.5): await engine.forget(request, caller=...)
         self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
         self.blobs = ctx.blobs  # blobs (§8.13): engine/blobs.py's BlobService: put, stat, open, read, release
 

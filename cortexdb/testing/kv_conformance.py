@@ -219,6 +219,10 @@ async def test_compact_keeps_live_data_and_drops_deleted(store):
     assert await keys_of(store.scan()) == [b"c:1", b"c:3", b"d:1"]
     assert await store.get(b"c:2") is None
     assert await store.get(b"c:3") == b"new"
+    assert await store.compact(b"c:1", b"c:3") in (True, False)  # bounds that are live keys
+    assert await store.compact(b"c:3", b"c:3\x00") in (True, False)  # one key
+    assert await keys_of(store.scan()) == [b"c:1", b"c:3", b"d:1"]
+    assert await store.get(b"c:1") == b"v:c:1"
 
 
 async def test_compact_after_close_raises_store_closed(kv_factory):

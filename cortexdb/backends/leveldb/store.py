@@ -115,6 +115,13 @@ class LevelDBSnapshot:
             self._snapshot.close()
 
 
+def _below(key: bytes) -> bytes:
+    """A key just below ``key`` that no record uses (UTF-8 text never holds the byte 0xff)."""
+    if key[-1]:
+        return key[:-1] + bytes([key[-1] - 1]) + b"\xff" * 16
+    return key[:-1]
+
+
 class LevelDBStore:
     def __init__(self, db: plyvel.DB, path: str) -> None:
         self._db = db
@@ -187,22 +194,24 @@ class LevelDBStore:
         holds every recent write, is deleted) and then compacts each level *above* the deepest
         one holding the range into the next.  A flushed memtable may itself land at that deepest
         level holding a value and its deletion side by side, and no range compaction would ever
-        rewrite it.  So a second pass first writes deletions of the range's two ends (keys no
-        record uses: readers never see them) and compacts again: their small file lands above
-        every file holding the range, which the compaction then merges down through, dropping
-        every shadowed value (docs/decisions.md, "Forget").  Files pinned by an open iterator
+        rewrite it.  So a second pass first writes deletions of two absent keys just below each
+        end of the range (checked absent; readers never see a deletion) and compacts again:
+        their small file spans the range and lands above every file holding it, which the
+        compaction then merges down through, dropping every shadowed value (docs/decisions.md,
+        "Forget").  Files pinned by an open iterator
         or snapshot stay until it is closed.  Runs in a worker thread."""
         self._check()
-        ends = [Delete(start or b"\x00")]
-        if stop:
-            last = stop[:-1] + bytes([stop[-1] - 1]) + b"\xff" * 16 if stop[-1] else stop[:-1]
-            ends.append(Delete(last))
         compact = functools.partial(self._db.compact_range, start=start, stop=stop)
         async with self._compacting:
             self._check()
             try:
                 await trio.to_thread.run_sync(compact)
-                await self.write(ends)
+                ends = [Delete(key) for key in (_below(start or b"\x01"), _below(stop) if stop else b"\xff" * 16)
+                        if key and self._db.get(key) is None]  # fmt: skip
+                batch = self._db.write_batch()  # no checkpoint since the look-up: still absent
+                for end in ends:
+                    batch.delete(end.key)
+                batch.write()
                 await trio.to_thread.run_sync(compact)
             except plyvel.Error as exc:
                 raise WalUnavailable(f"LevelDB compaction failed: {exc}") from exc

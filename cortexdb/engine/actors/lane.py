@@ -37,7 +37,7 @@ from .messages import (
     RebuildItem,
     ReplySlot,
 )
-from .stages import compress, consolidate, control, extract, forget, index
+from .stages import compress, consolidate, control, extract, forget_run, index
 from .stages.common import StageBatch, StageContext
 from .state import PartitionState
 
@@ -248,7 +248,7 @@ class Lane:
         """Deletion work (``stages.forget``), once every queued event is derived: what a forget
         selects and suppresses is then all the evidence captured before it."""
         await self._drain_queue()
-        item.reply.set(await forget.run(self.work, item.work, self.unqueue))
+        item.reply.set(await forget_run.run(self.work, item.work, self.unqueue))
 
     def unqueue(self, event_ids) -> None:
         """Drop events from the queue and the cache (they are being deleted)."""

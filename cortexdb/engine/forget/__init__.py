@@ -6,9 +6,9 @@ key, then, in the scope's lane:
 
 1. selects the records of the named layers the selector matches;
 2. deletes them for good (``ops.delete_records``: relinked, revised, suppressed);
-3. with ``redact_events``: blanks the events behind them (and those the selector matched when
-   ``events`` is named), deletes the records of the named layers that rest only on blanked
-   events, and marks what survives ``supporting_evidence_redacted``;
+3. with ``redact_events``: blanks the events behind them, and the events the selector matched
+   when ``events`` is named — the records of the named layers resting only on those go too —;
+   what survives citing a blanked event is marked ``supporting_evidence_redacted``;
 4. scrubs what lies outside the scope (``ops.scrub``: pack cache, compaction).
 
 The answer is §8.5's ``deleted`` counts (``events``: the events blanked) and ``audit_id`` (the
@@ -71,11 +71,15 @@ class ForgetService:
             blanked = [e for e in dict.fromkeys([*found.get("events", ()), *sorted(evidence)])
                        if await self._home(e) == scope]  # fmt: skip
             deleted["events"] = await ops.redact_events(ctx, scope, blanked)
-            resting = await ops.solely_redacted(ctx, scope, spec.layers, blanked)
+            named = [e for e in found.get("events", ()) if e in blanked]  # the events selected
+            resting = await ops.solely_redacted(ctx, scope, spec.layers, named)
             more, _ = await ops.delete_records_evidence(ctx, scope, resting)
             for layer, count in more.items():
                 deleted[layer] += count
             await ops.mark_evidence_redacted(ctx, scope, blanked)
+            # blob cascade (issue 12): once i12-blobs is merged, the blobs only blanked events
+            # referred to go here: ``await blobs.release_blobs_of(ctx, blanked)`` (ctx.blobs is
+            # the BlobService), before the scrub below compacts the store
         await ops.scrub(ctx, scopes=[scope], event_ids=blanked, record_ids=derived)
         return deleted
 

@@ -144,17 +144,18 @@ async def scrub(engine: Any, *, scopes: Collection[str], event_ids: Collection[s
                 record_ids: Collection[str]) -> None:
     """Nothing left behind outside the partitions once the operations above ran: the recall
     pack cache is emptied (``use_pack_id`` and idempotent recall replays included; a recall in
-    flight cannot put its pack back), each scope's indexes are tidied, and the key ranges of the
-    scopes and of the node tables a forget rewrites (event states, lifecycle rows — what replay
-    and SSE resume serve —, idempotency records, the WAL) are compacted, so that on LevelDB the
-    old values leave the files and the log (``KVStore.compact``).  ``event_ids`` and
-    ``record_ids`` name what was removed (the operations already cleaned the rows citing them)."""
+    flight cannot put its pack back), each scope's indexes are tidied, and the key ranges the
+    operations rewrote are compacted (``NodeTables.forget_ranges``: the scopes' derived tables;
+    for ``event_ids``, the span of their events and event states, and the lifecycle rows that
+    replay and SSE resume serve), so that on LevelDB the old values leave the files and the log
+    (``KVStore.compact``).  ``record_ids`` name the records removed (the operations already
+    cleaned the rows citing them)."""
     ctx = context(engine)
     if ctx.packs is not None:
         ctx.packs.purge()
     ranges = []
     for scope in dict.fromkeys(canonical_scope(s) for s in scopes):
         await tidy(ctx, scope)
-        ranges += ctx.tables.scope_ranges(scope)
+        ranges += ctx.tables.forget_ranges(scope, list(event_ids))
     if ranges:
         await ctx.tables.compact(*dict.fromkeys(ranges))

@@ -67,9 +67,8 @@ SCOPED_DERIVED_TABLES = (
     FACTS, FACT_INDEX, FACT_SUPPORTS, BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, EPISODES,
     OPEN_EPISODES, CONCEPTS, VECTORS,
 )  # fmt: skip
-#: every per-scope table, and the node tables a forget rewrites: the key ranges it compacts
-SCOPED_TABLES = (EVENTS, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN, *SCOPED_DERIVED_TABLES)
-NODE_REWRITTEN = (WAL, EVENT_STATES, LIFECYCLE, IDEMPOTENCY)
+#: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
+FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN)
 
 
 def prefix(table: bytes, *parts: str) -> bytes:

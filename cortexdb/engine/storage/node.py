@@ -31,7 +31,7 @@ tables — the server never builds a key.  A scope actor's tables come from ``pa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
 
 from ..model import Entity, EventState, LifecycleEvent, Scope
@@ -155,10 +155,21 @@ class NodeTables:
         done = [await compact_range(start, stop) for start, stop in ranges] if ranges else [await compact_range()]
         return any(result is not False for result in done)  # None: a store from before compact's bool
 
-    def scope_ranges(self, scope: str) -> list[tuple[bytes, bytes]]:
-        """The key ranges of a scope's tables, and of the node tables forget rewrites (event
-        states, lifecycle, idempotency, the WAL): what a forget or an erasure compacts."""
-        ranges = [(keys.prefix(name, scope), keys.prefix(name, scope)[:-1] + b"\x01")
-                  for name in keys.SCOPED_TABLES]  # fmt: skip
-        ranges += [(name + keys.SEP, name + b"\x01") for name in keys.NODE_REWRITTEN]
+    def forget_ranges(self, scope: str, event_ids: Collection[str] = ()) -> list[tuple[bytes, bytes]]:
+        """The key ranges a forget in ``scope`` rewrote, for ``compact``: the scope's derived
+        tables (with its suppressions, notes and pending work) and, when events were redacted or
+        deleted, the span of their rows in the scope's events and the node's event states, and
+        the lifecycle rows (the replay window).  The WAL order and idempotency records hold ids
+        and hashes only."""
+        ranges = [_whole(keys.prefix(name, scope)) for name in keys.FORGET_SCOPED]
+        if event_ids:
+            first, last = min(event_ids), max(event_ids)
+            for table in (keys.prefix(keys.EVENTS, scope), keys.prefix(keys.EVENT_STATES)):
+                ranges.append((keys.within(table, first), keys.within(table, last) + b"\x01"))
+            ranges.append(_whole(keys.prefix(keys.LIFECYCLE)))
         return ranges
+
+
+def _whole(prefix: bytes) -> tuple[bytes, bytes]:
+    """Every key starting with ``prefix`` (which ends with the separator) as [start, stop)."""
+    return prefix, prefix[:-1] + b"\x01"

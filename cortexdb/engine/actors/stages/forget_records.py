@@ -127,6 +127,7 @@ async def revise_without(work: StageContext, out: Writes, pairs: set[tuple[str, 
     once more (as excluded facts), so a belief that rested on them alone is deleted and the
     others no longer cite them."""
     state = work.state
+    await _orphaned_beliefs(work, out, pairs, gone, result)
     for fact in gone:
         state.facts[fact.id] = attrs.evolve(fact, excluded_from_recall=True)
     summary = Summary()
@@ -144,6 +145,22 @@ async def revise_without(work: StageContext, out: Writes, pairs: set[tuple[str, 
     beliefs = state.belief_by_id
     await work.index.index_documents(out.ops, {b: belief_text(beliefs[b]) for b in summary.created})
     result["beliefs"] += len(summary.deleted)
+
+
+async def _orphaned_beliefs(work: StageContext, out: Writes, pairs: set[tuple[str, str]],
+                            gone: list[Fact], result: dict[str, Any]) -> None:  # fmt: skip
+    """The beliefs of claims no remaining fact asserts any more go with the facts: a rebuild
+    would never derive them (revision alone keeps a claim that still has evidence against it)."""
+    asserted = set()
+    for subject_id, predicate in pairs:
+        for fact in await work.state.facts_for(subject_id, predicate):
+            if fact.polarity > 0:
+                asserted.add(claim_key(subject_id, predicate, object_key(fact.object)))
+    for fact in gone:
+        claim = claim_key(fact.subject.id, fact.predicate, object_key(fact.object))
+        belief = await work.state.belief_for(claim) if fact.polarity > 0 and claim not in asserted else None
+        if belief is not None:
+            await _delete_belief(work, out, belief.id, False, result)
 
 
 def claim_of(claim: dict[str, Any]) -> tuple[TypedRef, str, TypedValue]:

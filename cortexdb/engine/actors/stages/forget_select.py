@@ -10,7 +10,7 @@ set every record of the named layers matches; ``memory_ids`` are added whatever 
 | ``about_entity`` | subject or object          | claim subject or object | an event derived a fact naming it |
 | ``predicate``    | predicate                  | claim predicate    | an event derived a fact with it       |
 | ``valid_during`` | [valid_from, valid_to) overlaps | the same      | episodes: [started_at, ended_at]; events: ``observed_at`` in it |
-| ``recorded_during`` | [recorded_from, recorded_to) overlaps | the same | episodes: the same; events: ``recorded_at`` in it |
+| ``recorded_during`` | ``recorded_from`` in it (learnt then) | the same | episodes: the same; events: ``recorded_at`` in it |
 
 Excluded records (a cancelled event's) match too: forgetting is about what is stored.
 """
@@ -111,16 +111,18 @@ async def _any_subject(work: StageContext, item: Select, layer: str, wire: dict[
     return False
 
 
+def _within(value: str, interval) -> bool:
+    start, end = interval
+    moment = parse_rfc3339(value)
+    return not ((start and moment < start) or (end and moment >= end))
+
+
 def _in_time(item: Select, layer: str, wire: dict[str, Any]) -> bool:
-    if layer == "events":
-        if item.valid is not None:  # an event's valid time is when it was observed
-            observed = parse_rfc3339(wire["context"]["observed_at"])
-            start, end = item.valid.valid_during
-            if (start and observed < start) or (end and observed >= end):
-                return False
-        return item.recorded is None or item.recorded.matches(layer, wire)
-    for window in (item.valid, item.recorded):
-        if window is not None and not window.matches(layer, wire):
+    if layer == "events":  # an event is valid from when it was observed
+        if item.valid is not None and not _within(wire["context"]["observed_at"], item.valid.valid_during):
             return False
-    return True
+        return item.recorded is None or _within(wire["context"]["recorded_at"], item.recorded.recorded_during)
+    if item.valid is not None and not item.valid.matches(layer, wire):
+        return False
+    return item.recorded is None or _within(wire["recorded_from"], item.recorded.recorded_during)
 
