@@ -6,8 +6,8 @@ For each size N: a kept scope (``org:acme/team:core``, ``--kept`` events) and, b
 of N events (``org:acme/team:core/project:x``), both captured with the bulk API and fully
 derived (bench/recall.py's synthetic conversation).  Then:
 
-- **baseline**: the engine reopened on the loaded data dir, ``--queries`` recalls on the kept
-  scope (local view), p50 / p95, after a warm-up pass;
+- **baseline**: the engine reopened on the loaded data dir and both scopes' actors loaded and
+  idle, ``--queries`` recalls on the kept scope (local view), p50 / p95, after a warm-up pass;
 - **erasure**: ``POST /v1/erasures`` of the N-event scope through ``engine.erasures.execute``,
   timed from the call to its ``erasure_complete`` record — events erased per second, and the time
   each phase took (enumerate, refcount, categorize, delete, demote);
@@ -93,11 +93,15 @@ async def one_size(size: int, args) -> None:
             print(f"{size:,} events: loaded {args.kept + size:,} events (derived) in {loaded:.0f} s", flush=True)
         # the baseline and the last figure are both taken on a freshly opened engine
         async with cortexdb.open_engine("leveldb", path=path, config=config) as engine:
+            for scope in (KEPT, ERASED):  # both actors loaded and idle: nothing runs beside the recalls
+                await recall_bench.settle(engine, scope)
             base50, base95 = await recall_latency(engine, args.queries, 7)
             seconds, phases, status = await erase(engine)
             after50, after95 = await recall_latency(engine, args.queries, 7)
             left = await engine.layer_counts(ERASED)
         async with cortexdb.open_engine("leveldb", path=path, config=config) as engine:
+            for scope in (KEPT, ERASED):
+                await recall_bench.settle(engine, scope)
             reopened50, reopened95 = await recall_latency(engine, args.queries, 7)
     finally:
         shutil.rmtree(path, ignore_errors=True)
