@@ -11,6 +11,8 @@
                    [--token-leeway SECONDS]
                    [--max-body-bytes N] [--max-head-bytes N] [--head-timeout S]
                    [--max-connections N] [--max-ws-message-bytes N] [--max-blob-bytes N]
+    cortexdb erase --scope SCOPE [--preview] [--url URL] [--actor ACTOR] [--token TOKEN] [--note TEXT]
+                   GDPR erasure through a running server: the preview, or the job with a progress bar
     cortexdb token keygen --dir DIR [--iss ISS]
     cortexdb token mint --dir DIR --sub ACTOR --tenant T [--caps a,b] [--scopes ...] [--ttl SECONDS]
                         [--max-ttl SECONDS]
@@ -21,6 +23,8 @@ CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER, CORTEX_TOKEN_LEEWAY,
 CORTEX_MAX_BODY_BYTES, CORTEX_MAX_HEAD_BYTES, CORTEX_HEAD_TIMEOUT, CORTEX_MAX_CONNECTIONS,
 CORTEX_MAX_WS_MESSAGE_BYTES, CORTEX_MAX_BLOB_BYTES, CORTEX_MAX_JSON_DEPTH, CORTEX_MAX_EVENT_TEXT_BYTES,
 CORTEX_MAX_DERIVED_PER_EVENT, CORTEX_DERIVATION_WORKERS and CORTEX_ENABLE_EXPERIMENTAL; flags win.
+``erase`` reads CORTEX_URL (default http://127.0.0.1:8077), CORTEX_ACTOR and CORTEX_TOKEN; it exits
+0 when the erasure completed, 1 when it was cancelled or failed.
 ``token mint`` refuses (exit 2) capabilities outside the catalog and TTLs the server would refuse.
 """
 
@@ -100,6 +104,76 @@ def _serve(args) -> None:
         raise SystemExit(f"cortexdb: cannot serve on {settings.bind}: {exc.strerror or exc}") from None
 
 
+REPLAY_ALL = "lce_0"  # sorts before every lce_ id: the stream replays the job's records so far
+
+
+def _erase(args) -> int:
+    import httpx
+
+    try:
+        return _erase_through(args)
+    except httpx.HTTPError as exc:
+        url = args.url or os.environ.get("CORTEX_URL", "http://127.0.0.1:8077")
+        raise SystemExit(f"cortexdb: erase: cannot reach the server at {url}: {exc}") from None
+
+
+def _erase_through(args) -> int:
+    from .client import CortexClient, error_from_envelope
+
+    def answer(response):
+        body = response.json() if response.content else None
+        if response.status_code >= 400:
+            raise error_from_envelope(response.status_code, body)
+        return body
+
+    url = args.url or os.environ.get("CORTEX_URL", "http://127.0.0.1:8077")
+    actor, token = args.actor or os.environ.get("CORTEX_ACTOR"), args.token or os.environ.get("CORTEX_TOKEN")
+    body = {"scope": args.scope, **({"audit_note": args.note} if args.note else {})}
+    with CortexClient(url, actor=actor, token=token) as client:
+        if args.preview:
+            preview = answer(client.request("POST", "/v1/erasures/preview", json_body=body))
+            _print_preview(preview)
+            return 0
+        erasure_id = answer(client.request("POST", "/v1/erasures", json_body=body))["erasure_id"]
+        print(f"erasure {erasure_id} started on {args.scope}", flush=True)
+        end = "\r" if sys.stdout.isatty() else "\n"
+        for event in client.lifecycle(erasure_id=erasure_id, since_lifecycle_id=REPLAY_ALL):
+            payload = event.data.get("payload", {})
+            if event.event == "erasure_progress":
+                print(_progress_bar(payload), end=end, flush=True)
+            elif event.event == "erasure_complete":
+                break
+        status = answer(client.request("GET", f"/v1/erasures/{erasure_id}"))
+    print(_progress_bar({**status["progress"], **status}))
+    print(f"erasure {erasure_id}: {status['status']} (scope {status['scope_state']}), audit {status['audit_id']}")
+    return 0 if status["status"] == "completed" else 1
+
+
+def _progress_bar(payload: dict) -> str:
+    fraction = float(payload.get("fraction_complete") or 0.0)
+    filled = int(round(fraction * 30))
+    return (f"[{'#' * filled}{'.' * (30 - filled)}] {fraction * 100:5.1f}% {payload.get('phase', ''):<10} "
+            f"deleted {payload.get('deleted_events', 0)} redacted {payload.get('redacted_events', 0)} "
+            f"demoted {payload.get('demoted_beliefs', 0)}")
+
+
+def _print_preview(preview: dict) -> None:
+    counts = preview["refcount_breakdown"]
+    print(f"preview {preview['preview_id']} of {preview['scope']} (data subjects: "
+          f"{', '.join(preview['data_subjects']) or 'none'})")
+    print(f"  events to delete {counts['events_to_delete']}, to redact {counts['events_to_redact']}, "
+          f"under legal hold {counts['events_under_legal_hold']}")
+    print("  records affected: " + ", ".join(f"{k} {v}" for k, v in preview["estimated_affected"].items()))
+    for workspace in preview["cross_scope_propagation"]["affected_workspaces"]:
+        print(f"  workspace {workspace['scope']}: {workspace['action']}, {workspace['events_referenced']} "
+              f"events referenced, co-owners {', '.join(workspace['co_owners']) or 'none'}")
+    needs = preview["cross_scope_propagation"]["requires_capability"]
+    if needs:
+        print(f"  executing needs {needs}")
+    print(f"  estimated {preview['estimated_duration_ms']} ms; manifest {preview['manifest_url']} "
+          f"(until {preview['expires_at']})")
+
+
 def _token(args) -> None:
     import json
 
@@ -128,6 +202,7 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--data", required=True, help="LevelDB data directory")
         command.add_argument("--scope", required=True, help="scope path, e.g. org:acme/user:alice")
     _serve_parser(commands)
+    _erase_parser(commands)
     _token_parser(commands)
     return parser
 
@@ -187,6 +262,16 @@ def _token_parser(commands) -> None:
                       help="refuse a --ttl above this (a site cap; it cannot exceed the server's maximum)")
 
 
+def _erase_parser(commands) -> None:
+    erase = commands.add_parser("erase", help="GDPR-erase a scope through a running server (§8.6)")
+    erase.add_argument("--scope", required=True, help="the scope to erase, e.g. org:acme/user:alice")
+    erase.add_argument("--preview", action="store_true", help="only preview: print the plan, change nothing")
+    erase.add_argument("--url", help="the server (default $CORTEX_URL or http://127.0.0.1:8077)")
+    erase.add_argument("--actor", help="the caller (default $CORTEX_ACTOR)")
+    erase.add_argument("--token", help="a bearer token (default $CORTEX_TOKEN)")
+    erase.add_argument("--note", help="the audit note, e.g. 'DSR #1234'")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -200,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             _serve(args)
         elif args.command == "token":
             _token(args)
+        elif args.command == "erase":
+            return _erase(args)
     except CortexError as error:
         print(f"cortexdb: {error.error_code}: {error.message}", file=sys.stderr)
         return 2

@@ -13,57 +13,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-__all__ = [
-    "ActorMismatch",
-    "AuthError",
-    "CortexError",
-    "DataDirLocked",
-    "DerivedLayerUnavailable",
-    "EmbedderMismatch",
-    "EmbedderUnavailable",
-    "ExperimentalDisabled",
-    "ExpiredToken",
-    "HttpError",
-    "IdempotencyConflict",
-    "Internal",
-    "InvalidBody",
-    "InvalidCursor",
-    "InvalidEnvelope",
-    "InvalidFilter",
-    "InvalidMintRequest",
-    "InvalidPolicy",
-    "InvalidQuery",
-    "InvalidRecall",
-    "InvalidScopeGrammar",
-    "InvalidScopeRequest",
-    "InvalidTemporal",
-    "InvalidTimestamp",
-    "InvalidToken",
-    "InvalidTokenSignature",
-    "IssuerConfigError",
-    "MissingRequiredField",
-    "MissingToken",
-    "NotAMember",
-    "NotFound",
-    "NotImplementedYet",
-    "NotYetAvailable",
-    "OriginNotAllowed",
-    "PayloadTooLarge",
-    "PolicyDenied",
-    "PolicyLockout",
-    "RateLimited",
-    "ResourceDeleted",
-    "RevokedToken",
-    "ScopeRegistrationExists",
-    "StoreClosed",
-    "UnknownPreset",
-    "UnparseableTemporal",
-    "UnregisteredScopeType",
-    "UnsupportedMediaType",
-    "WalUnavailable",
-    "WrongTenant",
-]
-
 
 class CortexError(Exception):
     """Base of every error CortexDB raises on purpose."""
@@ -184,6 +133,24 @@ class InvalidRecall(CortexError):
 
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"{field}: {reason}", details={"field": field, "reason": reason})
+
+
+class InvalidForget(CortexError):
+    """A forget request is malformed (§8.5); ``details.field`` and ``details.reason`` say where."""
+
+    error_code = "INVALID_FORGET"
+    http_status = 422
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}", details={"field": field, "reason": reason})
+
+
+class EmptySelectorWithoutConfirmation(CortexError):
+    """A forget whose selector is empty (it would forget every record of the named layers) sent
+    without ``confirm_all: true`` (§8.5, §18.2 item 13)."""
+
+    error_code = "EMPTY_SELECTOR_WITHOUT_CONFIRMATION"
+    http_status = 422
 
 
 class InvalidPolicy(CortexError):
@@ -314,6 +281,13 @@ class ScopeRegistrationExists(CortexError):
     http_status = 409
 
 
+class ErasurePreviewStale(CortexError):
+    """More events under the scope since ``from_preview_id`` than the drift threshold (§8.6.3)."""
+
+    error_code = "ERASURE_PREVIEW_STALE"
+    http_status = 409
+
+
 class EmbedderMismatch(CortexError):
     """The data dir's vectors were made by another embedder (or dimension)."""
 
@@ -404,3 +378,8 @@ class HttpError(CortexError):
         super().__init__(message, **kw)
         self.http_status = status  # type: ignore[misc]
         self.error_code = code  # type: ignore[misc]
+
+
+#: every error class of this module, by name (the list is made, so a new class cannot be missed)
+__all__ = sorted(name for name, value in list(globals().items())
+                 if isinstance(value, type) and issubclass(value, CortexError))  # fmt: skip

@@ -105,3 +105,18 @@ def test_soak_benchmark_runs_on_a_slice():
     assert len(rows) == 4 and all(int(expected) > 0 for _, _, expected, *_ in rows)
     assert re.search(r"lost in total: \d+; subscribers that got lagging: \d+; same ids as published: ", out)
     assert re.search(r"client CPU: [\d.]+ s over \d+ s", out)
+
+
+def test_forget_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/forget.py", "--sizes", "200", "--kept", "100", "--queries", "5"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert re.search(r"200 events: erasure completed in [\d.]+ s: [\d,]+ events/s \(200 deleted", out)
+    assert re.search(r"200 events: phases enumerate [\d.]+ s, refcount [\d.]+ s, categorize [\d.]+ s, "
+                     r"delete [\d.]+ s, demote [\d.]+ s", out)  # fmt: skip
+    assert re.search(r"baseline [\d.]+ / [\d.]+ ms; right after [\d.]+ / [\d.]+ ms \(ratio [\d.]+\); "
+                     r"after reopening [\d.]+ / [\d.]+ ms \(ratio [\d.]+\)", out)  # fmt: skip
+    assert "records left {'events': 0, 'episodes': 0, 'facts': 0, 'beliefs': 0}" in out

@@ -64,6 +64,9 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     # idempotency keys belong to their caller: only alice's lookup finds alice's write
     ("GET", "/v1/experience/by-idempotency-key/{key}"): (frozenset({"owner"}), q("/v1/experience/by-idempotency-key/k-secret")),
     ("POST", "/v1/recall"): (READ, with_body("/v1/recall", lambda c: {"scope": VAULT, "query": SECRET, "view": "granular"})),
+    # forgetting is writing the scope (and forget.cascade.<mode>)
+    ("POST", "/v1/forget"): (WRITE, with_body("/v1/forget", lambda c: {
+        "scope": VAULT, "layers": ["beliefs"], "selector": {"predicate": c["predicate"]}})),
     ("GET", "/v1/events"): (READ, q("/v1/events?scope=ws:vault")),
     ("GET", "/v1/events/{event_id}"): (READ, q("/v1/events/{event_id}")),
     ("GET", "/v1/episodes"): (READ, q("/v1/episodes?scope=ws:vault")),
@@ -125,11 +128,15 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("POST", "/v1/admin/flush-views"): (ADMIN, with_body("/v1/admin/flush-views", lambda c: {"scope": VAULT})),
     ("POST", "/v1/admin/compact"): (ADMIN, with_body("/v1/admin/compact", lambda c: {})),
     ("GET", "/v1/openapi.json"): (ANY, q("/v1/openapi.json")),
+    # GDPR erasure: forget.gdpr is the scope's owners' (and operators')
+    ("POST", "/v1/erasures/preview"): (OWN, with_body("/v1/erasures/preview", lambda c: {"scope": VAULT})),
+    ("GET", "/v1/erasures/preview/{preview_id}/manifest"): (OWN, q("/v1/erasures/preview/{preview_id}/manifest")),
+    ("POST", "/v1/erasures"): (OWN, with_body("/v1/erasures", lambda c: {"scope": VAULT})),
+    ("GET", "/v1/erasures/{erasure_id}"): (OWN, q("/v1/erasures/{erasure_id}")),
+    ("GET", "/v1/erasures/{erasure_id}/manifest"): (OWN, q("/v1/erasures/{erasure_id}/manifest")),
+    ("POST", "/v1/erasures/{erasure_id}/cancel"): (OWN, q("/v1/erasures/{erasure_id}/cancel")),
     # not built yet: a truthful 501 for everyone, quoting nothing
     ("POST", "/v1/answer"): (ANY, with_body("/v1/answer", lambda c: {"scope": VAULT, "question": SECRET})),
-    ("POST", "/v1/forget"): (ANY, with_body("/v1/forget", lambda c: {"scope": VAULT})),
-    ("POST", "/v1/erasures"): (ANY, with_body("/v1/erasures", lambda c: {"scope": VAULT})),
-    ("POST", "/v1/erasures/preview"): (ANY, with_body("/v1/erasures/preview", lambda c: {"scope": VAULT})),
     ("POST", "/v1/understanding/synthesize"): (ANY, with_body("/v1/understanding/synthesize", lambda c: {"scope": VAULT})),
     ("POST", "/v1/export"): (ANY, with_body("/v1/export", lambda c: {"scope": VAULT})),
     ("POST", "/v1/import/{source}"): (ANY, with_body("/v1/import/jsonl", lambda c: {})),
@@ -166,6 +173,17 @@ async def _seed(h) -> dict[str, Any]:
     _, audit = await h.call("GET", "/v1/audit?capability=scope.write", "user:root")
     ctx["audit_id"] = audit["items"][0]["id"]
     assert SECRET in json.dumps(await h.engine.events(VAULT))
+    # a preview of the vault and a finished erasure of a scope below it, for the /v1/erasures routes
+    old = f"{VAULT}/project:old"
+    response, _ = await h.call("POST", "/v1/experience?wait=consolidated", json=body("an old note", scope=old))
+    assert response.status_code == 200
+    erasures = h.engine.erasures
+    ctx["preview_id"] = (await erasures.preview({"scope": VAULT}, caller="user:alice"))["preview_id"]
+    accepted = await erasures.execute({"scope": old}, caller="user:alice", tenant_id=TENANT)
+    ctx["erasure_id"] = accepted["erasure_id"]
+    async with h.engine.subscribe(job_id=accepted["erasure_id"], events="erasure_complete",
+                                  since_lifecycle_id="") as ended:  # fmt: skip
+        await ended.__anext__()
     return ctx
 
 

@@ -53,9 +53,9 @@ LEAVES = {
 FACE_MODULES = {
     "cortexdb", "cortexdb.engine", "cortexdb.engine.engine", "cortexdb.engine.writes",
     "cortexdb.engine.reads", "cortexdb.engine.results", "cortexdb.engine.context",
-    "cortexdb.engine.lifecycle", "cortexdb.engine.phrases", "cortexdb.engine.blobs",
+    "cortexdb.engine.lifecycle", "cortexdb.engine.phrases", "cortexdb.engine.jobs", "cortexdb.engine.blobs",
 }  # fmt: skip
-FACE_PACKAGES = ("cortexdb.engine.recall",)
+FACE_PACKAGES = ("cortexdb.engine.recall", "cortexdb.engine.forget")
 STORAGE = ("cortexdb.engine.storage", "cortexdb.backends", "cortexdb.testing")
 ACTORS = ("cortexdb.engine.actors",)
 EDGE = ("cortexdb.server", "cortexdb.http", "cortexdb.client", "cortexdb.cli", "cortexdb.examples")

@@ -58,6 +58,7 @@ class EngineConfig:
     derivation_workers: str = "thread"
     # how many such workers may run at once, engine-wide: on 2 cores one leaves a core to serve
     derivation_worker_limit: int = 1
+    forget_max_memory_ids: int = 10_000  # ids one forget's selector may name (422 beyond)
     read_default_limit: int = 50
     read_max_limit: int = 1000
     recovery_scan_chunk: int = 10_000
@@ -82,6 +83,22 @@ class EngineConfig:
     # hybrid (default) | bm25 | vector: which candidate sources and signals recall uses
     # (the single-signal modes exist for benchmark arms and diagnosis)
     recall_mode: str = "hybrid"
+    # -- GDPR erasure jobs (reference §8.6, §11.3; engine/forget/erasure.py, docs/forget.md) ------
+    # a preview's manifest (and a finished erasure's) answers for this long, then 410
+    erasure_manifest_ttl_seconds: float = 86_400.0
+    # how long an expired manifest still answers 410 RESOURCE_DELETED (then 404 NOT_FOUND)
+    erasure_manifest_tombstone_seconds: float = 7 * 86_400.0
+    # new events under the scope since the preview that an execute tolerates before it 409s
+    # (the server's tenant default ``erasure.drift_threshold`` overrides it per tenant)
+    erasure_drift_threshold: int = 0
+    # §11.3 phase 5: a belief whose support is fully redacted keeps confidence * this factor
+    # (tenant default ``confidence_after_full_redaction_factor`` overrides it)
+    erasure_redaction_factor: float = 0.5
+    erasure_chunk: int = 1000  # events or records per deletion step (one progress tick each)
+    erasure_max_running: int = 4  # erasure jobs running at once; one more is 429 RATE_LIMITED
+    # what a preview's estimated_duration_ms assumes (bench/forget.py measures the real rate)
+    erasure_estimate_events_per_second: float = 2000.0
+    job_retry_limit: int = 5  # retries of a job phase after a retriable error, then failed
     # the largest blob one upload may store (POST /v1/blobs, Engine.blobs.put), in bytes: 100 MiB,
     # the reference's 100 MB (§8.13); a larger one is refused with 413 PAYLOAD_TOO_LARGE
     blob_max_bytes: int = 100 * 1024 * 1024

@@ -53,6 +53,7 @@ class NodeContext:
     cpu_limiter: trio.CapacityLimiter | None = None
     cpu_workers: str = "thread"
     cpu_processes: Any = None
+    packs: Any = None  # the recall pack cache (recall.cache.PackCache): a forget purges it
 
 
 def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int | None,

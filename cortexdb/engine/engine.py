@@ -1,11 +1,8 @@
 """The Engine facade: the one door every operation enters through (DESIGN §2).
 
 Each public operation is one short method that fills in the caller and tenant defaults and
-delegates: writes to ``writes.Writes``, layer reads to ``reads.Reads`` (typed queries to the
-scope's actor), recall to ``recall.RecallCoordinator``, traversal to ``recall.traversal``,
-temporal phrases to ``phrases.TemporalPhrases``, lifecycle to the bus.  The engine owns the root
-nursery: the supervisor, the maintenance task and every actor live inside it, so nothing
-outlives ``open_engine``.
+delegates: writes, reads, recall, phrases, the lifecycle bus, forget, erasures, blobs.  The engine
+owns the root nursery: the supervisor, maintenance, the job runner and every actor end with it.
 """
 
 from __future__ import annotations
@@ -45,6 +42,7 @@ from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
 from .config import EngineConfig
 from .context import NodeContext, check_embedder, derivation_processes, maintenance, node_context
+from .forget import ForgetService, erasure
 from .lifecycle import lifecycle_wire as lifecycle_wire  # the server's lifecycle streams use it
 from .model import to_wire
 from .phrases import TemporalPhrases
@@ -75,6 +73,8 @@ class Engine:
         self._reads = Reads(ctx, self._phrases)
         self._writes = Writes(ctx)
         self._recall = RecallCoordinator(ctx, self._phrases)
+        self.forget = ForgetService(ctx)  # forget (§8.5): await engine.forget(request, caller=...)
+        self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
         self.blobs = ctx.blobs  # blobs (§8.13): engine/blobs.py's BlobService: put, stat, open, read, release
 
     @property
@@ -108,6 +108,7 @@ class Engine:
             scopes += [s for s in await self.scope_paths() if s not in scopes]
         for scope in scopes:
             await self._supervisor.request(scope, Ping)  # spawning the actor resumes its pipeline
+        await nursery.start(self.erasures.run)  # the job runner: resumes interrupted erasures
 
     async def _stop(self) -> None:
         await self._supervisor.stop()

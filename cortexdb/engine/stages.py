@@ -57,6 +57,14 @@ EPISODE_OPEN = "open"
 EPISODE_SEALED = Stage.COMPRESSED.value
 
 
+#: the lifecycle records of a GDPR erasure job (reference §8.6.6, §13): a tick per step of its
+#: phases, and its end (``payload.status``: completed, cancelled or failed)
+ERASURE_PROGRESS = "erasure_progress"
+ERASURE_COMPLETE = "erasure_complete"
+#: the phases of an erasure (reference §11.3), in order: ``status.phase`` names one of them
+ERASURE_PHASES = ("enumerate", "refcount", "categorize", "delete", "demote")
+
+
 def at_scope(stage: str, scope: str) -> str:
     """The waiter key of a stage run in another scope (``consolidated@org:acme``): a write with
     ``directives.consolidate_into`` and ``wait=consolidated`` waits for the target's record too."""

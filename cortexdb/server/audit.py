@@ -72,12 +72,11 @@ class AuditLog:
         return "sha256:" + hashlib.sha256(data + pepper).hexdigest()
 
     # -- rows ------------------------------------------------------------------------------------
-    async def record(self, *, principal: Any, scope: str | None, endpoint: str, method: str,
-                     path: str, capability: str, decision: str, tier: str, body: bytes,
-                     headers: Any, status: int, request_id: str, elapsed_ms: float,
-                     client_ip: str | None, user_agent: str | None,
-                     event_id: str | None = None, audit_id: str | None = None) -> dict[str, Any]:  # fmt: skip
-        version, pepper = await self.current_pepper(principal.tenant)
+    async def request_fields(self, tenant: str, *, method: str, path: str, body: bytes,
+                             headers: Any) -> tuple[int, dict[str, Any]]:  # fmt: skip
+        """The pepper version and a row's ``request`` part: the hashes, and the body's size when
+        ``audit.store_body_bytes`` (an erasure job's row is written after its request)."""
+        version, pepper = await self.current_pepper(tenant)
         request = {
             "method": method, "path": path,
             "body_hash": self._hash(body, pepper),
@@ -85,6 +84,16 @@ class AuditLog:
         }  # fmt: skip
         if self.store_body_bytes:
             request["body_bytes"] = len(body)
+        return version, request
+
+    async def record(self, *, principal: Any, scope: str | None, endpoint: str, method: str,
+                     path: str, capability: str, decision: str, tier: str, body: bytes,
+                     headers: Any, status: int, request_id: str, elapsed_ms: float,
+                     client_ip: str | None, user_agent: str | None,
+                     event_id: str | None = None, audit_id: str | None = None,
+                     summary: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+        version, request = await self.request_fields(principal.tenant, method=method, path=path, body=body,
+                                                     headers=headers)  # fmt: skip
         row = {
             "id": audit_id or self.new_id("audit"), "ts": format_ts(self.clock.now()),
             "actor": principal.actor, "token_jti": principal.jti, "tenant_id": principal.tenant,
@@ -95,6 +104,8 @@ class AuditLog:
             "elapsed_ms": round(elapsed_ms, 3), "gdpr": capability.startswith(FORGET_GDPR),
             "tenant_pepper_version": version,
         }  # fmt: skip
+        if summary is not None:  # what the call did, e.g. a forget's counts
+            row["summary"] = summary
         await self.tables.audit_rows.put(row["id"], row)
         return row
 
@@ -126,7 +137,7 @@ class AuditLog:
 
     async def verify(self, row: dict[str, Any], body: bytes) -> dict[str, Any]:
         peppers = await self._load_peppers(row["tenant_id"])
-        version = row["tenant_pepper_version"]
+        version = row.get("tenant_pepper_version")  # an embedded engine's erasure row has none
         pepper = peppers.get(version)
         match = False
         if pepper is not None:

@@ -130,6 +130,7 @@ class Call:
         self.primary: str | None = None
         self.scope: str | None = None
         self.event_id: str | None = None
+        self.summary: dict[str, Any] | None = None  # what the call's audit row reports it did
         self.headers: dict[str, str] = {}
         self._json: Any = None
         self._audit_id: str | None = None

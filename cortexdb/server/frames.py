@@ -23,27 +23,30 @@ class FrameCache:
 
     def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
-        self._sse: dict[str, bytes] = {}
-        self._ws: dict[str, str] = {}
+        self._sse: dict[str, tuple[LifecycleEvent, bytes]] = {}
+        self._ws: dict[str, tuple[LifecycleEvent, str]] = {}
         self.encoded = 0  # how many records were encoded (statistics, tests)
 
     def sse(self, record: LifecycleEvent) -> bytes:
-        frame = self._sse.get(record.lifecycle_id)
-        if frame is None:
-            frame = sse_frame(record.lifecycle_id, record.stage, lifecycle_wire(record))
-            self._keep(self._sse, record.lifecycle_id, frame)
-        return frame
+        return self._frame(self._sse, record, lambda: sse_frame(record.lifecycle_id, record.stage,
+                                                                lifecycle_wire(record)))  # fmt: skip
 
     def ws(self, record: LifecycleEvent) -> str:
-        frame = self._ws.get(record.lifecycle_id)
-        if frame is None:
-            frame = jsoncodec.encode({"type": "lifecycle", "id": record.lifecycle_id, "event": record.stage,
-                                      "data": lifecycle_wire(record)}).decode()  # fmt: skip
-            self._keep(self._ws, record.lifecycle_id, frame)
-        return frame
+        return self._frame(self._ws, record, lambda: jsoncodec.encode(
+            {"type": "lifecycle", "id": record.lifecycle_id, "event": record.stage,
+             "data": lifecycle_wire(record)}).decode())  # fmt: skip
 
-    def _keep(self, cache: dict[str, Any], key: str, frame: Any) -> None:
+    def _frame(self, cache: dict[str, Any], record: LifecycleEvent, encode: Any) -> Any:
+        """The cached frame of *this* record object: every subscriber of a live record shares
+        it, while a record read back for a resume is encoded afresh (a forget may have rewritten
+        the stored row since the frame was made)."""
+        entry = cache.get(record.lifecycle_id)
+        if entry is not None and entry[0] is record:
+            return entry[1]
+        frame = encode()
         self.encoded += 1
+        cache.pop(record.lifecycle_id, None)
         if len(cache) >= self.capacity:
             del cache[next(iter(cache))]  # insertion order: the oldest
-        cache[key] = frame
+        cache[record.lifecycle_id] = (record, frame)
+        return frame

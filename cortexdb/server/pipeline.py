@@ -71,7 +71,7 @@ async def handle(state: ServerState, route: Route, handler: Handler, params: dic
             response.headers["X-Cortex-Policy"] = decision.header()
             await audit(call, decision, req, body=raw, status=response.status_code, request_id=rid,
                         elapsed_ms=(time.perf_counter() - started) * 1000, event_id=call.event_id,
-                        audit_id=call.audit_id)  # fmt: skip
+                        audit_id=call.audit_id, summary=call.summary)  # fmt: skip
     response.headers["X-Cortex-Request-ID"] = rid
     response.headers["X-Cortex-Stability"] = route.tier
     if route.tier == "experimental":
@@ -125,7 +125,8 @@ def guard(call: Call) -> None:
 
 
 async def audit(call: Call, decision: Decision, req: Any, *, body: bytes, status: int, request_id: str,
-                elapsed_ms: float, event_id: str | None = None, audit_id: str | None = None) -> None:  # fmt: skip
+                elapsed_ms: float, event_id: str | None = None, audit_id: str | None = None,
+                summary: dict[str, Any] | None = None) -> None:  # fmt: skip
     """The call's audit row (``req`` is the request or WebSocket: path, headers, remote address)."""
     route = call.route
     try:
@@ -135,7 +136,7 @@ async def audit(call: Call, decision: Decision, req: Any, *, body: bytes, status
             decision="allow" if decision.allowed else "deny", tier=decision.tier, body=body,
             headers=req.headers, status=status, request_id=request_id, elapsed_ms=elapsed_ms,
             client_ip=(req.remote_addr or None), user_agent=req.headers.get("User-Agent"),
-            event_id=event_id, audit_id=audit_id)  # fmt: skip
+            event_id=event_id, audit_id=audit_id, summary=summary)  # fmt: skip
     except CortexError as exc:  # the store is closing; the call itself is answered
         log.warning("audit row not written: %s", exc.error_code)
 

@@ -210,6 +210,28 @@ async def test_reopen_keeps_data_when_persistent(kv_factory):
         await handle.close()
 
 
+async def test_compact_keeps_live_data_and_drops_deleted(store):
+    """``compact`` (whole store or a range) never changes what reads see."""
+    await fill(store, [b"c:1", b"c:2", b"c:3", b"d:1"])
+    await store.write([Delete(b"c:2"), Put(b"c:3", b"new")])
+    assert await store.compact(b"c:", b"c;") in (True, False)
+    assert await store.compact() in (True, False)
+    assert await keys_of(store.scan()) == [b"c:1", b"c:3", b"d:1"]
+    assert await store.get(b"c:2") is None
+    assert await store.get(b"c:3") == b"new"
+    assert await store.compact(b"c:1", b"c:3") in (True, False)  # bounds that are live keys
+    assert await store.compact(b"c:3", b"c:3\x00") in (True, False)  # one key
+    assert await keys_of(store.scan()) == [b"c:1", b"c:3", b"d:1"]
+    assert await store.get(b"c:1") == b"v:c:1"
+
+
+async def test_compact_after_close_raises_store_closed(kv_factory):
+    handle = await kv_factory.open()
+    await handle.close()
+    with pytest.raises(StoreClosed):
+        await handle.compact()
+
+
 async def test_concurrent_writers_all_land(store):
     async def writer(n):
         for i in range(50):

@@ -9,6 +9,7 @@ Only one ``plyvel.DB`` may be open per directory; a second open fails fast with
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import AsyncIterator, Sequence
 
@@ -114,11 +115,19 @@ class LevelDBSnapshot:
             self._snapshot.close()
 
 
+def _below(key: bytes) -> bytes:
+    """A key just below ``key`` that no record uses (UTF-8 text never holds the byte 0xff)."""
+    if key[-1]:
+        return key[:-1] + bytes([key[-1] - 1]) + b"\xff" * 16
+    return key[:-1]
+
+
 class LevelDBStore:
     def __init__(self, db: plyvel.DB, path: str) -> None:
         self._db = db
         self.path = path
         self.closed = False
+        self._compacting = trio.Lock()  # close waits for a compaction running in a thread
 
     @classmethod
     async def open(cls, path: str, **options) -> LevelDBStore:
@@ -178,7 +187,38 @@ class LevelDBStore:
         self._check()
         return LevelDBSnapshot(self._db.snapshot(), self)
 
+    async def compact(self, start: bytes | None = None, stop: bytes | None = None) -> bool:
+        """Drop deleted and overwritten values in ``[start, stop)`` from the files on disk.
+
+        LevelDB's ``CompactRange`` flushes the memtable (a new log file starts; the old one, which
+        holds every recent write, is deleted) and then compacts each level *above* the deepest
+        one holding the range into the next.  A flushed memtable may itself land at that deepest
+        level holding a value and its deletion side by side, and no range compaction would ever
+        rewrite it.  So a second pass first writes deletions of two absent keys just below each
+        end of the range (checked absent; readers never see a deletion) and compacts again:
+        their small file spans the range and lands above every file holding it, which the
+        compaction then merges down through, dropping every shadowed value (docs/decisions.md,
+        "Forget").  Files pinned by an open iterator
+        or snapshot stay until it is closed.  Runs in a worker thread."""
+        self._check()
+        compact = functools.partial(self._db.compact_range, start=start, stop=stop)
+        async with self._compacting:
+            self._check()
+            try:
+                await trio.to_thread.run_sync(compact)
+                ends = [Delete(key) for key in (_below(start or b"\x01"), _below(stop) if stop else b"\xff" * 16)
+                        if key and self._db.get(key) is None]  # fmt: skip
+                batch = self._db.write_batch()  # no checkpoint since the look-up: still absent
+                for end in ends:
+                    batch.delete(end.key)
+                batch.write()
+                await trio.to_thread.run_sync(compact)
+            except plyvel.Error as exc:
+                raise WalUnavailable(f"LevelDB compaction failed: {exc}") from exc
+        return True
+
     async def close(self) -> None:
         if not self.closed:
             self.closed = True
-            await trio.to_thread.run_sync(self._db.close)
+            async with self._compacting:
+                await trio.to_thread.run_sync(self._db.close)

@@ -114,6 +114,13 @@ class MemoryStore:
         self._shared = True
         return MemorySnapshot(self._view, self)
 
+    async def compact(self, start: bytes | None = None, stop: bytes | None = None) -> bool:
+        """Nothing to reclaim: a delete drops the value itself (a snapshot taken before keeps
+        its own view until closed)."""
+        self._check()
+        await trio.lowlevel.checkpoint()
+        return False
+
     async def close(self) -> None:
         self.closed = True
 

@@ -191,11 +191,13 @@ async def _event_candidate(tables, record_id: str, actor, events: dict[str, list
         state = await tables.event_states.get(event_id) or EventState(scope=tables.scope)
         # [stored bytes, state, decoded record (None: cancelled), its indexed text (lazily)]
         found = [raw, state, None if state.cancelled else jsoncodec.decode(raw), None]
+        if found[2] is not None and found[2]["content"].get("kind") == "redacted":
+            found[2] = None  # a blanked event (a forget, an erasure) has nothing to recall
         if events is not None:
             events[event_id] = found
     raw, state, stored, _ = found
     if stored is None:
-        return None  # cancelled
+        return None  # cancelled or redacted
     record = dict(stored)
     spans = state.passages
     text = stored["content"].get("text")

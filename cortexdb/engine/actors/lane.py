@@ -10,7 +10,7 @@ until its last step, so a restarted lane resumes exactly the unfinished stages.
 
 Besides events the lane takes typed items (``messages.LANE_ITEM_TYPES``), run between batches,
 each by its one handler (``Lane.handlers``): cancel, foreign consolidation, derives back-pointers,
-flush and rebuild.  A cancel of an event in the batch being derived runs before that batch's
+flush, rebuild and forget (``stages.forget``).  A cancel of an event in the batch being derived runs before that batch's
 next stage.
 """
 
@@ -32,11 +32,12 @@ from .messages import (
     DerivedItem,
     FlushItem,
     ForeignItem,
+    ForgetItem,
     LaneItem,
     RebuildItem,
     ReplySlot,
 )
-from .stages import compress, consolidate, control, extract, index
+from .stages import compress, consolidate, control, extract, forget_run, index
 from .stages.common import StageBatch, StageContext
 from .state import PartitionState
 
@@ -68,7 +69,7 @@ class Lane:
         self.processed = 0
         self._flush_waiters: list[ReplySlot] = []
         handlers = {CancelItem: self._cancel, ForeignItem: self._foreign, DerivedItem: self._derived,
-                    FlushItem: self._flush, RebuildItem: self._rebuild}  # fmt: skip
+                    FlushItem: self._flush, RebuildItem: self._rebuild, ForgetItem: self._forget}  # fmt: skip
         assert set(handlers) == set(LANE_ITEM_TYPES)  # the item set is closed: one handler each
         self.handlers = handlers
 
@@ -242,6 +243,19 @@ class Lane:
             await self._drain_queue()
             await compress.seal_open_episode(self.work)
         self._flush_waiters.append(item.reply)
+
+    async def _forget(self, item: ForgetItem) -> None:
+        """Deletion work (``stages.forget``), once every queued event is derived: what a forget
+        selects and suppresses is then all the evidence captured before it."""
+        await self._drain_queue()
+        item.reply.set(await forget_run.run(self.work, item.work, self.unqueue))
+
+    def unqueue(self, event_ids) -> None:
+        """Drop events from the queue and the cache (they are being deleted)."""
+        gone = set(event_ids)
+        self.queue = collections.deque(e for e in self.queue if e not in gone)
+        for event_id in gone:
+            self.state.events.pop(event_id, None)
 
     async def _rebuild(self, item: RebuildItem) -> None:
         """Replay this scope's events into fresh derived layers."""

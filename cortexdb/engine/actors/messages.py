@@ -3,7 +3,7 @@
 
 - ``MESSAGE_TYPES`` / ``Message``: what the mailbox takes — a capture, the typed queries
   (``QUERY_TYPES`` / ``Query``, served by ``queries.HANDLERS``), cancel, foreign work, flush,
-  rebuild, ping, scope edits, stop (``ScopeActor.handlers``);
+  rebuild, ping, scope edits, forget, stop (``ScopeActor.handlers``);
 - ``LANE_ITEM_TYPES`` / ``LaneItem``: what the mailbox lane hands the derivation lane
   (``Lane.handlers``).
 
@@ -311,30 +311,23 @@ class Stop:
     pass
 
 
+@attrs.frozen
+class Forget:
+    """Deletion work for the scope's lane (``stages.forget``: delete records, redact or delete
+    events, ...); the reply is what it did (counts)."""
+
+    work: Any
+    reply: ReplySlot
+
+
 MESSAGE_TYPES = (
-    Capture,
-    *QUERY_TYPES,
-    CancelEvent,
-    ForeignConsolidate,
-    ForeignDerived,
-    Flush,
-    Rebuild,
-    Ping,
-    EditScope,
-    Stop,
-)
+    Capture, *QUERY_TYPES, CancelEvent, ForeignConsolidate, ForeignDerived, Flush, Rebuild, Ping,
+    EditScope, Forget, Stop,
+)  # fmt: skip
 Message = (
-    Capture
-    | Query
-    | CancelEvent
-    | ForeignConsolidate
-    | ForeignDerived
-    | Flush
-    | Rebuild
-    | Ping
-    | EditScope
-    | Stop
-)
+    Capture | Query | CancelEvent | ForeignConsolidate | ForeignDerived | Flush | Rebuild | Ping
+    | EditScope | Forget | Stop
+)  # fmt: skip
 
 
 # -- the derivation lane's items ------------------------------------------------------------------
@@ -380,8 +373,16 @@ class RebuildItem:
     reply: ReplySlot
 
 
-LANE_ITEM_TYPES = (CancelItem, ForeignItem, DerivedItem, FlushItem, RebuildItem)
-LaneItem = CancelItem | ForeignItem | DerivedItem | FlushItem | RebuildItem
+@attrs.frozen
+class ForgetItem:
+    """A ``Forget`` message's work, run between batches; the reply is what it did."""
+
+    work: Any
+    reply: ReplySlot
+
+
+LANE_ITEM_TYPES = (CancelItem, ForeignItem, DerivedItem, FlushItem, RebuildItem, ForgetItem)
+LaneItem = CancelItem | ForeignItem | DerivedItem | FlushItem | RebuildItem | ForgetItem
 
 
 def fail_message(message: Message, error: CortexError | None = None) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...errors import NotFound, ResourceDeleted
+from ...errors import CortexError, NotFound, ResourceDeleted
 from ..derive import visibility, why
 from ..model import Belief, Episode, Event, EventState, Fact, to_wire
 from ..stages import EPISODE_SEALED, LIFECYCLE_STAGES, STAGE_ORDER, Stage
@@ -50,6 +50,14 @@ def _limit(actor, query) -> int:
 
 def _missing(kind: str, record_id: str, scope: str) -> NotFound:
     return NotFound(f"no {kind} {record_id} in {scope}", details={f"{kind}_id": record_id})
+
+
+async def _gone(actor, kind: str, record_id: str) -> CortexError:
+    """410 for a record a forget deleted (its note), else 404."""
+    note = await actor.tables.forgotten.get(record_id)
+    if note is not None:
+        return ResourceDeleted(f"{kind} {record_id} was forgotten", details={f"{kind}_id": record_id, **note})
+    return _missing(kind, record_id, actor.scope)
 
 
 # -- events -------------------------------------------------------------------------------------
@@ -139,7 +147,7 @@ async def read_event_state(actor, query: ReadEventState) -> dict[str, Any]:
 async def read_fact(actor, query: ReadFact) -> dict[str, Any]:
     fact = await actor.tables.facts.get(query.fact_id)
     if fact is None:
-        raise _missing("fact", query.fact_id, actor.scope)
+        raise await _gone(actor, "fact", query.fact_id)
     return to_wire(fact)
 
 
@@ -228,7 +236,7 @@ async def _belief(actor, belief_id: str) -> Belief:
         note = await tables.belief_deletions.get(belief_id)
         if note is not None:
             raise ResourceDeleted(f"belief {belief_id} was deleted", details=note)
-        raise _missing("belief", belief_id, actor.scope)
+        raise await _gone(actor, "belief", belief_id)
     return belief
 
 
@@ -277,7 +285,7 @@ async def read_why(actor, query: ReadWhy) -> dict[str, Any]:
 async def read_episode(actor, query: ReadEpisode) -> dict[str, Any]:
     episode = await actor.tables.episodes.get(query.episode_id)
     if episode is None:
-        raise _missing("episode", query.episode_id, actor.scope)
+        raise await _gone(actor, "episode", query.episode_id)
     return to_wire(episode)
 
 

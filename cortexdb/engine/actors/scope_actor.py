@@ -39,6 +39,8 @@ from .messages import (
     ForeignConsolidate,
     ForeignDerived,
     ForeignItem,
+    Forget,
+    ForgetItem,
     Ping,
     Query,
     Rebuild,
@@ -80,6 +82,7 @@ class ScopeActor:
         self.handlers = {
             Ping: self._ping, Flush: self._flush, Rebuild: self._rebuild, CancelEvent: self._cancel,
             ForeignConsolidate: self._foreign, EditScope: self._edit_scope, ForeignDerived: self._derived,
+            Forget: self._forget,
             **{query: self._query for query in QUERY_TYPES},  # served by queries.HANDLERS
         }  # fmt: skip
         assert set(self.handlers) | {Capture, Stop} == set(MESSAGE_TYPES)
@@ -177,6 +180,10 @@ class ScopeActor:
 
     async def _derived(self, message: ForeignDerived) -> None:
         self.lane.submit(DerivedItem(message.event_id, tuple(message.derives)))
+
+    async def _forget(self, message: Forget) -> None:
+        self.episode_cache.clear()  # recall's decoded episodes: none may outlive a forget
+        self.lane.submit(ForgetItem(message.work, message.reply))
 
     async def _ping(self, message: Ping) -> None:
         message.reply.set({"scope": self.scope, "handled": self.handled})

@@ -20,6 +20,7 @@ which search the text and vector indexes.
 | ``last_activity``, ``last_sealed`` | when the window last took an event; the last sealed episode |
 | ``previous_turn``| (session, indexed text, event id) of the latest turn: the context of the next one's vector |
 | ``text_index``, ``vector_index`` | the scope's in-memory indexes (rebuilt on start)      |
+| ``suppressing``  | whether the scope has forget suppressions (``FG``); None: not looked yet |
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class PartitionState:
     last_activity: dt.datetime | None = None
     last_sealed: str | None = None
     previous_turn: tuple[str | None, str, str] | None = None
+    suppressing: bool | None = None
 
     @classmethod
     def fresh(cls, ctx: Any, tables: Partition) -> PartitionState:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import attrs
@@ -115,12 +116,13 @@ def weight(fact: Fact) -> float:
 def revise_pair(
     subject_id: str, predicate: str, facts: list[Fact], beliefs: Mapping[str, Belief | None], *,
     scope: str, floor: float, policy: RevisionPolicy, now: dt.datetime, new_id: Callable[[], str],
-    claims: Mapping[str, Fact] | None = None,
+    claims: Mapping[str, Fact] | None = None, suppressed: AbstractSet[str] = frozenset(),
 ) -> Revision:  # fmt: skip
     """Revise the beliefs of one pair's claims from its facts (the table in the module doc).
     ``beliefs`` holds the stored belief (or None) of every claim ``claims_of`` names; a caller
     that computed ``claims_of(subject_id, predicate, facts)`` to load them passes it as
-    ``claims`` (it is not computed twice)."""
+    ``claims`` (it is not computed twice).  No belief is created for a ``suppressed`` claim (one
+    a forget removed)."""
     out = Revision()
     before: dict[str, Belief] = {}  # each existing belief as it was (revision changes a copy)
     keyed = [(object_key(f.object), f) for f in facts]  # each fact's object key, computed once
@@ -132,6 +134,8 @@ def revise_pair(
         belief = beliefs.get(claim)
         if belief is not None and belief.id not in before:
             before[belief.id] = belief
+        if belief is None and claim in suppressed:
+            continue
         evidence = evidence_of(claim[skip:])
         if not evidence.supporting and (belief is None or belief.valid_to is not None):
             continue  # no live evidence: nothing to create, or history already closed

@@ -1,7 +1,8 @@
 """The pack cache (reference §18.2 items 20, 21): a pack can be fetched by ``pack_id`` for
 ``pack_ttl_seconds`` (60 s), and a recall repeated with the same ``idempotency_key`` by the same
 caller within that time gets the same pack.  At most ``pack_cache_max`` packs are kept: a recall
-burst evicts the oldest first."""
+burst evicts the oldest first.  A forget empties the cache (``purge``); a recall that started
+before it does not put its pack in afterwards (``epoch``)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,16 @@ class PackCache:
         self.max_packs = max_packs
         self._packs: dict[str, tuple[dt.datetime, dict[str, Any]]] = {}  # id -> (expiry, pack)
         self._keys: dict[tuple[str, str], str] = {}  # (caller, idempotency key) -> pack id
+        self.epoch = 0  # bumped by every purge
 
     def __len__(self) -> int:
         return len(self._packs)
 
-    def put(self, pack: dict[str, Any], now: dt.datetime, key: tuple[str, str] | None = None) -> None:
+    def put(self, pack: dict[str, Any], now: dt.datetime, key: tuple[str, str] | None = None,
+            epoch: int | None = None) -> None:  # fmt: skip
+        """Keep a pack; not when a purge came since its recall began (at ``epoch``)."""
+        if epoch is not None and epoch != self.epoch:
+            return
         self._packs[pack["pack_id"]] = (now + self.ttl, pack)
         while len(self._packs) > self.max_packs:  # a recall burst: oldest out
             del self._packs[next(iter(self._packs))]
@@ -41,6 +47,12 @@ class PackCache:
         if entry is None:
             raise NotFound("no such pack (packs live 60 seconds)", details={"pack_id": pack_id})
         return entry[1]
+
+    def purge(self) -> None:
+        """Drop every pack (a forget: no pack may still cite what it removed)."""
+        self._packs.clear()
+        self._keys.clear()
+        self.epoch += 1
 
     def expire(self, now: dt.datetime) -> None:
         for pack_id in [p for p, (expires, _) in self._packs.items() if expires <= now]:

@@ -53,7 +53,7 @@ class RecallCoordinator:
     def __init__(self, ctx: Any, phrases: TemporalPhrases) -> None:
         self.ctx = ctx  # the engine's NodeContext
         self.phrases = phrases
-        self.cache = PackCache(ctx.config.pack_ttl_seconds, ctx.config.pack_cache_max)
+        self.cache = ctx.packs = PackCache(ctx.config.pack_ttl_seconds, ctx.config.pack_cache_max)
 
     async def recall(self, request: dict[str, Any], *, caller: str, tenant_id: str) -> dict[str, Any]:
         pack = None
@@ -72,6 +72,7 @@ class RecallCoordinator:
         started = trio.current_time()
         spec = validate(request)
         now = self.ctx.clock.now()
+        epoch = self.cache.epoch  # a forget meanwhile: the pack is not kept
         self.cache.expire(now)
         if spec.idempotency_key:
             cached = self.cache.by_key((caller, spec.idempotency_key))
@@ -92,7 +93,7 @@ class RecallCoordinator:
                                 capability=capability)  # fmt: skip
         pack, layers_out = packs.assemble(spec, request, ranked, context, trail, self.ctx.ids, started)
         key = (caller, spec.idempotency_key) if spec.idempotency_key else None
-        self.cache.put(pack, now, key)
+        self.cache.put(pack, now, key, epoch)
         for event in packs.events(spec, pack, layers_out, ranked, trail):
             yield event
 

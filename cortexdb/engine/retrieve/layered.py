@@ -63,6 +63,12 @@ class LayeredTextIndex(_Layered):
         index = self._indexes.get(prefix)
         return index.search_pruned(query, limit) if index is not None else []
 
+    def compact(self) -> None:
+        """Drop what removed documents left in each index (their terms too): after a forget."""
+        for index in self._indexes.values():
+            if index.dead_pairs or len(index) < index.slots:
+                index.compact()
+
     def score(self, query: str, doc_id: str) -> float:
         """The exact BM25 score of one document (0.0 when it shares no query term)."""
         index = self._existing(doc_id)
@@ -108,6 +114,12 @@ class LayeredVectorIndex(_Layered):
         for index in list(self._indexes.values()):
             if index.needs_merge:
                 await index.merge()
+
+    async def rewrite(self) -> None:
+        """Rebuild every sealed segment that still holds a removed vector, without it (a
+        forget: the vector is gone from the index, not filtered at query time)."""
+        for index in list(self._indexes.values()):
+            await index.rewrite()
 
     def search(self, query: np.ndarray, limit: int, prefix: str) -> list[tuple[str, float]]:
         index = self._indexes.get(prefix)

@@ -10,7 +10,7 @@ Memory: documents are interned to integer slots and every structure is a flat ar
 pairs, its length and its tie-break key — about 16 bytes per distinct (document, term) pair
 instead of a dict entry each (docs/decisions.md, "Index memory").  A removed document is a
 tombstone (its slot dead, its terms' document frequencies decremented at once, so scores never see
-it); when the dead (document, term) pairs outnumber half the live ones, ``_compact`` rebuilds the
+it); when the dead (document, term) pairs outnumber half the live ones, ``compact`` rebuilds the
 arrays without them.
 """
 
@@ -185,12 +185,12 @@ class TextIndex:
         self._dead_pairs += end - start
         self._version += 1
         if self._dead_pairs > max(self.compact_min, self.live_pairs // 2):
-            self._compact()
+            self.compact()
 
-    def _compact(self) -> None:
+    def compact(self) -> None:
         """Rebuild every array without the dead slots and terms (O(postings), amortised over the
-        ``max(compact_min, live pairs / 2)`` dead pairs that trigger it).  Slot order is kept, so postings stay in
-        slot order and ties break as before."""
+        ``max(compact_min, live pairs / 2)`` dead pairs that trigger it; a forget calls it so that
+        no term of a deleted document stays).  Slot order is kept: ties break as before."""
         count = len(self._slot_ids)
         alive = self._alive[:count]
         starts = np.frombuffer(self._doc_start, dtype=np.uint64).astype(np.int64)

@@ -7,7 +7,8 @@ once built.  Segments merge like an LSM tree: when the newest segment is about a
 one before it, the two are rebuilt as one (also in a worker thread), so a scope of N vectors has
 about log2(N / segment_size) segments and a query asks few annoy indexes (decisions.md, "Recall at
 100k").  Deletes are per-segment dead sets (and a live mask on the delta) filtered at query time;
-a merge or a seal drops the dead.  Scores are cosine similarities.
+a merge or a seal drops the dead, and ``rewrite`` (after a forget) rebuilds every segment holding
+one without it and drops the delta's dead rows.  Scores are cosine similarities.
 
 Memory (docs/decisions.md, "Index memory"): the delta keeps its rows as ``dtype`` — float32, or
 float16 (half the bytes, cosines within ~1e-4; the engine's default) or int8 with a per-row scale
@@ -107,6 +108,7 @@ class VectorIndex:
         self._kinds: dict[str, int] = {}
         self._where: dict[str, _Segment | None] = {}  # live ids: their segment, None = the delta
         self._sealing = False
+        self._builds = trio.Lock()  # one seal, merge or rewrite at a time
         self._rewritten: set[str] = set()  # delta rows overwritten while a seal was building
 
     def __len__(self) -> int:
@@ -179,9 +181,9 @@ class VectorIndex:
         return self._kinds.setdefault(prefix, len(self._kinds) + 1)
 
     def remove(self, doc_id: str) -> None:
-        if doc_id not in self._where:
+        holder = self._where.pop(doc_id, False)
+        if holder is False:
             return
-        holder = self._where.pop(doc_id)
         if holder is None:
             self._delta_live[self._delta_pos[doc_id]] = False
         else:
@@ -200,21 +202,26 @@ class VectorIndex:
         return not self._sealing and self._newest_two_similar()
 
     async def merge(self) -> None:
-        """Merge the newest segments while they are of similar size (each merge in a worker thread)."""
+        """Merge the newest segments while they are of similar size (each in a worker thread)."""
         if self._sealing:
             return
-        self._sealing = True
-        try:
-            while self._newest_two_similar():
-                await self._merge_newest_two()
-        finally:
-            self._sealing = False
+        async with self._builds:
+            self._sealing = True
+            try:
+                while self._newest_two_similar():
+                    await self._merge_newest_two()
+            finally:
+                self._sealing = False
 
     async def seal(self, *, merge: bool = True) -> None:
         """Move the delta into a new annoy segment, built off the event loop; then (``merge``)
         merge the newest segments while they are of similar size."""
         if self._sealing or not self._delta_ids:
             return
+        async with self._builds:
+            await self._seal(merge)
+
+    async def _seal(self, merge: bool) -> None:
         self._sealing = True
         try:
             count = len(self._delta_ids)
@@ -252,28 +259,54 @@ class VectorIndex:
             self._sealing = False
 
     async def _merge_newest_two(self) -> None:
-        older, newer = self._segments[-2], self._segments[-1]
-        dead_before = older.dead | newer.dead
+        self._segments[-2:] = [await self._rebuilt(self._segments[-2:])]
+
+    async def _rebuilt(self, segments: list[_Segment]) -> _Segment:
+        """One segment of the live vectors of ``segments``, built in a worker thread."""
+        dead_before = [set(segment.dead) for segment in segments]  # an id lives in one at most
 
         def gather_and_build():
             ids, sources = [], []
-            for segment in (older, newer):
+            for segment, dead in zip(segments, dead_before, strict=True):
                 for position, doc_id in enumerate(segment.ids):
-                    if doc_id not in dead_before:
+                    if doc_id not in dead:
                         ids.append(doc_id)
                         sources.append((segment.index, position))
-            # the vectors are read from the two segments one at a time as they are added
-            return ids, self._build(_SegmentRows(sources))
+            # the vectors are read from the segments one at a time as they are added
+            return ids, self._build(_SegmentRows(sources)) if ids else None
 
         ids, built = await trio.to_thread.run_sync(gather_and_build, abandon_on_cancel=True)
         merged = _Segment(built, ids)
-        died_meanwhile = (older.dead | newer.dead) - dead_before
+        died_meanwhile = set().union(*(s.dead - d for s, d in zip(segments, dead_before, strict=True)))
         for doc_id in ids:
             if doc_id in died_meanwhile:
                 merged.dead.add(doc_id)
             else:
                 self._where[doc_id] = merged
-        self._segments[-2:] = [merged]
+        for segment in segments:
+            segment.index.unload()  # its pages go now, not when the object is collected
+        return merged
+
+    async def rewrite(self) -> int:
+        """Drop every removed vector from memory: the delta keeps its live rows only, and each
+        sealed segment holding a dead vector is rebuilt without it (off the loop; an emptied
+        one goes).  Returns how many segments were rebuilt."""
+        async with self._builds:
+            self._sealing = True
+            try:
+                count = len(self._delta_ids)
+                live = np.flatnonzero(self._delta_live[:count]).tolist()
+                if len(live) < count:
+                    rest = [self._delta_ids[i] for i in live]
+                    self._resize(count, (len(rest) // self.chunk_rows + 1) * self.chunk_rows, live)
+                    self._delta_ids, self._delta_pos = rest, {d: i for i, d in enumerate(rest)}
+                for segment in (stale := [s for s in self._segments if s.dead]):
+                    rebuilt = await self._rebuilt([segment])
+                    self._segments = [rebuilt if s is segment else s for s in self._segments]
+                self._segments = [segment for segment in self._segments if segment.ids]
+                return len(stale)
+            finally:
+                self._sealing = False
 
     def _build(self, rows):
         """An annoy index of ``rows`` (float32 vectors by position), built in a file of

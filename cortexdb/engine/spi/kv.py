@@ -10,6 +10,9 @@ every backend must honour (checked by ``cortexdb.testing``):
 - ``scan`` yields ``(key, value)`` pairs with ``prefix`` and ``start <= key < stop``, ascending or
   ``reverse``, at most ``limit``; it sees a consistent view taken when iteration starts;
 - ``snapshot`` is a consistent view that later writes and deletes do not change;
+- ``compact(start, stop)`` reclaims what deleted and overwritten values in ``[start, stop)``
+  (None: unbounded) left in the backend's storage, so their bytes are gone from it (a forget
+  relies on it); it returns False when the backend keeps nothing to reclaim (memory);
 - after ``close`` every operation raises ``StoreClosed``.
 """
 
@@ -69,6 +72,8 @@ class KVStore(Protocol):
     ) -> AsyncIterator[tuple[bytes, bytes]]: ...
 
     async def snapshot(self) -> KVSnapshot: ...
+
+    async def compact(self, start: bytes | None = None, stop: bytes | None = None) -> bool: ...
 
     async def close(self) -> None: ...
 

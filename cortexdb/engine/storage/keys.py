@@ -33,6 +33,10 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | RV    | jti                                         | revoked token (expires with the token) |
 | AU    | audit_id                                    | audit row (server, §14)              |
 | PP    | tenant, version (8 digits)                  | audit pepper                         |
+| J     | job_id                                      | job record (``engine/jobs.py``)      |
+| EM    | "h", manifest_id / "c", manifest_id, section, part | erasure manifest head / chunk  |
+| FG    | scope, kind, parts (see ``Partition``)      | forget suppression: what re-derivation skips |
+| FD    | scope, record id                            | forgotten-record note (410 on lookup) |
 | BL    | blob_id                                     | blob metadata (``engine/blobs.py``)  |
 | BR    | blob_id, evt_id                             | scope — an event referring to a blob |
 | BE    | evt_id, blob_id                             | empty — the blobs an event refers to |
@@ -54,6 +58,8 @@ EPISODES, OPEN_EPISODES, FOREIGN_WORK, VECTORS, CONCEPTS = b"EP", b"EO", b"FW", 
 ENTITIES, ENTITY_ALIASES, IDEMPOTENCY, TEMPORAL_PHRASES = b"N", b"NA", b"I", b"TP"
 LIFECYCLE, SCOPES, BATCHES, META = b"L", b"S", b"BT", b"M"
 POLICY_DOCS, REVOKED, AUDIT_ROWS, PEPPERS = b"PO", b"RV", b"AU", b"PP"
+JOBS, ERASURE_MANIFESTS = b"J", b"EM"
+SUPPRESSIONS, FORGOTTEN = b"FG", b"FD"  # forget: never emptied by rebuild
 BLOBS, BLOB_REFERENCES, EVENT_BLOBS, BLOB_CONTENTS = b"BL", b"BR", b"BE", b"BH"
 
 #: the per-scope tables of derived records (``rebuild`` empties them)
@@ -61,6 +67,8 @@ SCOPED_DERIVED_TABLES = (
     FACTS, FACT_INDEX, FACT_SUPPORTS, BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, EPISODES,
     OPEN_EPISODES, CONCEPTS, VECTORS,
 )  # fmt: skip
+#: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
+FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN)
 
 
 def prefix(table: bytes, *parts: str) -> bytes:

@@ -21,6 +21,8 @@ tables — the server never builds a key.  A scope actor's tables come from ``pa
 | ``audit_rows``     | AU    | audit_id                             | JSON             |
 | ``peppers``        | PP    | (tenant, version) (``PepperTable``)  | JSON             |
 | ``all_vectors``    | V     | (scope, record id): every scope's    | float32          |
+| ``jobs``           | J     | job_id                               | JSON job record  |
+| ``erasure_manifests`` | EM | ("h", id) / ("c", id, section, part) | JSON             |
 | ``blobs``          | BL    | blob_id                              | JSON             |
 | ``blob_references``| BR    | (blob_id, evt_id)                    | scope            |
 | ``event_blobs``    | BE    | (evt_id, blob_id)                    | mark             |
@@ -29,11 +31,11 @@ tables — the server never builds a key.  A scope actor's tables come from ``pa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
 
 from ..model import Entity, EventState, LifecycleEvent, Scope
-from ..spi.kv import KVStore, Op, Put
+from ..spi.kv import Delete, KVStore, Op, Put
 from . import keys
 from .partition import Partition
 from .table import JSON, MARK, TEXT, VECTOR, Records, Table
@@ -48,14 +50,18 @@ class WalTable:
     def put_op(self, offset: int, scope: str, event_id: str) -> Op:
         return Put(keys.wal(offset), keys.wal_value(scope, event_id))
 
+    def delete_op(self, offset: int) -> Op:
+        return Delete(keys.wal(offset))
+
     async def last_offset(self) -> int | None:
         async for key, _ in self.store.scan(prefix=keys.WAL_PREFIX, reverse=True, limit=1):
             return keys.wal_offset_of(key)
         return None
 
-    async def scan(self) -> AsyncIterator[tuple[int, str, str]]:
-        """``(offset, scope, event id)`` in WAL order."""
-        async for key, value in self.store.scan(prefix=keys.WAL_PREFIX):
+    async def scan(self, after: int | None = None) -> AsyncIterator[tuple[int, str, str]]:
+        """``(offset, scope, event id)`` in WAL order (past offset ``after`` when given)."""
+        start = keys.wal(after + 1) if after is not None else None
+        async for key, value in self.store.scan(prefix=keys.WAL_PREFIX, start=start):
             yield (keys.wal_offset_of(key), *keys.parse_wal_value(value))
 
 
@@ -99,6 +105,8 @@ class NodeTables:
         self.audit_rows = table(keys.AUDIT_ROWS, JSON)
         self.peppers = PepperTable(store)
         self.all_vectors = table(keys.VECTORS, VECTOR)
+        self.jobs = table(keys.JOBS, JSON)
+        self.erasure_manifests = table(keys.ERASURE_MANIFESTS, JSON)
         self.blobs = table(keys.BLOBS, JSON)  # blobs (engine/blobs.py): metadata, references
         self.blob_references: Table[str] = table(keys.BLOB_REFERENCES, TEXT)
         self.event_blobs = table(keys.EVENT_BLOBS, MARK)
@@ -138,10 +146,30 @@ class NodeTables:
                 start = keys.prefix(table.prefix[:-1], scope)[:-1] + b"\x01"  # past this scope
         return scopes
 
-    async def compact(self) -> bool:
-        """Compact the store when the backend can; False when it has nothing to compact."""
+    async def compact(self, *ranges: tuple[bytes | None, bytes | None]) -> bool:
+        """Compact the store (or the key ``ranges`` given, each ``(start, stop)``) when the
+        backend can; False when it has nothing to compact."""
         compact_range = getattr(self.store, "compact", None)
         if compact_range is None:
             return False
-        await compact_range()
-        return True
+        done = [await compact_range(start, stop) for start, stop in ranges] if ranges else [await compact_range()]
+        return any(result is not False for result in done)  # None: a store from before compact's bool
+
+    def forget_ranges(self, scope: str, event_ids: Collection[str] = ()) -> list[tuple[bytes, bytes]]:
+        """The key ranges a forget in ``scope`` rewrote, for ``compact``: the scope's derived
+        tables (with its suppressions, notes and pending work) and, when events were redacted or
+        deleted, the span of their rows in the scope's events and the node's event states, and
+        the lifecycle rows (the replay window).  The WAL order and idempotency records hold ids
+        and hashes only."""
+        ranges = [_whole(keys.prefix(name, scope)) for name in keys.FORGET_SCOPED]
+        if event_ids:
+            first, last = min(event_ids), max(event_ids)
+            for table in (keys.prefix(keys.EVENTS, scope), keys.prefix(keys.EVENT_STATES)):
+                ranges.append((keys.within(table, first), keys.within(table, last) + b"\x01"))
+            ranges.append(_whole(keys.prefix(keys.LIFECYCLE)))
+        return ranges
+
+
+def _whole(prefix: bytes) -> tuple[bytes, bytes]:
+    """Every key starting with ``prefix`` (which ends with the separator) as [start, stop)."""
+    return prefix, prefix[:-1] + b"\x01"

@@ -20,6 +20,8 @@ event's scope from it), shared with ``NodeTables``; the partition's actor is the
 | ``foreign_work``   | FW    | evt_id (of the source scope)    | JSON work item              |
 | ``vectors``        | V     | record id (or passage id)       | float32 embedding           |
 | ``concepts``       | C     | concept_id                      | ``Concept``                 |
+| ``suppressions``   | FG    | ("fact", evt_id, key) / ("claim", key) / ("episode", evt_id) | JSON: what a forget suppressed |
+| ``forgotten``      | FD    | record id                       | JSON note: 410 on lookup    |
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class Partition:
         self.foreign_work = table(keys.FOREIGN_WORK, JSON)
         self.vectors = table(keys.VECTORS, VECTOR)
         self.concepts: Table[Concept] = table(keys.CONCEPTS, Records(Concept))
+        self.suppressions = table(keys.SUPPRESSIONS, JSON)
+        self.forgotten = table(keys.FORGOTTEN, JSON)
         self._store = store
 
     def derived(self) -> list[Table[Any]]:

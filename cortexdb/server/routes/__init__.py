@@ -13,8 +13,10 @@ from . import (
     audit,
     auth,
     blobs,
+    erasures,
     experience,
     feeds,
+    forget,
     layers,
     lifecycle,
     phrases,
@@ -25,6 +27,7 @@ from . import (
     understanding,
 )
 
-BLUEPRINTS = (experience.api, recall.api, layers.api, understanding.api, phrases.api, scopes.api,
-              lifecycle.api, auth.api, policy.api, audit.api, admin.api, blobs.api, unbuilt.api, feeds.api,
+BLUEPRINTS = (experience.api, recall.api, forget.api, layers.api, understanding.api, phrases.api,
+              scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
+              unbuilt.api, feeds.api,
               admin.openapi_api)  # fmt: skip

@@ -13,6 +13,7 @@ from ...model.text import content_text, episode_text
 from ...stages import EPISODE_SEALED, Stage
 from ...temporal import format_ts, parse_rfc3339
 from ..state import EPISODE_WINDOW
+from . import suppress
 from .common import StageBatch, StageContext
 
 
@@ -33,6 +34,11 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
     now = work.ctx.clock.now()
     for event in events:
         state = states[event.id]
+        if await suppress.episode_suppressed(work, event.id):  # its episode was forgotten
+            state.set_stage_derives(Stage.EPISODE_JOINED.value, [])
+            work.finish_stage(batch, event, state, Stage.EPISODE_JOINED, started, None)
+            batch.ops.append(work.tables.pending.delete_op(event.id))
+            continue
         text = clip(content_text(event.content), work.config.passage_max_chars)
         episode = _window(work, batch, event, text, now, dirty)
         _join(episode, event, state, text)
@@ -166,16 +172,16 @@ async def leave_episode(work: StageContext, batch: StageBatch, state: EventState
         return
     episode.events = [e for e in episode.events if e != event_id]
     episode.supports = [e for e in episode.supports if e != event_id]
-    members, informative = await _members(work, episode)
+    members, informative = await episode_members(work, episode)
     if not members:
         _empty(work, batch, episode)
     else:
-        _redescribe(work, episode, members, informative)
+        redescribe(work, episode, members, informative)
         await work.index.index_documents(batch.ops, {episode.id: episode_text(episode)})
     batch.ops.append(work.tables.episodes.put_op(episode.id, episode))
 
 
-async def _members(work: StageContext, episode: Episode) -> tuple[list[Event], int]:
+async def episode_members(work: StageContext, episode: Episode) -> tuple[list[Event], int]:
     members: list[Event] = []
     informative = 0
     for member_id in episode.events:
@@ -203,7 +209,7 @@ def _empty(work: StageContext, batch: StageBatch, episode: Episode) -> None:
     work.index.unindex(batch.ops, episode.id)
 
 
-def _redescribe(work: StageContext, episode: Episode, members: list[Event], informative: int) -> None:
+def redescribe(work: StageContext, episode: Episode, members: list[Event], informative: int) -> None:
     max_chars = work.config.passage_max_chars
     texts = [clip(content_text(e.content), max_chars) for e in members]
     first = members[0]

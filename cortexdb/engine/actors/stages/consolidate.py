@@ -17,6 +17,7 @@ from ...model import Event, EventState, Fact, RevisionPolicy, to_wire
 from ...model.text import belief_text
 from ...stages import Stage
 from ...temporal import format_ts
+from . import suppress
 from .common import StageBatch, StageContext
 
 SLICE_PAIRS = 16  # (subject, predicate) pairs revised between two checkpoints
@@ -149,6 +150,7 @@ async def _revise_pair(work: StageContext, subject_id: str, predicate: str,
         subject_id, predicate, facts, beliefs, scope=work.scope, floor=config.confidence_floor,
         policy=default_policy(config), now=work.ctx.clock.now(),
         new_id=lambda: work.ctx.ids.new("belief"), claims=claims,
+        suppressed=await suppress.suppressed_claims(work, claims, facts, beliefs),
     )  # fmt: skip
 
 

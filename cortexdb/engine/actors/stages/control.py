@@ -142,7 +142,8 @@ async def foreign(work: StageContext, event_id: str) -> None:
         await work.commit(batch)
         return
     intake, summary = await _consolidate_foreign(work, batch, event_id, item)
-    derives = sorted({i["fact_id"] for i in intake} | set(summary.created) | set(summary.revised))
+    derives = sorted({i["fact_id"] for i in intake if "fact_id" in i}
+                     | set(summary.created) | set(summary.revised))  # fmt: skip
     record = work.ctx.bus.reserve(
         Stage.CONSOLIDATED, scope=work.scope, event_id=event_id,
         payload={"event_id": event_id, "foreign": True, "source_scope": item["source_scope"],
@@ -173,11 +174,12 @@ async def _consolidate_foreign(work: StageContext, batch: StageBatch, event_id: 
         intake.append(await apply_assertion(work, assertion, event_id, touched))
     fact_ops(work, batch, touched)
     facts = work.state.facts
-    documents = {i["fact_id"]: fact_text(facts[i["fact_id"]]) for i in intake}
+    derived = [i["fact_id"] for i in intake if "fact_id" in i]  # not those a forget suppressed
+    documents = {fact_id: fact_text(facts[fact_id]) for fact_id in derived}
     await work.index.index_documents(batch.ops, documents, embed_known=False)
     summary = Summary()
     if item.get("want_beliefs", True):
-        pairs = {(facts[i["fact_id"]].subject.id, facts[i["fact_id"]].predicate) for i in intake}
+        pairs = {(facts[fact_id].subject.id, facts[fact_id].predicate) for fact_id in derived}
         closed = tuple(s for i in intake for s in i.get("superseded", ()))
         await revise_beliefs(work, batch, sorted(pairs), summary, closed)
     await _index_created(work, batch, summary)

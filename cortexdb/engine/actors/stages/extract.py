@@ -27,6 +27,7 @@ from ...temporal import parse_rfc3339
 from ..indexer import SLICE_DOCUMENTS
 from ..services import EntityResolver
 from ..workers import OFF_LOOP_CHARS, handover, off_loop
+from . import suppress
 from .common import Assertion, StageBatch, StageContext
 
 log = logging.getLogger("cortexdb.pipeline")
@@ -193,7 +194,10 @@ async def _assertion(work: StageContext, event: Event, candidate, extractor: str
 
 async def apply_assertion(work: StageContext, assertion: Assertion, event_id: str,
                           touched: dict[str, Fact]) -> dict[str, Any]:  # fmt: skip
-    """Resolve one assertion against the scope's facts (DESIGN §6); never drops anything."""
+    """Resolve one assertion against the scope's facts (DESIGN §6); never drops anything —
+    except what a forget suppressed for this event (``suppress``): rejected, reason forgotten."""
+    if await suppress.fact_suppressed(work, event_id, assertion):
+        return {"status": "rejected", "reason": "forgotten"}
     state = work.state
     current = await state.current_facts(assertion.subject.id, assertion.predicate)
     decision = resolve(object_key_=object_key(assertion.object), polarity=assertion.polarity,

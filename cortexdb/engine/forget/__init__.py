@@ -1,0 +1,91 @@
+"""Selective forget (reference §8.5, §11.1, §11.2; docs/forget.md).
+
+``Engine.forget`` is a ``ForgetService``: ``await engine.forget(request, caller=...)`` checks the
+request (``selector``), the caller's ``forget.cascade.<mode>`` on the scope and the idempotency
+key, then, in the scope's lane:
+
+1. selects the records of the named layers the selector matches;
+2. deletes them for good (``ops.delete_records``: relinked, revised, suppressed);
+3. with ``redact_events``: blanks the events behind them, and the events the selector matched
+   when ``events`` is named — the records of the named layers resting only on those go too —;
+   what survives citing a blanked event is marked ``supporting_evidence_redacted``;
+4. scrubs what lies outside the scope (``ops.scrub``: pack cache, compaction).
+
+The answer is §8.5's ``deleted`` counts (``events``: the events blanked) and ``audit_id`` (the
+server's row for the call; None when embedded).  A repeated idempotency key within its 24 hours
+answers the first call's answer.  The deletion operations erasure reuses are ``ops``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..actors.services import Replay, body_hash
+from . import ops, selector
+
+FAMILY_FORGET = "/v1/forget"
+
+
+class ForgetService:
+    """``Engine.forget``; ``context`` is the node context the deletion operations work through."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.context = ctx
+
+    async def __call__(self, request: dict[str, Any], *, caller: str | None = None,
+                       tenant_id: str | None = None, audit_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+        ctx = self.context
+        caller = caller or ctx.config.default_caller
+        tenant = tenant_id or ctx.config.tenant_id
+        spec = selector.parse(request, max_memory_ids=ctx.config.forget_max_memory_ids)
+        ctx.policy.check(caller, spec.capability, spec.scope)
+        reservation = None
+        if spec.idempotency_key is not None:
+            claim = await ctx.idempotency.begin(tenant, caller, FAMILY_FORGET, spec.idempotency_key,
+                                                body_hash(request))  # fmt: skip
+            if isinstance(claim, Replay):
+                return claim.record["response"]
+            reservation = claim
+        try:
+            deleted = await self.forget(spec, tenant)
+            response = {"deleted": deleted, "audit_id": audit_id}
+            if reservation is not None:
+                await ctx.tables.write([ctx.idempotency.record_op(reservation, {"response": response})])
+        except BaseException:
+            if reservation is not None:
+                ctx.idempotency.abort(reservation)
+            raise
+        if reservation is not None:
+            ctx.idempotency.complete(reservation)
+        return response
+
+    async def forget(self, spec: selector.ForgetSpec, tenant: str) -> dict[str, int]:
+        """Select, delete, (redact), scrub: the ``deleted`` counts."""
+        ctx, scope = self.context, spec.scope
+        found = await ops.run(ctx, scope, await selector.selection(ctx, spec, tenant))
+        derived = [i for layer in ("facts", "beliefs", "episodes") for i in found.get(layer, ())]
+        counts, evidence = await ops.delete_records_evidence(ctx, scope, derived)
+        deleted = {"events": 0, **counts}
+        blanked: list[str] = []
+        if spec.cascade == "redact_events":
+            blanked = [e for e in dict.fromkeys([*found.get("events", ()), *sorted(evidence)])
+                       if await self._home(e) == scope]  # fmt: skip
+            deleted["events"] = await ops.redact_events(ctx, scope, blanked)
+            named = [e for e in found.get("events", ()) if e in blanked]  # the events selected
+            resting = await ops.solely_redacted(ctx, scope, spec.layers, named)
+            more, _ = await ops.delete_records_evidence(ctx, scope, resting)
+            for layer, count in more.items():
+                deleted[layer] += count
+            await ops.mark_evidence_redacted(ctx, scope, blanked)
+            # blob cascade (issue 12): once i12-blobs is merged, the blobs only blanked events
+            # referred to go here: ``await blobs.release_blobs_of(ctx, blanked)`` (ctx.blobs is
+            # the BlobService), before the scrub below compacts the store
+        await ops.scrub(ctx, scopes=[scope], event_ids=blanked, record_ids=derived)
+        return deleted
+
+    async def _home(self, event_id: str) -> str | None:
+        state = await self.context.tables.event_states.get(event_id)
+        return state.scope if state is not None else None
+
+
+__all__ = ["FAMILY_FORGET", "ForgetService", "ops", "selector"]
