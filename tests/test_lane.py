@@ -74,3 +74,24 @@ async def test_a_replayed_write_answers_from_the_stored_state(engine):
         first.status, first.stages_completed, first.derives,
     )  # fmt: skip
     assert "capture" not in again.elapsed_ms and again.elapsed_ms.keys() == first.elapsed_ms.keys() - {"capture"}
+
+
+def test_an_event_state_stores_every_optional_field_it_has_in_one_order_and_reads_back():
+    """``event_state_wire`` is written out field by field (speed): it must still cover every
+    optional field, in ``EVENT_STATE_OPTIONAL`` order, omit the unset ones, and read back equal."""
+    import attrs
+
+    from cortexdb.engine.model.converter import event_state_from_wire, event_state_wire
+    from cortexdb.engine.model.records import EVENT_STATE_OPTIONAL
+
+    assert set(EVENT_STATE_OPTIONAL) == {f.name for f in attrs.fields(EventState)} - {
+        "scope", "done", "lce", "derives", "errors", "cancelled", "batch_id"}  # fmt: skip
+    full = EventState(scope=ALICE, **{name: [index] for index, name in enumerate(EVENT_STATE_OPTIONAL)})
+    wire = event_state_wire(full)
+    assert list(wire)[7:] == list(EVENT_STATE_OPTIONAL)
+    assert [wire[name] for name in EVENT_STATE_OPTIONAL] == [[i] for i in range(len(EVENT_STATE_OPTIONAL))]
+    assert event_state_from_wire(wire) == full
+    bare = EventState(scope=ALICE, episode_id="ep_1")
+    assert list(event_state_wire(bare)) == [
+        "scope", "done", "lce", "derives", "errors", "cancelled", "batch_id", "episode_id"]  # fmt: skip
+    assert event_state_from_wire(event_state_wire(bare)) == bare

@@ -27,6 +27,8 @@ class Stage(StrEnum):
     EPISODE_JOINED = "episode"
 
 
+#: each stage's word as a plain ``str`` (hot paths: an enum member's ``.value`` is a descriptor call)
+STAGE_NAME: dict[Stage, str] = {stage: stage.value for stage in Stage}
 #: the lifecycle stages of a memory event, in order (reference §13)
 LIFECYCLE_STAGES = (
     Stage.CAPTURED, Stage.EXTRACTED, Stage.INDEXED, Stage.CONSOLIDATED, Stage.COMPRESSED,

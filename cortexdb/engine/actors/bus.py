@@ -224,7 +224,7 @@ class LifecycleBus:
         the stage committed it) are handed to the records' waiters, as a snapshot taken now."""
         for record in records:
             self._ready.add(record.lifecycle_id)
-            if states and record.event_id in states and waiter_key(record) in self._waiters:
+            if self._waiters and states and record.event_id in states and waiter_key(record) in self._waiters:
                 self._handed[record.lifecycle_id] = copy.deepcopy(states[record.event_id])
         self._drain()
 
@@ -250,7 +250,7 @@ class LifecycleBus:
         for subscriber in self._fanout:  # a snapshot: _offer may unsubscribe a lagging one
             if subscriber.filter.matches(record):
                 subscriber._offer(record)
-        if record.event_id is not None:
+        if record.event_id is not None and (self._waiters or self._handed):  # bulk ingest: neither
             handed = self._handed.pop(record.lifecycle_id, None)
             waiter = self._waiters.pop(waiter_key(record), None)
             if waiter is not None:

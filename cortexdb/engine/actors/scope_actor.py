@@ -21,7 +21,7 @@ import trio
 from ...errors import CortexError, Internal, NotFound, WalUnavailable
 from ..envelope import blob_ids_of
 from ..model import Event, EventState, Scope
-from ..stages import Stage
+from ..stages import STAGE_NAME, Stage
 from ..storage import Op
 from ..temporal import format_ts
 from . import queries
@@ -50,6 +50,8 @@ from .messages import (
     fail_message,
 )
 from .waiters import StageWaiter
+
+CAPTURED = STAGE_NAME[Stage.CAPTURED]
 
 log = logging.getLogger("cortexdb.actor")
 
@@ -194,13 +196,15 @@ class ScopeActor:
         ctx = self.ctx
         self.last_capture = trio.current_time()
         now = ctx.clock.now()
+        recorded_at = format_ts(now)
         ops: list[Op] = []
         records: list = []
         reservations: list = []
         answers: list[tuple[Capture, list[Captured]]] = []
         for message in group:
             self.inflight.add(message.reply)
-            captured = [self._event_of(item, now, ops, records, reservations) for item in message.items]
+            captured = [self._event_of(item, now, recorded_at, ops, records, reservations)
+                        for item in message.items]
             answers.append((message, captured))
         ops.extend(await self._scope_ops(group, now))  # usually empty: see _scope_ops
         try:
@@ -220,7 +224,8 @@ class ScopeActor:
             self.inflight.discard(message.reply)
         self.last_capture = trio.current_time()
 
-    def _event_of(self, item, now, ops: list[Op], records: list, reservations: list) -> Captured:
+    def _event_of(self, item, now, recorded_at: str, ops: list[Op], records: list,
+                  reservations: list) -> Captured:  # fmt: skip
         """One captured item: its event, WAL entry, state, pending marker, ``captured`` record
         and idempotency record (added to ``ops``), and the waiters its writer asked for."""
         ctx, tables = self.ctx, self.tables
@@ -228,7 +233,7 @@ class ScopeActor:
         event_id = ctx.ids.new("evt")
         offset = ctx.wal.next()
         context = dict(envelope.context)
-        context["recorded_at"] = format_ts(now)
+        context["recorded_at"] = recorded_at
         event = Event(
             id=event_id, scope=self.scope, tenant_id=item.tenant_id, caller=identities.caller,
             actor=identities.observed_actor["id"], observed_actor=identities.observed_actor,
@@ -242,7 +247,7 @@ class ScopeActor:
                      "wal_offset": offset},
         )  # fmt: skip
         records.append(record)
-        state = EventState(scope=self.scope, done=[Stage.CAPTURED.value], lce=[record.lifecycle_id],
+        state = EventState(scope=self.scope, done=[CAPTURED], lce=[record.lifecycle_id],
                            batch_id=item.batch_id)  # fmt: skip
         ops.append(tables.events.put_op(event_id, event))
         ops.append(ctx.tables.wal.put_op(offset, self.scope, event_id))

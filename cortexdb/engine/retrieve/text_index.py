@@ -48,15 +48,12 @@ def _stem_cached(word: str) -> str:
     return stemmer.stemWord(word)
 
 
-def _stem(word: str) -> str:
-    # Porter2 leaves a run of digits as it is: numbers (an unbounded vocabulary — ids, amounts,
-    # "note 48213") do not take a place in the cache
-    return word if word.isdigit() else _stem_cached(word)
-
-
 def tokenize(text: str) -> list[str]:
     """Lower-cased alphanumeric runs, English stop words dropped, Snowball (Porter2) stems."""
-    return [_stem(token) for token in _TOKEN.findall(text.casefold()) if token not in STOPWORDS]
+    # Porter2 leaves a run of digits as it is: numbers (an unbounded vocabulary — ids, amounts,
+    # "note 48213") do not take a place in the stem cache
+    return [token if token.isdigit() else _stem_cached(token)
+            for token in _TOKEN.findall(text.casefold()) if token not in STOPWORDS]
 
 
 def _grow(values: np.ndarray, size: int) -> np.ndarray:

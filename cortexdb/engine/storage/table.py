@@ -207,7 +207,9 @@ class Table(Generic[T]):
 
     # -- writing -------------------------------------------------------------------------------
     def put_op(self, key: Key, value: T) -> Op:
-        return Put(self.key(key), self.codec.encode(value))
+        # ``key`` inlined: a put is built for every row a stage writes
+        raw = self.prefix + key.encode() if isinstance(key, str) else keys.within(self.prefix, *key)
+        return Put(raw, self.codec.encode(value))
 
     def delete_op(self, key: Key) -> Op:
         return Delete(self.key(key))

@@ -16,7 +16,7 @@ import attrs
 import trio
 
 from ...model import Event, EventState, LifecycleEvent, TypedRef, TypedValue
-from ...stages import STAGE_TIMING, Stage
+from ...stages import STAGE_NAME, STAGE_TIMING, Stage
 from ...storage import Op, Partition
 from ..indexer import Indexer
 from ..state import PartitionState
@@ -88,7 +88,7 @@ class StageContext:
                      started: float, payload: dict[str, Any] | None) -> None:  # fmt: skip
         """Mark ``stage`` done in the event's state, with its duration, and reserve its lifecycle
         record (none for the internal episode step: ``payload`` None)."""
-        state.done.append(stage.value)
+        state.done.append(STAGE_NAME[stage])
         state.set_elapsed(STAGE_TIMING[stage], round((trio.current_time() - started) * 1000, 3))
         batch.states[event.id] = state
         if payload is not None:
