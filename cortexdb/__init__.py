@@ -12,10 +12,8 @@ the engine (tests/test_sdk_import.py), and ``import cortexdb`` alone stays cheap
 classes are plain (``errors`` imports nothing of the engine) and load at once.
 """
 
-from __future__ import annotations
-
 import importlib
-from typing import TYPE_CHECKING, Any
+import typing
 
 from .errors import CortexError as CortexError
 from .errors import DataDirLocked as DataDirLocked
@@ -28,7 +26,7 @@ from .errors import PayloadTooLarge as PayloadTooLarge
 from .errors import PolicyDenied as PolicyDenied
 from .errors import ResourceDeleted as ResourceDeleted
 
-if TYPE_CHECKING:  # what the lazy names are, for type checkers and readers (and the layering test)
+if typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and readers (and the layering test)
     from .engine.actors.bus import LifecycleFilter as LifecycleFilter
     from .engine.actors.bus import Subscription as Subscription
     from .engine.actors.supervisor import ActorStatistics as ActorStatistics
@@ -63,7 +61,7 @@ __all__ = ["CortexError", "DataDirLocked", "IdempotencyConflict", "Internal", "I
            "__version__", *_LAZY]  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
     elif name in _SUBPACKAGES:  # ``import cortexdb; cortexdb.engine...`` as before

@@ -98,7 +98,8 @@ class Blobs(Namespace):
     def upload(self, data: bytes | BinaryIO, *, scope: str | None = None, content_type: str | None = None,
                filename: str | None = None) -> Any:  # fmt: skip
         """Upload bytes or a seekable binary file (sent whole, streamed) into ``scope``.  The
-        same bytes into the same scope again is a replay (``blob.replay``), so retries are safe."""
+        same bytes, content type and file name into the same scope again are a replay (the first
+        ``blob_id``, ``blob.replay``), so retries are safe."""
         headers = {"Content-Type": content_type or "application/octet-stream"}
         params = {"scope": self.resolve_scope(scope), "filename": filename}
         return self.run(Call("POST", "/v1/blobs", params=params, body=data, headers=headers,

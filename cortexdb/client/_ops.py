@@ -163,8 +163,11 @@ class Facts(Layer):
 class Beliefs(Layer):
     path, kind = "/v1/beliefs", Belief
 
-    def why(self, belief_id: str, *, scope: str | None = None) -> Any:
-        """Why the belief is held: its support graph down to events, and a narrative (§8.7.6)."""
+    def why(self, belief_id: str | Record, *, scope: str | None = None) -> Any:
+        """Why the belief is held: its support graph down to events, and a narrative (§8.7.6).
+        ``belief_id`` may be the ``Belief`` itself (its scope is then the one asked)."""
+        if isinstance(belief_id, Record):
+            scope, belief_id = scope or belief_id.get("scope"), belief_id.get("id")
         params = {"scope": self.resolve_scope(scope), "belief_id": belief_id}
         return self.run(Call("GET", "/v1/beliefs/why", params=params, parse=record(Why)))
 
