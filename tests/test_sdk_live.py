@@ -109,10 +109,11 @@ async def test_reference_appendix_e_flow(tmp_path):
         job = await client.forget_gdpr(scope=ALICE, audit_note="DSR #1234")
         assert isinstance(job, Erasure) and job.erasure_id.startswith("erasure_")
         seen = []
-        async for ev in client.lifecycle(erasure_id=job.erasure_id):
-            seen.append(ev.event)
-            if ev.event == "erasure_complete":
-                break
+        with trio.fail_after(60):  # a hang guard only
+            async for ev in client.lifecycle(erasure_id=job.erasure_id):
+                seen.append(ev.event)
+                if ev.event == "erasure_complete":
+                    break
         assert "erasure_progress" in seen and (await client.erasures.status(job.erasure_id)).status == "completed"
         assert provider.calls >= 10  # a token per request (ten here); the actor is its `sub`
         await client.aclose()
@@ -189,6 +190,13 @@ async def test_erasures_blobs_scopes_policy_audit_tokens_phrases_admin(tmp_path)
             if ev.event == "erasure_complete":
                 break
         assert (await sdk.erasures.status(job.erasure_id)).audit_id.startswith("audit_")
+        replayed = []  # the job is over: its feed, asked without a resume point, replays it
+        with trio.fail_after(60):  # a hang guard only
+            async for ev in sdk.lifecycle(erasure_id=job.erasure_id):
+                replayed.append(ev.event)
+                if ev.event == "erasure_complete":
+                    break
+        assert replayed[0] == "erasure_progress" and replayed.count("erasure_complete") == 1
         assert (await sdk.erasures.cancel(job.erasure_id)).erasure_id == job.erasure_id
         # blobs: bytes, and a file (streamed); the same bytes again are a replay
         blob = await sdk.blobs.upload(b"\x89PNG fake", content_type="image/png", filename="a.png")

@@ -84,3 +84,21 @@ def test_a_token_provider_is_asked_before_every_request():
                        transport=httpx.MockTransport(answer))  # fmt: skip
     assert sdk.whoami().caller == "user:alice" and sdk.auth.whoami().caller == "user:alice"
     assert seen == [("Bearer t1", "user:alice"), ("Bearer t2", "user:alice")]
+
+
+def test_any_request_runs_through_the_clients_plumbing():
+    """``client.run(Call(...))``: an endpoint the SDK has no method for, with its headers and errors."""
+    from cortexdb.client import Call
+    from cortexdb.errors import CortexError
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/answer":
+            return httpx.Response(501, json={"error_code": "NOT_IMPLEMENTED", "message": "later", "request_id": "r1",
+                                             "retriable": False})  # fmt: skip
+        return httpx.Response(200, json={"actor": request.headers["X-Cortex-Actor"], "q": request.url.params["q"]})
+
+    sdk = CortexClient("http://x", actor="user:alice", transport=httpx.MockTransport(answer))
+    assert sdk.run(Call("GET", "/v1/whatever", params={"q": "1", "unset": None})) == {"actor": "user:alice", "q": "1"}
+    with pytest.raises(CortexError) as failed:
+        sdk.run(Call("POST", "/v1/answer", json={"question": "?"}))
+    assert (failed.value.error_code, failed.value.http_status, failed.value.request_id) == ("NOT_IMPLEMENTED", 501, "r1")

@@ -3,14 +3,13 @@ transport runs — so ``CortexClient`` returns results and ``AsyncCortexClient``
 the same results, from the same code.  Writes, recall and the layer reads live here; the
 administrative families in ``_admin_ops``.
 
-Adding an endpoint is a method that builds its ``Call``::
+Adding an endpoint is a method that builds its ``Call`` (docs/sdk.md, "Adding an endpoint")::
 
     def answer(self, question: str, *, scope: str | None = None, **request: Any) -> Any:
         body = {"scope": self.resolve_scope(scope), "question": question, **request}
-        return self.transport.execute(Call("POST", "/v1/answer", json=body, parse=record(Answer), safe=True))
+        return self.run(Call("POST", "/v1/answer", json=body, parse=record(Answer), safe=True))
 
-(and ``self.transport.chunks(Call(..., json={**body, "stream": True}, safe=True))`` for its
-stream).
+and ``self.transport.chunks(Call(..., headers=SSE_HEADERS, safe=True))`` for its stream.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from ._records import Page, Record
 from ._transport import Call, Resume
 
 MESSAGE_MODALITY = "conversation"
+SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 SEARCHABLE = "indexed"  # the ``wait=`` stage after which recall finds a write (§8.1)
 
 
@@ -293,4 +293,4 @@ class Writes(Namespace):
         """The recall as it is assembled (§10.1): ``StreamChunk``s — ``plan``, one ``layer``
         each, ``context_block``, ``provenance``, ``diagnostics``, ``done``."""
         body = {**self._recall_body(query, scope, request), "stream": True}
-        return self.transport.chunks(Call("POST", "/v1/recall", json=body, safe=True))
+        return self.transport.chunks(Call("POST", "/v1/recall", json=body, headers=SSE_HEADERS, safe=True))
