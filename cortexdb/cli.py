@@ -108,42 +108,30 @@ REPLAY_ALL = "lce_0"  # sorts before every lce_ id: the stream replays the job's
 
 
 def _erase(args) -> int:
-    import httpx
+    from .client import CortexClient
+    from .errors import ConnectionFailed
 
     try:
-        return _erase_through(args)
-    except httpx.HTTPError as exc:
+        with CortexClient(args.url, actor=args.actor, token=args.token) as client:
+            return _erase_through(client, args)
+    except ConnectionFailed as exc:
         url = args.url or os.environ.get("CORTEX_URL", "http://127.0.0.1:8077")
         raise SystemExit(f"cortexdb: erase: cannot reach the server at {url}: {exc}") from None
 
 
-def _erase_through(args) -> int:
-    from .client import CortexClient, error_from_envelope
-
-    def answer(response):
-        body = response.json() if response.content else None
-        if response.status_code >= 400:
-            raise error_from_envelope(response.status_code, body)
-        return body
-
-    url = args.url or os.environ.get("CORTEX_URL", "http://127.0.0.1:8077")
-    actor, token = args.actor or os.environ.get("CORTEX_ACTOR"), args.token or os.environ.get("CORTEX_TOKEN")
-    body = {"scope": args.scope, **({"audit_note": args.note} if args.note else {})}
-    with CortexClient(url, actor=actor, token=token) as client:
-        if args.preview:
-            preview = answer(client.request("POST", "/v1/erasures/preview", json_body=body))
-            _print_preview(preview)
-            return 0
-        erasure_id = answer(client.request("POST", "/v1/erasures", json_body=body))["erasure_id"]
-        print(f"erasure {erasure_id} started on {args.scope}", flush=True)
-        end = "\r" if sys.stdout.isatty() else "\n"
-        for event in client.lifecycle(erasure_id=erasure_id, since_lifecycle_id=REPLAY_ALL):
-            payload = event.data.get("payload", {})
-            if event.event == "erasure_progress":
-                print(_progress_bar(payload), end=end, flush=True)
-            elif event.event == "erasure_complete":
-                break
-        status = answer(client.request("GET", f"/v1/erasures/{erasure_id}"))
+def _erase_through(client, args) -> int:
+    if args.preview:
+        _print_preview(client.erasures.preview(args.scope, audit_note=args.note).raw)
+        return 0
+    erasure_id = client.erasures.execute(args.scope, audit_note=args.note).erasure_id
+    print(f"erasure {erasure_id} started on {args.scope}", flush=True)
+    end = "\r" if sys.stdout.isatty() else "\n"
+    for event in client.lifecycle(erasure_id=erasure_id, since_lifecycle_id=REPLAY_ALL):
+        if event.event == "erasure_progress":
+            print(_progress_bar(event.payload), end=end, flush=True)
+        elif event.event == "erasure_complete":
+            break
+    status = client.erasures.status(erasure_id).raw
     print(_progress_bar({**status["progress"], **status}))
     print(f"erasure {erasure_id}: {status['status']} (scope {status['scope_state']}), audit {status['audit_id']}")
     return 0 if status["status"] == "completed" else 1

@@ -370,6 +370,16 @@ class InvalidMintRequest(CortexError):
     http_status = 422
 
 
+# -- the Python SDK only (``cortexdb.client``; never served) ---------------------------------------
+class ConnectionFailed(CortexError):
+    """No answer came: the server could not be reached, the connection broke, or a timeout
+    passed (after the SDK's retries).  The transport's exception is its ``__cause__``."""
+
+    error_code = "CONNECTION_FAILED"
+    http_status = 503  # what a gateway would answer; no server sends this code
+    default_retriable = True
+
+
 class HttpError(CortexError):
     """A failure at the HTTP layer (unknown route, wrong method, oversize body, malformed request)
     as an envelope: the status and code are the instance's."""

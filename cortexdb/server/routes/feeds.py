@@ -49,8 +49,8 @@ async def subscription_args(call: Call, args: dict[str, str], last_event_id: str
     if job:
         filters["job_id"] = job
     since = last_event_id or args.get("since_lifecycle_id")
-    if since is None and args.get("event_id"):
-        since = ""  # one memory event: replay the stages it already went through, then follow it
+    if since is None and (args.get("event_id") or args.get("batch_id") or job):
+        since = ""  # one memory event, batch or job: replay what it already went through, then follow it
     return scope, since, filters
 
 
