@@ -11,6 +11,10 @@
                    [--token-leeway SECONDS]
                    [--max-body-bytes N] [--max-head-bytes N] [--head-timeout S]
                    [--max-connections N] [--max-ws-message-bytes N] [--max-blob-bytes N]
+    cortexdb mcp --actor ACTOR [--token TOKEN] [--preset P] [--data DIR] [--backend B] [--tenant T]
+                 [--issuer-keys DIR] [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR]
+                 [--tenant-admin ACTOR] [--embedder hash|minilm|best] [--token-leeway SECONDS]
+                   the Model Context Protocol over stdio, as ACTOR (docs/mcp.md)
     cortexdb erase --scope SCOPE [--preview] [--url URL] [--actor ACTOR] [--token TOKEN] [--note TEXT]
                    GDPR erasure through a running server: the preview, or the job with a progress bar
     cortexdb token keygen --dir DIR [--iss ISS]
@@ -23,6 +27,8 @@ CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER, CORTEX_TOKEN_LEEWAY,
 CORTEX_MAX_BODY_BYTES, CORTEX_MAX_HEAD_BYTES, CORTEX_HEAD_TIMEOUT, CORTEX_MAX_CONNECTIONS,
 CORTEX_MAX_WS_MESSAGE_BYTES, CORTEX_MAX_BLOB_BYTES, CORTEX_MAX_JSON_DEPTH, CORTEX_MAX_EVENT_TEXT_BYTES,
 CORTEX_MAX_DERIVED_PER_EVENT, CORTEX_DERIVATION_WORKERS and CORTEX_ENABLE_EXPERIMENTAL; flags win.
+``mcp`` reads the same variables (not the HTTP ones) and CORTEX_ACTOR and CORTEX_TOKEN; its
+derivation runs in threads unless CORTEX_DERIVATION_WORKERS says otherwise.
 ``erase`` reads CORTEX_URL (default http://127.0.0.1:8077), CORTEX_ACTOR and CORTEX_TOKEN; it exits
 0 when the erasure completed, 1 when it was cancelled or failed.
 ``token mint`` refuses (exit 2) capabilities outside the catalog and TTLs the server would refuse.
@@ -69,14 +75,10 @@ async def _inspect(data: str, scope: str) -> None:
         )
 
 
-def _serve(args) -> None:
-    import logging
-
-    from .server.serve import run_server
+def _settings(args, **extra):
+    """``ServerSettings`` from the environment and the flags ``serve`` and ``mcp`` share."""
     from .server.settings import ServerSettings
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
     jwt_issuers = []
     for item in args.jwt_issuer or []:
         iss, sep, path = item.rpartition("=")
@@ -84,24 +86,51 @@ def _serve(args) -> None:
             raise SystemExit("cortexdb: --jwt-issuer takes ISS=PATH (a PEM public key or a JWKS file)")
         jwt_issuers.append((iss, path))
     try:
-        settings = ServerSettings.from_env(
-            preset=args.preset, data_dir=args.data, backend=args.backend, bind=args.bind,
-            tenant=args.tenant, issuer_dirs=args.issuer_keys or None, jwt_issuers=jwt_issuers or None,
+        return ServerSettings.from_env(
+            preset=args.preset, data_dir=args.data, backend=args.backend, tenant=args.tenant,
+            issuer_dirs=args.issuer_keys or None, jwt_issuers=jwt_issuers or None,
             operators=tuple(args.operator) if args.operator else None,
             tenant_admins=tuple(args.tenant_admin) if args.tenant_admin else None,
-            allowed_origins=tuple(args.allow_origin) if args.allow_origin else None,
-            embedder=args.embedder or os.environ.get("CORTEX_EMBEDDER") or "best", http_server=args.http_server,
-            token_leeway=args.token_leeway,
-            max_body_bytes=args.max_body_bytes, max_head_bytes=args.max_head_bytes, head_timeout=args.head_timeout,
-            max_connections=args.max_connections, max_ws_message_bytes=args.max_ws_message_bytes,
-            max_blob_bytes=args.max_blob_bytes,
+            embedder=args.embedder or os.environ.get("CORTEX_EMBEDDER") or "best",
+            token_leeway=args.token_leeway, **extra,
         )  # fmt: skip
     except ValueError as exc:
         raise SystemExit(f"cortexdb: {exc}") from None
+
+
+def _logging() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+
+
+def _serve(args) -> None:
+    from .server.serve import run_server
+
+    _logging()
+    settings = _settings(
+        args, bind=args.bind, allowed_origins=tuple(args.allow_origin) if args.allow_origin else None,
+        http_server=args.http_server,
+        max_body_bytes=args.max_body_bytes, max_head_bytes=args.max_head_bytes, head_timeout=args.head_timeout,
+        max_connections=args.max_connections, max_ws_message_bytes=args.max_ws_message_bytes,
+        max_blob_bytes=args.max_blob_bytes,
+    )  # fmt: skip
     try:
         trio.run(run_server, settings)
     except OSError as exc:  # the address is taken, or not ours to bind
         raise SystemExit(f"cortexdb: cannot serve on {settings.bind}: {exc.strerror or exc}") from None
+
+
+def _mcp(args) -> None:
+    from .server.mcp_api.stdio import run_stdio
+
+    _logging()  # stdout is the protocol's: logs go to stderr
+    actor, token = args.actor or os.environ.get("CORTEX_ACTOR"), args.token or os.environ.get("CORTEX_TOKEN")
+    if not actor:
+        raise SystemExit("cortexdb: mcp needs --actor ACTOR (or CORTEX_ACTOR): the caller the tools run as")
+    workers = None if os.environ.get("CORTEX_DERIVATION_WORKERS") else "thread"
+    trio.run(run_stdio, _settings(args, derivation_workers=workers), actor, token)
 
 
 REPLAY_ALL = "lce_0"  # sorts before every lce_ id: the stream replays the job's records so far
@@ -190,37 +219,51 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--data", required=True, help="LevelDB data directory")
         command.add_argument("--scope", required=True, help="scope path, e.g. org:acme/user:alice")
     _serve_parser(commands)
+    _mcp_parser(commands)
     _erase_parser(commands)
     _token_parser(commands)
     return parser
 
 
+def _engine_options(command) -> None:
+    """The options ``serve`` and ``mcp`` share: the store, the preset, identity and trust."""
+    command.add_argument("--preset", help="on_prem_enterprise | cloud_shared_saas | cloud_private | dev_local | a YAML path")
+    command.add_argument("--data", help="data directory (default ./data)")
+    command.add_argument("--backend", choices=("leveldb", "memory"))
+    command.add_argument("--tenant", help="the tenant this deployment binds (token aud cortexdb:tenant:T)")
+    command.add_argument("--tenant-admin", action="append", metavar="ACTOR",
+                         help="a tenant admin: owner of every scope, editor of the tenant policy (repeatable)")
+    command.add_argument("--issuer-keys", action="append", metavar="DIR",
+                         help="trust a `cortexdb token keygen` directory (repeatable)")
+    command.add_argument("--jwt-issuer", action="append", metavar="ISS=PATH",
+                         help="trust JWTs from ISS, verified with a PEM key or JWKS file (repeatable)")
+    command.add_argument("--operator", action="append", metavar="ACTOR",
+                         help="a deployment operator (holds the operator-only capabilities)")
+    command.add_argument("--embedder", choices=("hash", "minilm", "best"),
+                         help="best (default): all-MiniLM-L6-v2 when installed, else the hash embedder")
+    command.add_argument("--token-leeway", metavar="SECONDS",
+                         help="clock skew allowed on a token's iat and nbf (default 60, at most 3600)")
+
+
+def _mcp_parser(commands) -> None:
+    mcp = commands.add_parser("mcp", help="serve the Model Context Protocol over stdio (docs/mcp.md)")
+    _engine_options(mcp)
+    mcp.add_argument("--actor", help="the caller the tools run as, e.g. user:alice (default $CORTEX_ACTOR)")
+    mcp.add_argument("--token", help="its bearer token (default $CORTEX_TOKEN); optional only under dev_local")
+
+
 def _serve_parser(commands) -> None:
     serve = commands.add_parser("serve", help="run the HTTP server (127.0.0.1 by default)")
-    serve.add_argument("--preset", help="on_prem_enterprise | cloud_shared_saas | cloud_private | dev_local | a YAML path")
-    serve.add_argument("--data", help="data directory (default ./data)")
-    serve.add_argument("--backend", choices=("leveldb", "memory"))
+    _engine_options(serve)
     serve.add_argument("--bind", help="HOST:PORT (default 127.0.0.1:8077)")
-    serve.add_argument("--tenant", help="the tenant this deployment binds (token aud cortexdb:tenant:T)")
-    serve.add_argument("--tenant-admin", action="append", metavar="ACTOR",
-                       help="a tenant admin: owner of every scope, editor of the tenant policy (repeatable)")
     serve.add_argument("--allow-origin", action="append", metavar="ORIGIN",
                        help="a browser origin allowed besides loopback ones, e.g. https://app.example (repeatable)")
-    serve.add_argument("--issuer-keys", action="append", metavar="DIR",
-                       help="trust a `cortexdb token keygen` directory (repeatable)")
-    serve.add_argument("--jwt-issuer", action="append", metavar="ISS=PATH",
-                       help="trust JWTs from ISS, verified with a PEM key or JWKS file (repeatable)")
-    serve.add_argument("--operator", action="append", metavar="ACTOR",
-                       help="a deployment operator (holds the operator-only capabilities)")
-    serve.add_argument("--embedder", choices=("hash", "minilm", "best"),
-                       help="best (default): all-MiniLM-L6-v2 when installed, else the hash embedder")
     serve.add_argument("--http-server", choices=("cortex", "hypercorn"),
                        help="cortex (default): the built-in HTTP/1.1 + WebSocket server; hypercorn: Hypercorn's trio "
                             "worker (a failure on one connection closes that connection only; the head deadline is "
                             "Hypercorn's keep-alive timeout, 5 s at most)")
-    serve.add_argument("--token-leeway", metavar="SECONDS",
-                       help="clock skew allowed on a token's iat and nbf (default 60, at most 3600)")
-    serve.add_argument("--max-body-bytes", type=int, metavar="N", help="larger request bodies get 413 (default 16 MiB)")
+    serve.add_argument("--max-body-bytes", type=int, metavar="N",
+                       help="larger request bodies (REST and /mcp) get 413 (default 16 MiB)")
     serve.add_argument("--max-head-bytes", type=int, metavar="N",
                        help="a larger request line + headers gets 431 (default 65536)")
     serve.add_argument("--head-timeout", type=float, metavar="S",
@@ -271,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
             trio.run(_inspect, args.data, args.scope)
         elif args.command == "serve":
             _serve(args)
+        elif args.command == "mcp":
+            _mcp(args)
         elif args.command == "token":
             _token(args)
         elif args.command == "erase":

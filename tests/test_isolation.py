@@ -12,6 +12,9 @@ holding a secret in the registered scope ``ws:vault``, as:
 A role the spec lets through must not be refused (no 401/403, no 5xx); any other role gets a 403
 (``NOT_A_MEMBER`` or ``POLICY_DENIED``, attributed, audited ``deny``) whose body never quotes the
 secret, and the other tenant always gets a 401.
+
+``/mcp`` is not a route of the table but a transport whose tools call routes of it (their
+twins); ``MCP_SPECS`` runs every tool as every role against its twins' rule.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pytest
 import trio
 
 from cortexdb.server.app import create_app  # noqa: F401 - the app under test (server_support builds it)
+from cortexdb.server.mcp_api.tools import TOOLS
 
 from .server_support import TENANT, body, server
 
@@ -273,6 +277,54 @@ async def test_every_route_checks_every_role(tmp_path, route):
                 assert "decision=deny" in headers["X-Cortex-Policy"], where
             _, rows = await h.call("GET", f"/v1/audit?actor={ROLES[role]}&decision=deny", "user:root")
             assert any(r["request_id"] == data["request_id"] for r in rows["items"]), where
+
+
+# -- /mcp: every tool, every role ----------------------------------------------------------------
+# ``/mcp`` is not in the route table: it is a transport, and each tool call runs API routes (the
+# tool's ``twins``) through the same pipeline with the caller's credentials.  So a tool must let
+# through exactly the roles all its twins let through, and refuse the others as they do.
+MCP_SPECS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "memory_search": lambda c: {"scope": VAULT, "query": SECRET, "view": "local"},
+    "memory_ingest": lambda c: {"scope": VAULT, "content": {"kind": "text", "text": "a note"}},
+    "memory_about_user": lambda c: {"scope": VAULT, "view": "local"},
+    "memory_forget": lambda c: {"scope": VAULT, "layers": ["beliefs"], "selector": {"predicate": c["predicate"]}},
+}  # fmt: skip
+
+
+def test_the_mcp_table_covers_every_tool():
+    assert set(MCP_SPECS) == set(TOOLS), "a tool without an isolation spec (or a spec for no tool)"
+    assert all(twin in SPECS for tool in TOOLS.values() for twin in tool.twins)
+
+
+@pytest.mark.parametrize("name", sorted(MCP_SPECS))
+async def test_every_mcp_tool_checks_every_role(tmp_path, name):
+    allowed = frozenset.intersection(*(SPECS[twin][0] for twin in TOOLS[name].twins))
+    async with server(tmp_path) as h:
+        ctx = await _seed(h)
+        order = ["other_tenant", "nonmember", "reader", "writer", "owner", "operator"]
+        order.sort(key=lambda role: role != "other_tenant" and role in allowed)
+        for role in order:
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": name, "arguments": MCP_SPECS[name](ctx)}}  # fmt: skip
+            headers = {**_headers(h, role, f"jti-mcp-{role}"), "Accept": "application/json, text/event-stream",
+                       "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+            response = await h.client.post("/mcp", json=call, headers=headers)
+            data = json.loads(await response.get_data())
+            where = f"{name} as {role}: {response.status_code} {json.dumps(data)[:300]}"
+            if role == "other_tenant":  # refused at the door, as every API route refuses it
+                assert response.status_code == 401 and data["error_code"] == "WRONG_TENANT", where
+                continue
+            assert response.status_code == 200, where
+            result = data["result"]
+            if role in allowed:
+                assert result["isError"] is False, where
+                continue
+            envelope = result["structuredContent"]
+            assert result["isError"] is True and SECRET not in json.dumps(result), where
+            assert envelope["error_code"] in ("NOT_A_MEMBER", "POLICY_DENIED"), where
+            assert envelope["details"]["denied_by_tier"], where
+            _, rows = await h.call("GET", f"/v1/audit?actor={ROLES[role]}&decision=deny", "user:root")
+            assert any(r["request_id"] == envelope["request_id"] for r in rows["items"]), where
 
 
 # -- the rules, one by one ---------------------------------------------------------------------

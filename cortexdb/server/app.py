@@ -28,6 +28,7 @@ from .auth import Issuer, IssuerConfigError, Revocations, Verifier, load_issuer_
 from .call import Blueprint, Handler, RequestPolicyHook, Route, ServerState
 from .dispatch import DirectDispatch, Router
 from .gate import Gate
+from .mcp_api.asgi import McpMount
 from .policy import PolicyEngine, load_preset
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry
@@ -90,7 +91,6 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     app.cortex = state  # type: ignore[attr-defined]
-    _lifespan(app, state)
     router = Router()
     for blueprint in BLUEPRINTS:
         _install(app, router, state, blueprint)
@@ -103,21 +103,23 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
     async def _unexpected(exc: Exception) -> Response:
         return pipeline.unexpected(exc, pipeline.request_id(state, request))
 
-    app.asgi_app = DirectDispatch(app.asgi_app, router, functools.partial(pipeline.direct, state),  # type: ignore[method-assign]
-                                  functools.partial(pipeline.too_large, state), settings.max_body_bytes,
-                                  settings.max_upload_bytes)  # fmt: skip
+    direct = DirectDispatch(app.asgi_app, router, functools.partial(pipeline.direct, state),
+                            functools.partial(pipeline.too_large, state), settings.max_body_bytes,
+                            settings.max_upload_bytes)  # fmt: skip
+    mcp = McpMount(direct, state)  # /mcp: the Model Context Protocol (docs/mcp.md)
+    app.asgi_app = mcp  # type: ignore[method-assign]
+    _lifespan(app, state, mcp)
     return app
 
 
-def _lifespan(app: QuartTrio, state: ServerState) -> None:
+def _lifespan(app: QuartTrio, state: ServerState, mcp: McpMount) -> None:
     """Load the server's stores before serving; prune old rows periodically while serving."""
     maintenance = trio.CancelScope()
 
     @app.before_serving
     async def _load() -> None:
-        await state.policy.load()
-        await state.revocations.load()
-        await state.registry.load()
+        await load_stores(state)
+        mcp.serve_in(app.nursery)
         app.nursery.start_soon(_maintain)
 
     async def _maintain() -> None:
@@ -134,6 +136,14 @@ def _lifespan(app: QuartTrio, state: ServerState) -> None:
     async def _stop() -> None:
         state.closing.set()
         maintenance.cancel()
+        mcp.stop()
+
+
+async def load_stores(state: ServerState) -> None:
+    """The server's stores (policy documents, revocations, scope registrations) into memory."""
+    await state.policy.load()
+    await state.revocations.load()
+    await state.registry.load()
 
 
 def _install(app: QuartTrio, router: Router, state: ServerState, blueprint: Blueprint) -> None:
@@ -172,4 +182,4 @@ def _quart_path(path: str) -> str:
     return "/".join(out)
 
 
-__all__ = ["RequestPolicyHook", "ServerState", "build_state", "create_app"]
+__all__ = ["RequestPolicyHook", "ServerState", "build_state", "create_app", "load_stores"]

@@ -102,19 +102,24 @@ def streamed_bodies(routes: list, limit: int) -> Callable[[str, bytes], int | No
     return lambda method, path: limit if (method, path) in uploads else None
 
 
-async def run_server(settings: ServerSettings, *,
-                     shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
-                     engine_config: EngineConfig | None = None, clock=None, id_seed=None,
-                     task_status=trio.TASK_STATUS_IGNORED) -> None:  # fmt: skip
-    """Open the engine, serve until ``shutdown_trigger`` returns (default: SIGINT/SIGTERM), and
-    report the bound addresses through ``task_status`` (``nursery.start`` returns them)."""
-    config = engine_config or EngineConfig(
+def config_of(settings: ServerSettings) -> EngineConfig:
+    """The engine's configuration under a server (``cortexdb serve``, ``cortexdb mcp``)."""
+    return EngineConfig(
         embedder=settings.embedder,
         derivation_defer=settings.derivation_defer,
         max_event_text_bytes=settings.max_event_text_bytes,
         max_derived_per_event=settings.max_derived_per_event,
         derivation_workers=settings.derivation_workers, blob_max_bytes=settings.max_blob_bytes,
     )
+
+
+async def run_server(settings: ServerSettings, *,
+                     shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
+                     engine_config: EngineConfig | None = None, clock=None, id_seed=None,
+                     task_status=trio.TASK_STATUS_IGNORED) -> None:  # fmt: skip
+    """Open the engine, serve until ``shutdown_trigger`` returns (default: SIGINT/SIGTERM), and
+    report the bound addresses through ``task_status`` (``nursery.start`` returns them)."""
+    config = engine_config or config_of(settings)
     path = settings.data_dir if settings.backend == "leveldb" else None
     async with open_engine(settings.backend, path, config=config, clock=clock, id_seed=id_seed,
                            policy=RequestPolicyHook()) as engine:  # fmt: skip

@@ -15,7 +15,8 @@ api = Blueprint()
 CAPABILITY = {"derived_only": cap.FORGET_CASCADE_DERIVED_ONLY, "redact_events": cap.FORGET_CASCADE_REDACT_EVENTS}
 
 
-@api("POST", "/v1/forget", rate="write", summary="Forget records of the named layers (selective forget)")
+@api("POST", "/v1/forget", rate="write", summary="Forget records of the named layers (selective forget)",
+     request_schema="forget_request")
 async def forget(call: Call):
     body = call.json()
     header_key = current_request().headers.get("X-Cortex-Idempotency-Key")

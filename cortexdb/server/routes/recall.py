@@ -11,7 +11,7 @@ api = Blueprint()
 
 
 @api("POST", "/v1/recall", summary="Recall a stratified pack (stream=true for SSE)",
-     response_schema="stratified_pack")
+     request_schema="recall_request", response_schema="stratified_pack")
 async def recall(call: Call):
     body = call.json()
     diagnostics = body.get("diagnostics")
