@@ -28,6 +28,7 @@ from .test_nothing_left import (
     layer_reads,
     leaks,
     marked_terms,
+    plant_in_leveldb_logs,
     recalls,
     served,
     text_of,
@@ -62,6 +63,8 @@ async def test_an_erasure_leaves_no_trace_of_the_marker(tmp_path, backend):
         _, rows = await h.call("GET", f"/v1/lifecycle?scope={SCOPE}&limit=1000")
         assert MARKER in json.dumps(rows)
 
+        if backend == "leveldb":
+            await plant_in_leveldb_logs(h, tmp_path / "data")
         status = await erase(h)
         assert status["progress"]["deleted_events"] == len(ids["marked"]) + len(ids["plain"])
 

@@ -63,6 +63,36 @@ async def test_rotate_drops_a_deleted_key_from_manifest_and_logs(tmp_path):
         await reopened.close()
 
 
+async def test_a_value_and_its_deletion_flushed_to_one_file_are_both_dropped(tmp_path):
+    """A memtable holding a value and its deletion is flushed as one file straight to level 2,
+    which no compaction of the range rewrites on its own: the sentinels' file merges into it."""
+    path = tmp_path / "db"
+    store = await LevelDBStore.open(str(path))
+    try:
+        await store.write([Put(b"k", MARK)])
+        await store.write([Delete(b"k")])
+        await store.compact(b"k", b"l")
+        assert [n for n in holding(path) if n.endswith(".ldb")] == []
+        await store.rotate()
+        assert holding(path) == [] and await store.get(b"k") is None
+        assert [k async for k, _ in store.scan()] == []  # no sentinel is left, none was seen
+    finally:
+        await store.close()
+
+
+async def test_sentinels_a_crash_left_are_deleted_on_open(tmp_path):
+    store = await LevelDBStore.open(str(tmp_path / "db"))
+    sentinel = b"A\x00t" + b"\xff" * 16
+    await store.write([Put(b"A\x00t\x00a", b"v"), Put(sentinel, b""),
+                       Put(leveldb_store.SENTINELS, leveldb_store._pack([sentinel]))], sync=True)  # fmt: skip
+    await store.close()
+    store = await LevelDBStore.open(str(tmp_path / "db"))
+    try:
+        assert [k async for k, _ in store.scan()] == [b"A\x00t\x00a"]
+    finally:
+        await store.close()
+
+
 @pytest.mark.parametrize("reverse", [False, True])
 async def test_a_scan_across_a_rotate_reads_every_key_once(tmp_path, reverse):
     store = await LevelDBStore.open(str(tmp_path / "db"))
@@ -183,3 +213,35 @@ async def test_random_layouts_leave_no_deleted_key_anywhere(tmp_path):
                 assert holding(path) == [], seed
         finally:
             await store.close()
+
+
+async def test_readers_never_see_a_compaction_s_sentinels(tmp_path, monkeypatch):
+    store = await LevelDBStore.open(str(tmp_path / "db"))
+    table = keys(b"NA", 20)
+    await store.write([Put(k, b"v") for k in table])
+    compacting, release = trio.Event(), threading.Event()
+    run_sync = trio.to_thread.run_sync
+
+    async def held_compaction(call, **kwargs):  # the first step waits until the test has read
+        if getattr(getattr(call, "func", None), "__name__", "") == "compact_range" and not release.is_set():
+            compacting.set()
+            return await run_sync(lambda: (release.wait(), call())[1], **kwargs)
+        return await run_sync(call, **kwargs)
+
+    monkeypatch.setattr(leveldb_store.trio.to_thread, "run_sync", held_compaction)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.compact, b"NA\x00t\x00", b"NA\x00t\x01")
+            await compacting.wait()
+            sentinels = sorted(store._hidden)
+            assert len(sentinels) == 3  # both ends and their list
+            assert [k async for k, _ in store.scan()] == table  # written, and not seen
+            assert [k async for k, _ in store.scan(prefix=b"NA\x00t\x00", reverse=True, limit=1)] == table[-1:]
+            assert [await store.get(k) for k in sentinels] == [None, None, None]
+            assert all(store._db.get(k) is not None for k in sentinels)  # they are in the DB
+            release.set()
+        assert store._hidden == set() and [k async for k, _ in store.scan()] == table
+        assert all(store._db.get(k) is None for k in sentinels)
+    finally:
+        release.set()
+        await store.close()
