@@ -172,3 +172,12 @@ async def test_entities_of_a_data_dir_from_before_mentions_are_kept(backend, tmp
     finally:
         await store.close()
     assert base64  # (the fixture's pairs are base64; _opened decodes them)
+
+
+def test_the_entity_tables_are_compacted_as_one_range():
+    """``forget_ranges`` compacts N, NA, NE and NM as one key range: no other table sorts between."""
+    from cortexdb.engine.storage import keys
+
+    tables = [v for n, v in vars(keys).items() if n.isupper() and isinstance(v, bytes) and v.isalpha()]
+    between = sorted(t for t in tables if keys.prefix(b"N") <= keys.prefix(t) <= keys.prefix(b"NM"))
+    assert between == sorted(keys.FORGET_ENTITY_TABLES)

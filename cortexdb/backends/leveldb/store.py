@@ -24,26 +24,12 @@ import plyvel
 import trio
 
 from ...engine.spi.kv import Delete, Op, Put, scan_bounds
-from ...errors import DataDirLocked, StoreClosed, WalUnavailable
+from ...errors import StoreClosed, WalUnavailable
+from .files import DEFAULT_OPTIONS, FLUSH_KEY, INFO_LOGS, SENTINELS, below, open_db, pack, unpack
 
 INLINE_ITEMS = 256
-# A 4 MB memtable (LevelDB's default) fills in under a second at capture rates, and level-0
-# files then pile up faster than compaction drains them, which makes LevelDB throttle writers.
-# Measured in bench/capture.py (docs/decisions.md): larger buffers and a Bloom filter for the
-# point look-ups on absent keys (idempotency keys, entity aliases).  16 MB + 8 MB captured as
-# fast as 64 MB + 64 MB, which took minutes to fill and kept RSS growing that long (decisions.md,
-# "Index memory"); LevelDB holds up to two memtables (one being flushed) plus the cache.
-DEFAULT_OPTIONS = {
-    "write_buffer_size": 16 << 20,
-    "lru_cache_size": 8 << 20,
-    "bloom_filter_bits": 10,
-    "max_file_size": 16 << 20,
-}
 CHUNK_ITEMS = 4096
-INFO_LOGS = ("LOG", "LOG.old")  # LevelDB's info log: manual compactions quote their keys
-FLUSH_KEY = b"\xff" * 17  # above every key: compacting [it, it] only flushes the memtable
-# the sentinels a compaction has written (``compact``): a crash leaves them, the next open deletes them
-SENTINELS = b"\xff\xfe" + b"cortexdb:compaction-sentinels"
+
 
 
 def _iterator_args(prefix, start, stop, reverse):
@@ -154,40 +140,6 @@ class LevelDBSnapshot:
             self._store._snapshot_closed()
 
 
-def _below(key: bytes) -> bytes:
-    """A key just below ``key`` that no record uses (UTF-8 text never holds the byte 0xff)."""
-    if key[-1]:
-        return key[:-1] + bytes([key[-1] - 1]) + b"\xff" * 16
-    return key[:-1]
-
-
-def _pack(keys: list[bytes]) -> bytes:
-    return b"".join(len(key).to_bytes(2, "big") + key for key in keys)
-
-
-def _unpack(value: bytes) -> list[bytes]:
-    keys, position = [], 0
-    while position < len(value):
-        size = int.from_bytes(value[position : position + 2], "big")
-        keys.append(value[position + 2 : position + 2 + size])
-        position += 2 + size
-    return keys
-
-
-def _open_db(path: str, settings: dict) -> plyvel.DB:
-    try:
-        return plyvel.DB(path, create_if_missing=True, **settings)
-    except plyvel.IOError as exc:
-        if "lock" in str(exc).lower():
-            raise DataDirLocked(
-                f"data directory {path} is already open in another process or engine",
-                details={"path": path},
-            ) from None
-        raise WalUnavailable(f"cannot open LevelDB at {path}: {exc}", details={"path": path}) from exc
-    except plyvel.Error as exc:
-        raise WalUnavailable(f"cannot open LevelDB at {path}: {exc}", details={"path": path}) from exc
-
-
 class LevelDBStore:
     def __init__(self, db: plyvel.DB, path: str, settings: dict | None = None) -> None:
         self._db = db
@@ -208,11 +160,11 @@ class LevelDBStore:
     async def open(cls, path: str, **options) -> LevelDBStore:
         os.makedirs(path, exist_ok=True)
         settings = {**DEFAULT_OPTIONS, **options}
-        db = _open_db(path, settings)
+        db = open_db(path, settings)
         left = db.get(SENTINELS)
         if left is not None:  # a compaction was interrupted: its sentinels go before anyone reads
             batch = db.write_batch(sync=True)
-            for key in [SENTINELS, *_unpack(left)]:
+            for key in [SENTINELS, *unpack(left)]:
                 batch.delete(key)
             batch.write()
         return cls(db, path, settings)
@@ -317,7 +269,14 @@ class LevelDBStore:
         (docs/decisions.md, "LevelDB residue").  An open snapshot would keep the old values:
         the compaction waits for the snapshots to close (new ones wait for it).  Files an open
         iterator pins stay until it is closed, or until ``rotate``.  Runs in a worker thread."""
+        return await self.compact_ranges([(start, stop)])
+
+    async def compact_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> bool:
+        """``compact`` of several ranges at once (a forget's): one set of sentinels for all of
+        them, flushed three times, then each range compacted (carrying its sentinels down), the
+        sentinels deleted and each range compacted again — the memtable flushes are shared."""
         self._check()
+        ranges = list(dict.fromkeys(ranges)) or [(None, None)]
         async with self._compacting:
             self._check()
             self._no_snapshots = True
@@ -325,18 +284,20 @@ class LevelDBStore:
                 await self._no_open_snapshots()
                 await self._ready()
                 db = self._db
-                compact = functools.partial(db.compact_range, start=start, stop=stop)
+                compacts = [functools.partial(db.compact_range, start=a, stop=b) for a, b in ranges]
                 flush = functools.partial(db.compact_range, start=FLUSH_KEY, stop=FLUSH_KEY)
-                ends = (_below(start or b"\x01"), _below(stop) if stop else b"\xff" * 16)
+                ends = [key for a, b in ranges for key in (below(a or b"\x01"), below(b) if b else b"\xff" * 16)]
                 sentinels = [key for key in dict.fromkeys(ends) if key and db.get(key) is None]
                 self._hidden.update([*sentinels, SENTINELS])  # no checkpoint since the look-up
                 try:
-                    for step in (flush, flush, compact):
+                    for step in (flush, flush, compacts[0]):
                         batch = db.write_batch()
-                        batch.put(SENTINELS, _pack(sentinels))
+                        batch.put(SENTINELS, pack(sentinels))
                         for key in sentinels:
                             batch.put(key, b"")
                         batch.write()
+                        await self._in_thread(step)
+                    for step in compacts[1:]:
                         await self._in_thread(step)
                 finally:  # however it ended (a cancel too): the sentinels go before they show
                     batch = db.write_batch()
@@ -344,7 +305,8 @@ class LevelDBStore:
                         batch.delete(key)
                     batch.write()
                     self._hidden.difference_update([*sentinels, SENTINELS])
-                await self._in_thread(compact)
+                for step in compacts:
+                    await self._in_thread(step)
             except plyvel.Error as exc:
                 raise WalUnavailable(f"LevelDB compaction failed: {exc}") from exc
             finally:
@@ -377,7 +339,7 @@ class LevelDBStore:
                     for name in INFO_LOGS:
                         with contextlib.suppress(FileNotFoundError):
                             os.remove(os.path.join(self.path, name))
-                    return _open_db(self.path, self._settings)
+                    return open_db(self.path, self._settings)
 
                 try:
                     self._db = await trio.to_thread.run_sync(reopen, abandon_on_cancel=False)

@@ -72,7 +72,8 @@ SCOPED_DERIVED_TABLES = (
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
 FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN)
-#: the node tables a forget of events compacts whole: entities go with their last mention
+#: the node tables a forget of events compacts whole (one range: no other table sorts between
+#: them): entities go with their last mention
 FORGET_ENTITY_TABLES = (ENTITIES, ENTITY_ALIASES, ENTITY_MENTIONS, EVENT_ENTITIES)
 
 

@@ -166,7 +166,11 @@ class NodeTables:
         compact_range = getattr(self.store, "compact", None)
         if compact_range is None:
             return False
-        done = [await compact_range(start, stop) for start, stop in ranges] if ranges else [await compact_range()]
+        compact_ranges = getattr(self.store, "compact_ranges", None)  # LevelDB: shares the flushes
+        if compact_ranges is not None:
+            done = [await compact_ranges(list(ranges) or [(None, None)])]
+        else:
+            done = [await compact_range(start, stop) for start, stop in ranges] if ranges else [await compact_range()]
         compacted = any(result is not False for result in done)  # None: a store from before compact's bool
         rotate = getattr(self.store, "rotate", None)
         if compacted and rotate is not None:
@@ -186,7 +190,8 @@ class NodeTables:
             for table in (keys.prefix(keys.EVENTS, scope), keys.prefix(keys.EVENT_STATES)):
                 ranges.append((keys.within(table, first), keys.within(table, last) + b"\x01"))
             ranges.append(_whole(keys.prefix(keys.LIFECYCLE)))
-            ranges += [_whole(keys.prefix(name)) for name in keys.FORGET_ENTITY_TABLES]
+            first, *_, last = sorted(keys.FORGET_ENTITY_TABLES)  # N, NA, NE, NM: adjacent, no other table between
+            ranges.append((keys.prefix(first), _whole(keys.prefix(last))[1]))
         return ranges
 
 
