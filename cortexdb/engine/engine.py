@@ -99,6 +99,7 @@ class Engine:
     async def _start(self, nursery: trio.Nursery) -> None:
         ctx = self._ctx
         reembed = await check_embedder(ctx)
+        await ctx.entities.start()  # an old data dir: its entities are kept (legacy mentions)
         await ctx.wal.restore(ctx.tables.wal)
         await ctx.bus.restore()
         await nursery.start(self._supervisor.run)

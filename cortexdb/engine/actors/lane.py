@@ -197,6 +197,8 @@ class Lane:
                 except BaseException:
                     self.ctx.bus.abort(batch.records)  # never leave the bus waiting on us
                     raise
+                finally:
+                    self.ctx.entities.let_go(batch.entity_ids)  # committed (or given up)
         self.processed += len(events)
 
     async def _cancels_first(self, states: dict[str, EventState]) -> None:

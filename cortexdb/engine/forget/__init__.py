@@ -8,7 +8,8 @@ key, then, in the scope's lane:
 2. deletes them for good (``ops.delete_records``: relinked, revised, suppressed);
 3. with ``redact_events``: blanks the events behind them, and the events the selector matched
    when ``events`` is named — the records of the named layers resting only on those go too —;
-   what survives citing a blanked event is marked ``supporting_evidence_redacted``;
+   what survives citing a blanked event is marked ``supporting_evidence_redacted``, and the
+   entities that no other event mentions any more are deleted (``ops.release_entities_of``);
 4. scrubs what lies outside the scope (``ops.scrub``: pack cache, compaction).
 
 The answer is §8.5's ``deleted`` counts (``events``: the events blanked) and ``audit_id`` (the
@@ -77,6 +78,7 @@ class ForgetService:
             for layer, count in more.items():
                 deleted[layer] += count
             await ops.mark_evidence_redacted(ctx, scope, blanked)
+            await ops.release_entities_of(ctx, blanked)  # names no surviving event mentions go
             # blob cascade (issue 12): once i12-blobs is merged, the blobs only blanked events
             # referred to go here: ``await blobs.release_blobs_of(ctx, blanked)`` (ctx.blobs is
             # the BlobService), before the scrub below compacts the store

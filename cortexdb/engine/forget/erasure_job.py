@@ -11,7 +11,8 @@
    the delete set (``delete_events``), then every record outside citing a redacted event
    (``mark_evidence_redacted``).  Each chunk is a step; the record saves the steps done;
 5. **demote** — ``demote_beliefs`` in every scope holding marked records, the blobs only the
-   erased events referred to (``blobs.release_blobs_of``), ``scrub`` (caches, replay buffers,
+   erased events referred to (``blobs.release_blobs_of``), the entities only they mentioned
+   (``ops.release_entities_of``), ``scrub`` (caches, replay buffers,
    compaction), then the ``body_bytes`` of the audit rows of the writes that
    carried the erased events are removed (row and hashes kept: ``POST /v1/audit/verify`` still
    matches their bodies).
@@ -143,6 +144,9 @@ class ErasureSteps:
             run.progress["released_blobs"] = await release_blobs_of(self._engine, event_ids)
             state["blobs_released"] = True
             await run.tick(0.5)
+        if not state.get("entities_released"):  # the names only these events mentioned
+            state["released_entities"] = await ops.release_entities_of(self._engine, event_ids)
+            state["entities_released"] = True
         if not state.get("scrubbed"):
             record_ids = [line[2] async for line in self._manifests.lines(run.id, "records")]
             await ops.scrub(self._engine, scopes=state["touched_scopes"], event_ids=event_ids,

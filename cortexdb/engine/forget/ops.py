@@ -14,6 +14,7 @@ segments).  ``engine`` is the ``Engine``; its deletion context is ``engine.forge
 | ``delete_events``         | events gone: WAL entry, state, indexes, supports, idempotency record |
 | ``mark_evidence_redacted``| ``supporting_evidence_redacted`` on the records citing the events |
 | ``demote_beliefs``        | beliefs resting only on redacted evidence demoted, or deleted under the floor |
+| ``release_entities_of``   | the events' entity mentions dropped; entities no other event mentions deleted |
 | ``scrub``                 | nothing left outside the partitions: pack cache, then the store compacted |
 """
 
@@ -129,6 +130,13 @@ async def demote_beliefs(engine: Any, scope: str, *, factor: float = 0.5,
     answer = await run(ctx, scope, work.Demote(factor, floor))
     await tidy(ctx, scope)
     return {"demoted": answer.get("demoted", 0), "deleted": answer.get("deleted", 0)}
+
+
+async def release_entities_of(engine: Any, event_ids: Collection[str]) -> int:
+    """The entity cascade of erased or redacted events: their mentions go, and so does every
+    entity no other event of the tenant still mentions (its record, its aliases, the resolver's
+    caches; ``EntityResolver.release``).  Idempotent.  -> how many entities were deleted."""
+    return await context(engine).entities.release(event_ids)
 
 
 async def solely_redacted(ctx: Any, scope: str, layers: Collection[str],

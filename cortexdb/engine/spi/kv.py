@@ -13,6 +13,9 @@ every backend must honour (checked by ``cortexdb.testing``):
 - ``compact(start, stop)`` reclaims what deleted and overwritten values in ``[start, stop)``
   (None: unbounded) left in the backend's storage, so their bytes are gone from it (a forget
   relies on it); it returns False when the backend keeps nothing to reclaim (memory);
+- optional ``rotate()``: after compacting, start the backend's own metadata and logs afresh, so
+  that no deleted key lingers in them (LevelDB reopens in place: operations wait meanwhile, and
+  a scan suspended across it goes on past its last key in the reopened store);
 - after ``close`` every operation raises ``StoreClosed``.
 """
 

@@ -23,6 +23,8 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | C     | scope, concept_id                           | Concept (none written yet)           |
 | N     | tenant, ent_id                              | Entity                               |
 | NA    | tenant, normalised alias                    | ent_id                               |
+| NM    | tenant, ent_id, evt_id                      | scope — an event mentioning an entity |
+| NE    | evt_id, ent_id                              | tenant — the entities an event mentions |
 | I     | tenant, caller, endpoint family, key        | idempotency record                   |
 | TP    | tenant, phrase name                         | custom temporal phrase               |
 | L     | lce_id                                      | LifecycleEvent                       |
@@ -56,6 +58,7 @@ FACTS, FACT_INDEX, FACT_SUPPORTS = b"F", b"FI", b"FS"
 BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS = b"B", b"BI", b"BD"
 EPISODES, OPEN_EPISODES, FOREIGN_WORK, VECTORS, CONCEPTS = b"EP", b"EO", b"FW", b"V", b"C"
 ENTITIES, ENTITY_ALIASES, IDEMPOTENCY, TEMPORAL_PHRASES = b"N", b"NA", b"I", b"TP"
+ENTITY_MENTIONS, EVENT_ENTITIES = b"NM", b"NE"
 LIFECYCLE, SCOPES, BATCHES, META = b"L", b"S", b"BT", b"M"
 POLICY_DOCS, REVOKED, AUDIT_ROWS, PEPPERS = b"PO", b"RV", b"AU", b"PP"
 JOBS, ERASURE_MANIFESTS = b"J", b"EM"
@@ -69,6 +72,9 @@ SCOPED_DERIVED_TABLES = (
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
 FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN)
+#: the node tables a forget of events compacts whole (one range: no other table sorts between
+#: them): entities go with their last mention
+FORGET_ENTITY_TABLES = (ENTITIES, ENTITY_ALIASES, ENTITY_MENTIONS, EVENT_ENTITIES)
 
 
 def prefix(table: bytes, *parts: str) -> bytes:

@@ -15,6 +15,8 @@ tables — the server never builds a key.  A scope actor's tables come from ``pa
 | ``idempotency``    | I     | (tenant, caller, family, key)        | JSON             |
 | ``entities``       | N     | (tenant, ent_id)                     | ``Entity``       |
 | ``entity_aliases`` | NA    | (tenant, alias)                      | ent_id           |
+| ``entity_mentions``| NM    | (tenant, ent_id, evt_id)             | scope            |
+| ``event_entities`` | NE    | (evt_id, ent_id)                     | tenant           |
 | ``temporal_phrases`` | TP  | (tenant, name)                       | JSON             |
 | ``policy_docs``    | PO    | (tier, target)                       | JSON             |
 | ``revoked``        | RV    | jti                                  | JSON             |
@@ -99,6 +101,8 @@ class NodeTables:
         self.idempotency = table(keys.IDEMPOTENCY, JSON)
         self.entities: Table[Entity] = table(keys.ENTITIES, Records(Entity))
         self.entity_aliases: Table[str] = table(keys.ENTITY_ALIASES, TEXT)
+        self.entity_mentions: Table[str] = table(keys.ENTITY_MENTIONS, TEXT)  # who mentions an entity
+        self.event_entities: Table[str] = table(keys.EVENT_ENTITIES, TEXT)  # whom an event mentions
         self.temporal_phrases = table(keys.TEMPORAL_PHRASES, JSON)
         self.policy_docs = table(keys.POLICY_DOCS, JSON)
         self.revoked = table(keys.REVOKED, JSON)
@@ -119,6 +123,14 @@ class NodeTables:
         ops: list[Op] = []
         for blob_id in dict.fromkeys(blob_ids):
             ops += [self.blob_references.put_op((blob_id, event_id), scope), self.event_blobs.put_op((event_id, blob_id), True)]
+        return ops
+
+    def mention_ops(self, event_id: str, tenant: str, scope: str, entity_ids: Sequence[str]) -> list[Op]:
+        """The rows saying that an event mentions entities (NM and NE), for its extraction's write."""
+        ops: list[Op] = []
+        for entity_id in entity_ids:
+            ops += [self.entity_mentions.put_op((tenant, entity_id, event_id), scope),
+                    self.event_entities.put_op((event_id, entity_id), tenant)]  # fmt: skip
         return ops
 
     def partition(self, scope: str) -> Partition:
@@ -148,18 +160,29 @@ class NodeTables:
 
     async def compact(self, *ranges: tuple[bytes | None, bytes | None]) -> bool:
         """Compact the store (or the key ``ranges`` given, each ``(start, stop)``) when the
-        backend can; False when it has nothing to compact."""
+        backend can, then let it rotate its logs (``rotate``: LevelDB reopens, so that no
+        manifest or log keeps a key the compaction dropped); False when it has nothing to
+        compact."""
         compact_range = getattr(self.store, "compact", None)
         if compact_range is None:
             return False
-        done = [await compact_range(start, stop) for start, stop in ranges] if ranges else [await compact_range()]
-        return any(result is not False for result in done)  # None: a store from before compact's bool
+        compact_ranges = getattr(self.store, "compact_ranges", None)  # LevelDB: shares the flushes
+        if compact_ranges is not None:
+            done = [await compact_ranges(list(ranges) or [(None, None)])]
+        else:
+            done = [await compact_range(start, stop) for start, stop in ranges] if ranges else [await compact_range()]
+        compacted = any(result is not False for result in done)  # None: a store from before compact's bool
+        rotate = getattr(self.store, "rotate", None)
+        if compacted and rotate is not None:
+            await rotate()
+        return compacted
 
     def forget_ranges(self, scope: str, event_ids: Collection[str] = ()) -> list[tuple[bytes, bytes]]:
         """The key ranges a forget in ``scope`` rewrote, for ``compact``: the scope's derived
         tables (with its suppressions, notes and pending work) and, when events were redacted or
         deleted, the span of their rows in the scope's events and the node's event states, and
-        the lifecycle rows (the replay window).  The WAL order and idempotency records hold ids
+        the lifecycle rows (the replay window), and the entity tables (an entity goes with its last
+        mention: ``EntityResolver.release``).  The WAL order and idempotency records hold ids
         and hashes only."""
         ranges = [_whole(keys.prefix(name, scope)) for name in keys.FORGET_SCOPED]
         if event_ids:
@@ -167,6 +190,8 @@ class NodeTables:
             for table in (keys.prefix(keys.EVENTS, scope), keys.prefix(keys.EVENT_STATES)):
                 ranges.append((keys.within(table, first), keys.within(table, last) + b"\x01"))
             ranges.append(_whole(keys.prefix(keys.LIFECYCLE)))
+            first, *_, last = sorted(keys.FORGET_ENTITY_TABLES)  # N, NA, NE, NM: adjacent, no other table between
+            ranges.append((keys.prefix(first), _whole(keys.prefix(last))[1]))
         return ranges
 
 

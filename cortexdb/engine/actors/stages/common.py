@@ -29,7 +29,7 @@ class StageBatch:
     def __init__(self) -> None:
         self.ops: list[Op] = []
         self.records: list[LifecycleEvent] = []
-        self.entity_ids: set[str] = set()
+        self.entity_ids: set[str] = set()  # the entities it resolved: held until the lane lets go
         self.states: dict[str, EventState] = {}
         self.committed = False
         self.now = None  # one timestamp for every lifecycle record of the stage

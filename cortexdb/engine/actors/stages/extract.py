@@ -3,7 +3,9 @@
 The extractor runs per passage of a long text, off the event loop when the text is long
 (``read_event`` is a module-level function, so a worker process can run it).  Every assertion is
 resolved against the scope's current facts (``derive.facts.resolve``): reinforced, accepted,
-superseding or in conflict — nothing is dropped.  Entities are resolved node-wide.
+superseding or in conflict — nothing is dropped.  Entities are resolved node-wide, and the
+batch's write records which entities each event mentions (``NM``/``NE``: an entity goes when its
+last mentioning event is erased or redacted, ``EntityResolver.release``).
 """
 
 from __future__ import annotations
@@ -91,8 +93,8 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
         _record_errors(state, errors)
         if spans is not None:
             state.passages = [list(span) for span in spans]
-        intake, entity_ids = await _intake(work, event, selection, touched)
-        batch.entity_ids.update(entity_ids)
+        intake, entity_ids = await _intake(work, event, selection, touched, batch.entity_ids)
+        batch.ops += work.ctx.tables.mention_ops(event.id, event.tenant_id, work.scope, sorted(entity_ids))
         fact_ids = [item["fact_id"] for item in intake if "fact_id" in item]
         for fact_id in fact_ids:
             if fact_id not in state.derives:
@@ -125,9 +127,10 @@ def _record_errors(state: EventState, errors: list[str]) -> None:
         state.errors[-1]["failures"] = len(errors)
 
 
-async def _intake(work: StageContext, event: Event, selection: Selection,
-                  touched: dict[str, Fact]) -> tuple[list[dict[str, Any]], set[str]]:  # fmt: skip
-    """Resolve the selected assertions and entities: the event's intake report."""
+async def _intake(work: StageContext, event: Event, selection: Selection, touched: dict[str, Fact],
+                  held: set[str]) -> tuple[list[dict[str, Any]], set[str]]:  # fmt: skip
+    """Resolve the selected assertions and entities: the event's intake report and the entities
+    it mentions (``held``: the batch's, until the lane lets them go after its commit)."""
     intake: list[dict[str, Any]] = []
     entity_ids: set[str] = set()
     name = extractor_name(work.ctx)
@@ -139,11 +142,11 @@ async def _intake(work: StageContext, event: Event, selection: Selection,
         if step == "intake":
             intake.append(item)
             continue
-        assertion = await _assertion(work, event, item, name, source, valid_from)
+        assertion = await _assertion(work, event, item, name, source, valid_from, held)
         entity_ids.update(assertion.entity_ids)
         intake.append(await apply_assertion(work, assertion, event.id, touched))
     for term in selection.entities:
-        entity = await work.ctx.entities.resolve(event.tenant_id, term)
+        entity = await work.ctx.entities.resolve(event.tenant_id, term, held)
         entity_ids.add(entity.id)
     intake += selection.summary(work.config.max_derived_per_event)
     return intake, entity_ids
@@ -172,12 +175,12 @@ def _payload(work: StageContext, event: Event, state: EventState, selection: Sel
 
 
 async def _assertion(work: StageContext, event: Event, candidate, extractor: str, source: str,
-                     valid_from: dt.datetime) -> Assertion:  # fmt: skip
+                     valid_from: dt.datetime, held: set[str]) -> Assertion:  # fmt: skip
     entities = work.ctx.entities
-    subject_entity = await entities.resolve(event.tenant_id, candidate.subject)
+    subject_entity = await entities.resolve(event.tenant_id, candidate.subject, held)
     entity_ids = [subject_entity.id]
     if isinstance(candidate.object_value, TermRef):
-        obj_entity = await entities.resolve(event.tenant_id, candidate.object_value)
+        obj_entity = await entities.resolve(event.tenant_id, candidate.object_value, held)
         entity_ids.append(obj_entity.id)
         obj = TypedValue(type="entity", id=obj_entity.id, name=obj_entity.name)
     else:

@@ -1,0 +1,60 @@
+"""What ``store.py`` knows of LevelDB's files and options: the options a store opens with, the
+files it deletes on a reopen (``rotate``), the keys a compaction writes for itself, and opening
+a directory with clear errors."""
+
+from __future__ import annotations
+
+import plyvel
+
+from ...errors import DataDirLocked, WalUnavailable
+
+# A 4 MB memtable (LevelDB's default) fills in under a second at capture rates, and level-0
+# files then pile up faster than compaction drains them, which makes LevelDB throttle writers.
+# Measured in bench/capture.py (docs/decisions.md): larger buffers and a Bloom filter for the
+# point look-ups on absent keys (idempotency keys, entity aliases).  16 MB + 8 MB captured as
+# fast as 64 MB + 64 MB, which took minutes to fill and kept RSS growing that long (decisions.md,
+# "Index memory"); LevelDB holds up to two memtables (one being flushed) plus the cache.
+DEFAULT_OPTIONS = {
+    "write_buffer_size": 16 << 20,
+    "lru_cache_size": 8 << 20,
+    "bloom_filter_bits": 10,
+    "max_file_size": 16 << 20,
+}
+INFO_LOGS = ("LOG", "LOG.old")  # LevelDB's info log: manual compactions quote their keys
+FLUSH_KEY = b"\xff" * 17  # above every key: compacting [it, it] only flushes the memtable
+# the sentinels a compaction has written (``compact``): a crash leaves them, the next open deletes them
+SENTINELS = b"\xff\xfe" + b"cortexdb:compaction-sentinels"
+
+
+def below(key: bytes) -> bytes:
+    """A key just below ``key`` that no record uses (UTF-8 text never holds the byte 0xff)."""
+    if key[-1]:
+        return key[:-1] + bytes([key[-1] - 1]) + b"\xff" * 16
+    return key[:-1]
+
+
+def pack(keys: list[bytes]) -> bytes:
+    return b"".join(len(key).to_bytes(2, "big") + key for key in keys)
+
+
+def unpack(value: bytes) -> list[bytes]:
+    keys, position = [], 0
+    while position < len(value):
+        size = int.from_bytes(value[position : position + 2], "big")
+        keys.append(value[position + 2 : position + 2 + size])
+        position += 2 + size
+    return keys
+
+
+def open_db(path: str, settings: dict) -> plyvel.DB:
+    try:
+        return plyvel.DB(path, create_if_missing=True, **settings)
+    except plyvel.IOError as exc:
+        if "lock" in str(exc).lower():
+            raise DataDirLocked(
+                f"data directory {path} is already open in another process or engine",
+                details={"path": path},
+            ) from None
+        raise WalUnavailable(f"cannot open LevelDB at {path}: {exc}", details={"path": path}) from exc
+    except plyvel.Error as exc:
+        raise WalUnavailable(f"cannot open LevelDB at {path}: {exc}", details={"path": path}) from exc
