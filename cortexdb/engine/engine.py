@@ -54,6 +54,7 @@ from .recall.traversal import traverse
 from .results import BulkResult, ExperienceResult, Traversal
 from .scopes import canonical_scope
 from .storage import NodeTables
+from .transfer import imports
 from .writes import Writes
 
 RECALL_MODES = ("hybrid", "bm25", "vector")
@@ -75,6 +76,7 @@ class Engine:
         self._recall = RecallCoordinator(ctx, self._phrases)
         self.forget = ForgetService(ctx)  # forget (§8.5): await engine.forget(request, caller=...)
         self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
+        self.imports = imports.ImportService(self, ctx, self.erasures.jobs)  # imports (§8.11): start, status...
         self.blobs = ctx.blobs  # blobs (§8.13): engine/blobs.py's BlobService: put, stat, open, read, release
 
     @property
