@@ -74,6 +74,12 @@ class ImportService:
         self._guard = guard
         self._guard_set.set()
 
+    @staticmethod
+    def root(request: dict[str, Any]) -> str:
+        """The scope an import request writes within (its template's fixed segments); 400 for a
+        malformed request."""
+        return parse_request(request)[1]
+
     # -- start ---------------------------------------------------------------------------------
     async def start(self, source: str, data: bytes | AsyncIterable[bytes], request: dict[str, Any], *,
                     caller: str | None = None, tenant_id: str | None = None,
