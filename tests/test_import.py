@@ -121,3 +121,40 @@ async def test_cancel_stops_an_import_at_its_next_window():
         started = await engine.imports.start("jsonl", lines_of(20), {"scope_template": "org:acme"})
         status = await engine.imports.wait(started["import_id"])
         assert status["status"] == "cancelled" and status["items"]["written"] == 4
+
+
+@pytest.mark.parametrize(("name", "fmt", "count"), [
+    ("platform_v1.0_list.json", "mem0_v1_list", 6), ("oss_v0.1_get_all_graph.json", "mem0_results", 8),
+    ("oss_v2_get_all.json", "mem0_results", 7), ("platform_v3_get_all_page.json", "mem0_page", 7)])  # fmt: skip
+async def test_every_mem0_shape_imports_with_both_time_axes_and_labels(name, fmt, count):
+    import json
+
+    raw = json.loads((DATA / "mem0" / name).read_text())
+    items = raw if isinstance(raw, list) else raw["results"]
+    async with open_engine("memory", id_seed=1) as engine:
+        started, status = await run_import(engine, "mem0", (DATA / "mem0" / name).read_bytes(),
+                                           scope_template="org:acme/user:{user_id}")  # fmt: skip
+        assert (status["format"], status["status"], status["items"]["written"]) == (fmt, "completed", count), status
+        user = items[0]["user_id"]
+        events = (await engine.events(f"org:acme/user:{user}", limit=100))["items"]
+        by_id = {e["context"]["labels"]["mem0_source_id"]: e for e in events if "mem0_source_id" in e["context"]["labels"]}
+        first = by_id[items[0]["id"]]
+        assert first["content"]["text"] == items[0]["memory"] and first["modality"] == "imported"
+        assert first["context"]["labels"]["mem0_created_at"] == items[0]["created_at"]  # as written, zone kept
+        assert first["context"]["source_recorded_at"] is not None and first["context"]["observed_at"]
+        _, again = await run_import(engine, "mem0", (DATA / "mem0" / name).read_bytes(),
+                                    scope_template="org:acme/user:{user_id}")  # fmt: skip
+        assert again["items"]["written"] == 0 and again["items"]["replayed"] == count
+
+
+async def test_mem0_history_rows_are_events_and_an_unknown_shape_is_422():
+    async with open_engine("memory", id_seed=1) as engine:
+        _, status = await run_import(engine, "mem0", (DATA / "mem0" / "oss_v2_history.json").read_bytes(),
+                                     scope_template="org:acme/user:alice")  # fmt: skip
+        assert status["format"] == "mem0_history" and status["items"]["written"] == 4
+        events = (await engine.events("org:acme/user:alice", limit=100))["items"]
+        assert sorted(e["context"]["labels"]["mem0_event"] for e in events) == ["ADD", "ADD", "DELETE", "UPDATE"]
+        with pytest.raises(UnsupportedFormat):
+            await engine.imports.start("mem0", b'{"memories": []}', {"scope_template": "org:acme"})
+        with pytest.raises(UnsupportedFormat):
+            await engine.imports.start("mem0", b'"hello"', {"scope_template": "org:acme"})

@@ -32,8 +32,7 @@ from .mcp_api.asgi import McpMount
 from .policy import PolicyEngine, load_preset
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry
-from .routes import transfer
-from .routes import BLUEPRINTS
+from .routes import BLUEPRINTS, transfer
 from .settings import ServerSettings
 
 log = logging.getLogger("cortexdb.server")

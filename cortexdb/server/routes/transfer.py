@@ -19,8 +19,8 @@ from ...engine.jsoncodec import encode
 from ...engine.policy import capabilities as cap
 from ...errors import InvalidBody, PolicyDenied, RateLimited
 from ..call import Blueprint, Call, current_request
-from ..policy import Principal
 from ..params import query_args
+from ..policy import Principal
 from ..ratelimit import parse_rate
 from ..responses import json_response
 from .blobs import body_chunks
