@@ -84,28 +84,32 @@ def read(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
     if fmt == "mem0_export_v3":
         for number, line in enumerate(fh, start=1):
             if line.strip():
-                yield _one(number, "line", lambda: memory(orjson.loads(line), options, state))
+                yield _one(number, "line", _line_memory, line, options, state)
         return
     if fmt == "mem0_history":
         position = 0
         for memory_id, rows in ijson.kvitems(fh, "", use_float=True):
             for row in rows if isinstance(rows, list) else [None]:
-                yield _one(position, "record", lambda: history(memory_id, row, options))
+                yield _one(position, "record", history, memory_id, row, options)
                 position += 1
         return
     prefix = "item" if fmt == "mem0_v1_list" else "results.item"
     position = 0
     for position, item in enumerate(ijson.items(fh, prefix, use_float=True)):
-        yield _one(position, "record", lambda: memory(item, options, state))
+        yield _one(position, "record", memory, item, options, state)
     if fmt == "mem0_results":
         fh.seek(0)
         for index, relation in enumerate(ijson.items(fh, "relations.item", use_float=True)):
-            yield _one(position + 1 + index, "record", lambda: edge(relation, options, state))
+            yield _one(position + 1 + index, "record", edge, relation, options, state)
 
 
-def _one(position: int, unit: str, make: Any) -> Item:
+def _line_memory(line: bytes, options: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    return memory(orjson.loads(line), options, state)
+
+
+def _one(position: int, unit: str, make: Any, *args: Any) -> Item:
     try:
-        return Item(position, unit, envelope=make())
+        return Item(position, unit, envelope=make(*args))
     except orjson.JSONDecodeError as exc:
         return failed(position, unit, RecordError("invalid_json", str(exc)))
     except RecordError as exc:
