@@ -277,18 +277,7 @@ class IdempotencyConflict(CortexError):
 
 
 class UnsupportedFormat(CortexError):
-    """An import source (or export target) in a format or format version this server does not
-    read: ``details.format``, ``details.reason``, and the versions it knows (``details.known``)."""
-
     error_code = "UNSUPPORTED_FORMAT"
-    http_status = 422
-
-
-class InvalidImportRecord(CortexError):
-    """An import with ``on_error: abort`` met a record it cannot write: the job ends ``failed``
-    and its error names the record (``details.line`` or ``details.record``)."""
-
-    error_code = "INVALID_IMPORT_RECORD"
     http_status = 422
 
 

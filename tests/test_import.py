@@ -48,7 +48,7 @@ async def test_malformed_lines_are_reported_with_their_line_and_skipped():
             (2, "invalid_json"), (3, "invalid_envelope"), (5, "scope_outside_import"), (4, "invalid_envelope")]
         _, aborted = await run_import(engine, "jsonl", b"\n".join(lines), options={"on_error": "abort"})
         assert aborted["status"] == "failed"
-        assert aborted["error"]["error_code"] == "INVALID_IMPORT_RECORD" and "line 2" in aborted["error"]["message"]
+        assert aborted["error"]["error_code"] == "INVALID_BODY" and "line 2" in aborted["error"]["message"]
 
 
 async def test_bad_requests_are_4xx_before_a_job_starts():

@@ -31,7 +31,6 @@ from ...errors import (
     CortexError,
     IdempotencyConflict,
     InvalidBody,
-    InvalidImportRecord,
     NotFound,
     RateLimited,
     UnsupportedFormat,
@@ -234,7 +233,7 @@ class ImportService:
         run.progress["failed"] += 1
         entry = {**item.where(), "error": code, "detail": detail[:500]}
         if run.params["options"]["on_error"] == "abort":
-            raise InvalidImportRecord(f"{item.unit} {item.position}: {code}: {detail[:300]}", details=entry)
+            raise InvalidBody(f"{item.unit} {item.position}: {code}: {detail[:300]}", details=entry)
         if len(run.record["errors"]) < self._ctx.config.import_max_errors:
             run.record["errors"].append(entry)
 
