@@ -276,6 +276,11 @@ class IdempotencyConflict(CortexError):
     http_status = 409
 
 
+class UnsupportedFormat(CortexError):
+    error_code = "UNSUPPORTED_FORMAT"
+    http_status = 422
+
+
 class ScopeRegistrationExists(CortexError):
     error_code = "SCOPE_REGISTRATION_EXISTS"
     http_status = 409

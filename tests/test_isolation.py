@@ -139,11 +139,17 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("GET", "/v1/erasures/{erasure_id}"): (OWN, q("/v1/erasures/{erasure_id}")),
     ("GET", "/v1/erasures/{erasure_id}/manifest"): (OWN, q("/v1/erasures/{erasure_id}/manifest")),
     ("POST", "/v1/erasures/{erasure_id}/cancel"): (OWN, q("/v1/erasures/{erasure_id}/cancel")),
+    # imports: import.from.<source> and scope.write on the template's scope (writers); the raw
+    # body is the source file (here a line that is not an envelope: the job reports it)
+    **{("POST", f"/v1/import/{source}"): (WRITE, with_body(f"/v1/import/{source}?scope_template=ws:vault",
+                                                           lambda c: {"note": SECRET}))
+       for source in ("mem0", "zep", "letta", "openai", "jsonl", "mcp")},
+    ("GET", "/v1/import/{import_id}"): (WRITE, q("/v1/import/{import_id}")),
+    ("POST", "/v1/import/{import_id}/cancel"): (WRITE, q("/v1/import/{import_id}/cancel")),
     # not built yet: a truthful 501 for everyone, quoting nothing
     ("POST", "/v1/answer"): (ANY, with_body("/v1/answer", lambda c: {"scope": VAULT, "question": SECRET})),
     ("POST", "/v1/understanding/synthesize"): (ANY, with_body("/v1/understanding/synthesize", lambda c: {"scope": VAULT})),
     ("POST", "/v1/export"): (ANY, with_body("/v1/export", lambda c: {"scope": VAULT})),
-    ("POST", "/v1/import/{source}"): (ANY, with_body("/v1/import/jsonl", lambda c: {})),
     ("POST", "/v1/vocabularies"): (ANY, with_body("/v1/vocabularies", lambda c: {})),
 }  # fmt: skip
 OPEN = {("GET", "/v1/admin/version"), ("GET", "/v1/openapi.json")}
@@ -188,6 +194,10 @@ async def _seed(h) -> dict[str, Any]:
     async with h.engine.subscribe(job_id=accepted["erasure_id"], events="erasure_complete",
                                   since_lifecycle_id="") as ended:  # fmt: skip
         await ended.__anext__()
+    line = json.dumps(body("an imported note", scope=VAULT)).encode()
+    started = await h.engine.imports.start("jsonl", line, {"scope_template": VAULT}, caller="user:alice",
+                                           tenant_id=TENANT)  # fmt: skip
+    ctx["import_id"] = (await h.engine.imports.wait(started["import_id"]))["import_id"]
     return ctx
 
 

@@ -55,7 +55,7 @@ FACE_MODULES = {
     "cortexdb.engine.reads", "cortexdb.engine.results", "cortexdb.engine.context",
     "cortexdb.engine.lifecycle", "cortexdb.engine.phrases", "cortexdb.engine.jobs", "cortexdb.engine.blobs",
 }  # fmt: skip
-FACE_PACKAGES = ("cortexdb.engine.recall", "cortexdb.engine.forget")
+FACE_PACKAGES = ("cortexdb.engine.recall", "cortexdb.engine.forget", "cortexdb.engine.transfer")
 STORAGE = ("cortexdb.engine.storage", "cortexdb.backends", "cortexdb.testing")
 ACTORS = ("cortexdb.engine.actors",)
 EDGE = ("cortexdb.server", "cortexdb.http", "cortexdb.client", "cortexdb.cli", "cortexdb.examples")

@@ -98,6 +98,18 @@ class EngineConfig:
     erasure_max_running: int = 4  # erasure jobs running at once; one more is 429 RATE_LIMITED
     # what a preview's estimated_duration_ms assumes (bench/forget.py measures the real rate)
     erasure_estimate_events_per_second: float = 2000.0
+    # -- imports and exports (reference §8.11-§8.12; engine/transfer/, docs/import-export.md) -----
+    # where uploaded sources are spooled and export files written: None is <data dir>/transfer
+    # (LevelDB) or a temporary directory (memory backend, which cannot resume a job anyway)
+    transfer_dir: str | None = None
+    import_max_bytes: int = 1024 * 1024 * 1024  # the largest source one import may upload (413)
+    import_max_running: int = 4  # import jobs running at once; one more is 429 RATE_LIMITED
+    # strict_temporal sorts by observed_at within windows of this many records (memory bound);
+    # a source already in time order is written in exact time order
+    import_window: int = 10_000
+    import_max_errors: int = 100  # the first errors an import's status keeps (all are counted)
+    export_max_running: int = 4  # export jobs running at once; one more is 429 RATE_LIMITED
+    export_inline_max_bytes: int = 16 * 1024 * 1024  # an inline export's largest size (else a file)
     job_retry_limit: int = 5  # retries of a job phase after a retriable error, then failed
     # the largest blob one upload may store (POST /v1/blobs, Engine.blobs.put), in bytes: 100 MiB,
     # the reference's 100 MB (§8.13); a larger one is refused with 413 PAYLOAD_TOO_LARGE

@@ -16,7 +16,7 @@ import trio
 
 from ..backends import open_store
 from ..errors import InvalidQuery, NotFound
-from . import lifecycle
+from . import lifecycle, transfer
 from .actors.bus import Subscription
 from .actors.messages import (
     CancelEvent,
@@ -75,6 +75,7 @@ class Engine:
         self._recall = RecallCoordinator(ctx, self._phrases)
         self.forget = ForgetService(ctx)  # forget (§8.5): await engine.forget(request, caller=...)
         self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
+        self.imports = transfer.ImportService(self, ctx, self.erasures.jobs)  # imports (§8.11): start, status...
         self.blobs = ctx.blobs  # blobs (§8.13): engine/blobs.py's BlobService: put, stat, open, read, release
 
     @property

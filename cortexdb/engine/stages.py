@@ -65,6 +65,15 @@ ERASURE_PROGRESS = "erasure_progress"
 ERASURE_COMPLETE = "erasure_complete"
 #: the phases of an erasure (reference §11.3), in order: ``status.phase`` names one of them
 ERASURE_PHASES = ("enumerate", "refcount", "categorize", "delete", "demote")
+#: the lifecycle records of import and export jobs (reference §8.11-§8.12, §13): a tick per
+#: committed batch, and the end (``payload.status``: completed, cancelled or failed)
+IMPORT_PROGRESS = "import_progress"
+IMPORT_COMPLETE = "import_complete"
+EXPORT_PROGRESS = "export_progress"
+EXPORT_COMPLETE = "export_complete"
+#: the phases of an import (write the records, then settle) and of an export (write the file)
+IMPORT_PHASES = ("write", "settle")
+EXPORT_PHASES = ("write", "deliver")
 
 
 def at_scope(stage: str, scope: str) -> str:

@@ -32,7 +32,7 @@ from .mcp_api.asgi import McpMount
 from .policy import PolicyEngine, load_preset
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry
-from .routes import BLUEPRINTS
+from .routes import BLUEPRINTS, transfer
 from .settings import ServerSettings
 
 log = logging.getLogger("cortexdb.server")
@@ -87,6 +87,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
                          f"so that its decisions go through the gate (it has {type(engine.policy).__name__})")  # fmt: skip
     settings = settings or ServerSettings()
     state = build_state(engine, settings)
+    transfer.install_guard(state)  # import jobs write each scope as the caller who started them
     app = QuartTrio("cortexdb")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False

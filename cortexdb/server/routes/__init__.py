@@ -23,11 +23,13 @@ from . import (
     policy,
     recall,
     scopes,
+    transfer,
     unbuilt,
     understanding,
 )
 
 BLUEPRINTS = (experience.api, recall.api, forget.api, layers.api, understanding.api, phrases.api,
               scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
+              transfer.api,
               unbuilt.api, feeds.api,
               admin.openapi_api)  # fmt: skip

@@ -11,7 +11,7 @@ api = Blueprint()
 
 UNBUILT = (("POST", "/v1/answer", "stable"),
            ("POST", "/v1/understanding/synthesize", "experimental"),
-           ("POST", "/v1/export", "beta"), ("POST", "/v1/import/{source}", "beta"),
+           ("POST", "/v1/export", "beta"),
            ("POST", "/v1/vocabularies", "beta"))  # fmt: skip
 
 

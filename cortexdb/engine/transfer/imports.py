@@ -1,0 +1,322 @@
+"""Imports (reference §8.11): ``Engine.imports`` starts, reports and cancels import jobs.
+
+``start`` spools the source to ``<transfer dir>/<import id>.src`` as it arrives, names its format
+(``sources/<system>.sniff``: 422 ``UNSUPPORTED_FORMAT`` for a version no importer reads) and
+submits an ``import`` job on the engine's job runner (``jobs.py``).  Its ``write`` phase parses
+the file incrementally, a window at a time (in a thread), and writes each window through the
+engine's bulk write path (``experience_bulk``: validation, limits, policy and derivation apply),
+one scope and ``bulk_max_items`` items per call.  After each window the job records how many
+records it has committed (``state.committed``), with its counts, in one write: a job resumed
+after a crash skips those records and re-writes at most one window, whose idempotency keys make
+the repeat a replay.  Every record carries a key derived from its source id (and version), so
+re-importing a file writes nothing new while the keys live (``idempotency_ttl_seconds``).
+
+``ordering``: ``strict_temporal`` sorts each window of ``import_window`` records by
+``observed_at`` (a file in time order is written in exact time order); ``batch_throughput``
+writes in file order.  ``on_error``: ``skip`` reports a bad record (its line or record number)
+and goes on; ``abort`` ends the job ``failed`` at the first one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import AsyncIterable
+from typing import Any
+
+import trio
+
+from ...errors import (
+    CortexError,
+    IdempotencyConflict,
+    InvalidBody,
+    NotFound,
+    RateLimited,
+    UnsupportedFormat,
+)
+from ..jobs import JobKind, JobRun, Phase
+from ..policy import capabilities as cap
+from ..scopes import canonical_scope, is_within
+from ..stages import IMPORT_COMPLETE, IMPORT_PHASES, IMPORT_PROGRESS
+from ..temporal import try_parse_rfc3339
+from . import spool
+from .mapping import Item, RecordError, template_root
+from .sources import jsonl, mem0
+
+SOURCES: dict[str, Any] = {"jsonl": jsonl, "mem0": mem0}
+CAPABILITY = {"jsonl": cap.IMPORT_FROM_JSONL, "mem0": cap.IMPORT_FROM_MEM0, "zep": cap.IMPORT_FROM_ZEP,
+              "letta": cap.IMPORT_FROM_LETTA, "openai": cap.IMPORT_FROM_OPENAI, "mcp": cap.IMPORT_FROM_MCP}  # fmt: skip
+ORDERINGS = ("strict_temporal", "batch_throughput")
+ON_ERROR = ("skip", "abort")
+REQUEST_FIELDS = {"scope_template", "format", "options", "source"}
+COUNTS = ("read", "written", "replayed", "skipped", "failed")
+
+
+class ImportService:
+    """``Engine.imports``; its jobs run on the engine's job runner (shared with erasures)."""
+
+    def __init__(self, engine: Any, ctx: Any, jobs: Any) -> None:
+        self._engine = engine
+        self._ctx = ctx
+        self.jobs = jobs
+        self._guard: Any = None
+        self._guard_set = trio.Event()
+        write, settle = IMPORT_PHASES
+        jobs.register(JobKind("import", (Phase(write, self._write, 0.98), Phase(settle, self._settle, 0.02)),
+                              IMPORT_PROGRESS, IMPORT_COMPLETE, "import_id", self._finish))  # fmt: skip
+
+    def set_guard(self, guard: Any) -> None:
+        """The server's check of each scope a job writes, as the caller who started it:
+        ``guard(principal, scope)`` raises ``PolicyDenied`` (a job resumed after a restart waits
+        for it before writing)."""
+        self._guard = guard
+        self._guard_set.set()
+
+    @staticmethod
+    def root(request: dict[str, Any]) -> str:
+        """The scope an import request writes within (its template's fixed segments); 400 for a
+        malformed request."""
+        return parse_request(request)[1]
+
+    # -- start ---------------------------------------------------------------------------------
+    async def start(self, source: str, data: bytes | AsyncIterable[bytes], request: dict[str, Any], *,
+                    caller: str | None = None, tenant_id: str | None = None,
+                    principal: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+        """Spool ``data`` (the source file) and start importing it (202): ``request`` is
+        ``{scope_template, format?, options?: {ordering, on_error, observed_at}}``."""
+        ctx = self._ctx
+        caller, tenant = caller or ctx.config.default_caller, tenant_id or ctx.config.tenant_id
+        module = SOURCES.get(source)
+        if module is None:
+            raise InvalidBody(f"no importer for {source!r}", details={"field": "source", "known": sorted(SOURCES)})
+        template, root, options = parse_request(request)
+        ctx.policy.check(caller, CAPABILITY[source], root)
+        ctx.policy.check(caller, cap.SCOPE_WRITE, root)
+        if self.jobs.running("import") >= ctx.config.import_max_running:
+            raise RateLimited(f"{ctx.config.import_max_running} imports are running; retry when one ends",
+                              details={"retry_after": 1, "limit": ctx.config.import_max_running})  # fmt: skip
+        import_id = ctx.ids.new("imp")
+        path = os.path.join(spool.transfer_dir(ctx), f"{import_id}.src")
+        size, lines = await spool.spool(data, path, ctx.config.import_max_bytes)
+        try:
+            fmt = await trio.to_thread.run_sync(module.sniff, path)
+            declared = request.get("format") or (request.get("source") or {}).get("format")
+            fmt = check_declared(source, module, fmt, declared)
+        except BaseException:
+            spool.remove(path)
+            raise
+        params = {"source": source, "format": fmt, "path": path, "size": size, "template": template,
+                  "options": options, "principal": principal,
+                  "estimated_items": lines + 1 if getattr(module, "LINES", False) or source == "jsonl" else None}  # fmt: skip
+        record = self.jobs.new_record("import", import_id, scope=root, params=params,
+                                      first={"caller": caller, "tenant_id": tenant, "errors": []})  # fmt: skip
+        record["progress"].update(dict.fromkeys(COUNTS, 0))
+        await self.jobs.submit(record)
+        return {"import_id": import_id, "status": "running", "source": source, "format": fmt, "scope": root,
+                "estimated_items": params["estimated_items"], "size_bytes": size,
+                "lifecycle_stream": f"/v1/lifecycle/stream?import_id={import_id}"}  # fmt: skip
+
+    async def status(self, import_id: str) -> dict[str, Any]:
+        record = await self.jobs.get(import_id) if isinstance(import_id, str) else None
+        if record is None or record["kind"] != "import":
+            raise NotFound(f"no import {str(import_id)[:80]}", details={"import_id": str(import_id)[:80]})
+        return status_wire(record)
+
+    async def cancel(self, import_id: str) -> dict[str, Any]:
+        await self.status(import_id)
+        record, accepted = await self.jobs.cancel(import_id)
+        return {**status_wire(record), "cancel_accepted": accepted}
+
+    async def wait(self, import_id: str) -> dict[str, Any]:
+        """The import's status once it has ended (for embedded callers and tests)."""
+        async with self._engine.subscribe(job_id=import_id, events=[IMPORT_COMPLETE]) as sub:
+            status = await self.status(import_id)
+            if status["status"] == "running":
+                async for _ in sub:
+                    break
+        return await self.status(import_id)
+
+    # -- the job -------------------------------------------------------------------------------
+    async def _write(self, run: JobRun) -> None:
+        params, state = run.params, run.state
+        if params.get("principal") is not None and self._guard is None:
+            with trio.move_on_after(60):
+                await self._guard_set.wait()
+            if self._guard is None:
+                raise CortexError("this import was started through the server: resume it under the server")
+        done = state.get("committed", 0)
+        strict = params["options"]["ordering"] == "strict_temporal"
+        window = self._ctx.config.import_window if strict else self._ctx.config.bulk_max_items
+        module = SOURCES[params["source"]]
+        with open(params["path"], "rb") as fh:
+            records = module.read(fh, params["format"], {**params["options"], "template": params["template"],
+                                                         "imported_at": run.record["created_at"]})  # fmt: skip
+            seq = 0
+            while run.record["cancel_requested_at"] is None:
+                chunk = await trio.to_thread.run_sync(lambda: list(itertools.islice(records, window)))
+                if not chunk:
+                    break
+                start, seq = seq, seq + len(chunk)
+                if seq <= done:
+                    continue  # committed before an interruption
+                await self._window(run, chunk[max(0, done - start):], strict)
+                state["committed"] = seq
+                await run.tick(fh.tell() / max(1, params["size"]))
+
+    async def _window(self, run: JobRun, items: list[Item], strict: bool) -> None:
+        progress, root = run.progress, run.record["scope"]
+        progress["read"] += len(items)
+        groups: dict[str, list[Item]] = {}
+        allowed: set[str] = run.scratch.setdefault("allowed", set())
+        for item in items:
+            if item.error is not None:
+                self._failed(run, item, item.error, item.detail)
+                continue
+            if item.envelope is None:
+                progress["skipped"] += 1
+                continue
+            try:
+                scope = self._scope_of(run, item.envelope, root, allowed)
+            except RecordError as exc:
+                self._failed(run, item, exc.code, exc.detail)
+                continue
+            groups.setdefault(scope, []).append(item)
+        limit = self._ctx.config.bulk_max_items
+        for scope, group in groups.items():
+            if strict:
+                group.sort(key=_observed)
+            for begin in range(0, len(group), limit):
+                await self._bulk(run, scope, group[begin : begin + limit])
+
+    def _scope_of(self, run: JobRun, envelope: dict[str, Any], root: str, allowed: set[str]) -> str:
+        try:
+            scope = canonical_scope(envelope.get("scope") or "")
+        except CortexError as exc:
+            raise RecordError("invalid_scope", exc.message) from None
+        if not is_within(scope, root):
+            raise RecordError("scope_outside_import", f"{scope} is not within the import's scope {root}")
+        if scope not in allowed:
+            try:
+                if self._guard is not None and run.params.get("principal") is not None:
+                    self._guard(run.params["principal"], cap.SCOPE_WRITE, scope)
+                self._ctx.policy.check(run.record["caller"], cap.SCOPE_WRITE, scope)
+            except CortexError as exc:
+                raise RecordError("scope_denied", exc.message) from None
+            allowed.add(scope)
+        return scope
+
+    async def _bulk(self, run: JobRun, scope: str, items: list[Item]) -> None:
+        ordering = run.params["options"]["ordering"]
+        while items:
+            request = {"scope": scope, "ordering": ordering,
+                       "items": [{k: v for k, v in item.envelope.items() if k != "scope"} for item in items]}  # fmt: skip
+            try:
+                result = await self._engine.experience_bulk(request, caller=run.record["caller"],
+                                                            tenant_id=run.record["tenant_id"])  # fmt: skip
+            except CortexError as exc:
+                if exc.retriable:
+                    raise
+                index = _culprit(exc, items)
+                if index is None and len(items) > 1:  # not attributable: one at a time
+                    for item in items:
+                        await self._bulk(run, scope, [item])
+                    return
+                bad = items.pop(index or 0)
+                self._failed(run, bad, exc.error_code.lower(), _detail(exc))
+                continue
+            run.progress["written"] += result.accepted
+            run.progress["replayed"] += result.replayed
+            return
+
+    def _failed(self, run: JobRun, item: Item, code: str, detail: str) -> None:
+        run.progress["failed"] += 1
+        entry = {**item.where(), "error": code, "detail": detail[:500]}
+        if run.params["options"]["on_error"] == "abort":
+            raise InvalidBody(f"{item.unit} {item.position}: {code}: {detail[:300]}", details=entry)
+        if len(run.record["errors"]) < self._ctx.config.import_max_errors:
+            run.record["errors"].append(entry)
+
+    async def _settle(self, run: JobRun) -> None:
+        await run.tick(1.0)
+
+    async def _finish(self, run: JobRun, status: str) -> dict[str, Any]:
+        spool.remove(run.params.get("path"))
+        return {"summary": {name: run.progress.get(name, 0) for name in COUNTS}}
+
+
+def parse_request(request: Any) -> tuple[str, str, dict[str, Any]]:
+    if not isinstance(request, dict):
+        raise InvalidBody("the import request must be a JSON object")
+    unknown = request.keys() - REQUEST_FIELDS
+    if unknown:
+        raise InvalidBody(f"{sorted(unknown)[0]} is not a field of an import request",
+                          details={"field": sorted(unknown)[0]})  # fmt: skip
+    template = request.get("scope_template")
+    if not isinstance(template, str) or not template.strip():
+        raise InvalidBody("scope_template is required: the scope (or scope pattern, e.g. org:acme/user:{user_id}) "
+                          "the records go to", details={"field": "scope_template"})  # fmt: skip
+    try:
+        root = template_root(template)
+    except RecordError as exc:
+        raise InvalidBody(exc.detail, details={"field": "scope_template"}) from None
+    options = request.get("options") or {}
+    if not isinstance(options, dict):
+        raise InvalidBody("options must be an object", details={"field": "options"})
+    options = {"ordering": "strict_temporal", "on_error": "skip", **options}
+    if options["ordering"] not in ORDERINGS:
+        raise InvalidBody(f"options.ordering must be one of {list(ORDERINGS)}", details={"field": "options.ordering"})
+    if options["on_error"] not in ON_ERROR:
+        raise InvalidBody(f"options.on_error must be one of {list(ON_ERROR)}", details={"field": "options.on_error"})
+    if options.get("observed_at") is not None and try_parse_rfc3339(str(options["observed_at"])) is None:
+        raise InvalidBody("options.observed_at must be an RFC 3339 timestamp", details={"field": "options.observed_at"})
+    return template.strip(), root, options
+
+
+def check_declared(source: str, module: Any, found: str, declared: Any) -> str:
+    if declared is None or declared == found or (declared in module.FORMATS and found in module.FORMATS
+                                                  and getattr(module, "ANY_DECLARED", False)):  # fmt: skip
+        return found
+    if declared not in module.FORMATS:
+        raise UnsupportedFormat(f"the {source} importer does not read the format {str(declared)[:80]!r}",
+                                details={"format": str(declared)[:80], "known": list(module.FORMATS)})  # fmt: skip
+    raise UnsupportedFormat(f"the file is {found}, not the declared {declared}",
+                            details={"format": declared, "found": found, "known": list(module.FORMATS)})  # fmt: skip
+
+
+def _observed(item: Item) -> Any:
+    context = item.envelope.get("context") if isinstance(item.envelope, dict) else None
+    value = try_parse_rfc3339(str((context or {}).get("observed_at"))) if isinstance(context, dict) else None
+    return (value is None, value.timestamp() if value is not None else 0.0, item.position)
+
+
+def _culprit(exc: CortexError, items: list[Item]) -> int | None:
+    index = exc.details.get("item")
+    if isinstance(index, int) and 0 <= index < len(items):
+        return index
+    if isinstance(exc, IdempotencyConflict):
+        wanted = exc.details.get("idempotency_key")
+        for position, item in enumerate(items):
+            if item.envelope.get("idempotency_key") == wanted:
+                return position
+    return None
+
+
+def _detail(exc: CortexError) -> str:
+    """The reason, without the bulk request's item index (the record's position names it)."""
+    field = exc.details.get("field")
+    text = f"{field}: {exc.message}" if field and field not in exc.message else exc.message
+    return re.sub(r"items\[\d+\]\.?", "", text)
+
+
+def status_wire(record: dict[str, Any]) -> dict[str, Any]:
+    params, progress = record["params"], record["progress"]
+    return {"import_id": record["id"], "status": record["status"], "source": params["source"],
+            "format": params["format"], "scope": record["scope"], "phase": record["phase"],
+            "fraction_complete": record["fraction_complete"], "processed": progress.get("read", 0),
+            "total": params.get("estimated_items"), "items": {name: progress.get(name, 0) for name in COUNTS},
+            "errors": record.get("errors", []), "error": record["error"], "created_at": record["created_at"],
+            "updated_at": record["updated_at"], "finished_at": record["finished_at"],
+            "cancel_requested_at": record["cancel_requested_at"], "interruptions": record["interruptions"],
+            "elapsed_ms": progress.get("elapsed_ms", 0)}  # fmt: skip
+

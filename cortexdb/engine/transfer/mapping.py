@@ -1,0 +1,147 @@
+"""What every importer shares: a source's records as ``Item``s, scope templates, timestamps of
+every shape the sources write, flattened labels and stable idempotency keys.
+
+An importer is a generator of ``Item``: an envelope to write (``envelope``), or a record that
+could not be mapped (``error``, with the ``position`` a person finds it at: the 1-based line of a
+line-delimited file, or the 0-based index of a record in a JSON document, named by ``unit``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import orjson
+
+from ..scopes import canonical_scope
+from ..temporal import format_ts
+
+_VAR = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_\-]+")
+MAX_KEY = 64  # an idempotency key's length (envelope schema)
+
+
+@attrs.frozen
+class Item:
+    position: int
+    unit: str = "line"  # line (1-based) | record (0-based index in the document)
+    envelope: dict[str, Any] | None = None
+    error: str | None = None  # an error code (invalid_json, invalid_record, ...)
+    detail: str = ""
+
+    def where(self) -> dict[str, Any]:
+        return {self.unit: self.position}
+
+
+class RecordError(Exception):
+    """A record that cannot be mapped: becomes an ``Item`` with ``error``."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+def failed(position: int, unit: str, exc: RecordError) -> Item:
+    return Item(position, unit, error=exc.code, detail=exc.detail[:500])
+
+
+# -- scopes ------------------------------------------------------------------------------------
+def template_root(template: str) -> str:
+    """The scope every expansion of ``template`` lies within: its segments before the first
+    variable (``org:acme/user:{user_id}`` -> ``org:acme``)."""
+    segments = template.strip().strip("/").split("/")
+    fixed = []
+    for segment in segments:
+        if "{" in segment:
+            break
+        fixed.append(segment)
+    if not fixed:
+        raise RecordError("invalid_template", "the scope template must start with a fixed segment")
+    return canonical_scope("/".join(fixed))
+
+
+def expand(template: str, values: Mapping[str, Any]) -> str:
+    """``template`` with each ``{name}`` replaced by ``values[name]`` made a safe segment id."""
+
+    def one(match: re.Match) -> str:
+        value = values.get(match.group(1))
+        if value in (None, ""):
+            raise RecordError("template_variable_missing",
+                              f"the record has no value for {{{match.group(1)}}} of the scope template")  # fmt: skip
+        return _UNSAFE.sub("_", str(value))[:128]
+
+    return canonical_scope(_VAR.sub(one, template))
+
+
+def variables(template: str) -> list[str]:
+    return _VAR.findall(template)
+
+
+# -- time ---------------------------------------------------------------------------------------
+def timestamp(value: Any) -> str | None:
+    """RFC 3339 (UTC) of an ISO-8601 string (an offset kept as given; naive is UTC), epoch
+    seconds (int or float), or None; a value that is none of these is a ``RecordError``."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise RecordError("invalid_timestamp", f"not a timestamp: {value!r}")
+    if isinstance(value, int | float):
+        return format_ts(dt.datetime.fromtimestamp(float(value), dt.UTC))
+    if isinstance(value, str):
+        text = value.strip().replace(" ", "T", 1) if len(value) > 10 else value.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise RecordError("invalid_timestamp", f"not an ISO-8601 timestamp: {value[:64]!r}") from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=dt.UTC)
+        return format_ts(parsed)
+    raise RecordError("invalid_timestamp", f"not a timestamp: {str(value)[:64]!r}")
+
+
+def first_time(*values: Any) -> str | None:
+    for value in values:
+        found = timestamp(value)
+        if found is not None:
+            return found
+    return None
+
+
+# -- labels and keys -----------------------------------------------------------------------------
+def scalar(value: Any) -> Any:
+    """A label value: scalars as they are, anything else as compact JSON (the labels object
+    holds scalars only)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def labels(prefix: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {f"{prefix}{name}": scalar(value) for name, value in fields.items() if value is not None}
+
+
+def key(source: str, *parts: Any) -> str:
+    """A stable idempotency key (≤ 64 chars): ``source:<ids>``, hashed when too long."""
+    text = f"{source}:" + ":".join(_UNSAFE.sub("_", str(p)) for p in parts)
+    if len(text) <= MAX_KEY:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[: MAX_KEY - len(source) - 2]
+    return f"{source}:{digest}"
+
+
+def digest(*parts: Any) -> str:
+    return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def actor(kind: str, ident: Any, session: Any = None) -> dict[str, Any]:
+    value: dict[str, Any] = {"id": f"{kind}:{_UNSAFE.sub('_', str(ident))[:128]}", "type": kind}
+    if session not in (None, ""):
+        value["session"] = str(session)[:256]
+    return value

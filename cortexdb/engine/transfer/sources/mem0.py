@@ -1,0 +1,191 @@
+"""Mem0 (reference §15.1; tests/data/import/README.md §1).  Every shape Mem0 lists memories in:
+
+| format               | file                                                            |
+|----------------------|-----------------------------------------------------------------|
+| ``mem0_v1_list``     | a bare array (Platform ``GET /v1/memories/``, ``output_format=v1.0``) |
+| ``mem0_results``     | ``{"results": [...], "relations"?: [...]}`` (OSS ``get_all``)       |
+| ``mem0_page``        | ``{"count", "next", "previous", "results"}`` (Platform v3 page)     |
+| ``mem0_history``     | ``{memory_id: [history rows]}`` (OSS ``history()`` per id)          |
+| ``mem0_export_v3``   | one ``get_all`` item per line (the reference's name for a JSONL dump) |
+
+A memory becomes an ``imported`` text event: ``created_at`` is its ``observed_at`` (Mem0 has no
+other event time), ``updated_at`` (else ``created_at``) its ``source_recorded_at``; every field
+the mapping names is kept in ``mem0_*`` labels (non-scalars as JSON), the raw timestamps too (so
+an export gives them back as written).  The key is ``mem0:<id>:<hash of updated_at, text>``: an
+updated memory is a new event, a re-import of the same version a replay.  Graph ``relations``
+become ``triple`` events (facts with the edge label as predicate), observed at
+``options.observed_at``, else the latest time of the file's memories (they carry no time; a
+stable choice, so a re-import replays them).  History rows are events of
+their own (``mem0_event`` ADD/UPDATE/DELETE); a DELETE row keeps the deleted text but asks for no
+extraction (``directives.extract: []``).  Scope template variables: ``{user_id}``,
+``{agent_id}``, ``{run_id}`` (Platform's ``session_id``), ``{app_id}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+import ijson
+import orjson
+
+from ....errors import UnsupportedFormat
+from ..mapping import Item, RecordError, actor, digest, expand, failed, key, labels, timestamp
+
+FORMATS = ("mem0_v1_list", "mem0_results", "mem0_page", "mem0_history", "mem0_export_v3")
+PAGE_KEYS = {"count", "next", "previous"}
+LABELLED = ("hash", "metadata", "immutable", "expiration_date", "replaced_by", "synthesized", "attributed_to",
+            "role", "actor_id", "user_id", "agent_id", "run_id", "session_id", "app_id", "created_at", "updated_at")  # fmt: skip
+
+
+def sniff(path: str) -> str:
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 16).lstrip()
+        if head[:1] == b"[":
+            return "mem0_v1_list"
+        if head[:1] != b"{":
+            raise UnsupportedFormat("not a Mem0 export: neither a JSON array nor an object", details={"format": None})
+        first_line = head.split(b"\n", 1)[0]
+        try:
+            if "memory" in orjson.loads(first_line):
+                return "mem0_export_v3"
+        except orjson.JSONDecodeError:
+            pass
+        fh.seek(0)
+        events = ijson.parse(fh)
+        try:
+            next(events)
+            _, event, first = next(events)
+            after = next(events)[1] if event == "map_key" else None
+        except (ijson.JSONError, StopIteration):
+            raise UnsupportedFormat("not a Mem0 export: malformed JSON", details={"format": None}) from None
+    if event == "map_key" and first in PAGE_KEYS:
+        return "mem0_page"
+    if event == "map_key" and first in ("results", "relations"):
+        return "mem0_results"
+    if event == "map_key" and after == "start_array" and _history_row(path, first):
+        return "mem0_history"
+    raise UnsupportedFormat(f"not a Mem0 export this importer knows (first key {str(first)[:40]!r})",
+                            details={"format": None, "known": list(FORMATS)})  # fmt: skip
+
+
+def _history_row(path: str, first: str) -> bool:
+    """Whether the first list of the object holds Mem0 history rows (``memory_id``, ``event``)."""
+    with open(path, "rb") as fh:
+        try:
+            row = next(iter(ijson.items(fh, f"{first}.item", use_float=True)), None)
+        except ijson.JSONError:
+            return False
+    return isinstance(row, dict) and "event" in row and "memory_id" in row
+
+
+def read(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
+    state: dict[str, Any] = {}
+    if fmt == "mem0_export_v3":
+        for number, line in enumerate(fh, start=1):
+            if line.strip():
+                yield _one(number, "line", _line_memory, line, options, state)
+        return
+    if fmt == "mem0_history":
+        position = 0
+        for memory_id, rows in ijson.kvitems(fh, "", use_float=True):
+            for row in rows if isinstance(rows, list) else [None]:
+                yield _one(position, "record", history, memory_id, row, options)
+                position += 1
+        return
+    prefix = "item" if fmt == "mem0_v1_list" else "results.item"
+    position = 0
+    for position, item in enumerate(ijson.items(fh, prefix, use_float=True)):
+        yield _one(position, "record", memory, item, options, state)
+    if fmt == "mem0_results":
+        fh.seek(0)
+        for index, relation in enumerate(ijson.items(fh, "relations.item", use_float=True)):
+            yield _one(position + 1 + index, "record", edge, relation, options, state)
+
+
+def _line_memory(line: bytes, options: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    return memory(orjson.loads(line), options, state)
+
+
+def _one(position: int, unit: str, make: Any, *args: Any) -> Item:
+    try:
+        return Item(position, unit, envelope=make(*args))
+    except orjson.JSONDecodeError as exc:
+        return failed(position, unit, RecordError("invalid_json", str(exc)))
+    except RecordError as exc:
+        return failed(position, unit, exc)
+
+
+def memory(item: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(item, dict) or not isinstance(item.get("memory"), str) or not item["memory"].strip():
+        raise RecordError("invalid_record", "a Mem0 memory needs a non-empty string 'memory'")
+    if not isinstance(item.get("id"), str):
+        raise RecordError("invalid_record", "a Mem0 memory needs its string 'id'")
+    run_id = item.get("run_id") or item.get("session_id")
+    values = {"user_id": item.get("user_id"), "agent_id": item.get("agent_id"), "run_id": run_id,
+              "app_id": item.get("app_id")}  # fmt: skip
+    state.setdefault("user_id", item.get("user_id"))
+    created, updated = timestamp(item.get("created_at")), timestamp(item.get("updated_at"))
+    observed = created or updated or options.get("observed_at") or options["imported_at"]
+    state["latest"] = max(filter(None, (state.get("latest"), updated or created)), default=None)
+    extra = labels("mem0_", {name: item.get(name) for name in LABELLED})
+    if item.get("categories"):
+        extra["mem0_categories"] = ",".join(str(c) for c in item["categories"])
+    envelope: dict[str, Any] = {
+        "scope": expand(options["template"], values), "observed_actor": _actor(item, run_id),
+        "modality": "imported", "content": {"kind": "text", "text": item["memory"]},
+        "context": {"observed_at": observed, "source_recorded_at": updated or created,
+                    "labels": {"mem0_source_id": item["id"], **extra}},
+        "idempotency_key": key("mem0", item["id"], digest(item.get("updated_at"), item["memory"])),
+    }  # fmt: skip
+    if item.get("user_id"):
+        envelope["subject"] = {"id": actor("user", item["user_id"])["id"], "type": "user"}
+    return envelope
+
+
+def _actor(item: dict[str, Any], session: Any) -> dict[str, Any]:
+    if item.get("agent_id"):
+        return actor("agent", item["agent_id"], session)
+    if item.get("role") == "assistant":
+        return actor("agent", item.get("actor_id") or "mem0_assistant", session)
+    if item.get("user_id") or item.get("actor_id"):
+        return actor("user", item.get("user_id") or item.get("actor_id"), session)
+    return actor("app", "mem0", session)
+
+
+def edge(relation: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(relation, dict) or not all(isinstance(relation.get(k), str) and relation[k]
+                                                 for k in ("source", "relationship", "target")):  # fmt: skip
+        raise RecordError("invalid_record", "a Mem0 relation needs string source, relationship and target")
+    values = {"user_id": state.get("user_id") or options.get("user_id")}
+    return {
+        "scope": expand(options["template"], values), "observed_actor": actor("app", "mem0_graph"),
+        "modality": "imported",
+        "content": {"kind": "triple", "subject": relation["source"], "predicate": relation["relationship"],
+                    "object": relation["target"], "datatype": "entity"},
+        "context": {"observed_at": options.get("observed_at") or state.get("latest") or options["imported_at"],
+                    "labels": {"mem0_relation": True, "mem0_observed_at_assumed": True}},
+        "idempotency_key": key("mem0rel", digest(relation["source"], relation["relationship"], relation["target"])),
+    }  # fmt: skip
+
+
+def history(memory_id: str, row: Any, options: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(row, dict) or row.get("event") not in ("ADD", "UPDATE", "DELETE"):
+        raise RecordError("invalid_record", "a Mem0 history row needs event ADD, UPDATE or DELETE")
+    text = row.get("new_memory") if row["event"] != "DELETE" else row.get("old_memory")
+    if not isinstance(text, str) or not text:
+        raise RecordError("invalid_record", f"a Mem0 {row['event']} row needs its memory text")
+    when = timestamp(row.get("updated_at")) or timestamp(row.get("created_at")) or options["imported_at"]
+    envelope: dict[str, Any] = {
+        "scope": expand(options["template"], {}), "observed_actor": actor("app", "mem0"),
+        "modality": "imported", "content": {"kind": "text", "text": text},
+        "context": {"observed_at": when, "source_recorded_at": when,
+                    "labels": {"mem0_source_id": memory_id, **labels("mem0_", {
+                        "history_id": row.get("id"), "event": row["event"], "old_memory": row.get("old_memory"),
+                        "is_deleted": row.get("is_deleted"), "created_at": row.get("created_at"),
+                        "updated_at": row.get("updated_at")})}},
+        "idempotency_key": key("mem0h", row.get("id") or digest(memory_id, row)),
+    }  # fmt: skip
+    if row["event"] == "DELETE":
+        envelope["directives"] = {"extract": []}
+    return envelope

@@ -1,0 +1,59 @@
+"""Where import sources are spooled and export files are written: ``<transfer dir>/<job id>``.
+
+An upload is written to its file as it arrives (never held whole in memory), up to
+``import_max_bytes`` (413 beyond, and the partial file is removed)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterable
+from typing import Any
+
+import trio
+
+from ...errors import PayloadTooLarge
+
+
+def transfer_dir(ctx: Any) -> str:
+    """``EngineConfig.transfer_dir``, else ``<data dir>/transfer``, else a temporary directory
+    (a memory engine: it cannot resume a job after a restart anyway)."""
+    chosen = ctx.config.transfer_dir
+    if chosen is None:
+        data_dir = getattr(ctx.store, "path", None)
+        chosen = os.path.join(data_dir, "transfer") if data_dir else tempfile.mkdtemp(prefix="cortexdb-transfer-")
+    os.makedirs(chosen, exist_ok=True)
+    return chosen
+
+
+async def spool(data: bytes | AsyncIterable[bytes], path: str, limit: int) -> tuple[int, int]:
+    """Write ``data`` to ``path``: (bytes, newlines)."""
+    size = lines = 0
+    try:
+        async with await trio.open_file(path, "wb") as out:
+            if isinstance(data, bytes | bytearray | memoryview):
+                data = _once(bytes(data))
+            async for chunk in data:
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLarge(f"the import source is larger than {limit} bytes",
+                                          details={"limit": limit, "size": size, "field": "source"})  # fmt: skip
+                lines += chunk.count(b"\n")
+                await out.write(chunk)
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            remove(path)
+        raise
+    return size, lines
+
+
+async def _once(data: bytes):
+    yield data
+
+
+def remove(path: str | None) -> None:
+    if path:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass

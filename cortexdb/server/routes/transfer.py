@@ -1,0 +1,143 @@
+"""Imports (reference §8.11) and exports (§8.12), translated onto ``engine.imports`` and
+``engine.exports``.
+
+``POST /v1/import/{mem0,zep,letta,openai,jsonl,mcp}`` takes either the source file as the raw
+body, streamed to the engine's spool file as it arrives (``?scope_template=`` and the options as
+query parameters), or, without ``?scope_template``, the reference's JSON request with the file in
+``source.inline`` (a string, or the JSON document itself).  The caller needs
+``import.from.<source>`` and ``scope.write`` on the template's fixed scope; the job checks each
+scope it writes below it as that caller (``guard``).  A submission takes one token from the
+tenant's importer bucket ``service:importer_<tenant>`` (§18.2 item 6: 10x ``rate_limit.write``
+unless the tenant policy sets ``rate_limit.importer``), not from the caller's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...engine.jsoncodec import encode
+from ...engine.policy import capabilities as cap
+from ...errors import InvalidBody, PolicyDenied, RateLimited
+from ..call import Blueprint, Call, current_request
+from ..params import query_args
+from ..policy import Principal
+from ..ratelimit import parse_rate
+from ..responses import json_response
+from .blobs import body_chunks
+
+api = Blueprint()
+
+SOURCES = {"mem0": cap.IMPORT_FROM_MEM0, "zep": cap.IMPORT_FROM_ZEP, "letta": cap.IMPORT_FROM_LETTA,
+           "openai": cap.IMPORT_FROM_OPENAI, "jsonl": cap.IMPORT_FROM_JSONL, "mcp": cap.IMPORT_FROM_MCP}  # fmt: skip
+QUERY = ("scope_template", "format", "ordering", "on_error", "observed_at")
+IMPORTER_SETTING = "rate_limit.importer"
+
+
+def principal_of(call: Call) -> dict[str, Any]:
+    p = call.principal
+    return {"actor": p.actor, "tenant": p.tenant, "signed": p.signed, "operator": p.operator,
+            "caps": list(p.caps) if p.caps is not None else None,
+            "scopes": list(p.scopes) if p.scopes is not None else None}  # fmt: skip
+
+
+def install_guard(state: Any) -> None:
+    """The engine's import jobs check each scope they write as the caller who started them."""
+
+    def guard(principal: dict[str, Any], capability: str, scope: str) -> None:
+        who = Principal(principal["actor"], principal["tenant"], signed=principal.get("signed", False),
+                        caps=tuple(principal["caps"]) if principal.get("caps") is not None else None,
+                        scopes=tuple(principal["scopes"]) if principal.get("scopes") is not None else None,
+                        operator=principal.get("operator", False))  # fmt: skip
+        decision = state.gate.decide(who, capability, scope)
+        if not decision.allowed:
+            raise PolicyDenied(decision.reason, details={"capability": capability, "denied_by_tier": decision.tier})
+
+    state.engine.imports.set_guard(guard)
+
+
+def take_importer_token(call: Call) -> None:
+    """§18.2 item 6: the tenant's importer bucket pays for a submission, not the caller's."""
+    state, tenant = call.state, call.principal.tenant
+    defaults = {**state.policy.preset.defaults, **state.policy.tenant_doc(tenant).defaults}
+    rate = defaults.get(IMPORTER_SETTING)
+    if rate is None and defaults.get("rate_limit.write") is not None:
+        rate = f"{10 * parse_rate(defaults['rate_limit.write'])}/s"
+    if rate is None:
+        return
+    verdict = state.limiter.take(f"service:importer_{tenant}", "importer", str(rate))
+    if not verdict.allowed:
+        raise RateLimited(f"the tenant's importer rate limit of {rate} is exhausted",
+                          details={"retry_after": verdict.retry_after, "limit": str(rate)})  # fmt: skip
+
+
+async def read_request(call: Call) -> tuple[dict[str, Any], Any]:
+    """(the import request, the source's bytes or chunks)."""
+    args = query_args(QUERY)
+    req = current_request()
+    if "scope_template" in args:
+        options = {name: args[name] for name in ("ordering", "on_error", "observed_at") if name in args}
+        request = {"scope_template": args["scope_template"], "options": options}
+        if args.get("format"):
+            request["format"] = args["format"]
+        return request, body_chunks(req)
+    limit, raw = call.state.settings.max_body_bytes, bytearray()
+    async for chunk in body_chunks(req):
+        raw += chunk
+        if len(raw) > limit:
+            raise InvalidBody(f"a JSON import request is limited to {limit} bytes: send the file as the raw body "
+                              "with ?scope_template= instead")  # fmt: skip
+    call.raw = bytes(raw)
+    body = dict(call.json())
+    source = body.pop("source", None) or {}
+    if not isinstance(source, dict):
+        raise InvalidBody("source must be an object", details={"field": "source"})
+    if source.get("url") is not None:
+        raise InvalidBody("fetching source.url is not supported: send the file as the body (or in source.inline)",
+                          details={"field": "source.url"})  # fmt: skip
+    inline = source.get("inline")
+    if inline is None:
+        raise InvalidBody("source.inline is required in a JSON import request", details={"field": "source.inline"})
+    if source.get("format") is not None:
+        body["format"] = source["format"]
+    return body, inline.encode() if isinstance(inline, str) else encode(inline)
+
+
+def import_route(source: str, capability: str) -> None:
+    async def start(call: Call):
+        request, data = await read_request(call)
+        engine = call.state.engine
+        root = engine.imports.root(request)
+        call.primary = capability
+        call.check(capability, root)
+        call.check(cap.SCOPE_WRITE, root)
+        take_importer_token(call)
+        started = await engine.imports.start(source, data, request, caller=call.principal.actor,
+                                             tenant_id=call.principal.tenant, principal=principal_of(call))  # fmt: skip
+        return json_response(started, 202)
+
+    start.__name__ = f"import_{source}"
+    api("POST", f"/v1/import/{source}", tier="beta", rate=None, status=202, upload=True,
+        summary=f"Import a {source} export (an asynchronous job)")(start)  # fmt: skip
+
+
+for _source, _capability in SOURCES.items():
+    import_route(_source, _capability)
+
+
+async def import_checked(call: Call, import_id: str) -> dict[str, Any]:
+    status = await call.state.engine.imports.status(import_id)
+    call.check(SOURCES[status["source"]], status["scope"])
+    return status
+
+
+@api("GET", "/v1/import/{import_id}", tier="beta", summary="Status of an import")
+async def import_status(call: Call, import_id: str):
+    return await import_checked(call, import_id)
+
+
+@api("POST", "/v1/import/{import_id}/cancel", tier="beta", rate="write",
+     summary="Cancel an import at its next window (what it wrote stays)")  # fmt: skip
+async def import_cancel(call: Call, import_id: str):
+    status = await import_checked(call, import_id)
+    call.primary = SOURCES[status["source"]]
+    return await call.state.engine.imports.cancel(import_id)
