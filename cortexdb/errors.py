@@ -135,6 +135,13 @@ class InvalidRecall(CortexError):
         super().__init__(f"{field}: {reason}", details={"field": field, "reason": reason})
 
 
+class InvalidAnswer(InvalidRecall):
+    """An answer request is malformed (§8.4), e.g. an ``answer_model`` not served here
+    (``details.available``); its recall fields fail as a recall's do."""
+
+    error_code = "INVALID_ANSWER"
+
+
 class InvalidForget(CortexError):
     """A forget request is malformed (§8.5); ``details.field`` and ``details.reason`` say where."""
 
@@ -353,6 +360,14 @@ class DerivedLayerUnavailable(CortexError):
 class EmbedderUnavailable(CortexError):
     error_code = "EMBEDDER_UNAVAILABLE"
     http_status = 503
+
+
+class LLMUnavailable(CortexError):
+    """The LLM provider did not answer (down, timed out, overloaded, refused): ``details.reason``."""
+
+    error_code = "LLM_UNAVAILABLE"
+    http_status = 503
+    default_retriable = True
 
 
 # -- command line only (printed by ``cortexdb``, exit status 2; never served) -------------------

@@ -135,8 +135,9 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("GET", "/v1/erasures/{erasure_id}"): (OWN, q("/v1/erasures/{erasure_id}")),
     ("GET", "/v1/erasures/{erasure_id}/manifest"): (OWN, q("/v1/erasures/{erasure_id}/manifest")),
     ("POST", "/v1/erasures/{erasure_id}/cancel"): (OWN, q("/v1/erasures/{erasure_id}/cancel")),
+    # an answer reads like a recall (and needs llm.invoke), streamed or not, fresh or from a pack
+    ("POST", "/v1/answer"): (READ, with_body("/v1/answer", lambda c: {"scope": VAULT, "question": SECRET})),
     # not built yet: a truthful 501 for everyone, quoting nothing
-    ("POST", "/v1/answer"): (ANY, with_body("/v1/answer", lambda c: {"scope": VAULT, "question": SECRET})),
     ("POST", "/v1/understanding/synthesize"): (ANY, with_body("/v1/understanding/synthesize", lambda c: {"scope": VAULT})),
     ("POST", "/v1/export"): (ANY, with_body("/v1/export", lambda c: {"scope": VAULT})),
     ("POST", "/v1/import/{source}"): (ANY, with_body("/v1/import/jsonl", lambda c: {})),

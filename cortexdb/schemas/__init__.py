@@ -9,7 +9,7 @@ from importlib import resources
 NAMES = (
     "common", "experience_envelope", "event", "episode", "fact", "belief", "concept",
     "lifecycle_event", "error_envelope", "experience_result", "stratified_pack", "scope",
-    "capability_set", "audit_row", "token_claims", "page",
+    "capability_set", "audit_row", "token_claims", "page", "answer_response",
 )  # fmt: skip
 
 
