@@ -217,6 +217,7 @@ async def test_bad_requests_fail_before_anything_is_streamed(engine):
         ({"scope": ALICE, "question": "x", "citation_mode": "loud"}, InvalidAnswer, "citation_mode"),
         ({"question": "x"}, InvalidAnswer, "scope"),
         ({"question": "x", "use_pack_id": "evt_1"}, InvalidAnswer, "use_pack_id"),
+        ({"scope": ALICE, "question": "x", "stream": "yes"}, InvalidAnswer, "stream"),
         ({"scope": ALICE, "question": "x", "budgets": {"max_tokens": -1}}, InvalidRecall, "budgets.max_tokens"),
     ]
     for request, error, field in cases:

@@ -107,9 +107,8 @@ async def run_server(settings: ServerSettings, *,
                      shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
                      engine_config: EngineConfig | None = None, clock=None, id_seed=None, llm=None,
                      task_status=trio.TASK_STATUS_IGNORED) -> None:  # fmt: skip
-    """Open the engine, serve until ``shutdown_trigger`` returns (default: SIGINT/SIGTERM), and
-    report the bound addresses through ``task_status`` (``nursery.start`` returns them); ``llm``
-    is an answer model of the embedding application's own (``open_engine(llm=...)``)."""
+    """Open the engine (``llm``: ``open_engine``'s), serve until ``shutdown_trigger`` returns (default:
+    SIGINT/SIGTERM), and report the bound addresses through ``task_status`` (``nursery.start``)."""
     config = engine_config or EngineConfig(
         embedder=settings.embedder,
         derivation_defer=settings.derivation_defer,

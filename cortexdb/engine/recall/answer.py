@@ -95,6 +95,8 @@ def validate(request: Any, config: Any) -> AnswerSpec:
     key = request.get("idempotency_key")
     if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 64):
         raise InvalidAnswer("idempotency_key", "must be a string of 1 to 64 characters")
+    if not isinstance(request.get("stream", False), bool):
+        raise InvalidAnswer("stream", "must be true or false")
     recall = None
     if pack_id is None:
         if "scope" not in request:
