@@ -6,8 +6,6 @@ the ``llm.invoke`` check, narrative packs, and the ``openai_compatible`` provide
 from __future__ import annotations
 
 import pytest
-import trio
-import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -301,14 +299,9 @@ async def test_granular_streaming_recall_follows_10_1(engine):
 
 
 # -- the openai_compatible provider in the engine ------------------------------------------------------
-@pytest.fixture
-def virtual_clock():
-    return trio.testing.MockClock(autojump_threshold=0.02)
-
-
-async def test_an_answer_from_a_chat_completions_model(clock, virtual_clock):
+async def test_an_answer_from_a_chat_completions_model(clock):
     async with chat_server() as server:
-        llm = OpenAICompatibleLLM(base_url=server.url, model="chat-1", api_key=KEY, max_retries=1)
+        llm = OpenAICompatibleLLM(base_url=server.url, model="chat-1", api_key=KEY, max_retries=1, backoff=0.01)
         config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice")
         async with cortexdb.open_engine("memory", clock=clock, id_seed=7, config=config, llm=llm) as engine:
             await seed(engine)
@@ -330,4 +323,5 @@ async def test_an_answer_from_a_chat_completions_model(clock, virtual_clock):
             with pytest.raises(LLMUnavailable):  # ...and the model went away
                 async for _ in stream:
                     pass
+        await llm.aclose()  # the application's own provider: the engine leaves it open
     assert all(r["headers"]["authorization"] == f"Bearer {KEY}" for r in server.requests)

@@ -158,13 +158,8 @@ async def live(tmp_path, http_server: str = "cortex", llm=None):
             stop.set()
 
 
-@pytest.fixture
-def virtual_clock():
-    return trio.testing.MockClock(autojump_threshold=0.02)
-
-
 @pytest.mark.parametrize("http_server", ["cortex", "hypercorn"])
-async def test_answers_from_a_chat_model_on_a_live_server(tmp_path, http_server, virtual_clock):
+async def test_answers_from_a_chat_model_on_a_live_server(tmp_path, http_server):
     async with chat_server() as model:
         llm = OpenAICompatibleLLM(base_url=model.url, model="chat-1", api_key=KEY, max_retries=0)
         async with live(tmp_path, http_server, llm) as (url, auth), httpx.AsyncClient(base_url=url, timeout=30) as http:
@@ -189,6 +184,7 @@ async def test_answers_from_a_chat_model_on_a_live_server(tmp_path, http_server,
                 events = frames(await response.aread())
             assert [n for n, _ in events] == ["token", "token", "error"]
             assert events[-1][1]["error_code"] == "LLM_UNAVAILABLE" and KEY not in json.dumps(events)
+        await llm.aclose()
 
 
 class Flood:

@@ -52,8 +52,9 @@ def configured(config: Any) -> list[Any]:
 class LLMRouter:
     """``answer_model`` → the provider that serves it."""
 
-    def __init__(self, providers: list[Any]) -> None:
+    def __init__(self, providers: list[Any], *, brought: Any = None) -> None:
         self.default = providers[0]
+        self.brought = brought  # the application's own provider: it closes it, not we
         self.models: dict[str, Any] = {}
         for provider in providers:
             self.models.setdefault(provider.model, provider)
@@ -62,7 +63,7 @@ class LLMRouter:
 
     @classmethod
     def open(cls, config: Any, llm: Any = None) -> LLMRouter:
-        return cls([llm] if llm is not None else configured(config))
+        return cls([llm], brought=llm) if llm is not None else cls(configured(config))
 
     def available(self) -> list[str]:
         return list(self.models)
@@ -80,7 +81,8 @@ class LLMRouter:
 
     async def aclose(self) -> None:
         for provider in self.models.values():
-            await provider.aclose()
+            if provider is not self.brought:
+                await provider.aclose()
 
 
 __all__ = ["ExtractiveLLM", "LLMRouter", "OpenAICompatibleLLM", "api_key", "configured"]

@@ -31,7 +31,7 @@ from ...errors import InvalidAnswer
 from ..actors.services import Replay, body_hash
 from ..llm import LLMRouter
 from ..llm.extractive import NO_SUPPORT, NOTHING_TO_TELL
-from ..llm.prompts import COUNTED_BY, pieces
+from ..llm.prompts import COUNTED_BY, count_tokens, pieces, prompt_tokens
 from ..policy.capabilities import LLM_INVOKE, SCOPE_READ_LOCAL, scope_read
 from ..retrieve import render
 from ..scopes import canonical_scope
@@ -226,17 +226,23 @@ class AnswerService:
         """``token`` events (when ``live``) with ``mode`` applied, then ("written", ``Written``)."""
         started = trio.current_time()
         completion = None
+        written: list[str] = []
         shown: list[str] = []
         marker_filter = citing.MarkerFilter(mode, prompt.passages)
         async for piece in self._pieces(llm, prompt, live):
             if isinstance(piece, Completion):
                 completion = piece
                 continue
+            written.append(piece)
             out = marker_filter.feed(piece)
             if out:
                 shown.append(out)
                 if live:
                     yield "token", {"text": out}
+        if completion is None:  # a provider that streamed no Completion: we count
+            text = "".join(written)
+            usage = Usage(prompt_tokens(prompt), count_tokens(text), COUNTED_BY)
+            completion = Completion(text=text, model=llm.model, usage=usage)
         found = citing.cited(completion.text, prompt.passages)
         tail = marker_filter.finish() + citing.sources_line(mode, found)
         if tail:
