@@ -148,10 +148,13 @@ def report(results: list[tuple[int, dict]]) -> None:
             figures = [100 * statistics.fmean(float(r[f]) for r in rows_of) for f in FIGURES]
             print(f"{label} [{len(rows_of)}]".ljust(22) + "".join(f"{v:10.1f}" for v in figures))
     every = [r for _, r in results]
+    if not every:
+        print("no questions with evidence in this slice")
+        return
     cites, pack = (statistics.fmean(float(r[f]) for r in every) for f in ("cites", "pack"))
+    share = f"{100 * cites / pack:.1f}%" if pack else "n/a"
     print(f"\nanswer cites gold evidence (via provenance) {100 * cites:.1f}% of {len(every)} questions; the pack "
-          f"holds it for {100 * pack:.1f}%: the answerer cites it in {100 * cites / pack:.1f}% of the packs that "
-          "hold it")  # fmt: skip
+          f"holds it for {100 * pack:.1f}%: the answerer cites it in {share} of the packs that hold it")  # fmt: skip
     for name in ("recall_ms", "llm_ms", "total_ms"):
         values = [r[name] for r in every]
         print(f"{name:>9}: p50 {statistics.median(values):8.2f} ms   p95 {pct(values, 0.95):8.2f} ms")

@@ -122,3 +122,15 @@ def test_forget_benchmark_runs_on_a_slice():
     assert re.search(r"baseline [\d.]+ / [\d.]+ ms; right after [\d.]+ / [\d.]+ ms \(ratio [\d.]+\); "
                      r"after reopening [\d.]+ / [\d.]+ ms \(ratio [\d.]+\)", out)  # fmt: skip
     assert "records left {'events': 0, 'episodes': 0, 'facts': 0, 'beliefs': 0}" in out
+
+
+def test_answer_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/answer.py", "--samples", "1", "--questions", "12", "--embedder", "hash"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"1-4 \[\d+\](\s+[\d.]+){5}", result.stdout)
+    assert re.search(r"answer cites gold evidence \(via provenance\) [\d.]+% of \d+ questions", result.stdout)
+    assert re.search(r"recall_ms: p50\s+[\d.]+ ms\s+p95\s+[\d.]+ ms", result.stdout)
+    assert "answer model: extractive" in result.stdout
