@@ -9,6 +9,8 @@ LevelDB compacting the bulk load; at 100k the two differ by up to a third).  The
 Baseline in the same run: one BM25 query with rank-bm25's ``BM25Okapi.get_scores`` over the same
 event texts (what a rebuild-per-query approach would cost), and the ratio.
 Target (issue 3): p50 <= 50 ms at 100k events in one scope with the deterministic embedder.
+Streaming (§10.1), same scope and run: per query the time to the first event (``plan``), to the
+first ``layer`` event and to ``done`` (the whole pack), p50 each, and first event / whole pack.
 Memory (this process's /proc/self/status): RSS just before the load, then the growth at its peak
 during the load (VmHWM, reset before each size) and steady after it (derivation flushed, vector
 seals finished, ``gc.collect()``), per event, and the steady growth's anonymous and file-backed
@@ -154,6 +156,27 @@ async def time_recalls(
     return latencies
 
 
+async def time_stream(engine, scope: str, rng: random.Random, queries: int) -> dict[str, list[float]]:
+    """Streaming recall (§10.1), per query: ms to the first event (``plan``), to the first
+    ``layer`` event, and to ``done`` (the whole pack)."""
+    out: dict[str, list[float]] = {"first": [], "layer": [], "done": []}
+    for _ in range(queries):
+        query = text(rng, rng.choice(QUERIES))
+        started = time.perf_counter()
+        seen: dict[str, float] = {}
+        async for name, _ in engine.recall_stream({"scope": scope, "query": query, "traversal": "local",
+                                                   "diagnostics": "none"}):  # fmt: skip
+            elapsed = (time.perf_counter() - started) * 1000
+            seen.setdefault("first", elapsed)
+            if name == "layer":
+                seen.setdefault("layer", elapsed)
+            if name == "done":
+                seen["done"] = elapsed
+        for key in out:
+            out[key].append(seen[key])
+    return out
+
+
 def rank_bm25_baseline(texts: list[str], rng: random.Random) -> float:
     from rank_bm25 import BM25Okapi
 
@@ -266,6 +289,11 @@ async def main() -> None:
                       f"| ingest {size / ingest:,.0f} events/s captured and derived")  # fmt: skip
                 print(f"{size:>7} events, one scope, second pass: recall p50 {statistics.median(again):6.1f} ms  "
                       f"p95 {pct(again, 0.95):6.1f} ms")  # fmt: skip
+                streamed = await time_stream(engine, "org:bench/user:alice", rng, args.queries)
+                first, layer, done = (statistics.median(streamed[k]) for k in ("first", "layer", "done"))
+                print(f"{size:>7} events, one scope, streaming: first event (plan) p50 {first:6.2f} ms, first layer "
+                      f"p50 {layer:6.1f} ms, whole pack (done) p50 {done:6.1f} ms; first event / whole pack "
+                      f"{first / done:.3f}")  # fmt: skip
                 peak, steady = after["VmHWM"] - before["VmRSS"], after["VmRSS"] - before["VmRSS"]
                 print(f"{size:>7} events, one scope, memory: RSS {before['VmRSS']:.0f} MB before the load, "
                       f"growth peak {peak:+.0f} MB (sampled: anonymous {peaks['RssAnon'] - before['RssAnon']:+.0f} MB, file-backed "

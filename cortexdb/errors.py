@@ -16,18 +16,12 @@ from typing import Any, ClassVar
 
 class CortexError(Exception):
     """Base of every error CortexDB raises on purpose."""
-
     error_code: ClassVar[str] = "INTERNAL"
     http_status: ClassVar[int] = 500
     default_retriable: ClassVar[bool] = False
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        details: dict[str, Any] | None = None,
-        retriable: bool | None = None,
-    ) -> None:
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None,
+                 retriable: bool | None = None) -> None:  # fmt: skip
         super().__init__(message)
         self.message = message
         self.details: dict[str, Any] = dict(details or {})
@@ -36,20 +30,16 @@ class CortexError(Exception):
     def to_envelope(self, request_id: str) -> dict[str, Any]:
         """The reference's error envelope (§6.6)."""
         body: dict[str, Any] = {
-            "error_code": self.error_code,
-            "message": self.message,
-            "request_id": request_id,
+            "error_code": self.error_code, "message": self.message, "request_id": request_id,
             "retriable": self.retriable,
             "documentation": f"https://docs.cortexdb.ai/errors/{self.error_code}",
-        }
+        }  # fmt: skip
         if self.details:
             body["details"] = self.details
         return body
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}({self.error_code}: {self.message!r}, details={self.details!r})"
-        )
+        return f"{type(self).__name__}({self.error_code}: {self.message!r}, details={self.details!r})"
 
 
 class InvalidBody(CortexError):
@@ -79,14 +69,12 @@ class MissingRequiredField(CortexError):
 
 class InvalidCursor(CortexError):
     """A layer-read cursor this server did not issue."""
-
     error_code = "INVALID_CURSOR"
     http_status = 400
 
 
 class InvalidEnvelope(CortexError):
     """The experience envelope failed validation; ``details.field`` and ``details.reason`` say where."""
-
     error_code = "INVALID_ENVELOPE"
     http_status = 422
 
@@ -106,28 +94,24 @@ class InvalidTimestamp(CortexError):
 
 class UnparseableTemporal(CortexError):
     """``temporal.natural`` (a time phrase) was not understood."""
-
     error_code = "UNPARSEABLE_TEMPORAL"
     http_status = 422
 
 
 class InvalidTemporal(CortexError):
     """A recall's ``temporal`` block is malformed."""
-
     error_code = "INVALID_TEMPORAL"
     http_status = 422
 
 
 class InvalidFilter(CortexError):
     """A recall's ``filters`` tree is malformed."""
-
     error_code = "INVALID_FILTER"
     http_status = 422
 
 
 class InvalidRecall(CortexError):
     """A recall request is malformed; ``details.field`` and ``details.reason`` say where."""
-
     error_code = "INVALID_RECALL"
     http_status = 422
 
@@ -135,9 +119,15 @@ class InvalidRecall(CortexError):
         super().__init__(f"{field}: {reason}", details={"field": field, "reason": reason})
 
 
+class InvalidAnswer(InvalidRecall):
+    """An answer request is malformed (§8.4), e.g. an ``answer_model`` not served here
+    (``details.available``); its recall fields fail as a recall's do."""
+
+    error_code = "INVALID_ANSWER"
+
+
 class InvalidForget(CortexError):
     """A forget request is malformed (§8.5); ``details.field`` and ``details.reason`` say where."""
-
     error_code = "INVALID_FORGET"
     http_status = 422
 
@@ -155,7 +145,6 @@ class EmptySelectorWithoutConfirmation(CortexError):
 
 class InvalidPolicy(CortexError):
     """A policy document (a preset, PUT /v1/policy/...) is malformed."""
-
     error_code = "INVALID_POLICY"
     http_status = 422
 
@@ -185,21 +174,18 @@ class NotAMember(PolicyDenied):
 
 class ExperimentalDisabled(CortexError):
     """An experimental endpoint on a deployment that has not enabled them."""
-
     error_code = "EXPERIMENTAL_DISABLED"
     http_status = 403
 
 
 class PolicyLockout(CortexError):
     """A policy change that would take away the caller's own right to administer that policy."""
-
     error_code = "POLICY_LOCKOUT"
     http_status = 409
 
 
 class OriginNotAllowed(CortexError):
     """A browser request from a web origin that is neither loopback nor configured (CSRF guard)."""
-
     error_code = "ORIGIN_NOT_ALLOWED"
     http_status = 403
 
@@ -207,7 +193,6 @@ class OriginNotAllowed(CortexError):
 # -- authentication (§4.3): every failure is a 401 ---------------------------------------------
 class AuthError(CortexError):
     """Base of the authentication failures (not raised itself)."""
-
     http_status = 401
 
 
@@ -255,7 +240,6 @@ class NotFound(CortexError):
 
 class PayloadTooLarge(CortexError):
     """A write carries more than an event or a blob may hold (``details``: field, limit, size)."""
-
     error_code = "PAYLOAD_TOO_LARGE"
     http_status = 413
 
@@ -288,21 +272,18 @@ class ScopeRegistrationExists(CortexError):
 
 class ErasurePreviewStale(CortexError):
     """More events under the scope since ``from_preview_id`` than the drift threshold (§8.6.3)."""
-
     error_code = "ERASURE_PREVIEW_STALE"
     http_status = 409
 
 
 class EmbedderMismatch(CortexError):
     """The data dir's vectors were made by another embedder (or dimension)."""
-
     error_code = "EMBEDDER_MISMATCH"
     http_status = 409
 
 
 class RateLimited(CortexError):
     """A caller's token bucket is empty (``details.retry_after`` seconds)."""
-
     error_code = "RATE_LIMITED"
     http_status = 429
     default_retriable = True
@@ -318,14 +299,12 @@ class Internal(CortexError):
 
 class NotImplementedYet(CortexError):
     """A reference endpoint this server does not implement yet."""
-
     error_code = "NOT_IMPLEMENTED"
     http_status = 501
 
 
 class NotYetAvailable(CortexError):
     """An option whose prerequisite is not implemented yet (``records=forget`` needs erasure)."""
-
     error_code = "NOT_YET_AVAILABLE"
     http_status = 501
 
@@ -338,13 +317,11 @@ class WalUnavailable(CortexError):
 
 class StoreClosed(WalUnavailable):
     """The storage backend was closed; no further reads or writes are possible on this handle."""
-
     default_retriable = False
 
 
 class DataDirLocked(CortexError):
     """Another process (or another open engine) already holds this data directory."""
-
     error_code = "DATA_DIR_LOCKED"
     http_status = 503
 
@@ -360,17 +337,22 @@ class EmbedderUnavailable(CortexError):
     http_status = 503
 
 
+class LLMUnavailable(CortexError):
+    """The LLM provider did not answer (down, timed out, overloaded, refused): ``details.reason``."""
+    error_code = "LLM_UNAVAILABLE"
+    http_status = 503
+    default_retriable = True
+
+
 # -- command line only (printed by ``cortexdb``, exit status 2; never served) -------------------
 class IssuerConfigError(CortexError):
     """``serve``: an issuer directory, PEM or JWKS that cannot be loaded."""
-
     error_code = "INVALID_ISSUER_CONFIG"
     http_status = 500
 
 
 class InvalidMintRequest(CortexError):
     """``cortexdb token mint`` refuses to sign what the server would refuse (never served)."""
-
     error_code = "INVALID_MINT_REQUEST"
     http_status = 422
 

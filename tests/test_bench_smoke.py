@@ -58,6 +58,8 @@ def test_recall_benchmark_runs_on_a_slice():
     assert result.returncode == 0, result.stderr
     assert re.search(r"300 events, one scope: recall p50\s+[\d.]+ ms", result.stdout)
     assert re.search(r"300 events, one scope, second pass: recall p50\s+[\d.]+ ms", result.stdout)
+    assert re.search(r"300 events, one scope, streaming: first event \(plan\) p50\s+[\d.]+ ms.*first event / whole pack [\d.]+",
+                     result.stdout)  # fmt: skip
     assert re.search(r"300 events, holistic over 3 levels: recall p50\s+[\d.]+ ms", result.stdout)
     assert re.search(r"300 events, one scope, memory: RSS \d+ MB before the load, growth peak [+-]\d+ MB \(sampled: anonymous [+-]\d+ MB, file-backed [+-]\d+ MB\), "
                      r"steady [+-]\d+ MB \([+-]?[\d.]+ KB/event; anonymous [+-]\d+ MB, file-backed [+-]\d+ MB\)", result.stdout)  # fmt: skip
@@ -120,3 +122,15 @@ def test_forget_benchmark_runs_on_a_slice():
     assert re.search(r"baseline [\d.]+ / [\d.]+ ms; right after [\d.]+ / [\d.]+ ms \(ratio [\d.]+\); "
                      r"after reopening [\d.]+ / [\d.]+ ms \(ratio [\d.]+\)", out)  # fmt: skip
     assert "records left {'events': 0, 'episodes': 0, 'facts': 0, 'beliefs': 0}" in out
+
+
+def test_answer_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/answer.py", "--samples", "1", "--questions", "12", "--embedder", "hash"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"1-4 \[\d+\](\s+[\d.]+){5}", result.stdout)
+    assert re.search(r"answer cites gold evidence \(via provenance\) [\d.]+% of \d+ questions", result.stdout)
+    assert re.search(r"recall_ms: p50\s+[\d.]+ ms\s+p95\s+[\d.]+ ms", result.stdout)
+    assert "answer model: extractive" in result.stdout

@@ -146,8 +146,9 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
        for source in ("mem0", "zep", "letta", "openai", "jsonl", "mcp")},
     ("GET", "/v1/import/{import_id}"): (WRITE, q("/v1/import/{import_id}")),
     ("POST", "/v1/import/{import_id}/cancel"): (WRITE, q("/v1/import/{import_id}/cancel")),
+    # an answer reads like a recall (and needs llm.invoke), streamed or not, fresh or from a pack
+    ("POST", "/v1/answer"): (READ, with_body("/v1/answer", lambda c: {"scope": VAULT, "question": SECRET})),
     # not built yet: a truthful 501 for everyone, quoting nothing
-    ("POST", "/v1/answer"): (ANY, with_body("/v1/answer", lambda c: {"scope": VAULT, "question": SECRET})),
     ("POST", "/v1/understanding/synthesize"): (ANY, with_body("/v1/understanding/synthesize", lambda c: {"scope": VAULT})),
     ("POST", "/v1/export"): (ANY, with_body("/v1/export", lambda c: {"scope": VAULT})),
     ("POST", "/v1/vocabularies"): (ANY, with_body("/v1/vocabularies", lambda c: {})),

@@ -56,7 +56,8 @@ FACE_MODULES = {
     "cortexdb.engine.lifecycle", "cortexdb.engine.phrases", "cortexdb.engine.jobs", "cortexdb.engine.blobs",
 }  # fmt: skip
 FACE_PACKAGES = ("cortexdb.engine.recall", "cortexdb.engine.forget", "cortexdb.engine.transfer")
-STORAGE = ("cortexdb.engine.storage", "cortexdb.backends", "cortexdb.testing")
+# storage, and the adapters of other outside systems: the LLM providers (one speaks HTTP)
+STORAGE = ("cortexdb.engine.storage", "cortexdb.backends", "cortexdb.testing", "cortexdb.engine.llm")
 ACTORS = ("cortexdb.engine.actors",)
 EDGE = ("cortexdb.server", "cortexdb.http", "cortexdb.client", "cortexdb.cli", "cortexdb.examples")
 # rule 4: what the server may import of the engine — the Engine, its results, the records, the

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+LLM_PROVIDERS = ("extractive", "openai_compatible")  # engine/llm/: which answers a deployment's questions
+
 
 @attrs.frozen(kw_only=True)
 class EngineConfig:
@@ -114,3 +116,19 @@ class EngineConfig:
     # the largest blob one upload may store (POST /v1/blobs, Engine.blobs.put), in bytes: 100 MiB,
     # the reference's 100 MB (§8.13); a larger one is refused with 413 PAYLOAD_TOO_LARGE
     blob_max_bytes: int = 100 * 1024 * 1024
+    # -- answers and narratives (reference §8.4, §9.1 view=narrative; engine/llm/, docs/answer.md) --
+    # who composes them: "extractive" (offline, deterministic: the pack's own sentences, cited) or
+    # "openai_compatible" (chat completions at llm_base_url: OpenAI, vLLM, llama.cpp, Ollama)
+    llm_provider: str = attrs.field(default="extractive", validator=attrs.validators.in_(LLM_PROVIDERS))
+    llm_model: str = ""  # the model requests are routed to by default ("" = "extractive"; openai_compatible needs one)
+    llm_models: tuple[str, ...] = ()  # further model ids the same endpoint serves (answer_model may name them)
+    llm_base_url: str = ""  # e.g. https://api.openai.com/v1, http://127.0.0.1:11434/v1 (Ollama)
+    # the API key: read from this file when set, else from this environment variable; never logged
+    llm_api_key_file: str = ""
+    llm_api_key_env: str = "CORTEX_LLM_API_KEY"
+    llm_timeout: float = 60.0  # seconds per attempt (connect, each read, each write); not retried
+    llm_max_retries: int = 3  # more attempts after a 429, a 5xx or a failed connection
+    llm_backoff: float = 0.5  # seconds before the first retry, doubling (or the server's Retry-After)
+    llm_backoff_max: float = 20.0  # the longest wait between attempts; a longer Retry-After fails at once
+    answer_max_tokens: int = 1024  # an answer's output ceiling when the request names none
+    answer_max_tokens_limit: int = 8192  # the largest answer_max_tokens a request may ask (422 beyond)

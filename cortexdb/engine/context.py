@@ -21,6 +21,7 @@ from .clock import Clock
 from .config import EngineConfig
 from .derive.rules import RuleExtractor
 from .ids import IdGenerator
+from .llm import LLMRouter
 from .memtrim import release_free_memory_soon
 from .policy.hook import AllowAll, PolicyHook
 from .retrieve.embedders import by_name
@@ -54,10 +55,11 @@ class NodeContext:
     cpu_workers: str = "thread"
     cpu_processes: Any = None
     packs: Any = None  # the recall pack cache (recall.cache.PackCache): a forget purges it
+    llms: Any = None  # the LLM providers by model id (llm.LLMRouter): answers and narratives
 
 
 def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int | None,
-                 extractor: Any, policy: PolicyHook | None, embedder: Any) -> NodeContext:  # fmt: skip
+                 extractor: Any, policy: PolicyHook | None, embedder: Any, llm: Any = None) -> NodeContext:  # fmt: skip
     tables = NodeTables(store)
     ids = IdGenerator(clock, seed=id_seed)
     ctx = NodeContext(
@@ -70,7 +72,7 @@ def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int
         policy=policy or AllowAll(),
         embedder=embedder or by_name(config.embedder),
         cpu_limiter=trio.CapacityLimiter(config.derivation_worker_limit),
-        cpu_workers=config.derivation_workers,
+        cpu_workers=config.derivation_workers, llms=LLMRouter.open(config, llm),
     )  # fmt: skip
     ctx.blobs = BlobService(ctx)
     return ctx

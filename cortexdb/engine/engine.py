@@ -17,27 +17,8 @@ import trio
 from ..backends import open_store
 from ..errors import InvalidQuery, NotFound
 from . import lifecycle, transfer
+from .actors import messages
 from .actors.bus import Subscription
-from .actors.messages import (
-    CancelEvent,
-    EditScope,
-    Flush,
-    LayerCounts,
-    Ping,
-    ReadBelief,
-    ReadBeliefs,
-    ReadEpisode,
-    ReadEpisodes,
-    ReadEvent,
-    ReadEvents,
-    ReadEventState,
-    ReadFact,
-    ReadFacts,
-    ReadFactSupports,
-    ReadTimeline,
-    ReadWhy,
-    Rebuild,
-)
 from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
 from .config import EngineConfig
@@ -49,6 +30,7 @@ from .phrases import TemporalPhrases
 from .policy.capabilities import POLICY_ADMINISTER_SCOPE, SCOPE_WRITE
 from .policy.hook import PolicyHook
 from .reads import Reads
+from .recall.answer import AnswerService
 from .recall.coordinator import RecallCoordinator
 from .recall.traversal import traverse
 from .results import BulkResult, ExperienceResult, Traversal
@@ -73,6 +55,7 @@ class Engine:
         self._reads = Reads(ctx, self._phrases)
         self._writes = Writes(ctx)
         self._recall = RecallCoordinator(ctx, self._phrases)
+        self._answers = AnswerService(ctx, self._recall, ctx.llms)
         self.forget = ForgetService(ctx)  # forget (§8.5): await engine.forget(request, caller=...)
         self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
         self.imports = transfer.ImportService(self, ctx, self.erasures.jobs)  # imports (§8.11): start, status...
@@ -109,11 +92,12 @@ class Engine:
         if reembed:  # re-embedding: every scope's actor does it on start
             scopes += [s for s in await self.scope_paths() if s not in scopes]
         for scope in scopes:
-            await self._supervisor.request(scope, Ping)  # spawning the actor resumes its pipeline
+            await self._supervisor.request(scope, messages.Ping)  # spawning the actor resumes its pipeline
         await nursery.start(self.erasures.run)  # the job runner: resumes interrupted erasures
 
     async def _stop(self) -> None:
         await self._supervisor.stop()
+        await self._ctx.llms.aclose()
 
     # -- writing -------------------------------------------------------------------------------
     async def experience(self, envelope: dict[str, Any], *, caller: str | None = None,
@@ -138,55 +122,55 @@ class Engine:
 
     # -- reading -------------------------------------------------------------------------------
     async def get_event(self, scope: str, event_id: str) -> dict[str, Any]:
-        return await self._reads.ask(scope, ReadEvent, event_id=event_id)
+        return await self._reads.ask(scope, messages.ReadEvent, event_id=event_id)
 
     async def events(self, scope: str, **filters: Any) -> dict[str, Any]:
         """A page of events: ``since``/``until`` (observed), ``recorded_since``/``recorded_until``,
         ``observed_actor``, ``modality``, ``include_excluded``, ``limit``, ``cursor``."""
-        return await self._reads.ask(scope, ReadEvents, **filters)
+        return await self._reads.ask(scope, messages.ReadEvents, **filters)
 
     async def episodes(self, scope: str, **filters: Any) -> dict[str, Any]:
-        return await self._reads.ask(scope, ReadEpisodes, **filters)
+        return await self._reads.ask(scope, messages.ReadEpisodes, **filters)
 
     async def get_episode(self, scope: str, episode_id: str) -> dict[str, Any]:
-        return await self._reads.ask(scope, ReadEpisode, episode_id=episode_id)
+        return await self._reads.ask(scope, messages.ReadEpisode, episode_id=episode_id)
 
     async def facts(self, scope: str, *, subject: str | None = None, tenant_id: str | None = None,
                     **filters: Any) -> dict[str, Any]:  # fmt: skip
         """A page of facts; ``subject`` is an ``ent_`` id, an actor id or a name.  ``as_of`` and
         ``include_superseded`` follow §12.3 / §18.2 item 1."""
         subject_id = await self._reads.subject_id(subject, tenant_id)
-        return await self._reads.ask(scope, ReadFacts, subject_id=subject_id, **filters)
+        return await self._reads.ask(scope, messages.ReadFacts, subject_id=subject_id, **filters)
 
     async def get_fact(self, scope: str, fact_id: str) -> dict[str, Any]:
-        return await self._reads.ask(scope, ReadFact, fact_id=fact_id)
+        return await self._reads.ask(scope, messages.ReadFact, fact_id=fact_id)
 
     async def fact_supports(self, scope: str, fact_id: str, *, limit: int | None = None,
                             cursor: str | None = None) -> dict[str, Any]:  # fmt: skip
         """Every event supporting a fact, in event order (the record keeps the first and latest)."""
-        return await self._reads.ask(scope, ReadFactSupports, fact_id=fact_id, limit=limit, cursor=cursor)
+        return await self._reads.ask(scope, messages.ReadFactSupports, fact_id=fact_id, limit=limit, cursor=cursor)
 
     async def facts_timeline(self, scope: str, *, subject: str, predicate: str,
                              tenant_id: str | None = None) -> dict[str, Any]:  # fmt: skip
         """The supersession chain of (subject, predicate), ordered by valid time (§8.7.4)."""
         subject_id = await self._reads.subject_id(subject, tenant_id)
-        return await self._reads.ask(scope, ReadTimeline, subject_id=subject_id, predicate=predicate)
+        return await self._reads.ask(scope, messages.ReadTimeline, subject_id=subject_id, predicate=predicate)
 
     async def beliefs(self, scope: str, *, about: str | None = None, tenant_id: str | None = None,
                       **filters: Any) -> dict[str, Any]:  # fmt: skip
         about_id = await self._reads.subject_id(about, tenant_id)
-        return await self._reads.ask(scope, ReadBeliefs, about=about_id, **filters)
+        return await self._reads.ask(scope, messages.ReadBeliefs, about=about_id, **filters)
 
     async def get_belief(self, scope: str, belief_id: str) -> dict[str, Any]:
-        return await self._reads.ask(scope, ReadBelief, belief_id=belief_id)
+        return await self._reads.ask(scope, messages.ReadBelief, belief_id=belief_id)
 
     async def beliefs_why(self, scope: str, belief_id: str) -> dict[str, Any]:
         """Why we believe it: the support graph down to events and a narrative citing ids (§8.7.6)."""
-        return await self._reads.ask(scope, ReadWhy, belief_id=belief_id)
+        return await self._reads.ask(scope, messages.ReadWhy, belief_id=belief_id)
 
     async def layer_counts(self, scope: str) -> dict[str, int]:
         """How many records each layer of a scope holds (operators' inventory, prune)."""
-        return await self._reads.ask(scope, LayerCounts)
+        return await self._reads.ask(scope, messages.LayerCounts)
 
     # -- understanding (§8.7.7-§8.7.10) ---------------------------------------------------------
     # Concept synthesis is not implemented yet (reference §19, phase 11).  These reads say so:
@@ -221,7 +205,7 @@ class Engine:
     async def edit_scope(self, path: str, edit: Any) -> Any:
         """Read-modify-write a scope's registration inside its actor: ``edit(Scope | None)``
         returns the new ``Scope`` or None to delete the registration (records stay)."""
-        return await self._supervisor.request(canonical_scope(path), lambda reply: EditScope(edit, reply))
+        return await self._supervisor.request(canonical_scope(path), lambda reply: messages.EditScope(edit, reply))
 
     async def traverse(self, scope: str, view: str = "local", *, caller: str | None = None) -> Traversal:
         """The scopes a ``view`` of ``scope`` covers for ``caller`` (``recall.traversal``: the one
@@ -246,6 +230,18 @@ class Engine:
     def get_pack(self, pack_id: str) -> dict[str, Any]:
         """A pack produced in the last 60 seconds (reference §18.2 items 20, 21)."""
         return self._recall.get_pack(pack_id)
+
+    # -- answers (§8.4, §10.2; recall/answer.py, docs/answer.md) -------------------------------
+    async def answer(self, request: dict[str, Any], *, caller: str | None = None,
+                     tenant_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """Recall + LLM: the answer, its citations, the pack's provenance, diagnostics, as_of."""
+        return await self._answers.answer(request, caller=self._caller(caller), tenant_id=self._tenant(tenant_id))
+
+    def answer_stream(self, request: dict[str, Any], *, caller: str | None = None,
+                      tenant_id: str | None = None) -> AsyncIterator[tuple[str, Any]]:  # fmt: skip
+        """The answer as ``(event, data)`` pairs in the §10.2 order: token…, citations,
+        provenance, diagnostics, done."""
+        return self._answers.stream(request, caller=self._caller(caller), tenant_id=self._tenant(tenant_id))
 
     # -- temporal phrases (§8.17) --------------------------------------------------------------
     async def register_temporal_phrase(self, name: str, pattern: str, resolves_to: dict[str, Any], *,
@@ -281,7 +277,7 @@ class Engine:
     async def memory_event(self, event_id: str, *, scope: str | None = None) -> dict[str, Any]:
         """The aggregate state of one memory event (§8.9.3)."""
         scope = scope or await self.home_scope(event_id)
-        return await self._reads.ask(scope, ReadEventState, event_id=event_id)
+        return await self._reads.ask(scope, messages.ReadEventState, event_id=event_id)
 
     async def lifecycle_event(self, lifecycle_id: str) -> dict[str, Any]:
         return await lifecycle.record(self._ctx.bus, lifecycle_id)
@@ -308,7 +304,7 @@ class Engine:
         event = await self.get_event(scope, event_id)
         if event["caller"] != caller:  # someone else's write: only an administrator of the scope
             self._ctx.policy.check(caller, POLICY_ADMINISTER_SCOPE, scope)
-        return await self._supervisor.request(scope, lambda reply: CancelEvent(event_id, caller, reply))
+        return await self._supervisor.request(scope, lambda reply: messages.CancelEvent(event_id, caller, reply))
 
     # -- operations ----------------------------------------------------------------------------
     async def flush(self, scope: str | None = None, *, seal: bool = False) -> None:
@@ -316,14 +312,14 @@ class Engine:
         ``seal`` also seals the open episode(s)."""
         scopes = [canonical_scope(scope)] if scope else self._supervisor.scopes()
         for name in scopes:
-            await self._supervisor.request(name, lambda reply: Flush(seal, reply))
+            await self._supervisor.request(name, lambda reply: messages.Flush(seal, reply))
 
     async def rebuild(self, scope: str) -> None:
         """Replay a scope's WAL into fresh derived layers (§2.1: every derived layer is reproducible)."""
-        await self._supervisor.request(canonical_scope(scope), Rebuild)
+        await self._supervisor.request(canonical_scope(scope), messages.Rebuild)
 
     async def ping(self, scope: str) -> dict[str, Any]:
-        return await self._supervisor.request(canonical_scope(scope), Ping)
+        return await self._supervisor.request(canonical_scope(scope), messages.Ping)
 
     def statistics(self) -> SupervisorStatistics:
         return self._supervisor.statistics()
@@ -368,17 +364,19 @@ async def open_engine(
     policy: PolicyHook | None = None,
     store: Any = None,
     embedder: Any = None,
+    llm: Any = None,
 ) -> AsyncIterator[Engine]:
     """Open an engine on ``memory`` or ``leveldb`` (at ``path``) for the duration of the block.
 
     ``clock`` and ``id_seed`` make recorded times and ids deterministic for tests; ``store``
-    plugs in any ``KVStore`` (a third-party backend) instead of ``backend``/``path``.
+    plugs in any ``KVStore`` (a third-party backend) instead of ``backend``/``path``; ``llm`` any
+    ``spi.llm.LLM`` as the default answer model instead of the configured one.
     """
     config = config or EngineConfig()
     owned = store is None
     store = store if store is not None else await open_store(backend, path)
     ctx = node_context(store, config=config, clock=clock or SystemClock(), id_seed=id_seed,
-                       extractor=extractor, policy=policy, embedder=embedder)  # fmt: skip
+                       extractor=extractor, policy=policy, embedder=embedder, llm=llm)  # fmt: skip
     try:
         async with derivation_processes(config) as processes, trio.open_nursery() as nursery:
             ctx.cpu_processes = processes

@@ -31,6 +31,7 @@ from ..http import error_response, linger, too_many_connections
 from ..http import serve as http_serve
 from .app import create_app
 from .call import RequestPolicyHook
+from .policy import load_preset
 from .responses import error_body
 from .settings import ServerSettings
 
@@ -110,19 +111,21 @@ def config_of(settings: ServerSettings) -> EngineConfig:
         max_event_text_bytes=settings.max_event_text_bytes,
         max_derived_per_event=settings.max_derived_per_event,
         derivation_workers=settings.derivation_workers, blob_max_bytes=settings.max_blob_bytes,
+        **settings.llm_options(load_preset(settings.preset).defaults),
     )
 
 
 async def run_server(settings: ServerSettings, *,
                      shutdown_trigger: Callable[[], Awaitable[None]] | None = None,
-                     engine_config: EngineConfig | None = None, clock=None, id_seed=None,
+                     engine_config: EngineConfig | None = None, clock=None, id_seed=None, llm=None,
                      task_status=trio.TASK_STATUS_IGNORED) -> None:  # fmt: skip
-    """Open the engine, serve until ``shutdown_trigger`` returns (default: SIGINT/SIGTERM), and
-    report the bound addresses through ``task_status`` (``nursery.start`` returns them)."""
+    """Open the engine (``llm``: ``open_engine``'s), serve until ``shutdown_trigger`` returns
+    (default: SIGINT/SIGTERM), and report the bound addresses through ``task_status``
+    (``nursery.start`` returns them)."""
     config = engine_config or config_of(settings)
     path = settings.data_dir if settings.backend == "leveldb" else None
     async with open_engine(settings.backend, path, config=config, clock=clock, id_seed=id_seed,
-                           policy=RequestPolicyHook()) as engine:  # fmt: skip
+                           policy=RequestPolicyHook(), llm=llm) as engine:  # fmt: skip
         app = create_app(engine, settings)
 
         def new_request_id() -> str:  # for the envelopes the HTTP layer answers itself

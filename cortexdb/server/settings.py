@@ -8,6 +8,8 @@ from typing import Any
 
 import attrs
 
+from ..engine.config import LLM_PROVIDERS
+
 DEFAULT_BIND = "127.0.0.1:8077"
 UPLOAD_FRAMING = 1024 * 1024  # what a multipart upload's body may carry besides the blob
 _positive = attrs.validators.gt(0)
@@ -65,6 +67,25 @@ class ServerSettings:
     derivation_workers: str = attrs.field(
         default="process", validator=attrs.validators.in_(("process", "thread"))
     )
+    # who answers /v1/answer and view=narrative (docs/answer.md): unset fields take the preset's
+    # `llm.*` defaults, then the engine's (extractive, offline).  The API key is never a setting:
+    # it is read from llm_api_key_file, else from the variable llm_api_key_env names
+    llm_provider: str | None = attrs.field(  # CORTEX_LLM_PROVIDER: extractive | openai_compatible
+        default=None, validator=attrs.validators.optional(attrs.validators.in_(LLM_PROVIDERS)))
+    llm_model: str | None = None  # CORTEX_LLM_MODEL
+    llm_models: tuple[str, ...] = ()  # CORTEX_LLM_MODELS: more ids the endpoint serves (comma-separated)
+    llm_base_url: str | None = None  # CORTEX_LLM_BASE_URL, e.g. http://127.0.0.1:11434/v1
+    llm_api_key_file: str | None = None  # CORTEX_LLM_API_KEY_FILE
+    llm_api_key_env: str = "CORTEX_LLM_API_KEY"  # the variable holding the key
+
+    def llm_options(self, preset_defaults: dict[str, Any]) -> dict[str, Any]:
+        """``EngineConfig``'s ``llm_*`` fields: these settings, else the preset's ``llm.*``."""
+        options = {"llm_provider": self.llm_provider or preset_defaults.get("llm.provider"),
+                   "llm_model": self.llm_model or preset_defaults.get("llm.model"),
+                   "llm_models": self.llm_models or tuple(preset_defaults.get("llm.models") or ()),
+                   "llm_base_url": self.llm_base_url or preset_defaults.get("llm.base_url"),
+                   "llm_api_key_file": self.llm_api_key_file, "llm_api_key_env": self.llm_api_key_env}  # fmt: skip
+        return {name: value for name, value in options.items() if value not in (None, ())}
 
     @property
     def max_upload_bytes(self) -> int:
@@ -117,6 +138,13 @@ class ServerSettings:
                 values[name] = int(raw)
         if env.get("CORTEX_DERIVATION_WORKERS"):
             values["derivation_workers"] = env["CORTEX_DERIVATION_WORKERS"]
+        for name in ("provider", "model", "base_url", "api_key_file"):
+            if env.get(f"CORTEX_LLM_{name.upper()}"):
+                values[f"llm_{name}"] = env[f"CORTEX_LLM_{name.upper()}"]
+        if values.get("llm_provider", LLM_PROVIDERS[0]) not in LLM_PROVIDERS:
+            raise ValueError(f"CORTEX_LLM_PROVIDER must be one of {', '.join(LLM_PROVIDERS)}, not {values['llm_provider']!r}")
+        if env.get("CORTEX_LLM_MODELS"):
+            values["llm_models"] = _csv(env["CORTEX_LLM_MODELS"])
         values["enable_experimental"] = env.get("CORTEX_ENABLE_EXPERIMENTAL", "") in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -2,7 +2,8 @@
 ``pack_ttl_seconds`` (60 s), and a recall repeated with the same ``idempotency_key`` by the same
 caller within that time gets the same pack.  At most ``pack_cache_max`` packs are kept: a recall
 burst evicts the oldest first.  A forget empties the cache (``purge``); a recall that started
-before it does not put its pack in afterwards (``epoch``)."""
+before it does not put its pack in afterwards (``epoch``).  A pack remembers who recalled it: an
+answer may reuse only its caller's own packs (``get(pack_id, now, caller)``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ class PackCache:
     def __init__(self, ttl_seconds: float, max_packs: int) -> None:
         self.ttl = dt.timedelta(seconds=ttl_seconds)
         self.max_packs = max_packs
-        self._packs: dict[str, tuple[dt.datetime, dict[str, Any]]] = {}  # id -> (expiry, pack)
+        self._packs: dict[str, tuple[dt.datetime, dict[str, Any], str | None]] = {}  # id -> (expiry, pack, caller)
         self._keys: dict[tuple[str, str], str] = {}  # (caller, idempotency key) -> pack id
         self.epoch = 0  # bumped by every purge
 
@@ -24,11 +25,11 @@ class PackCache:
         return len(self._packs)
 
     def put(self, pack: dict[str, Any], now: dt.datetime, key: tuple[str, str] | None = None,
-            epoch: int | None = None) -> None:  # fmt: skip
+            epoch: int | None = None, caller: str | None = None) -> None:  # fmt: skip
         """Keep a pack; not when a purge came since its recall began (at ``epoch``)."""
         if epoch is not None and epoch != self.epoch:
             return
-        self._packs[pack["pack_id"]] = (now + self.ttl, pack)
+        self._packs[pack["pack_id"]] = (now + self.ttl, pack, caller)
         while len(self._packs) > self.max_packs:  # a recall burst: oldest out
             del self._packs[next(iter(self._packs))]
         if key is not None:
@@ -41,10 +42,11 @@ class PackCache:
         entry = self._packs.get(pack_id) if pack_id is not None else None
         return entry[1] if entry is not None else None
 
-    def get(self, pack_id: str, now: dt.datetime) -> dict[str, Any]:
+    def get(self, pack_id: str, now: dt.datetime, caller: str | None = None) -> dict[str, Any]:
+        """The pack; with ``caller``, only when that caller recalled it (else: no such pack)."""
         self.expire(now)
         entry = self._packs.get(pack_id)
-        if entry is None:
+        if entry is None or (caller is not None and entry[2] not in (None, caller)):
             raise NotFound("no such pack (packs live 60 seconds)", details={"pack_id": pack_id})
         return entry[1]
 
@@ -55,7 +57,7 @@ class PackCache:
         self.epoch += 1
 
     def expire(self, now: dt.datetime) -> None:
-        for pack_id in [p for p, (expires, _) in self._packs.items() if expires <= now]:
+        for pack_id in [p for p, (expires, _, _) in self._packs.items() if expires <= now]:
             del self._packs[pack_id]
         for key in [k for k, p in self._keys.items() if p not in self._packs]:
             del self._keys[key]

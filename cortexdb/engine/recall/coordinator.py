@@ -30,6 +30,7 @@ from ..policy.capabilities import SCOPE_READ_LOCAL, scope_read
 from ..retrieve import filters as recall_filters
 from ..retrieve import planner, scoring
 from ..retrieve.temporal_filter import TemporalFilter
+from ..temporal import format_ts
 from . import pack as packs
 from .cache import PackCache
 from .request import LAYERS, RecallSpec, validate
@@ -54,6 +55,7 @@ class RecallCoordinator:
         self.ctx = ctx  # the engine's NodeContext
         self.phrases = phrases
         self.cache = ctx.packs = PackCache(ctx.config.pack_ttl_seconds, ctx.config.pack_cache_max)
+        self.narrator: Any = None  # view=narrative: answer.AnswerService.narrative (set by the engine)
 
     async def recall(self, request: dict[str, Any], *, caller: str, tenant_id: str) -> dict[str, Any]:
         pack = None
@@ -62,8 +64,8 @@ class RecallCoordinator:
                 pack = data
         return pack
 
-    def get_pack(self, pack_id: str) -> dict[str, Any]:
-        return self.cache.get(pack_id, self.ctx.clock.now())
+    def get_pack(self, pack_id: str, caller: str | None = None) -> dict[str, Any]:
+        return self.cache.get(pack_id, self.ctx.clock.now(), caller)
 
     async def stream(self, request: dict[str, Any], *, caller: str,
                      tenant_id: str) -> AsyncIterator[tuple[str, Any]]:  # fmt: skip
@@ -71,6 +73,10 @@ class RecallCoordinator:
         diagnostics, done — and finally ("pack", the whole pack) for callers that want it."""
         started = trio.current_time()
         spec = validate(request)
+        if spec.shape == "narrative":  # a story told from a holistic pack (answer.py)
+            async for event in self.narrator(request, spec, caller=caller, tenant_id=tenant_id):
+                yield event
+            return
         now = self.ctx.clock.now()
         epoch = self.cache.epoch  # a forget meanwhile: the pack is not kept
         self.cache.expire(now)
@@ -80,7 +86,7 @@ class RecallCoordinator:
                 for event in packs.replay(cached):
                     yield event
                 return
-        trail = packs.Trail()
+        trail = packs.Trail(started=started)
         plan = await self._classify(spec, tenant_id, now, trail)
         yield "plan", {"plan": plan.plan, "filters_applied": plan.filters_applied}
         capability = scope_read(spec.traversal)
@@ -92,8 +98,9 @@ class RecallCoordinator:
                                 warnings=plan.warnings, traversed=traversed, degraded=degraded,
                                 capability=capability)  # fmt: skip
         pack, layers_out = packs.assemble(spec, request, ranked, context, trail, self.ctx.ids, started)
+        pack["as_of"] = format_ts(plan.temporal.as_of or plan.temporal.reference or now)  # the anchor used
         key = (caller, spec.idempotency_key) if spec.idempotency_key else None
-        self.cache.put(pack, now, key, epoch)
+        self.cache.put(pack, now, key, epoch, caller)
         for event in packs.events(spec, pack, layers_out, ranked, trail):
             yield event
 
@@ -203,10 +210,9 @@ class RecallCoordinator:
         chosen: dict[str, list[Candidate]] = {}
         layer_ms: dict[str, float] = {}
         for layer in LAYERS:
-            layer_started = trio.current_time()
             limit = spec.limits[layer] if layer in spec.layers else 0
             chosen[layer] = scoring.mmr(by_layer[layer], limit, MMR_LAMBDA) if limit else []
-            layer_ms[layer] = round((trio.current_time() - layer_started) * 1000, 3)
+            layer_ms[layer] = round((trio.current_time() - trail.started) * 1000, 3)  # §10.1: since the start
         trail.phases.append({"phase": "mmr", "lambda": MMR_LAMBDA, "elapsed_ms": trail.lap("mmr", t)})
         t = trio.current_time()
         kept, evictions = scoring.knapsack([c for layer in LAYERS for c in chosen[layer]], spec.max_tokens)

@@ -23,6 +23,7 @@ class Trail:
 
     phases: list[dict[str, Any]] = attrs.field(factory=list)
     timings: dict[str, float] = attrs.field(factory=dict)
+    started: float = attrs.field(factory=trio.current_time)  # when the recall began (trio time)
 
     def lap(self, name: str, since: float) -> float:
         elapsed = round((trio.current_time() - since) * 1000, 3)
@@ -38,7 +39,7 @@ class Ranked:
     chosen: dict[str, list[Candidate]]
     kept: list[Candidate]
     evictions: int
-    layer_ms: dict[str, float]
+    layer_ms: dict[str, float]  # per layer: ms since the recall began when its items were final
     weights: dict[str, float]
 
 

@@ -11,7 +11,7 @@ from ..retrieve import render
 from ..scopes import canonical_scope
 
 LAYERS = ("events", "episodes", "facts", "beliefs", "understanding")
-SHAPES = ("raw", "granular", "holistic", "structured")
+SHAPES = ("raw", "granular", "holistic", "structured", "narrative")
 TRAVERSALS = ("local", "holistic", "descend")
 DIAGNOSTICS = ("none", "summary", "full")
 DEFAULT_LIMITS = {"events": 10, "episodes": 5, "facts": 20, "beliefs": 10, "understanding": 3}
@@ -27,7 +27,7 @@ REQUEST_FIELDS = {
 @attrs.frozen
 class RecallSpec:
     scope: str
-    shape: str  # raw | granular | holistic | structured (the pack's view)
+    shape: str  # raw | granular | holistic | structured | narrative (the pack's view)
     traversal: str  # local | holistic | descend
     query: str
     layers: set[str]
@@ -84,8 +84,6 @@ def _view(request: dict[str, Any]) -> tuple[str, str]:
         traversal, shape = traversal or view, "holistic"
     elif view in SHAPES:
         shape = view
-    elif view == "narrative":
-        raise InvalidRecall("view", "narrative needs an LLM and arrives with /v1/answer; use holistic")
     else:
         raise InvalidRecall("view", f"must be one of {list(SHAPES) + ['local', 'descend']}")
     traversal = traversal or "holistic"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..derive.episodes import first_sentence
-from ..model.text import claim_text, said_text
+from ..model.text import claim_text, said_text, speaker_name
 
 CITATION_MODES = ("none", "inline_with_markers", "block_at_end", "structured_only")
 MAX_BELIEFS, MAX_FACTS, MAX_EPISODES, MAX_EVENTS = 5, 8, 3, 5
@@ -36,16 +36,44 @@ def item_text(layer: str, record: dict[str, Any]) -> str:
     return str(record.get("name") or record.get("id"))
 
 
-def context_block(
-    layers: dict[str, list[dict[str, Any]]], mode: str
-) -> tuple[str, list[dict[str, Any]]]:
-    """The context block and its citations ([{marker, layer, id}])."""
+def block_items(layers: dict[str, list[dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """The items the context block states, in marker order: beliefs, facts, episodes (events
+    when there are none of those)."""
     chosen: list[tuple[str, dict[str, Any]]] = []
     chosen += [("beliefs", r) for r in layers.get("beliefs", [])[:MAX_BELIEFS]]
     chosen += [("facts", r) for r in layers.get("facts", [])[:MAX_FACTS]]
     chosen += [("episodes", r) for r in layers.get("episodes", [])[:MAX_EPISODES]]
     if not chosen:
         chosen += [("events", r) for r in layers.get("events", [])[:MAX_EVENTS]]
+    return chosen
+
+
+def passages(layers: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Every item of a pack as an answer may cite it — ``{marker, layer, id, text, source,
+    score}`` — numbered as the context block numbers them (its items first, so ``[n]`` names the
+    same record in both), then the pack's other beliefs, facts, episodes and events in rank order.
+    An event's text is all it says (a long one: its recalled passage); ``source`` is who said it
+    and when."""
+    chosen = block_items(layers)
+    seen = {(layer, record["id"]) for layer, record in chosen}
+    chosen += [(layer, record) for layer in ("beliefs", "facts", "episodes", "events")
+               for record in layers.get(layer, []) if (layer, record["id"]) not in seen]  # fmt: skip
+    out = []
+    for index, (layer, record) in enumerate(chosen, start=1):
+        source, text = "", item_text(layer, record)
+        if layer == "events":
+            source = f"{speaker_name(record['actor'])} on {record['context']['observed_at'][:10]}"
+            text = " ".join(said_text(record.get("content") or {}).split())
+        out.append({"marker": f"[{index}]", "layer": layer.rstrip("s"), "id": record["id"], "text": text,
+                    "source": source, "score": record.get("score", 0.0)})  # fmt: skip
+    return out
+
+
+def context_block(
+    layers: dict[str, list[dict[str, Any]]], mode: str
+) -> tuple[str, list[dict[str, Any]]]:
+    """The context block and its citations ([{marker, layer, id}])."""
+    chosen = block_items(layers)
     citations = []
     lines = []
     for index, (layer, record) in enumerate(chosen, start=1):

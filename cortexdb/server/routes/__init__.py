@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import (
     admin,
+    answer,
     audit,
     auth,
     blobs,
@@ -28,7 +29,7 @@ from . import (
     understanding,
 )
 
-BLUEPRINTS = (experience.api, recall.api, forget.api, layers.api, understanding.api, phrases.api,
+BLUEPRINTS = (experience.api, recall.api, answer.api, forget.api, layers.api, understanding.api, phrases.api,
               scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
               transfer.api,
               unbuilt.api, feeds.api,

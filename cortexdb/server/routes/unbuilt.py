@@ -9,8 +9,7 @@ from ..call import Blueprint, Call
 
 api = Blueprint()
 
-UNBUILT = (("POST", "/v1/answer", "stable"),
-           ("POST", "/v1/understanding/synthesize", "experimental"),
+UNBUILT = (("POST", "/v1/understanding/synthesize", "experimental"),
            ("POST", "/v1/export", "beta"),
            ("POST", "/v1/vocabularies", "beta"))  # fmt: skip
 
