@@ -299,6 +299,7 @@ MCP_SPECS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "memory_ingest": lambda c: {"scope": VAULT, "content": {"kind": "text", "text": "a note"}},
     "memory_about_user": lambda c: {"scope": VAULT, "view": "local"},
     "memory_forget": lambda c: {"scope": VAULT, "layers": ["beliefs"], "selector": {"predicate": c["predicate"]}},
+    "memory_answer": lambda c: {"scope": VAULT, "question": SECRET},
 }  # fmt: skip
 
 

@@ -146,7 +146,7 @@ async def test_bad_arguments_are_tool_errors_and_unknown_tools_protocol_errors(t
             "consolidate_into": "org:acme/user:bob"}}  # fmt: skip
         response, data = await post(h, rpc("tools/call", {"name": "memory_ingest", "arguments": args}), alice)
         assert data["result"]["structuredContent"]["error_code"] == "INVALID_ENVELOPE"
-        response, data = await post(h, rpc("tools/call", {"name": "memory_answer", "arguments": {}}), alice)
+        response, data = await post(h, rpc("tools/call", {"name": "memory_unknown", "arguments": {}}), alice)
         assert response.status_code == 200 and data["error"]["code"] == -32602
         assert "unknown tool" in data["error"]["message"]
 

@@ -90,6 +90,14 @@ async def test_every_tool_over_streamable_http(tmp_path, http_server, mode, era)
             assert any(event_id in cited for cited in pack["sources"].values())  # records rest on the event
             assert "Citations:\n[1]" in found.content[0].text
 
+            answered = await alice.call_tool("memory_answer", {"scope": ALICE, "question": "Where do I live?",
+                                                               "use_pack_id": pack["pack_id"]})  # fmt: skip
+            assert not answered.is_error, answered.content
+            answer = answered.structured_content
+            assert answer["supported"] is True and answer["pack_id"] == pack["pack_id"]
+            assert "Paris" in answer["answer"] and answer["citations"]
+            assert answered.content[0].text == answer["answer"]
+
             about = await alice.call_tool("memory_about_user", {"scope": ALICE})
             assert not about.is_error, about.content
             facts = about.structured_content["facts"]

@@ -169,9 +169,14 @@ async def test_writes_reads_and_layers_with_both_clients(tmp_path):
                 stream = sdk.lifecycle(event_id=receipt.event_id)
                 stages = [next(stream).event for _ in range(3)]
                 stream.close()
-                return receipt, pack, facts, chunks, stages
+                answer = sdk.answer("Who likes espresso?", use_pack_id=pack.pack_id)
+                told = list(sdk.answer_stream("Who likes espresso?"))
+                return receipt, pack, facts, chunks, stages, answer, told
 
-        receipt, pack, facts, chunks, stages = await trio.to_thread.run_sync(sync_side)
+        receipt, pack, facts, chunks, stages, answer, told = await trio.to_thread.run_sync(sync_side)
+        assert answer.supported is True and "espresso" in str(answer) and answer.pack_id == pack.pack_id
+        assert answer.citations and all(c["marker"] in answer.answer for c in answer.citations)
+        assert [c.event for c in told][-1] == "done" and "espresso" in "".join(c.text for c in told)
         assert receipt.status == "indexed" and "espresso" in str(pack), str(pack)
         assert len(facts[0]) >= 2 and facts[0] == facts[1]  # page by page: the same facts
         assert [c.event for c in chunks][0] == "plan" and stages == ["captured", "extracted", "indexed"]

@@ -35,6 +35,7 @@ from ._admin_models import (
 from ._clients import AsyncCortexClient, AsyncMemory, CortexClient, Memory
 from ._errors import error_from_envelope
 from ._models import (
+    Answer,
     Belief,
     BulkReceipt,
     Cancelled,
@@ -56,7 +57,7 @@ from ._settings import DEFAULT_URL, RetryPolicy
 from ._transport import Call
 
 __all__ = [
-    "DEFAULT_URL", "AsyncCortexClient", "AsyncMemory", "AuditRow", "AuditVerification", "Belief", "Blob",
+    "DEFAULT_URL", "Answer", "AsyncCortexClient", "AsyncMemory", "AuditRow", "AuditVerification", "Belief", "Blob",
     "BulkReceipt", "Call", "Cancelled", "CapabilitySet", "Concept", "ConnectionFailed", "CortexClient",
     "CortexError", "Episode", "Erasure", "ErasureCancel", "ErasurePreview", "Event", "ExperienceReceipt", "Fact",
     "ForgetResult", "Layers", "LifecycleEvent", "Memory", "MemoryEvent", "Pack", "Page", "Phrase", "Record",

@@ -149,6 +149,25 @@ class Pack(Record):
 
 
 @attrs.frozen(kw_only=True)
+class Answer(Record):
+    """An answer from memory (§8.4): ``answer`` (every sentence cites its records), ``supported``
+    (False: nothing in memory answers it), ``citations``, the recall's ``pack_id`` and
+    ``provenance``; ``str(answer)`` is its text."""
+
+    pack_id: str | None = None
+    answer: str = ""
+    supported: bool | None = None
+    citations: list[Any] = attrs.field(factory=list)
+    provenance: dict[str, Any] = attrs.field(factory=dict)
+    diagnostics: dict[str, Any] | None = None
+    as_of: str | None = None
+    replayed: bool | None = None
+
+    def __str__(self) -> str:
+        return self.answer
+
+
+@attrs.frozen(kw_only=True)
 class StreamChunk(Record):
     """One Server-Sent Event of a streamed recall (or answer): ``event`` is its name (``plan``,
     ``layer``, ``context_block``, ``provenance``, ``diagnostics``, ``done``; ``token`` and

@@ -3,13 +3,9 @@ transport runs — so ``CortexClient`` returns results and ``AsyncCortexClient``
 the same results, from the same code.  Writes, recall and the layer reads live here; the
 administrative families in ``_admin_ops``.
 
-Adding an endpoint is a method that builds its ``Call`` (docs/sdk.md, "Adding an endpoint")::
-
-    def answer(self, question: str, *, scope: str | None = None, **request: Any) -> Any:
-        body = {"scope": self.resolve_scope(scope), "question": question, **request}
-        return self.run(Call("POST", "/v1/answer", json=body, parse=record(Answer), safe=True))
-
-and ``self.transport.chunks(Call(..., headers=SSE_HEADERS, safe=True))`` for its stream.
+Adding an endpoint is a method that builds its ``Call`` (docs/sdk.md, "Adding an endpoint"),
+as ``answer`` does; ``self.transport.chunks(Call(..., headers=SSE_HEADERS, safe=True))`` for a
+stream, as ``answer_stream`` does.
 """
 
 from __future__ import annotations
@@ -23,6 +19,7 @@ from urllib.parse import quote
 import httpx
 
 from ._models import (
+    Answer,
     Belief,
     BulkReceipt,
     Cancelled,
@@ -288,6 +285,18 @@ class Writes(Namespace):
     def search(self, query: str, *, scope: str | None = None, **request: Any) -> Any:
         """``recall(query)``: what memory holds about ``query``; ``str(pack)`` is its context block."""
         return self.recall(query, scope=scope, **request)
+
+    def answer(self, question: str, *, scope: str | None = None, **request: Any) -> Any:
+        """An ``Answer`` from memory (§8.4): ``answer_model``, ``use_pack_id`` (a pack of the last
+        60 s), ``citation_mode``, and the recall's fields (``view``, ``temporal``, ...)."""
+        body = {"scope": self.resolve_scope(scope), "question": question, **request}
+        return self.run(Call("POST", "/v1/answer", json=body, parse=record(Answer), safe=True))
+
+    def answer_stream(self, question: str, *, scope: str | None = None, **request: Any) -> Any:
+        """The answer as it is written (§10.2): ``StreamChunk``s — ``token`` (``chunk.text``),
+        ``citations``, ``diagnostics``, ``done``."""
+        body = {"scope": self.resolve_scope(scope), "question": question, **request, "stream": True}
+        return self.transport.chunks(Call("POST", "/v1/answer", json=body, headers=SSE_HEADERS, safe=True))
 
     def recall_stream(self, query: str = "", *, scope: str | None = None, **request: Any) -> Any:
         """The recall as it is assembled (§10.1): ``StreamChunk``s — ``plan``, one ``layer``

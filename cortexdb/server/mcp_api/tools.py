@@ -153,3 +153,24 @@ async def memory_forget(caller: Caller, args: dict[str, Any]) -> Outcome:
     result = await caller.call("POST", "/v1/forget", body=args)
     counts = ", ".join(f"{layer} {n}" for layer, n in result["deleted"].items() if n) or "nothing"
     return Outcome(f"Forgot {counts} (audit {result['audit_id']}).", result)
+
+
+# -- memory_answer: POST /v1/answer ---------------------------------------------------------------
+ANSWER_FIELDS = ("scope", "view", "traversal", "include", "temporal", "filters", "budgets", "citation_mode")
+
+
+@tool("memory_answer", twins=(("POST", "/v1/answer"),), read_only=True,
+      input_schema=derive("recall_request", pick=ANSWER_FIELDS, required=("scope", "question"), extra={
+          "question": {"type": "string", "minLength": 1, "description": "what to answer from memory"},
+          "answer_model": {"type": "string", "description": "a model this deployment serves (default: its own)"},
+          "use_pack_id": {"type": "string", "description": "answer from a pack memory_search returned "
+                                                           "in the last 60 s instead of recalling again"}}),
+      output_schema=derive("answer_response", pick=("pack_id", "answer", "supported", "citations")),
+      description="""
+Answer a question from memory: recall in a scope, then compose an answer whose every sentence
+cites its records ([1], [2]...).  supported=false says memory held nothing that answers it.
+Needs the capability llm.invoke; the answer model is the deployment's (offline: extractive).""")  # fmt: skip
+async def memory_answer(caller: Caller, args: dict[str, Any]) -> Outcome:
+    result = await caller.call("POST", "/v1/answer", body={**args, "stream": False, "diagnostics": "none"})
+    data = {key: result.get(key) for key in ("pack_id", "answer", "supported", "citations")}
+    return Outcome(result.get("answer") or "Memory holds nothing that answers this.", data)
