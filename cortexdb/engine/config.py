@@ -102,3 +102,7 @@ class EngineConfig:
     # the largest blob one upload may store (POST /v1/blobs, Engine.blobs.put), in bytes: 100 MiB,
     # the reference's 100 MB (§8.13); a larger one is refused with 413 PAYLOAD_TOO_LARGE
     blob_max_bytes: int = 100 * 1024 * 1024
+    # a blob no event refers to is deleted by the maintenance timer (Engine.blobs.collect_garbage)
+    # once it is this old by the engine's clock: 24 h leaves an upload time for the capture that
+    # will refer to it
+    blob_orphan_grace_seconds: float = 86_400.0

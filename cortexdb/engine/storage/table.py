@@ -153,12 +153,13 @@ class Table(Generic[T]):
         async for key, raw in self._rows(under, starting_with, after, upto, reverse, limit):
             yield keys.last_part(key), decode(raw)
 
-    async def items(self, under: Key = (), *, reverse: bool = False,
-                    limit: int | None = None) -> AsyncIterator[tuple[tuple[str, ...], T]]:  # fmt: skip
+    async def items(self, under: Key = (), *, after: str | None = None, upto: str | None = None,
+                    reverse: bool = False, limit: int | None = None) -> AsyncIterator[tuple[tuple[str, ...], T]]:  # fmt: skip
         """``(key parts, value)`` of the rows under ``under``: every part after the table's
-        prefix, for a table whose rows are named by several parts."""
+        prefix, for a table whose rows are named by several parts (``after``/``upto`` bound
+        the next part, as in ``scan``; the rows under ``after`` itself are included)."""
         decode, skip = self.codec.decode, len(self.prefix)
-        async for key, raw in self._rows(under, "", None, None, reverse, limit):
+        async for key, raw in self._rows(under, "", after, upto, reverse, limit):
             yield tuple(key[skip:].decode().split("\x00")), decode(raw)
 
     async def ids(self, under: Key = (), *, starting_with: str = "", after: str | None = None,
