@@ -127,3 +127,30 @@ async def test_the_counts_of_a_drop_survive_a_crash_in_it(backend, tmp_path, clo
         assert set((await engine.layer_counts(ALICE)).values()) == {0}
     if store is not None:
         await store.close()
+
+
+async def test_compaction_ranges_separated_by_little_live_data_are_compacted_together():
+    from cortexdb.backends.memory import MemoryStore
+    from cortexdb.engine.spi.kv import Put
+    from cortexdb.engine.storage import NodeTables
+    from cortexdb.engine.storage.node import COALESCE_GAP_BYTES
+
+    class Recording(MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[tuple[bytes | None, bytes | None]] = []
+
+        async def compact(self, start=None, stop=None):
+            self.calls.append((start, stop))
+            return True
+
+    store = Recording()
+    await store.write([Put(b"b5", b"x" * 100), Put(b"g1", b"x" * COALESCE_GAP_BYTES)])
+    tables = NodeTables(store)
+    # a..b, c..d (one small row between) and e..f (nothing between) go together; i..k comes
+    # after a large row, and overlaps j..l
+    assert await tables.compact((b"e", b"f"), (b"a", b"b"), (b"c", b"d"), (b"i", b"k"), (b"j", b"l"))
+    assert store.calls == [(b"a", b"f"), (b"i", b"l")]
+    store.calls.clear()
+    assert await tables.compact()  # the whole store: the backend's own default range
+    assert store.calls == [(None, None)]

@@ -278,14 +278,16 @@ class BlobService:
         after its bytes, so a rerun after a crash finds the same blobs to finish.  With
         ``scopes``, the blobs uploaded there that no other event refers to go too."""
         tables, doomed = self._tables, set(event_ids)
+        # the candidates are read before the lock (the doomed events' rows do not change; a new
+        # reference or hold is what ``_referred_elsewhere`` checks under it)
+        by_blob: dict[str, list[str]] = {}
+        if doomed:  # one scan over the span of their ids (time-ordered), not one per event
+            async for (event_id, blob_id), _ in tables.event_blobs.items(after=min(doomed), upto=max(doomed)):
+                if event_id in doomed:
+                    by_blob.setdefault(blob_id, []).append(event_id)
+        for blob_id in await self._uploaded_to(set(scopes)):
+            by_blob.setdefault(blob_id, [])
         async with self._lock:
-            by_blob: dict[str, list[str]] = {}
-            if doomed:  # one scan over the span of their ids (time-ordered), not one per event
-                async for (event_id, blob_id), _ in tables.event_blobs.items(after=min(doomed), upto=max(doomed)):
-                    if event_id in doomed:
-                        by_blob.setdefault(blob_id, []).append(event_id)
-            for blob_id in await self._uploaded_to(set(scopes)):
-                by_blob.setdefault(blob_id, [])
             released: set[str] = set()
             ops: list[Op] = []
             for blob_id, events in sorted(by_blob.items()):

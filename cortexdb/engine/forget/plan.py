@@ -158,10 +158,10 @@ async def _take_whole(ctx: Any, found: Enumeration, scope: str, referenced: dict
     part = ctx.tables.partition(scope)
     ids = [event_id async for event_id in part.events.ids()]
     found.events[scope] = ids
-    states = ctx.tables.event_states.json
+    states = ctx.tables.event_states.raw
     for event_id in ids:
-        state = await states.get(event_id)
-        for other in (state or {}).get("foreign") or ():
+        raw = await states.get(event_id)  # decoded only when it names scopes it reached
+        for other in (jsoncodec.decode(raw).get("foreign") or () if raw and b'"foreign"' in raw else ()):
             referenced[other].add(event_id)
     found.records[scope] = {
         "facts": [i async for i in part.facts.ids()],
