@@ -39,6 +39,7 @@ from ..temporal import format_ts, parse_rfc3339
 LAYERS = ("facts", "beliefs", "episodes", "understanding")
 SECTIONS = ("delete", "redact", "records", "citations", "demote", "blobs")
 PART_LINES = 2000  # manifest lines per stored chunk
+STATES_AT_ONCE = 1000  # event states read with one scan (``Table.get_many``) when enumerating
 Tick = Callable[[float], Awaitable[None]]
 
 
@@ -159,10 +160,11 @@ async def _take_whole(ctx: Any, found: Enumeration, scope: str, referenced: dict
     ids = [event_id async for event_id in part.events.ids()]
     found.events[scope] = ids
     states = ctx.tables.event_states.raw
-    for event_id in ids:
-        raw = await states.get(event_id)  # decoded only when it names scopes it reached
-        for other in (jsoncodec.decode(raw).get("foreign") or () if raw and b'"foreign"' in raw else ()):
-            referenced[other].add(event_id)
+    for start in range(0, len(ids), STATES_AT_ONCE):
+        chunk = await states.get_many(ids[start : start + STATES_AT_ONCE])
+        for event_id, raw in chunk.items():  # decoded only when it names scopes it reached
+            for other in (jsoncodec.decode(raw).get("foreign") or () if b'"foreign"' in raw else ()):
+                referenced[other].add(event_id)
     found.records[scope] = {
         "facts": [i async for i in part.facts.ids()],
         "beliefs": [i async for i in part.beliefs.ids()],

@@ -99,8 +99,9 @@ async def drop_scope(work: StageContext, out: Writes, item: DropScope, result: d
         return
     tables = work.tables
     for layer, ids in records.items():
+        gone = note(work, layer)
         for record_id in ids:
-            out.ops.append(tables.forgotten.put_op(record_id, note(work, layer)))
+            out.ops.append(tables.forgotten.put_op(record_id, gone))
             await out.maybe_flush()
     await out.flush()
     for table in tables.derived():
@@ -135,11 +136,13 @@ async def drop_events(work: StageContext, out: Writes, item: DropEvents, result:
     ctx, tables = work.ctx, work.tables
     ids = list(dict.fromkeys(item.event_ids))
     suppressed = await _fact_suppressions(work, ids)
+    events = await tables.events.json.get_many(ids)  # one scan each, not a look-up per event
+    states = await tables.event_states.json.get_many(events)
     for event_id in ids:
-        event = await tables.events.json.get(event_id)
+        event = events.get(event_id)
         if event is None:
             continue  # deleted before (a rerun)
-        record = await tables.event_states.json.get(event_id) or {}
+        record = states.get(event_id) or {}
         if work.state.previous_turn is not None and work.state.previous_turn[2] == event_id:
             work.state.previous_turn = None
         passages = EventState(scope=work.scope, passages=record.get("passages"))
