@@ -139,3 +139,24 @@ async def test_a_scope_erasure_takes_its_unreferenced_uploads_and_keeps_what_oth
     assert await engine.blobs.read(shared) == b"attached by bob too"  # a surviving scope refers to it
     assert await engine.blobs.read(theirs) == b"the team's own"  # not the erased scope's
     assert len(await engine.blobs.references(shared)) == 1
+
+
+async def test_a_hold_whose_caller_gave_up_lasts_until_the_capture_is_answered(engine, clock):
+    from cortexdb.engine.actors.messages import ReplySlot
+
+    photo = await blob(engine, b"queued")
+    clock.advance(2 * DAY)
+    reply = ReplySlot()
+    with engine.blobs.hold() as hold:  # a write whose capture is queued when its caller is cancelled
+        await engine.blobs.resolve(await _valid(with_media("queued", {"blob_id": photo})), caller="user:alice",
+                                   tenant="default", hold=hold)  # fmt: skip
+        hold.reply = reply
+    assert (await engine.blobs.collect_garbage())["collected"] == 0  # still held: it may commit
+    reply.fail(RuntimeError("the capture failed"))  # answered: the hold ends
+    assert (await engine.blobs.collect_garbage())["collected"] == 1
+
+
+async def _valid(body: dict):
+    from cortexdb.engine.envelope import validate_envelope
+
+    return validate_envelope(body)

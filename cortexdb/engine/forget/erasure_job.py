@@ -151,7 +151,7 @@ class ErasureSteps:
             if scope not in counted:
                 counted[scope] = await ops.survey_scope(engine, scope, ids, kept=step.kept)
                 await run.checkpoint()
-            await ops.drop_scope(engine, scope, ids, kept=step.kept)
+            await ops.drop_scope(engine, scope, ids, kept=step.kept, surveyed=True)
             return {RECORD_COUNTS[layer]: n for layer, n in counted[scope].items() if layer in RECORD_COUNTS}
         if kind == "records":
             deleted = await ops.delete_records(engine, scope, ids)

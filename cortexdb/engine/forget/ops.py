@@ -176,19 +176,21 @@ async def survey_scope(engine: Any, scope: str, erased: Collection[str], *,
     return {layer: answer[layer] for layer in COUNTED}
 
 
-async def drop_scope(engine: Any, scope: str, erased: Collection[str], *,
-                     kept: Collection[str] = ()) -> dict[str, int]:  # fmt: skip
+async def drop_scope(engine: Any, scope: str, erased: Collection[str], *, kept: Collection[str] = (),
+                     surveyed: bool = False) -> dict[str, int]:  # fmt: skip
     """Every derived record of ``scope`` deleted at once, for an erasure that takes the scope
     whole (``erased``: its events the erasure deletes or redacts; ``kept``: those redacted): no
     relinking, no revision, no suppression — nothing is left to derive them again.  The events
     that stay say ``redacted:<id>`` in their ``derives`` (the survey runs first, so a crash
     never leaves one naming a deleted record), each record leaves a note (410 on lookup), an
-    event of the scope not in ``erased`` is derived again.  -> the counts of the survey."""
-    counts = await survey_scope(engine, scope, erased, kept=kept)
+    event of the scope not in ``erased`` is derived again.  ``surveyed``: the caller ran
+    ``survey_scope`` already (its follow-ups are done).  -> the counts of the survey (of the
+    drop's own one when ``surveyed``)."""
+    counts = None if surveyed else await survey_scope(engine, scope, erased, kept=kept)
     ctx, scope = context(engine), canonical_scope(scope)
-    await run(ctx, scope, forget_drop.DropScope(frozenset(erased), frozenset(kept)))
+    answer = await run(ctx, scope, forget_drop.DropScope(frozenset(erased), frozenset(kept)))
     await tidy(ctx, scope)
-    return counts
+    return counts if counts is not None else {layer: answer[layer] for layer in COUNTED}
 
 
 async def drop_events(engine: Any, scope: str, event_ids: Collection[str]) -> int:
