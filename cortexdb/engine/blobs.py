@@ -20,13 +20,23 @@ hold the rest:
   size beside what the writer gave (``resolve``); ``model.text.media_text`` makes those and any
   caption or alt text part of the event's indexed text.
 
-``release_blobs_of(engine, event_ids)`` is the forget and erasure cascade: it drops those
-events' references and deletes every blob no other event refers to (its metadata, and its
-bytes when no other blob id shares them).  It is idempotent and safe to run again after a crash.
+``release_blobs_of(engine, event_ids, scopes=())`` is the forget and erasure cascade: it drops
+those events' references and deletes every blob no other event refers to (its metadata, and its
+bytes when no other blob id shares them); an erasure names its inside ``scopes`` too, whose
+uploads no surviving event refers to go as well.  ``BlobService.collect_garbage`` deletes the
+blobs no event refers to that were uploaded more than ``blob_orphan_grace_seconds`` ago (the
+engine's maintenance timer runs it).  Both are idempotent and safe to run again after a crash.
+
+**References and deletions serialise.** A write's blob references are checked under the
+service's lock, and each blob it names is *held* (``BlobHold``) until the capture's write has
+committed its ``BR``/``BE`` rows (or failed): a release or a collection, under the same lock,
+keeps a held blob.  So a capture either finds the blob gone (422) or its reference lands before
+anything may delete the blob — never a reference to deleted bytes.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Collection
 from typing import Any
@@ -36,15 +46,18 @@ import trio
 
 from ..backends import open_blob_store
 from ..errors import InvalidBody, InvalidEnvelope, NotFound, PayloadTooLarge
+from . import jsoncodec
+from .blob_holds import BlobHold, Holds
 from .envelope import blob_ids_of
 from .policy.capabilities import BLOB_READ, BLOB_UPLOAD
 from .scopes import canonical_scope
 from .storage import CHUNK_OPS, Op
-from .temporal import format_ts
+from .temporal import format_ts, parse_rfc3339
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\Z")
 MAX_FILENAME = 255
+GC_PAGE = 256  # blobs one collection step looks at under the lock
 
 
 @attrs.frozen
@@ -95,10 +108,11 @@ def _described(record: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     return {**given, **{k: v for k, v in known.items() if v is not None and k not in given}}
 
 
-async def release_blobs_of(engine: Any, event_ids: Collection[str]) -> int:
+async def release_blobs_of(engine: Any, event_ids: Collection[str], *, scopes: Collection[str] = ()) -> int:
     """The forget / erasure cascade: drop the references of ``event_ids`` (deleted or redacted
-    events) and delete the blobs no other event refers to; how many blobs were deleted."""
-    return await engine.blobs.release(event_ids)
+    events) and delete the blobs no other event refers to, and the blobs uploaded to ``scopes``
+    (an erasure's inside scopes) that no other event refers to; how many blobs were deleted."""
+    return await engine.blobs.release(event_ids, scopes=scopes)
 
 
 class BlobService:
@@ -108,9 +122,16 @@ class BlobService:
         self._ctx = ctx
         self._tables = ctx.tables
         self.store = open_blob_store(ctx.store)
-        # metadata changes (an upload's commit, a release) one at a time: a release never
-        # deletes bytes an upload is committing
+        # metadata changes (an upload's commit, a release, a collection) and reference checks one
+        # at a time: a release never deletes bytes an upload is committing, nor a blob a write
+        # has checked and not yet committed its reference to (``blob_holds``)
         self._lock = trio.Lock()
+        self._holds = Holds()
+
+    def hold(self) -> BlobHold:
+        """What a write holds its blobs with (``resolve(..., hold=)``); release it once the
+        capture is answered (a ``with`` block)."""
+        return BlobHold(self._holds)
 
     def _who(self, caller: str | None, tenant_id: str | None) -> tuple[str, str]:
         config = self._ctx.config
@@ -224,21 +245,26 @@ class BlobService:
         return [event_id async for event_id in self._tables.blob_references.ids(blob_id)]
 
     # -- references from events ----------------------------------------------------------------
-    async def resolve(self, envelope: Any, *, caller: str, tenant: str) -> Any:
+    async def resolve(self, envelope: Any, *, caller: str, tenant: str, hold: BlobHold | None = None) -> Any:
         """The validated envelope with its blob references checked (each blob exists and the
-        writer may read it) and described (``_described``); unchanged without references."""
+        writer may read it) and described (``_described``); unchanged without references.  The
+        check runs under the lock, and each blob found is added to ``hold``: nothing deletes it
+        until the write releases the hold."""
         content = envelope.content
         found = blob_ids_of(content)
         if not found:
             return envelope
         records: dict[str, dict[str, Any]] = {}
-        for field, blob_id in found:
-            record = await self._find(blob_id, tenant)
-            if record is None:
-                raise InvalidEnvelope(field, f"names no blob ({blob_id[:100]}): upload it first with POST /v1/blobs",
-                                      blob_id=blob_id[:100])  # fmt: skip
-            self._ctx.policy.check(caller, BLOB_READ, record["scope"])
-            records[blob_id] = record
+        async with self._lock:
+            for field, blob_id in found:
+                record = await self._find(blob_id, tenant)
+                if record is None:
+                    raise InvalidEnvelope(field, f"names no blob ({blob_id[:100]}): upload it first with POST /v1/blobs",
+                                          blob_id=blob_id[:100])  # fmt: skip
+                self._ctx.policy.check(caller, BLOB_READ, record["scope"])
+                records[blob_id] = record
+                if hold is not None:
+                    hold.add(blob_id)
         content = dict(content)
         if content.get("kind") == "blob_ref":
             content = _described(records[content["blob_id"]], content)
@@ -247,15 +273,21 @@ class BlobService:
         return attrs.evolve(envelope, content=content)
 
     # -- the cascade ---------------------------------------------------------------------------
-    async def release(self, event_ids: Collection[str]) -> int:
+    async def release(self, event_ids: Collection[str], *, scopes: Collection[str] = ()) -> int:
         """``release_blobs_of``: each blob's rows go in one write (never split across writes),
-        after its bytes, so a rerun after a crash finds the same blobs to finish."""
+        after its bytes, so a rerun after a crash finds the same blobs to finish.  With
+        ``scopes``, the blobs uploaded there that no other event refers to go too."""
         tables, doomed = self._tables, set(event_ids)
-        async with self._lock:
-            by_blob: dict[str, list[str]] = {}
-            for event_id in sorted(doomed):
-                async for blob_id in tables.event_blobs.ids(event_id):
+        # the candidates are read before the lock (the doomed events' rows do not change; a new
+        # reference or hold is what ``_referred_elsewhere`` checks under it)
+        by_blob: dict[str, list[str]] = {}
+        if doomed:  # one scan over the span of their ids (time-ordered), not one per event
+            async for (event_id, blob_id), _ in tables.event_blobs.items(after=min(doomed), upto=max(doomed)):
+                if event_id in doomed:
                     by_blob.setdefault(blob_id, []).append(event_id)
+        for blob_id in await self._uploaded_to(set(scopes)):
+            by_blob.setdefault(blob_id, [])
+        async with self._lock:
             released: set[str] = set()
             ops: list[Op] = []
             for blob_id, events in sorted(by_blob.items()):
@@ -271,7 +303,21 @@ class BlobService:
                 await tables.write(ops, sync=True)
             return len(released)
 
+    async def _uploaded_to(self, scopes: set[str]) -> list[str]:
+        """The blobs uploaded to one of ``scopes`` (their metadata is searched for the quoted
+        scope first; only those that contain one are decoded)."""
+        if not scopes:
+            return []
+        needles = [jsoncodec.encode(scope) for scope in scopes]
+        found = []
+        async for blob_id, raw in self._tables.blobs.raw.scan():
+            if any(needle in raw for needle in needles) and jsoncodec.decode(raw)["scope"] in scopes:
+                found.append(blob_id)
+        return found
+
     async def _referred_elsewhere(self, blob_id: str, doomed: set[str]) -> bool:
+        if self._holds.held(blob_id):
+            return True  # a write in progress refers to it
         async for event_id in self._tables.blob_references.ids(blob_id):
             if event_id not in doomed:
                 return True
@@ -289,3 +335,32 @@ class BlobService:
         if not sharing:
             await self.store.delete(digest)
         return [tables.blobs.delete_op(blob_id), tables.blob_contents.delete_op((digest, blob_id))]
+
+    # -- garbage ---------------------------------------------------------------------------------
+    async def collect_garbage(self, *, grace_seconds: float | None = None) -> dict[str, int]:
+        """Delete the blobs no event refers to that were uploaded more than ``grace_seconds``
+        (``EngineConfig.blob_orphan_grace_seconds``, 24 h) ago by the engine's clock: an upload
+        never referenced, or whose referring events were all forgotten while a write held it.
+        A blob a write in progress refers to is kept.  ``GC_PAGE`` blobs are looked at under the
+        lock at a time, so uploads and captures go on meanwhile.  -> ``{"examined": n,
+        "collected": n}`` (``collected``: blob ids deleted; bytes go with the last id using them)."""
+        grace = self._ctx.config.blob_orphan_grace_seconds if grace_seconds is None else grace_seconds
+        cutoff = self._ctx.clock.now() - dt.timedelta(seconds=grace)
+        tables = self._tables
+        examined, collected, after = 0, 0, None
+        while True:
+            async with self._lock:
+                page = [(blob_id, record) async for blob_id, record in tables.blobs.scan(after=after, limit=GC_PAGE)]
+                released: set[str] = set()
+                ops: list[Op] = []
+                for blob_id, record in page:
+                    examined += 1
+                    if parse_rfc3339(record["created_at"]) > cutoff or await self._referred_elsewhere(blob_id, set()):
+                        continue
+                    ops += await self._delete_blob(blob_id, released)
+                if ops:
+                    await tables.write(ops, sync=True)
+                collected += len(released)
+            if len(page) < GC_PAGE:
+                return {"examined": examined, "collected": collected}
+            after = page[-1][0]

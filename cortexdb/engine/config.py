@@ -132,3 +132,7 @@ class EngineConfig:
     llm_backoff_max: float = 20.0  # the longest wait between attempts; a longer Retry-After fails at once
     answer_max_tokens: int = 1024  # an answer's output ceiling when the request names none
     answer_max_tokens_limit: int = 8192  # the largest answer_max_tokens a request may ask (422 beyond)
+    # a blob no event refers to is deleted by the maintenance timer (Engine.blobs.collect_garbage)
+    # once it is this old by the engine's clock: 24 h leaves an upload time for the capture that
+    # will refer to it
+    blob_orphan_grace_seconds: float = 86_400.0

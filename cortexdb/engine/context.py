@@ -99,11 +99,12 @@ async def check_embedder(ctx: NodeContext) -> bool:
 
 
 async def maintenance(ctx: NodeContext) -> None:
-    while True:  # a periodic timer (prune expired lifecycle rows and idempotency keys)
+    while True:  # a periodic timer (prune expired lifecycle rows and idempotency keys; blobs)
         await trio.sleep(ctx.config.maintenance_interval)
         try:
             await ctx.bus.prune()
             await ctx.idempotency.prune()
+            await ctx.blobs.collect_garbage()  # blobs no event refers to, past their grace
             await release_free_memory_soon()  # free heap pages back to the OS (memtrim.py)
         except CortexError as exc:  # the store is closing; the next round will tell
             log.warning("maintenance skipped: %s", exc)

@@ -68,24 +68,25 @@ class Writes:
         valid = validate_envelope(envelope)
         identities = resolve_identities(caller, valid)
         self.authorise(caller, valid, identities)
-        valid = await ctx.blobs.resolve(valid, caller=caller, tenant=tenant)  # content.media[]
-        reservation = None
-        if valid.idempotency_key is not None:
-            claim = await ctx.idempotency.begin(tenant, caller, FAMILY_EXPERIENCE, valid.idempotency_key,
-                                                body_hash(envelope))  # fmt: skip
-            if isinstance(claim, Replay):
-                return await self.replayed(claim.record, wait)
-            reservation = claim
-        wait_for = wait_stages(wait, valid.directives, valid.scope)
-        item = CaptureItem(valid, identities, tenant, reservation, None, wait_for)
-        try:
-            captured = await ctx.supervisor.request(
-                valid.scope, lambda reply: Capture((item,), wait is not None, reply)
-            )
-        except BaseException:
-            if reservation is not None:
-                ctx.idempotency.abort(reservation)
-            raise
+        with ctx.blobs.hold() as hold:  # its blobs are not deleted before its references commit
+            valid = await ctx.blobs.resolve(valid, caller=caller, tenant=tenant, hold=hold)  # content.media[]
+            reservation = None
+            if valid.idempotency_key is not None:
+                claim = await ctx.idempotency.begin(tenant, caller, FAMILY_EXPERIENCE, valid.idempotency_key,
+                                                    body_hash(envelope))  # fmt: skip
+                if isinstance(claim, Replay):
+                    return await self.replayed(claim.record, wait)
+                reservation = claim
+            wait_for = wait_stages(wait, valid.directives, valid.scope)
+            item = CaptureItem(valid, identities, tenant, reservation, None, wait_for)
+            try:
+                captured = await ctx.supervisor.request(
+                    valid.scope, lambda reply: hold.bind(Capture((item,), wait is not None, reply))
+                )
+            except BaseException:
+                if reservation is not None:
+                    ctx.idempotency.abort(reservation)
+                raise
         event = captured[0].event
         capture_ms = round((trio.current_time() - started) * 1000, 3)
         if wait in (None, Stage.CAPTURED):
@@ -123,21 +124,22 @@ class Writes:
     async def bulk(self, request: dict[str, Any], *, caller: str, tenant: str) -> BulkResult:
         """Up to ``bulk_max_items`` experiences into one scope in one atomic write (§8.2)."""
         envelopes, ordering = self._bulk_envelopes(request, caller)
-        envelopes = [await self._bulk_media(request["items"], entry, caller, tenant) for entry in envelopes]
-        scope = envelopes[0][1].scope
-        batch_id = self.ctx.ids.new("batch")
-        reservations: list = []
-        try:
-            items, replayed = await self._bulk_claims(envelopes, tenant, caller, batch_id, reservations)
-            if items:
-                await self.ctx.supervisor.request(
-                    scope, lambda reply: Capture(tuple(items), False, reply)
-                )
-        except BaseException:
-            for reservation in reservations:
-                if not reservation.finished:
-                    self.ctx.idempotency.abort(reservation)
-            raise
+        with self.ctx.blobs.hold() as hold:  # its blobs are not deleted before its references commit
+            envelopes = [await self._bulk_media(request["items"], entry, caller, tenant, hold) for entry in envelopes]
+            scope = envelopes[0][1].scope
+            batch_id = self.ctx.ids.new("batch")
+            reservations: list = []
+            try:
+                items, replayed = await self._bulk_claims(envelopes, tenant, caller, batch_id, reservations)
+                if items:
+                    await self.ctx.supervisor.request(
+                        scope, lambda reply: hold.bind(Capture(tuple(items), False, reply))
+                    )
+            except BaseException:
+                for reservation in reservations:
+                    if not reservation.finished:
+                        self.ctx.idempotency.abort(reservation)
+                raise
         return BulkResult(batch_id=batch_id, accepted=len(items), replayed=replayed, scope=scope,
                           ordering=ordering)  # fmt: skip
 
@@ -197,12 +199,12 @@ class Writes:
         self.authorise(caller, valid, identities)
         return envelope, valid, identities
 
-    async def _bulk_media(self, items: list, entry: tuple, caller: str, tenant: str) -> tuple:
+    async def _bulk_media(self, items: list, entry: tuple, caller: str, tenant: str, hold: Any) -> tuple:
         """An item with its blob references checked and described (``BlobService.resolve``);
         a failure names the item as the caller wrote it (its content is the caller's object)."""
         envelope, valid, identities = entry
         try:
-            return envelope, await self.ctx.blobs.resolve(valid, caller=caller, tenant=tenant), identities
+            return envelope, await self.ctx.blobs.resolve(valid, caller=caller, tenant=tenant, hold=hold), identities
         except InvalidEnvelope as exc:
             index = next(i for i, raw in enumerate(items) if raw.get("content") is envelope.get("content"))
             extra = {k: v for k, v in exc.details.items() if k not in ("field", "reason")}

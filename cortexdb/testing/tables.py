@@ -95,6 +95,17 @@ async def test_get_put_delete_and_exists(node_tables):
     assert await collect(table.scan()) == []
 
 
+async def test_get_many_reads_the_rows_named_and_only_them(node_tables):
+    table = _table(node_tables, TEXT)
+    names = [f"n{i:03d}" for i in range(200)]
+    await node_tables.write([table.put_op(name, name.upper()) for name in names])
+    assert await table.get_many([]) == {}
+    assert await table.get_many(["n001", "n003", "n001", "missing"]) == {"n001": "N001", "n003": "N003"}
+    # two names with 198 others between them: the span scan stops early, the rest is looked up
+    assert await table.get_many(["n000", "n199", "zzz"]) == {"n000": "N000", "n199": "N199"}
+    assert await table.get_many(names) == {name: name.upper() for name in names}
+
+
 async def test_tables_never_see_each_others_rows(node_tables):
     """A table's prefix matches neither a table whose name extends its own (F / FI / FS), nor a
     scope whose path extends this scope's, nor a tenant whose id extends this tenant's."""

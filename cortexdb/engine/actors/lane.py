@@ -250,7 +250,7 @@ class Lane:
         """Deletion work (``stages.forget``), once every queued event is derived: what a forget
         selects and suppresses is then all the evidence captured before it."""
         await self._drain_queue()
-        item.reply.set(await forget_run.run(self.work, item.work, self.unqueue))
+        item.reply.set(await forget_run.run(self.work, item.work, self.unqueue, self.enqueue))
 
     def unqueue(self, event_ids) -> None:
         """Drop events from the queue and the cache (they are being deleted)."""

@@ -42,7 +42,8 @@ LINE_ACTIONS = {"delete": ("delete_event", ("scope", "event_id")),
                 "redact": ("redact_event", ("scope", "event_id")),
                 "records": ("delete_record", ("scope", "layer", "record_id")),
                 "citations": ("mark_record", ("scope", "layer", "record_id", "cites_event")),
-                "demote": ("demote_belief", ("scope", "belief_id"))}  # fmt: skip
+                "demote": ("demote_belief", ("scope", "belief_id")),
+                "blobs": ("delete_blob", ("scope", "blob_id"))}  # fmt: skip
 PROGRESS = ("deleted_events", "redacted_events", "demoted_beliefs", "deleted_beliefs", "deleted_facts",
             "deleted_episodes", "deleted_understanding", "marked_records", "released_blobs")  # fmt: skip
 

@@ -5,14 +5,16 @@
 3. **categorize** — ``plan.categorize``; the plan is stored as the erasure's manifest, which
    phases 4–5 read (so they resume after a restart without planning again).  Phases 2–3 keep
    their inputs in memory: a restart in them re-runs from phase 1, nothing having been changed;
-4. **delete** — through ``forget/ops.py``, in chunks of ``erasure_chunk``: the inside scopes'
-   derived records (``delete_records``: the derives of a redacted event that named one become
-   ``redacted:<id>``), the redact set (``redact_events``, actor ``redacted:gdpr_<erasure_id>``),
-   the delete set (``delete_events``), then every record outside citing a redacted event
+4. **delete** — through ``forget/ops.py``, in chunks of ``erasure_chunk``: each inside scope's
+   derived layers dropped whole (``drop_scope``: the derives of the events that stay say
+   ``redacted:<id>``; its counts are saved before it deletes), the redact set (``redact_events``,
+   actor ``redacted:gdpr_<erasure_id>``), the delete set (``drop_events`` in an inside scope,
+   ``delete_events`` elsewhere), then every record outside citing a redacted event
    (``mark_evidence_redacted``).  Each chunk is a step; the record saves the steps done;
 5. **demote** — ``demote_beliefs`` in every scope holding marked records, the blobs only the
-   erased events referred to (``blobs.release_blobs_of``), the entities only they mentioned
-   (``ops.release_entities_of``), ``scrub`` (caches, replay buffers,
+   erased events referred to and the inside scopes' unreferenced uploads
+   (``blobs.release_blobs_of``), the entities only they mentioned (``ops.release_entities_of``),
+   ``scrub`` (caches, replay buffers,
    compaction), then the ``body_bytes`` of the audit rows of the writes that
    carried the erased events are removed (row and hashes kept: ``POST /v1/audit/verify`` still
    matches their bodies).
@@ -25,6 +27,8 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from typing import Any
+
+import attrs
 
 from ..actors.messages import Flush
 from ..blobs import release_blobs_of
@@ -39,8 +43,22 @@ from .plan import categorize, count_references, enumerate_scope, expiry, summari
 
 #: the writes whose bodies carried memory content: an erasure drops their audit rows' body sizes
 CONTENT_ENDPOINTS = frozenset({"POST /v1/experience", "POST /v1/experience/bulk"})
+#: the delete phase's plan: 2 drops each inside scope whole (``ops.drop_scope``); a job whose
+#: delete phase began under plan 1 (per-record deletion) finishes under it
+DELETE_PLAN = 2
 RECORD_COUNTS = {"facts": "deleted_facts", "beliefs": "deleted_beliefs", "episodes": "deleted_episodes",
                  "understanding": "deleted_understanding"}  # fmt: skip
+
+
+@attrs.frozen
+class Step:
+    """One step of the delete phase: ``kind`` of work on ``ids`` of ``scope`` (a ``drop``:
+    the scope's erased events, ``kept`` those of them redacted)."""
+
+    kind: str
+    scope: str
+    ids: list[str]
+    kept: list[str] = attrs.field(factory=list)
 
 
 class ErasureSteps:
@@ -87,35 +105,55 @@ class ErasureSteps:
 
     # -- phase 4 -------------------------------------------------------------------------------
     async def delete(self, run: JobRun) -> None:
+        if "delete_steps_done" not in run.state:
+            run.state["delete_plan"] = DELETE_PLAN  # saved with the first step
         steps = await self._delete_steps(run)
-        for index, (kind, scope, ids) in enumerate(steps):
+        for index, step in enumerate(steps):
             if index < run.state.get("delete_steps_done", 0):
                 continue
-            counts = await self._apply(run, kind, scope, ids)
+            counts = await self._apply(run, step)
             for name, value in counts.items():
                 run.progress[name] = run.progress.get(name, 0) + value
             run.state["delete_steps_done"] = index + 1
             await run.tick((index + 1) / len(steps))
         await run.tick(1.0)
 
-    async def _delete_steps(self, run: JobRun) -> list[tuple[str, str, list[str]]]:
-        """(kind, scope, ids) in order: records, redactions, deletions, marks; ``erasure_chunk``
-        ids a step — the job's own, fixed when it was submitted, so that a job resumed under other
-        settings counts its finished steps the same."""
+    async def _delete_steps(self, run: JobRun) -> list[Step]:
+        """The steps in order: each inside scope's derived layers dropped whole (``drop``), the
+        redactions, the deletions (an inside scope's events: ``drop_events``), the marks;
+        ``erasure_chunk`` ids a step — the job's own, fixed when it was submitted, so that a job
+        resumed under other settings counts its finished steps the same.  A job that began its
+        delete phase before there was a drop (no ``delete_plan``) keeps its per-record steps."""
         chunk = run.params["chunk"]
-        steps: list[tuple[str, str, list[str]]] = []
-        for section, kind, position in (("records", "records", 2), ("redact", "redact", 1),
-                                        ("delete", "delete", 1), ("citations", "mark", 3)):  # fmt: skip
+        sections: dict[str, dict[str, list[str]]] = {}
+        for section, position in (("records", 2), ("redact", 1), ("delete", 1), ("citations", 3)):
             by_scope: dict[str, list[str]] = defaultdict(list)
             async for line in self._manifests.lines(run.id, section):
                 by_scope[line[0]].append(line[position])
-            for scope in sorted(by_scope):
-                ids = sorted(set(by_scope[scope]))
-                steps += [(kind, scope, ids[start : start + chunk]) for start in range(0, len(ids), chunk)]
+            sections[section] = {scope: sorted(set(ids)) for scope, ids in by_scope.items()}
+        dropped: set[str] = set()
+        if run.state.get("delete_plan") == DELETE_PLAN:
+            inside = (await self._manifests.head(run.id, live=False))["summary"]["inside_scopes"]
+            dropped = set(inside) & (set(sections["records"]) | set(sections["redact"]) | set(sections["delete"]))
+        steps = [Step("drop", scope, sections["delete"].get(scope, []) + sections["redact"].get(scope, []),
+                      sections["redact"].get(scope, [])) for scope in sorted(dropped)]  # fmt: skip
+        for section, kind in (("records", "records"), ("redact", "redact"), ("delete", "delete"), ("citations", "mark")):
+            for scope, ids in sorted(sections[section].items()):
+                if section == "records" and scope in dropped:
+                    continue  # dropped whole
+                kind_here = "drop_events" if section == "delete" and scope in dropped else kind
+                steps += [Step(kind_here, scope, ids[start : start + chunk]) for start in range(0, len(ids), chunk)]
         return steps
 
-    async def _apply(self, run: JobRun, kind: str, scope: str, ids: list[str]) -> dict[str, int]:
-        engine = self._engine
+    async def _apply(self, run: JobRun, step: Step) -> dict[str, int]:
+        engine, kind, scope, ids = self._engine, step.kind, step.scope, step.ids
+        if kind == "drop":  # the counts of the first survey: a rerun after a crash finds less
+            counted = run.state.setdefault("dropped_records", {})
+            if scope not in counted:
+                counted[scope] = await ops.survey_scope(engine, scope, ids, kept=step.kept)
+                await run.checkpoint()
+            await ops.drop_scope(engine, scope, ids, kept=step.kept, surveyed=True)
+            return {RECORD_COUNTS[layer]: n for layer, n in counted[scope].items() if layer in RECORD_COUNTS}
         if kind == "records":
             deleted = await ops.delete_records(engine, scope, ids)
             return {RECORD_COUNTS[layer]: n for layer, n in deleted.items() if layer in RECORD_COUNTS}
@@ -124,6 +162,8 @@ class ErasureSteps:
             return {"redacted_events": await ops.redact_events(engine, scope, ids, actor=actor)}
         if kind == "delete":
             return {"deleted_events": await ops.delete_events(engine, scope, ids)}
+        if kind == "drop_events":
+            return {"deleted_events": await ops.drop_events(engine, scope, ids)}
         return {"marked_records": await ops.mark_evidence_redacted(engine, scope, ids)}
 
     # -- phase 5 -------------------------------------------------------------------------------
@@ -140,8 +180,10 @@ class ErasureSteps:
             await run.tick(0.3)
         event_ids = [line[1] async for line in self._manifests.lines(run.id, "delete")]
         event_ids += [line[1] async for line in self._manifests.lines(run.id, "redact")]
-        if not state.get("blobs_released"):  # the blobs only these events referred to (§8.13)
-            run.progress["released_blobs"] = await release_blobs_of(self._engine, event_ids)
+        if not state.get("blobs_released"):  # the blobs only these events referred to (§8.13),
+            inside = (await self._manifests.head(run.id, live=False))["summary"]["inside_scopes"]
+            # and those uploaded to an inside scope that no surviving event refers to
+            run.progress["released_blobs"] = await release_blobs_of(self._engine, event_ids, scopes=inside)
             state["blobs_released"] = True
             await run.tick(0.5)
         if not state.get("entities_released"):  # the names only these events mentioned

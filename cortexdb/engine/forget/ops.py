@@ -16,6 +16,8 @@ segments).  ``engine`` is the ``Engine``; its deletion context is ``engine.forge
 | ``demote_beliefs``        | beliefs resting only on redacted evidence demoted, or deleted under the floor |
 | ``release_entities_of``   | the events' entity mentions dropped; entities no other event mentions deleted |
 | ``scrub``                 | nothing left outside the partitions: pack cache, then the store compacted |
+| ``drop_scope``            | a scope erased whole: every derived record of it gone at once, without revision |
+| ``drop_events``           | the events of a dropped scope gone (``delete_events`` without per-record care) |
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from ..actors.messages import Forget
 from ..actors.stages import forget as work
+from ..actors.stages import forget_drop
 from ..scopes import canonical_scope
 from ..writes import FAMILY_BULK, FAMILY_EXPERIENCE
 
@@ -167,3 +170,44 @@ async def scrub(engine: Any, *, scopes: Collection[str], event_ids: Collection[s
         ranges += ctx.tables.forget_ranges(scope, list(event_ids))
     if ranges:
         await ctx.tables.compact(*dict.fromkeys(ranges))
+
+
+# -- a scope erased whole (the erasure's fast path: actors/stages/forget_drop.py) -------------------
+async def survey_scope(engine: Any, scope: str, erased: Collection[str], *,
+                       kept: Collection[str] = ()) -> dict[str, int]:  # fmt: skip
+    """What ``drop_scope`` would delete — ``{"facts": n, "beliefs": n, "episodes": n,
+    "understanding": n}`` — with the ``derives`` of the events that stay already saying
+    ``redacted:<id>`` of them (``kept``: the scope's events being redacted; events of other
+    scopes consolidated into it).  Deletes nothing; idempotent."""
+    ctx, scope = context(engine), canonical_scope(scope)
+    answer = await run(ctx, scope, forget_drop.DropScope(frozenset(erased), frozenset(kept), drop=False))
+    return {layer: answer[layer] for layer in COUNTED}
+
+
+async def drop_scope(engine: Any, scope: str, erased: Collection[str], *, kept: Collection[str] = (),
+                     surveyed: bool = False) -> dict[str, int]:  # fmt: skip
+    """Every derived record of ``scope`` deleted at once, for an erasure that takes the scope
+    whole (``erased``: its events the erasure deletes or redacts; ``kept``: those redacted): no
+    relinking, no revision, no suppression — nothing is left to derive them again.  The events
+    that stay say ``redacted:<id>`` in their ``derives`` (the survey runs first, so a crash
+    never leaves one naming a deleted record), each record leaves a note (410 on lookup), an
+    event of the scope not in ``erased`` is derived again.  ``surveyed``: the caller ran
+    ``survey_scope`` already (its follow-ups are done).  -> the counts of the survey (of the
+    drop's own one when ``surveyed``)."""
+    counts = None if surveyed else await survey_scope(engine, scope, erased, kept=kept)
+    ctx, scope = context(engine), canonical_scope(scope)
+    answer = await run(ctx, scope, forget_drop.DropScope(frozenset(erased), frozenset(kept)))
+    await tidy(ctx, scope)
+    return counts if counts is not None else {layer: answer[layer] for layer in COUNTED}
+
+
+async def drop_events(engine: Any, scope: str, event_ids: Collection[str]) -> int:
+    """``delete_events`` for the events of a scope ``drop_scope`` emptied: the same rows go (and
+    their idempotency records), without looking for derived records to relink.  -> how many."""
+    ctx = context(engine)
+    answers = await _each(ctx, canonical_scope(scope), event_ids, forget_drop.DropEvents)
+    doomed = [ctx.tables.idempotency.delete_op((tenant, caller, FAMILY_BULK if bulk else FAMILY_EXPERIENCE, key))
+              for answer in answers for tenant, caller, key, bulk in answer.get("keys", ())]  # fmt: skip
+    if doomed:
+        await ctx.tables.write(doomed)
+    return sum(a["events"] for a in answers)

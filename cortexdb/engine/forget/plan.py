@@ -8,7 +8,9 @@
   keeps —, a belief's event supports, an episode's events, a concept's supports).
 - ``categorize`` (phase 3): refcount 0 → delete, > 0 → redact; the citing records are marked
   ``supporting_evidence_redacted``; beliefs whose every supporting event is erased are forecast
-  for demotion (phase 5 decides).
+  for demotion (phase 5 decides); the blobs that go (``plan_blobs``: those only erased events
+  refer to, and those uploaded to an inside scope that no surviving event refers to) are listed
+  (phase 5 releases them, looking again).
 
 The data subjects are the ``user:`` actor the erased scope's path names (its deepest ``user:``
 segment) unless the request names them (``subjects``); a scope's *owners* are the ``owner``
@@ -35,8 +37,9 @@ from ..scopes import is_within, segments
 from ..temporal import format_ts, parse_rfc3339
 
 LAYERS = ("facts", "beliefs", "episodes", "understanding")
-SECTIONS = ("delete", "redact", "records", "citations", "demote")
+SECTIONS = ("delete", "redact", "records", "citations", "demote", "blobs")
 PART_LINES = 2000  # manifest lines per stored chunk
+STATES_AT_ONCE = 1000  # event states read with one scan (``Table.get_many``) when enumerating
 Tick = Callable[[float], Awaitable[None]]
 
 
@@ -65,6 +68,7 @@ class Enumeration:
     # inside too: its ``action`` is ``erase_workspace``)
     outside: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     wal_offset: int = 0
+    blobs: list[list[str]] = attrs.field(factory=list)  # [scope uploaded to, blob id] that go
 
     def candidates(self) -> set[str]:
         return {event_id for ids in self.events.values() for event_id in ids}
@@ -118,7 +122,25 @@ async def enumerate_scope(ctx: Any, root: str, subjects: list[str], *, propagate
             found.outside[scope]["action"] = "erase_authored_events"
     for scope, entry in found.outside.items():
         entry["events_referenced"] = len(referenced.get(scope, ()))
+    found.blobs = await plan_blobs(ctx, found)
     return found
+
+
+async def plan_blobs(ctx: Any, found: Enumeration) -> list[list[str]]:
+    """The blobs an erasure deletes: every blob whose referring events are all erased, and every
+    blob uploaded to an inside scope that no surviving event refers to.  Reads every blob's
+    references and metadata once (the node's blobs, not the scope's events)."""
+    candidates = found.candidates()
+    inside = set(found.inside)
+    referring: dict[str, list[str]] = defaultdict(list)
+    async for (blob_id, event_id), _ in ctx.tables.blob_references.items():
+        referring[blob_id].append(event_id)
+    lines = []
+    async for blob_id, record in ctx.tables.blobs.json.scan():
+        events = referring.get(blob_id, ())
+        if (events or record.get("scope") in inside) and all(e in candidates for e in events):
+            lines.append([record.get("scope"), blob_id])
+    return lines
 
 
 async def _authored(events: Any, wanted: set[str]) -> list[str]:
@@ -137,11 +159,12 @@ async def _take_whole(ctx: Any, found: Enumeration, scope: str, referenced: dict
     part = ctx.tables.partition(scope)
     ids = [event_id async for event_id in part.events.ids()]
     found.events[scope] = ids
-    states = ctx.tables.event_states.json
-    for event_id in ids:
-        state = await states.get(event_id)
-        for other in (state or {}).get("foreign") or ():
-            referenced[other].add(event_id)
+    states = ctx.tables.event_states.raw
+    for start in range(0, len(ids), STATES_AT_ONCE):
+        chunk = await states.get_many(ids[start : start + STATES_AT_ONCE])
+        for event_id, raw in chunk.items():  # decoded only when it names scopes it reached
+            for other in (jsoncodec.decode(raw).get("foreign") or () if b'"foreign"' in raw else ()):
+                referenced[other].add(event_id)
     found.records[scope] = {
         "facts": [i async for i in part.facts.ids()],
         "beliefs": [i async for i in part.beliefs.ids()],
@@ -212,6 +235,7 @@ def categorize(found: Enumeration, references: dict[str, Any]) -> dict[str, list
             sections["records"] += [[scope, layer, record_id] for record_id in layers[layer]]
     sections["citations"] = references["citations"]
     sections["demote"] = references["demote"]
+    sections["blobs"] = found.blobs
     return sections
 
 
@@ -224,7 +248,8 @@ def summarize(found: Enumeration, sections: dict[str, list[list[str]]]) -> dict[
         affected[layer] += 1
     workspaces = sorted(found.outside.values(), key=lambda w: w["scope"])
     return {
-        "estimated_affected": {"events": len(sections["delete"]) + len(sections["redact"]), **affected},
+        "estimated_affected": {"events": len(sections["delete"]) + len(sections["redact"]), **affected,
+                               "blobs": len(sections.get("blobs", ()))},
         "refcount_breakdown": {"events_to_delete": len(sections["delete"]),
                                "events_to_redact": len(sections["redact"]), "events_under_legal_hold": 0},
         "cross_scope_propagation": {"affected_workspaces": workspaces,

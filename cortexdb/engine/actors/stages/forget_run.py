@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import forget_events, forget_records, forget_select
+from . import forget_drop, forget_events, forget_records, forget_select
 from .common import StageContext
 from .forget import (
     DeleteEvents,
@@ -23,8 +23,10 @@ from .forget import (
 )
 
 
-async def run(work: StageContext, item: Any, unqueue: Callable[[Any], None]) -> dict[str, Any]:
-    """Do one piece of work; the answer is its counts (``follow_ups`` as work, by scope)."""
+async def run(work: StageContext, item: Any, unqueue: Callable[[Any], None],
+              enqueue: Callable[[Any], None] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Do one piece of work; the answer is its counts (``follow_ups`` as work, by scope).
+    ``unqueue`` drops events from the lane's queue, ``enqueue`` queues one for derivation."""
     if isinstance(item, Select):
         return await forget_select.select(work, item)
     if isinstance(item, Tidy):
@@ -37,6 +39,12 @@ async def run(work: StageContext, item: Any, unqueue: Callable[[Any], None]) -> 
         elif isinstance(item, DeleteEvents):
             unqueue(item.event_ids)
             await forget_events.delete_events(work, out, item.event_ids, result)
+        elif isinstance(item, forget_drop.DropScope):  # an erasure taking the scope whole
+            assert enqueue is not None
+            await forget_drop.drop_scope(work, out, item, result, enqueue)
+        elif isinstance(item, forget_drop.DropEvents):
+            unqueue(item.event_ids)
+            await forget_drop.drop_events(work, out, item, result)
         elif isinstance(item, ReplaceDerives):
             for event_id, pairs in item.mapping:
                 await replace_derives(work, out, [event_id], dict(pairs), result)
