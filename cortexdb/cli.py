@@ -1,8 +1,11 @@
 """``cortexdb`` — the command line.
 
     cortexdb version
-    cortexdb rebuild --data DIR --scope SCOPE     replay a scope's WAL into fresh derived layers
-    cortexdb inspect --data DIR --scope SCOPE     counts of a scope's records, for operators
+    cortexdb rebuild --data DIR --scope SCOPE [--embedder E]   replay a scope's WAL into fresh
+                                                                derived layers, with progress
+    cortexdb inspect --data DIR --scope SCOPE [--embedder E]   counts of a scope's records
+    cortexdb reembed --data DIR [--embedder hash|minilm|best]  re-embed every stored vector with
+                                                                another embedder (EMBEDDER_MISMATCH)
 
     cortexdb serve [--preset P] [--data DIR] [--backend B] [--bind HOST:PORT] [--issuer-keys DIR]
                    [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR] [--tenant T]
@@ -42,37 +45,8 @@ import sys
 
 import trio
 
-from . import __version__
+from . import __version__, cli_store
 from .errors import CortexError
-
-
-async def _rebuild(data: str, scope: str) -> None:
-    from . import open_engine
-
-    async with open_engine("leveldb", path=data) as engine:
-        await engine.rebuild(scope)
-        print(f"rebuilt {scope}")
-
-
-async def _inspect(data: str, scope: str) -> None:
-    from . import open_engine
-
-    async with open_engine("leveldb", path=data) as engine:
-        counts = {}
-        for layer, read in (("events", engine.events), ("episodes", engine.episodes), ("facts", engine.facts),
-                            ("beliefs", engine.beliefs)):  # fmt: skip
-            total, cursor = 0, None
-            while True:
-                page = await read(scope, limit=1000, cursor=cursor)
-                total += len(page["items"])
-                if not page["has_more"]:
-                    break
-                cursor = page["next_cursor"]
-            counts[layer] = total
-        print(
-            " ".join(f"{name}={value}" for name, value in counts.items()),
-            f"wal_offset={engine.wal_offset}",
-        )
 
 
 def _settings(args, **extra):
@@ -213,11 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("version", help="print the version")
-    for name, help_text in (("rebuild", "replay a scope's WAL into fresh derived layers"),
-                            ("inspect", "count a scope's records")):  # fmt: skip
-        command = commands.add_parser(name, help=help_text)
-        command.add_argument("--data", required=True, help="LevelDB data directory")
-        command.add_argument("--scope", required=True, help="scope path, e.g. org:acme/user:alice")
+    cli_store.add_parsers(commands)  # rebuild, inspect, reembed
     _serve_parser(commands)
     _mcp_parser(commands)
     _erase_parser(commands)
@@ -239,7 +209,7 @@ def _engine_options(command) -> None:
                          help="trust JWTs from ISS, verified with a PEM key or JWKS file (repeatable)")
     command.add_argument("--operator", action="append", metavar="ACTOR",
                          help="a deployment operator (holds the operator-only capabilities)")
-    command.add_argument("--embedder", choices=("hash", "minilm", "best"),
+    command.add_argument("--embedder", choices=cli_store.EMBEDDER_CHOICES,
                          help="best (default): all-MiniLM-L6-v2 when installed, else the hash embedder")
     command.add_argument("--token-leeway", metavar="SECONDS",
                          help="clock skew allowed on a token's iat and nbf (default 60, at most 3600)")
@@ -308,10 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "version":
             print(__version__)
-        elif args.command == "rebuild":
-            trio.run(_rebuild, args.data, args.scope)
-        elif args.command == "inspect":
-            trio.run(_inspect, args.data, args.scope)
+        elif args.command in ("rebuild", "inspect", "reembed"):
+            cli_store.run(args)
         elif args.command == "serve":
             _serve(args)
         elif args.command == "mcp":

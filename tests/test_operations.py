@@ -9,6 +9,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import trio
+
+import cortexdb
+from cortexdb.cli import main
+from cortexdb.cli_store import recorded_embedder
+from cortexdb.engine.retrieve.embedders import HashEmbedder
+
+from .conftest import envelope
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,3 +29,87 @@ def test_make_serve_takes_cortex_bind_from_the_environment(env, bind):
     out = subprocess.run(["make", "-n", "serve", "STAMP="], cwd=ROOT, env={**clean, **env},
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert f"--bind '{bind}'" in out and "--preset 'dev_local'" in out and "--data './data'" in out
+
+
+# -- the store commands ---------------------------------------------------------------------------
+ALICE = "org:acme/user:alice"
+
+
+class OtherEmbedder(HashEmbedder):
+    name = "other-v1"
+
+
+def _seed(path: str, texts=("I live in Paris.",), embedder=None) -> None:
+    async def seed() -> None:
+        async with cortexdb.open_engine("leveldb", path=path, embedder=embedder) as engine:
+            for text in texts:
+                await engine.experience(envelope(text), wait="consolidated")
+
+    trio.run(seed)
+
+
+@pytest.mark.parametrize("command", [["inspect", "--scope", ALICE], ["rebuild", "--scope", ALICE], ["reembed"]])
+def test_a_missing_data_dir_is_a_one_line_error_and_nothing_is_created(tmp_path, capsys, command):
+    missing = tmp_path / "nowhere"
+    assert main([command[0], "--data", str(missing), *command[1:]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{missing} does not exist" in err and "nothing was created" in err
+    assert not missing.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([command[0], "--data", str(empty), *command[1:]]) == 2
+    assert "is not a CortexDB data directory" in capsys.readouterr().err
+    assert list(empty.iterdir()) == []
+
+
+def test_inspect_and_rebuild_use_the_recorded_embedder_or_the_flag(tmp_path, capsys):
+    path = str(tmp_path / "d")
+    _seed(path)  # the hash embedder, as `make example` does
+    assert main(["inspect", "--data", path, "--scope", ALICE]) == 0
+    assert capsys.readouterr().out.split() == ["events=1", "episodes=1", "facts=1", "beliefs=1",
+                                               "wal_offset=1", "embedder=hash-v1"]  # fmt: skip
+    assert main(["inspect", "--data", path, "--scope", ALICE, "--embedder", "hash"]) == 0
+    assert capsys.readouterr().out.split()[-1] == "embedder=hash"
+    other = str(tmp_path / "other")
+    _seed(other, embedder=OtherEmbedder())
+    for command in ("inspect", "rebuild"):
+        assert main([command, "--data", other, "--scope", ALICE, "--embedder", "hash"]) == 2
+        err = capsys.readouterr().err
+        assert "EMBEDDER_MISMATCH" in err and "`cortexdb reembed --data DIR --embedder hash`" in err
+    assert trio.run(recorded_embedder, other) == "other-v1"  # a refused open recorded nothing
+
+
+def test_rebuild_prints_progress_with_counts(tmp_path, capsys):
+    path = str(tmp_path / "d")
+    _seed(path, texts=[f"Alice visited city number {n}." for n in range(12)])
+    assert main(["rebuild", "--data", path, "--scope", ALICE]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"rebuilding {ALICE}: 12 events"
+    assert lines[-2].endswith("] 12/12 events derived") and lines[-2].startswith("[" + "#" * 30)
+    assert lines[-1] == f"rebuilt {ALICE}: 12 of 12 events derived again"
+    counts = [int(line.split("] ")[1].split("/")[0]) for line in lines[1:-1]]
+    assert counts == sorted(counts)  # one line per pipeline batch (at most one per tenth)
+
+
+def test_reembed_fixes_an_embedder_mismatch(tmp_path, capsys):
+    path = str(tmp_path / "d")
+    _seed(path, embedder=OtherEmbedder())
+
+    async def recall_with_hash() -> dict:
+        async with cortexdb.open_engine("leveldb", path=path) as engine:  # the hash embedder
+            return await engine.recall({"scope": ALICE, "query": "Paris", "view": "local", "include": ["events"]})
+
+    with pytest.raises(cortexdb.CortexError) as refused:
+        trio.run(recall_with_hash)
+    assert refused.value.error_code == "EMBEDDER_MISMATCH"
+    assert "`cortexdb reembed --data DIR --embedder hash`" in refused.value.message
+    assert main(["reembed", "--data", path, "--embedder", "hash"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"re-embedding {path}: other-v1 -> hash-v1"
+    assert f"  re-embedded scope 1/1: {ALICE}" in out
+    assert out[-1].startswith("re-embedded 1 scopes with hash-v1 (384 dimensions)")
+    assert trio.run(recorded_embedder, path) == "hash-v1"
+    pack = trio.run(recall_with_hash)
+    assert [e["content"]["text"] for e in pack["layers"]["events"]] == ["I live in Paris."]
+    assert main(["reembed", "--data", path, "--embedder", "hash"]) == 0
+    assert "embedded with hash-v1 already: nothing to do" in capsys.readouterr().out

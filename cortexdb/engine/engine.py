@@ -7,6 +7,7 @@ owns the root nursery: the supervisor, maintenance, the job runner and every act
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -56,6 +57,7 @@ from .scopes import canonical_scope
 from .storage import NodeTables
 from .writes import Writes
 
+log = logging.getLogger("cortexdb.engine")
 RECALL_MODES = ("hybrid", "bm25", "vector")
 UNBUILT = {"_partial": True, "_partial_reason": "no_implementation_yet"}
 
@@ -106,8 +108,10 @@ class Engine:
         scopes = await ctx.tables.scopes_with_pending_work()
         if reembed:  # re-embedding: every scope's actor does it on start
             scopes += [s for s in await self.scope_paths() if s not in scopes]
-        for scope in scopes:
+        for number, scope in enumerate(scopes, 1):
             await self._supervisor.request(scope, Ping)  # spawning the actor resumes its pipeline
+            if reembed:  # the actor has re-embedded the scope (Lane.run restores before started)
+                log.info("re-embedded scope %d/%d: %s", number, len(scopes), scope)
         await nursery.start(self.erasures.run)  # the job runner: resumes interrupted erasures
 
     async def _stop(self) -> None:
@@ -355,18 +359,10 @@ class Engine:
 
 
 @asynccontextmanager
-async def open_engine(
-    backend: str = "memory",
-    path: str | None = None,
-    *,
-    config: EngineConfig | None = None,
-    clock: Clock | None = None,
-    id_seed: int | None = None,
-    extractor: Any = None,
-    policy: PolicyHook | None = None,
-    store: Any = None,
-    embedder: Any = None,
-) -> AsyncIterator[Engine]:
+async def open_engine(backend: str = "memory", path: str | None = None, *, config: EngineConfig | None = None,
+                      clock: Clock | None = None, id_seed: int | None = None, extractor: Any = None,
+                      policy: PolicyHook | None = None, store: Any = None, embedder: Any = None,
+                      ) -> AsyncIterator[Engine]:  # fmt: skip
     """Open an engine on ``memory`` or ``leveldb`` (at ``path``) for the duration of the block.
 
     ``clock`` and ``id_seed`` make recorded times and ids deterministic for tests; ``store``
