@@ -92,8 +92,27 @@ def _serve(args) -> None:
     )  # fmt: skip
     try:
         trio.run(run_server, settings)
-    except OSError as exc:  # the address is taken, or not ours to bind
-        raise SystemExit(f"cortexdb: cannot serve on {settings.bind}: {exc.strerror or exc}") from None
+    except (OSError, BaseExceptionGroup) as exc:  # noqa: F821 - the address is taken, or not ours
+        failure = _bind_failure(exc)
+        if failure is None:
+            raise
+        raise SystemExit(f"cortexdb: cannot serve on {settings.bind}: {failure}; choose another address with "
+                         "--bind HOST:PORT or CORTEX_BIND (e.g. 127.0.0.1:8078)") from None  # fmt: skip
+
+
+def _bind_failure(exc: BaseException) -> str | None:
+    """What stops the server binding its address, found inside the HTTP servers' exception groups."""
+    import errno
+
+    if isinstance(exc, BaseExceptionGroup):  # noqa: F821
+        found = [_bind_failure(inner) for inner in exc.exceptions]
+        return next((text for text in found if text), None)
+    if not isinstance(exc, OSError):
+        return None
+    return {errno.EADDRINUSE: "the address is already in use (another server listens there)",
+            errno.EACCES: "permission denied (ports below 1024 need privileges)",
+            errno.EADDRNOTAVAIL: "no interface of this machine has that address"}.get(
+        exc.errno, exc.strerror or str(exc))  # fmt: skip
 
 
 def _mcp(args) -> None:

@@ -113,3 +113,20 @@ def test_reembed_fixes_an_embedder_mismatch(tmp_path, capsys):
     assert [e["content"]["text"] for e in pack["layers"]["events"]] == ["I live in Paris."]
     assert main(["reembed", "--data", path, "--embedder", "hash"]) == 0
     assert "embedded with hash-v1 already: nothing to do" in capsys.readouterr().out
+
+
+# -- serving --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("http_server", ["cortex", "hypercorn"])
+def test_a_busy_port_is_one_line_naming_the_address_and_the_way_out(http_server, capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        bind = f"127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(SystemExit) as exit_:
+            main(["serve", "--backend", "memory", "--embedder", "hash", "--bind", bind, "--http-server", http_server])
+    message = str(exit_.value)
+    assert message == (f"cortexdb: cannot serve on {bind}: the address is already in use (another server "
+                       "listens there); choose another address with --bind HOST:PORT or CORTEX_BIND (e.g. 127.0.0.1:8078)")  # fmt: skip
+    assert "Traceback" not in capsys.readouterr().err
