@@ -11,7 +11,7 @@
                    [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR] [--tenant T]
                    [--tenant-admin ACTOR] [--allow-origin ORIGIN]
                    [--embedder hash|minilm|best] [--http-server cortex|hypercorn]
-                   [--token-leeway SECONDS]
+                   [--token-leeway SECONDS] [--access-log on|off]
                    [--max-body-bytes N] [--max-head-bytes N] [--head-timeout S]
                    [--max-connections N] [--max-ws-message-bytes N] [--max-blob-bytes N]
     cortexdb mcp --actor ACTOR [--token TOKEN] [--preset P] [--data DIR] [--backend B] [--tenant T]
@@ -29,7 +29,8 @@ CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_TENANT_ADMINS, CORTEX_ALLOWED_ORIGINS,
 CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER, CORTEX_TOKEN_LEEWAY,
 CORTEX_MAX_BODY_BYTES, CORTEX_MAX_HEAD_BYTES, CORTEX_HEAD_TIMEOUT, CORTEX_MAX_CONNECTIONS,
 CORTEX_MAX_WS_MESSAGE_BYTES, CORTEX_MAX_BLOB_BYTES, CORTEX_MAX_JSON_DEPTH, CORTEX_MAX_EVENT_TEXT_BYTES,
-CORTEX_MAX_DERIVED_PER_EVENT, CORTEX_DERIVATION_WORKERS and CORTEX_ENABLE_EXPERIMENTAL; flags win.
+CORTEX_MAX_DERIVED_PER_EVENT, CORTEX_DERIVATION_WORKERS, CORTEX_ENABLE_EXPERIMENTAL and
+CORTEX_ACCESS_LOG; flags win.
 ``mcp`` reads the same variables (not the HTTP ones) and CORTEX_ACTOR and CORTEX_TOKEN; its
 derivation runs in threads unless CORTEX_DERIVATION_WORKERS says otherwise.
 ``erase`` reads CORTEX_URL (default http://127.0.0.1:8077), CORTEX_ACTOR and CORTEX_TOKEN; it exits
@@ -89,6 +90,7 @@ def _serve(args) -> None:
         max_body_bytes=args.max_body_bytes, max_head_bytes=args.max_head_bytes, head_timeout=args.head_timeout,
         max_connections=args.max_connections, max_ws_message_bytes=args.max_ws_message_bytes,
         max_blob_bytes=args.max_blob_bytes,
+        access_log=None if args.access_log is None else args.access_log == "on",
     )  # fmt: skip
     try:
         trio.run(run_server, settings)
@@ -251,6 +253,9 @@ def _serve_parser(commands) -> None:
                        help="cortex (default): the built-in HTTP/1.1 + WebSocket server; hypercorn: Hypercorn's trio "
                             "worker (a failure on one connection closes that connection only; the head deadline is "
                             "Hypercorn's keep-alive timeout, 5 s at most)")
+    serve.add_argument("--access-log", choices=("on", "off"),
+                       help="one JSON line per request on stderr (request id, method, path, status, ms; "
+                            "never headers, tokens or bodies); default on ($CORTEX_ACCESS_LOG)")
     serve.add_argument("--max-body-bytes", type=int, metavar="N",
                        help="larger request bodies (REST and /mcp) get 413 (default 16 MiB)")
     serve.add_argument("--max-head-bytes", type=int, metavar="N",

@@ -130,3 +130,100 @@ def test_a_busy_port_is_one_line_naming_the_address_and_the_way_out(http_server,
     assert message == (f"cortexdb: cannot serve on {bind}: the address is already in use (another server "
                        "listens there); choose another address with --bind HOST:PORT or CORTEX_BIND (e.g. 127.0.0.1:8078)")  # fmt: skip
     assert "Traceback" not in capsys.readouterr().err
+
+
+# -- the request log, health, metrics ---------------------------------------------------------------
+async def test_one_log_line_per_request_without_secrets(tmp_path, caplog):
+    import json as jsonlib
+    import logging
+
+    from .server_support import body, server
+
+    caplog.set_level(logging.INFO, logger="cortexdb.access")
+    async with server(tmp_path) as h:
+        secret = "sekrit-text-never-logged"
+        response, _ = await h.call("POST", "/v1/experience?wait=captured", json=body(secret))
+        assert response.status_code == 202
+        missing, _ = await h.call("GET", "/v1/no-such-route?token=abc")
+        assert missing.status_code == 404
+    lines = [r.getMessage() for r in caplog.records if r.name == "cortexdb.access"]
+    assert len(lines) == 2
+    write, lost = (jsonlib.loads(line) for line in lines)
+    assert set(write) == {"request_id", "method", "path", "status", "ms"}
+    assert write["request_id"] == response.headers["X-Cortex-Request-ID"]
+    assert (write["method"], write["path"], write["status"]) == ("POST", "/v1/experience", 202)
+    assert (lost["path"], lost["status"]) == ("/v1/no-such-route", 404) and lost["request_id"]
+    assert isinstance(write["ms"], float) and write["ms"] >= 0
+    text = "\n".join(lines)
+    token = h.keys.paseto("user:alice")[:40]
+    for never in (secret, "Bearer", "v4.public.", token, "token=abc", "Authorization"):
+        assert never not in text
+
+
+async def test_the_request_log_can_be_turned_off(tmp_path, caplog):
+    import logging
+
+    from cortexdb.server.settings import ServerSettings
+
+    from .server_support import server
+
+    caplog.set_level(logging.INFO, logger="cortexdb.access")
+    async with server(tmp_path, access_log=False) as h:
+        response, _ = await h.call("GET", "/v1/admin/version")
+        assert response.status_code == 200
+    assert [r for r in caplog.records if r.name == "cortexdb.access"] == []
+    assert ServerSettings.from_env({}).access_log is True
+    assert ServerSettings.from_env({"CORTEX_ACCESS_LOG": "off"}).access_log is False
+    with pytest.raises(ValueError, match="CORTEX_ACCESS_LOG must be on or off"):
+        ServerSettings.from_env({"CORTEX_ACCESS_LOG": "maybe"})
+
+
+async def test_health_names_the_embedder_and_the_backend(tmp_path):
+    from .server_support import server
+
+    async with server(tmp_path) as h:
+        response, data = await h.call("GET", "/v1/admin/health")
+    assert response.status_code == 200
+    assert data["embedder"] == {"name": "hash-v1", "dimension": 384}
+    assert (data["backend"], data["http_server"]) == ("memory", "cortex")
+
+
+async def test_metrics_have_latency_histograms_per_endpoint_and_stage(tmp_path):
+    from .server_support import body, server
+
+    async with server(tmp_path) as h:
+        for text in ("Alice lives in Paris.", "Alice works at Acme."):
+            response, _ = await h.call("POST", "/v1/experience?wait=consolidated", json=body(text))
+            assert response.status_code == 200
+        response = await h.client.get("/v1/admin/metrics", headers=h.as_("user:alice"))
+        text = (await response.get_data()).decode()
+    assert 'cortexdb_requests_total{method="POST",route="/v1/experience",status="200"} 2' in text  # as before
+    assert "# TYPE cortexdb_request_duration_seconds histogram" in text
+    assert 'cortexdb_request_duration_seconds_count{method="POST",route="/v1/experience"} 2.0' in text
+    assert 'cortexdb_request_duration_seconds_bucket{le="+Inf",method="POST",route="/v1/experience"} 2.0' in text
+    assert "# TYPE cortexdb_stage_duration_seconds histogram" in text
+    for stage in ("extract", "index", "consolidate", "compress"):
+        assert f'cortexdb_stage_duration_seconds_count{{stage="{stage}"}} 2.0' in text, stage
+
+
+@pytest.mark.parametrize("http_server", ["cortex", "hypercorn"])
+async def test_both_http_servers_log_each_request(http_server, caplog):
+    import json as jsonlib
+    import logging
+
+    from .test_blobs_http import live
+
+    caplog.set_level(logging.INFO, logger="cortexdb.access")
+    async with live(http_server) as port:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            await stream.send_all(b"GET /v1/admin/version HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer x.y.z\r\n"
+                                  b"X-Cortex-Request-ID: req-log-1\r\nConnection: close\r\n\r\n")  # fmt: skip
+            answer = b""
+            while chunk := await stream.receive_some():
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200")
+    # the server has stopped: every request it answered has been logged
+    lines = [jsonlib.loads(r.getMessage()) for r in caplog.records if r.name == "cortexdb.access"]
+    assert [(x["request_id"], x["method"], x["path"], x["status"]) for x in lines] == [
+        ("req-log-1", "GET", "/v1/admin/version", 200)]

@@ -54,6 +54,7 @@ class NodeContext:
     cpu_workers: str = "thread"
     cpu_processes: Any = None
     packs: Any = None  # the recall pack cache (recall.cache.PackCache): a forget purges it
+    stage_observer: Any = None  # Engine.observe_stages: e.g. the server's latency histograms
 
 
 def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int | None,

@@ -78,6 +78,7 @@ class Engine:
         self.forget = ForgetService(ctx)  # forget (§8.5): await engine.forget(request, caller=...)
         self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
         self.blobs = ctx.blobs  # blobs (§8.13): engine/blobs.py's BlobService: put, stat, open, read, release
+        self.embedder = ctx.embedder  # its name and dimension are recorded per data dir (M embedder)
 
     @property
     def store(self):
@@ -326,6 +327,10 @@ class Engine:
 
     async def ping(self, scope: str) -> dict[str, Any]:
         return await self._supervisor.request(canonical_scope(scope), Ping)
+
+    def observe_stages(self, observer: Any) -> None:
+        """Call ``observer(STAGE_TIMING name, seconds)`` per event as each lane step ends (no I/O)."""
+        self._ctx.stage_observer = observer
 
     def statistics(self) -> SupervisorStatistics:
         return self._supervisor.statistics()
