@@ -227,3 +227,24 @@ async def test_both_http_servers_log_each_request(http_server, caplog):
     lines = [jsonlib.loads(r.getMessage()) for r in caplog.records if r.name == "cortexdb.access"]
     assert [(x["request_id"], x["method"], x["path"], x["status"]) for x in lines] == [
         ("req-log-1", "GET", "/v1/admin/version", 200)]
+
+
+# -- bulk writes end with batch_complete -----------------------------------------------------------
+async def test_a_bulk_batch_ends_with_batch_complete_after_every_item_is_derived(engine):
+    items = [{"modality": "conversation", "content": {"kind": "text", "text": f"Alice noted item {i}."},
+              "context": {"observed_at": f"2026-05-13T1{i}:00:00Z"}} for i in range(5)]  # fmt: skip
+    other = await engine.experience_bulk({"scope": ALICE, "items": items[:2]})
+    result = await engine.experience_bulk({"scope": ALICE, "items": items})
+    seen = []
+    with trio.fail_after(30):  # a hang guard only
+        async with engine.subscribe(batch_id=result.batch_id, since_lifecycle_id="lce_0") as feed:
+            async for record in feed:
+                seen.append(record)
+                if record.stage == "batch_complete":
+                    break
+    end = seen[-1]
+    assert (end.batch_id, end.scope, end.payload) == (result.batch_id, ALICE, {"batch_id": result.batch_id, "events": 5})
+    consolidated = [r.event_id for r in seen if r.stage == "consolidated"]
+    assert len(set(consolidated)) == 5  # every item derived before the end
+    history = await engine.lifecycle(batch_id=other.batch_id, events="batch_complete")
+    assert [r["payload"] for r in history] == [{"batch_id": other.batch_id, "events": 2}]
