@@ -4,6 +4,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# `make serve`'s settings: an environment variable of the same name wins over these defaults
+# (CORTEX_BIND=127.0.0.1:9000 make serve), and so does `make serve CORTEX_BIND=...`
+CORTEX_BIND              ?= 127.0.0.1:8077
+CORTEX_DATA_DIR          ?= ./data
+CORTEX_BACKEND           ?= leveldb
+CORTEX_DEPLOYMENT_PRESET ?= dev_local
 
 .PHONY: test example serve lint bench clean
 
@@ -17,10 +23,11 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 serve: $(STAMP)
-	$(VENV)/bin/cortexdb serve --preset dev_local --backend leveldb --data ./data --bind 127.0.0.1:8077
+	$(VENV)/bin/cortexdb serve --preset '$(CORTEX_DEPLOYMENT_PRESET)' --backend '$(CORTEX_BACKEND)' \
+		--data '$(CORTEX_DATA_DIR)' --bind '$(CORTEX_BIND)'
 
 example: $(STAMP)
-	$(PY) -m cortexdb.examples.quickstart ./data
+	$(PY) -m cortexdb.examples.quickstart '$(CORTEX_DATA_DIR)'
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check cortexdb tests bench

@@ -1,14 +1,17 @@
 """``cortexdb`` — the command line.
 
     cortexdb version
-    cortexdb rebuild --data DIR --scope SCOPE     replay a scope's WAL into fresh derived layers
-    cortexdb inspect --data DIR --scope SCOPE     counts of a scope's records, for operators
+    cortexdb rebuild --data DIR --scope SCOPE [--embedder E]   replay a scope's WAL into fresh
+                                                                derived layers, with progress
+    cortexdb inspect --data DIR --scope SCOPE [--embedder E]   counts of a scope's records
+    cortexdb reembed --data DIR [--embedder hash|minilm|best]  re-embed every stored vector with
+                                                                another embedder (EMBEDDER_MISMATCH)
 
     cortexdb serve [--preset P] [--data DIR] [--backend B] [--bind HOST:PORT] [--issuer-keys DIR]
                    [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR] [--tenant T]
                    [--tenant-admin ACTOR] [--allow-origin ORIGIN]
                    [--embedder hash|minilm|best] [--http-server cortex|hypercorn]
-                   [--token-leeway SECONDS]
+                   [--token-leeway SECONDS] [--access-log on|off]
                    [--max-body-bytes N] [--max-head-bytes N] [--head-timeout S]
                    [--max-connections N] [--max-ws-message-bytes N] [--max-blob-bytes N]
     cortexdb mcp --actor ACTOR [--token TOKEN] [--preset P] [--data DIR] [--backend B] [--tenant T]
@@ -26,7 +29,8 @@ CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_TENANT_ADMINS, CORTEX_ALLOWED_ORIGINS,
 CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER, CORTEX_TOKEN_LEEWAY,
 CORTEX_MAX_BODY_BYTES, CORTEX_MAX_HEAD_BYTES, CORTEX_HEAD_TIMEOUT, CORTEX_MAX_CONNECTIONS,
 CORTEX_MAX_WS_MESSAGE_BYTES, CORTEX_MAX_BLOB_BYTES, CORTEX_MAX_JSON_DEPTH, CORTEX_MAX_EVENT_TEXT_BYTES,
-CORTEX_MAX_DERIVED_PER_EVENT, CORTEX_DERIVATION_WORKERS and CORTEX_ENABLE_EXPERIMENTAL; flags win.
+CORTEX_MAX_DERIVED_PER_EVENT, CORTEX_DERIVATION_WORKERS, CORTEX_ENABLE_EXPERIMENTAL and
+CORTEX_ACCESS_LOG; flags win.
 ``mcp`` reads the same variables (not the HTTP ones) and CORTEX_ACTOR and CORTEX_TOKEN; its
 derivation runs in threads unless CORTEX_DERIVATION_WORKERS says otherwise.
 ``erase`` reads CORTEX_URL (default http://127.0.0.1:8077), CORTEX_ACTOR and CORTEX_TOKEN; it exits
@@ -42,37 +46,8 @@ import sys
 
 import trio
 
-from . import __version__
+from . import __version__, cli_store
 from .errors import CortexError
-
-
-async def _rebuild(data: str, scope: str) -> None:
-    from . import open_engine
-
-    async with open_engine("leveldb", path=data) as engine:
-        await engine.rebuild(scope)
-        print(f"rebuilt {scope}")
-
-
-async def _inspect(data: str, scope: str) -> None:
-    from . import open_engine
-
-    async with open_engine("leveldb", path=data) as engine:
-        counts = {}
-        for layer, read in (("events", engine.events), ("episodes", engine.episodes), ("facts", engine.facts),
-                            ("beliefs", engine.beliefs)):  # fmt: skip
-            total, cursor = 0, None
-            while True:
-                page = await read(scope, limit=1000, cursor=cursor)
-                total += len(page["items"])
-                if not page["has_more"]:
-                    break
-                cursor = page["next_cursor"]
-            counts[layer] = total
-        print(
-            " ".join(f"{name}={value}" for name, value in counts.items()),
-            f"wal_offset={engine.wal_offset}",
-        )
 
 
 def _settings(args, **extra):
@@ -115,11 +90,31 @@ def _serve(args) -> None:
         max_body_bytes=args.max_body_bytes, max_head_bytes=args.max_head_bytes, head_timeout=args.head_timeout,
         max_connections=args.max_connections, max_ws_message_bytes=args.max_ws_message_bytes,
         max_blob_bytes=args.max_blob_bytes,
+        access_log=None if args.access_log is None else args.access_log == "on",
     )  # fmt: skip
     try:
         trio.run(run_server, settings)
-    except OSError as exc:  # the address is taken, or not ours to bind
-        raise SystemExit(f"cortexdb: cannot serve on {settings.bind}: {exc.strerror or exc}") from None
+    except (OSError, BaseExceptionGroup) as exc:  # noqa: F821 - the address is taken, or not ours
+        failure = _bind_failure(exc)
+        if failure is None:
+            raise
+        raise SystemExit(f"cortexdb: cannot serve on {settings.bind}: {failure}; choose another address with "
+                         "--bind HOST:PORT or CORTEX_BIND (e.g. 127.0.0.1:8078)") from None  # fmt: skip
+
+
+def _bind_failure(exc: BaseException) -> str | None:
+    """What stops the server binding its address, found inside the HTTP servers' exception groups."""
+    import errno
+
+    if isinstance(exc, BaseExceptionGroup):  # noqa: F821
+        found = [_bind_failure(inner) for inner in exc.exceptions]
+        return next((text for text in found if text), None)
+    if not isinstance(exc, OSError):
+        return None
+    return {errno.EADDRINUSE: "the address is already in use (another server listens there)",
+            errno.EACCES: "permission denied (ports below 1024 need privileges)",
+            errno.EADDRNOTAVAIL: "no interface of this machine has that address"}.get(
+        exc.errno, exc.strerror or str(exc))  # fmt: skip
 
 
 def _mcp(args) -> None:
@@ -213,11 +208,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("version", help="print the version")
-    for name, help_text in (("rebuild", "replay a scope's WAL into fresh derived layers"),
-                            ("inspect", "count a scope's records")):  # fmt: skip
-        command = commands.add_parser(name, help=help_text)
-        command.add_argument("--data", required=True, help="LevelDB data directory")
-        command.add_argument("--scope", required=True, help="scope path, e.g. org:acme/user:alice")
+    cli_store.add_parsers(commands)  # rebuild, inspect, reembed
     _serve_parser(commands)
     _mcp_parser(commands)
     _erase_parser(commands)
@@ -239,7 +230,7 @@ def _engine_options(command) -> None:
                          help="trust JWTs from ISS, verified with a PEM key or JWKS file (repeatable)")
     command.add_argument("--operator", action="append", metavar="ACTOR",
                          help="a deployment operator (holds the operator-only capabilities)")
-    command.add_argument("--embedder", choices=("hash", "minilm", "best"),
+    command.add_argument("--embedder", choices=cli_store.EMBEDDER_CHOICES,
                          help="best (default): all-MiniLM-L6-v2 when installed, else the hash embedder")
     command.add_argument("--token-leeway", metavar="SECONDS",
                          help="clock skew allowed on a token's iat and nbf (default 60, at most 3600)")
@@ -262,6 +253,9 @@ def _serve_parser(commands) -> None:
                        help="cortex (default): the built-in HTTP/1.1 + WebSocket server; hypercorn: Hypercorn's trio "
                             "worker (a failure on one connection closes that connection only; the head deadline is "
                             "Hypercorn's keep-alive timeout, 5 s at most)")
+    serve.add_argument("--access-log", choices=("on", "off"),
+                       help="one JSON line per request on stderr (request id, method, path, status, ms; "
+                            "never headers, tokens or bodies); default on ($CORTEX_ACCESS_LOG)")
     serve.add_argument("--max-body-bytes", type=int, metavar="N",
                        help="larger request bodies (REST and /mcp) get 413 (default 16 MiB)")
     serve.add_argument("--max-head-bytes", type=int, metavar="N",
@@ -308,10 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "version":
             print(__version__)
-        elif args.command == "rebuild":
-            trio.run(_rebuild, args.data, args.scope)
-        elif args.command == "inspect":
-            trio.run(_inspect, args.data, args.scope)
+        elif args.command in ("rebuild", "inspect", "reembed"):
+            cli_store.run(args)
         elif args.command == "serve":
             _serve(args)
         elif args.command == "mcp":

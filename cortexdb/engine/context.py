@@ -56,6 +56,7 @@ class NodeContext:
     cpu_processes: Any = None
     packs: Any = None  # the recall pack cache (recall.cache.PackCache): a forget purges it
     llms: Any = None  # the LLM providers by model id (llm.LLMRouter): answers and narratives
+    stage_observer: Any = None  # Engine.observe_stages: e.g. the server's latency histograms
 
 
 def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int | None,
@@ -89,13 +90,20 @@ async def check_embedder(ctx: NodeContext) -> bool:
     if recorded is not None and not ctx.config.reembed:
         raise EmbedderMismatch(
             f"this data dir was embedded with {recorded['name']} ({recorded['dimension']} dimensions), "
-            f"not {embedder.name}; open it with that embedder, or with reembed=True to re-embed",
+            f"not {embedder.name}; re-embed it with `cortexdb reembed --data DIR --embedder "
+            f"{_choice(embedder.name)}` (or open it with reembed=True), or keep its embedder "
+            f"(--embedder {_choice(recorded['name'])})",
             details={"recorded": recorded, "requested": current},
         )
     if recorded is not None:  # re-embed: drop every stored vector; actors re-embed on start
         await tables.all_vectors.delete_all()
     await tables.meta.put("embedder", current, sync=True)
     return recorded is not None
+
+
+def _choice(name: str) -> str:
+    """The ``--embedder`` choice that names an embedder (``hash-v1`` -> ``hash``)."""
+    return "hash" if name.startswith("hash") else "minilm" if "MiniLM" in name else name
 
 
 async def maintenance(ctx: NodeContext) -> None:

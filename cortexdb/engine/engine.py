@@ -7,6 +7,7 @@ owns the root nursery: the supervisor, maintenance, the job runner and every act
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -38,6 +39,7 @@ from .scopes import canonical_scope
 from .storage import NodeTables
 from .writes import Writes
 
+log = logging.getLogger("cortexdb.engine")
 RECALL_MODES = ("hybrid", "bm25", "vector")
 UNBUILT = {"_partial": True, "_partial_reason": "no_implementation_yet"}
 
@@ -60,6 +62,7 @@ class Engine:
         self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
         self.imports = transfer.ImportService(self, ctx, self.erasures.jobs)  # imports (§8.11): start, status...
         self.blobs = ctx.blobs  # blobs (§8.13): engine/blobs.py's BlobService: put, stat, open, read, release
+        self.embedder = ctx.embedder  # its name and dimension are recorded per data dir (M embedder)
 
     @property
     def store(self):
@@ -91,8 +94,10 @@ class Engine:
         scopes = await ctx.tables.scopes_with_pending_work()
         if reembed:  # re-embedding: every scope's actor does it on start
             scopes += [s for s in await self.scope_paths() if s not in scopes]
-        for scope in scopes:
+        for number, scope in enumerate(scopes, 1):
             await self._supervisor.request(scope, messages.Ping)  # spawning the actor resumes its pipeline
+            if reembed:  # the actor has re-embedded the scope (Lane.run restores before started)
+                log.info("re-embedded scope %d/%d: %s", number, len(scopes), scope)
         await nursery.start(self.erasures.run)  # the job runner: resumes interrupted erasures
 
     async def _stop(self) -> None:
@@ -321,6 +326,10 @@ class Engine:
     async def ping(self, scope: str) -> dict[str, Any]:
         return await self._supervisor.request(canonical_scope(scope), messages.Ping)
 
+    def observe_stages(self, observer: Any) -> None:
+        """Call ``observer(STAGE_TIMING name, seconds)`` per event as each lane step ends (no I/O)."""
+        self._ctx.stage_observer = observer
+
     def statistics(self) -> SupervisorStatistics:
         return self._supervisor.statistics()
 
@@ -353,19 +362,10 @@ class Engine:
 
 
 @asynccontextmanager
-async def open_engine(
-    backend: str = "memory",
-    path: str | None = None,
-    *,
-    config: EngineConfig | None = None,
-    clock: Clock | None = None,
-    id_seed: int | None = None,
-    extractor: Any = None,
-    policy: PolicyHook | None = None,
-    store: Any = None,
-    embedder: Any = None,
-    llm: Any = None,
-) -> AsyncIterator[Engine]:
+async def open_engine(backend: str = "memory", path: str | None = None, *, config: EngineConfig | None = None,
+                      clock: Clock | None = None, id_seed: int | None = None, extractor: Any = None,
+                      policy: PolicyHook | None = None, store: Any = None, embedder: Any = None,
+                      llm: Any = None) -> AsyncIterator[Engine]:  # fmt: skip
     """Open an engine on ``memory`` or ``leveldb`` (at ``path``) for the duration of the block.
 
     ``clock`` and ``id_seed`` make recorded times and ids deterministic for tests; ``store``

@@ -63,6 +63,8 @@ EPISODE_SEALED = Stage.COMPRESSED.value
 #: phases, and its end (``payload.status``: completed, cancelled or failed)
 ERASURE_PROGRESS = "erasure_progress"
 ERASURE_COMPLETE = "erasure_complete"
+#: the end of a bulk write: every event of a ``batch_id`` has been derived (actors/batches.py)
+BATCH_COMPLETE = "batch_complete"
 #: the phases of an erasure (reference §11.3), in order: ``status.phase`` names one of them
 ERASURE_PHASES = ("enumerate", "refcount", "categorize", "delete", "demote")
 #: the lifecycle records of import and export jobs (reference §8.11-§8.12, §13): a tick per

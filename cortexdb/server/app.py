@@ -29,6 +29,7 @@ from .call import Blueprint, Handler, RequestPolicyHook, Route, ServerState
 from .dispatch import DirectDispatch, Router
 from .gate import Gate
 from .mcp_api.asgi import McpMount
+from .observe import RequestLog
 from .policy import PolicyEngine, load_preset
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry
@@ -108,7 +109,8 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
                             functools.partial(pipeline.too_large, state), settings.max_body_bytes,
                             settings.max_upload_bytes)  # fmt: skip
     mcp = McpMount(direct, state)  # /mcp: the Model Context Protocol (docs/mcp.md)
-    app.asgi_app = mcp  # type: ignore[method-assign]
+    app.asgi_app = RequestLog(mcp) if settings.access_log else mcp  # type: ignore[method-assign]
+    engine.observe_stages(state.metrics.observe_stage)
     _lifespan(app, state, mcp)
     return app
 

@@ -27,6 +27,7 @@ from .audit import AuditLog
 from .auth import Revocations, Verifier
 from .frames import FrameCache
 from .gate import Gate
+from .observe import Metrics
 from .policy import Decision, PolicyEngine, Principal
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry
@@ -106,6 +107,7 @@ class ServerState:
     closing: trio.Event = attrs.field(factory=trio.Event)
     started: float = attrs.field(factory=time.time)
     counters: dict[str, int] = attrs.field(factory=dict)
+    metrics: Metrics = attrs.field(factory=Metrics)  # latency histograms (observe.py)
     latency_ms: dict[str, float] = attrs.field(factory=dict)
     open_streams: int = 0
 

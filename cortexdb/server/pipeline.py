@@ -77,6 +77,7 @@ async def handle(state: ServerState, route: Route, handler: Handler, params: dic
     if route.tier == "experimental":
         response.headers["X-Cortex-Experimental-Notice"] = EXPERIMENTAL_NOTICE
     state.count(f"{route.method} {route.path} {response.status_code}")
+    state.metrics.observe_request(route.method, route.path, time.perf_counter() - started)
     return response
 
 

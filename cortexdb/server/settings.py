@@ -32,6 +32,9 @@ class ServerSettings:
     # "*" allows every origin
     allowed_origins: tuple[str, ...] = ()
     enable_experimental: bool = False
+    # one JSON line per HTTP request on the cortexdb.access logger (request id, method, path,
+    # status, ms; never headers, tokens or bodies): CORTEX_ACCESS_LOG=0 / --access-log off
+    access_log: bool = True
     # arrays and objects in a request body may nest this deep (400 INVALID_BODY beyond; 1..512)
     max_json_depth: int = attrs.field(default=64, converter=int, validator=[attrs.validators.ge(1), attrs.validators.le(512)])
     # HTTP limits (docs/decisions.md, "HTTP limits"); each has a CORTEX_* variable and a flag.
@@ -146,8 +149,17 @@ class ServerSettings:
         if env.get("CORTEX_LLM_MODELS"):
             values["llm_models"] = _csv(env["CORTEX_LLM_MODELS"])
         values["enable_experimental"] = env.get("CORTEX_ENABLE_EXPERIMENTAL", "") in ("1", "true", "yes")
+        if env.get("CORTEX_ACCESS_LOG"):
+            values["access_log"] = _switch("CORTEX_ACCESS_LOG", env["CORTEX_ACCESS_LOG"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+def _switch(name: str, text: str) -> bool:
+    word = text.strip().lower()
+    if word not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise ValueError(f"{name} must be on or off (1/0, true/false, yes/no), not {text!r}")
+    return word in ("1", "true", "yes", "on")
 
 
 def _csv(text: str) -> tuple[str, ...]:

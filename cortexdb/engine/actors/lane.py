@@ -25,6 +25,7 @@ from ...errors import CortexError
 from ..model import Event, EventState
 from ..stages import LANE_STEPS
 from ..storage import Partition
+from .batches import BatchTracker, announce
 from .indexer import Indexer
 from .messages import (
     LANE_ITEM_TYPES,
@@ -63,6 +64,8 @@ class Lane:
         self.work = StageContext(ctx, scope, tables, self.state, self.index)
         self.queue: collections.deque[str] = collections.deque()
         self.items: collections.deque[LaneItem] = collections.deque()
+        self.batches = BatchTracker()  # bulk batches with events queued: batch_complete at the end
+        self.dropped_batches: list[tuple[str, int]] = []
         self._wakeup = trio.Event()
         self.stopping = False
         self.busy = False
@@ -78,6 +81,7 @@ class Lane:
         if len(self.state.events) < self.ctx.config.pipeline_cache_events:
             self.state.events[event.id] = event  # beyond the cache the event reloads from storage
         self.queue.append(event.id)
+        self.batches.queued(event)
         self._wakeup.set()
 
     def submit(self, item: LaneItem) -> None:
@@ -200,6 +204,7 @@ class Lane:
                 finally:
                     self.ctx.entities.let_go(batch.entity_ids)  # committed (or given up)
         self.processed += len(events)
+        await announce(self.work, self.batches.finished(batch_ids))
 
     async def _cancels_first(self, states: dict[str, EventState]) -> None:
         """A cancel of an event in the batch being derived runs before the batch's next stage
@@ -251,17 +256,24 @@ class Lane:
         selects and suppresses is then all the evidence captured before it."""
         await self._drain_queue()
         item.reply.set(await forget_run.run(self.work, item.work, self.unqueue, self.enqueue))
+        finished, self.dropped_batches = self.dropped_batches, []
+        await announce(self.work, finished)
 
     def unqueue(self, event_ids) -> None:
         """Drop events from the queue and the cache (they are being deleted)."""
         gone = set(event_ids)
         self.queue = collections.deque(e for e in self.queue if e not in gone)
+        self.dropped_batches += self.batches.finished(gone)  # announced once the forget is done
         for event_id in gone:
             self.state.events.pop(event_id, None)
 
+    def _clear_queue(self) -> None:
+        self.queue.clear()
+        self.batches.clear()
+
     async def _rebuild(self, item: RebuildItem) -> None:
         """Replay this scope's events into fresh derived layers."""
-        await control.rebuild(self.work, self.queue.clear, self.enqueue)
+        await control.rebuild(self.work, self._clear_queue, self.enqueue)
         await self._drain_queue()
         await compress.seal_open_episode(self.work)
         item.reply.set(True)

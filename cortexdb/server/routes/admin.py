@@ -33,6 +33,8 @@ async def health(call: Call):
     stats = engine.statistics()
     return {"status": "ok", "uptime_s": round(uptime(state), 1), "wal_offset": engine.wal_offset,
             "deployment_preset": state.policy.preset.name, "open_streams": state.open_streams,
+            "backend": state.settings.backend, "http_server": state.settings.http_server,
+            "embedder": {"name": engine.embedder.name, "dimension": engine.embedder.dimension},
             "engine": stats_wire(stats)}  # fmt: skip
 
 
@@ -54,7 +56,8 @@ async def metrics(call: Call):
     for name, value in stats_wire(engine.statistics()).items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             lines += [f"# TYPE cortexdb_engine_{name} gauge", f"cortexdb_engine_{name} {value}"]
-    return Response("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4; charset=utf-8")
+    text = "\n".join(lines) + "\n" + state.metrics.render()  # the latency histograms (observe.py)
+    return Response(text, content_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 @api("POST", "/v1/admin/flush-views", tier="experimental", rate="write", access="tenant",

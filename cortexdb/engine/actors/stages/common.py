@@ -89,7 +89,10 @@ class StageContext:
         """Mark ``stage`` done in the event's state, with its duration, and reserve its lifecycle
         record (none for the internal episode step: ``payload`` None)."""
         state.done.append(STAGE_NAME[stage])
-        state.set_elapsed(STAGE_TIMING[stage], round((trio.current_time() - started) * 1000, 3))
+        seconds, name = trio.current_time() - started, STAGE_TIMING[stage]
+        state.set_elapsed(name, round(seconds * 1000, 3))
+        if self.ctx.stage_observer is not None:
+            self.ctx.stage_observer(name, seconds)
         batch.states[event.id] = state
         if payload is not None:
             if batch.now is None:
