@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 # bench/http.py is named like the stdlib package `http`: drop this directory from the import path
 # before httpx imports `http.client`
@@ -39,7 +40,8 @@ def start(data: str, http_server: str) -> tuple[subprocess.Popen, str]:
                                stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)  # fmt: skip
     for line in process.stderr:
         found = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
-        if found:
+        if found:  # then keep draining its log (access lines): a full pipe would block the server
+            threading.Thread(target=process.stderr.read, daemon=True).start()
             return process, found.group(1)
     raise SystemExit("the server did not start")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 # This file is named like the stdlib package `http`: drop its directory from the import path
 # before anything imports `http.client`.
@@ -79,7 +80,8 @@ def start_server(data: str, keys: str, preset: str, http_server: str) -> tuple[s
     )  # fmt: skip
     for line in process.stderr:
         match = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
-        if match:
+        if match:  # then keep draining its log (access lines): a full pipe would block the server
+            threading.Thread(target=process.stderr.read, daemon=True).start()
             return process, match.group(1)
     raise SystemExit("the server did not start")
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 # bench/http.py is named like the stdlib package `http`: drop this directory from the import path
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -257,7 +258,8 @@ def start_server(data: str, keys: str, workers: str) -> tuple[subprocess.Popen, 
     )  # fmt: skip
     for line in process.stderr:
         match = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
-        if match:
+        if match:  # then keep draining its log (access lines): a full pipe would block the server
+            threading.Thread(target=process.stderr.read, daemon=True).start()
             return process, match.group(1)
     raise SystemExit("the server did not start")
 
