@@ -12,7 +12,11 @@ The scenario uses the public ``Engine`` API only, so the same module runs on bot
 ``pairs_added_since_v0`` holds the rows the same scenario writes now beyond those of v0, added
 deliberately with the table that holds them: which events mention which entities (``NM``,
 ``NE``) and the meta row saying that this data dir tracks them (issue 12).  An old data dir
-opens without them: its entities are kept for good (``EntityResolver.start``).
+opens without them: its entities are kept for good (``EntityResolver.start``).  Issue 14 added
+the bulk write's ``batch_complete`` lifecycle record: it draws the next lifecycle id, so the
+``compressed`` record written after it moves to the id after that (a new row in
+``pairs_added_since_v0``), and the key it had now holds ``batch_complete``
+(``pairs_replaced_since_v0``).  Every other row is v0's, byte for byte.
 """
 
 from __future__ import annotations
@@ -179,7 +183,8 @@ async def test_the_same_writes_store_the_same_bytes(fixture):
     async with cortexdb.open_engine(store=store, clock=clock, id_seed=7, config=CONFIG) as engine:
         await scenario(engine, clock)
     written = {key: value async for key, value in store.scan()}
-    old = {base64.b64decode(k): base64.b64decode(v) for k, v in fixture["pairs"] + fixture["pairs_added_since_v0"]}
+    old = {base64.b64decode(k): base64.b64decode(v)
+           for k, v in fixture["pairs"] + fixture["pairs_added_since_v0"] + fixture["pairs_replaced_since_v0"]}
     assert sorted(written) == sorted(old)
     timing = re.compile(rb'"elapsed_ms":\{[^}]*\}')
     for key, value in old.items():
