@@ -159,6 +159,7 @@ def validate_content(content: Any, field: str = "content") -> dict:
             or not 0 <= confidence <= 1
         ):
             _fail(f"{field}.confidence", "must be a number between 0 and 1")
+        _validity(content, field)
     if kind == "blob_ref":
         _string(content.get("blob_id"), f"{field}.blob_id", required=True, max_len=128)
     media = content.get("media")
@@ -169,6 +170,30 @@ def validate_content(content: Any, field: str = "content") -> dict:
             if not isinstance(item, dict) or not isinstance(item.get("blob_id"), str):
                 _fail(f"{field}.media[{index}]", "must be an object with a blob_id")
     return content
+
+
+def _validity(content: dict, field: str) -> None:
+    """A triple's optional world-time window: the fact it derives is valid from ``valid_from``
+    (else the event's ``observed_at``) until ``valid_to`` (else open-ended)."""
+    _timestamp(content.get("valid_from"), f"{field}.valid_from", required=False)
+    _timestamp(content.get("valid_to"), f"{field}.valid_to", required=False)
+    start, end = content.get("valid_from"), content.get("valid_to")
+    if start is not None and end is not None and try_parse_rfc3339(end) < try_parse_rfc3339(start):
+        _fail(f"{field}.valid_to", "must not be before valid_from")
+
+
+def _default_start(content: dict, context: dict) -> None:
+    """Without ``valid_from`` a triple's fact is valid from ``observed_at``: ``valid_to`` may not
+    be earlier."""
+    end = content.get("valid_to") if content["kind"] == "triple" else None
+    if end is None or content.get("valid_from") is not None:
+        return
+    if try_parse_rfc3339(end) < try_parse_rfc3339(context["observed_at"]):
+        _fail(
+            "content.valid_to",
+            "is before context.observed_at, from which the fact is valid when valid_from is "
+            "absent: give valid_from",
+        )
 
 
 def blob_ids_of(content: dict[str, Any]) -> list[tuple[str, str]]:
@@ -293,6 +318,7 @@ def validate_envelope(body: Any) -> ValidEnvelope:
         directives=validate_directives(body.get("directives")),
         idempotency_key=validate_idempotency_key(body.get("idempotency_key")),
     )
+    _default_start(valid.content, valid.context)
     _storable(body)
     return valid
 

@@ -58,12 +58,16 @@ def resolve(
     single_valued: bool,
     valid_from: dt.datetime,
     current: list[Fact],
+    valid_to: dt.datetime | None = None,
 ) -> Resolution:
     """Decide how a new assertion relates to the ``current`` facts of its subject+predicate.
 
     ``current`` holds the facts with ``recorded_to`` unset (the system's present knowledge).
+    ``valid_to``: the end of a window the assertion states (a triple's); only the facts whose
+    validity overlaps ``[valid_from, valid_to)`` are compared with it.
     """
-    live = [f for f in current if f.valid_to is None or f.valid_to > valid_from]
+    live = [f for f in current if (f.valid_to is None or f.valid_to > valid_from)
+            and (valid_to is None or f.valid_from < valid_to)]  # fmt: skip
     for fact in live:
         if object_key(fact.object) == object_key_ and fact.polarity == polarity:
             return Resolution(status="reinforced", reinforce=fact.id)

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from ..spi.extractor import CandidateFact, Extraction, ExtractionContext, TermRef
+from ..temporal import try_parse_rfc3339
 
 NAME = "rules_v1"
 MAX_OBJECT_CHARS = 80
@@ -212,6 +213,8 @@ class RuleExtractor:
             pattern="triple",
             single_valued=bool(content.get("single_valued", True)),
             polarity=-1 if content.get("negated") else 1,
+            valid_from=try_parse_rfc3339(content.get("valid_from") or ""),
+            valid_to=try_parse_rfc3339(content.get("valid_to") or ""),
         )
 
     def _json(self, context: ExtractionContext) -> list[CandidateFact]:

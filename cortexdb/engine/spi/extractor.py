@@ -5,6 +5,7 @@ Extractors are pure (no I/O): the pipeline resolves entities, assigns ids and de
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Protocol
 
 import attrs
@@ -29,6 +30,8 @@ class CandidateFact:
     single_valued: bool = True
     polarity: int = 1  # -1 for negated statements ("I don't like X")
     unit: str | None = None
+    valid_from: dt.datetime | None = None  # world-time window the content states (a triple's);
+    valid_to: dt.datetime | None = None  # None: from the event's observed_at / open-ended
 
 
 @attrs.frozen

@@ -49,6 +49,7 @@ class Assertion:
     source: str
     valid_from: dt.datetime
     entity_ids: tuple[str, ...] = ()
+    valid_to: dt.datetime | None = None  # a window the content stated (a triple's valid_to)
 
 
 @attrs.define(eq=False)

@@ -190,8 +190,8 @@ async def _assertion(work: StageContext, event: Event, candidate, extractor: str
         subject=TypedRef(type="entity", id=subject_entity.id, name=subject_entity.name),
         predicate=candidate.predicate, object=obj, confidence=candidate.confidence,
         single_valued=candidate.single_valued, polarity=candidate.polarity,
-        extractor=f"{extractor}/{candidate.pattern}", source=source, valid_from=valid_from,
-        entity_ids=tuple(entity_ids),
+        extractor=f"{extractor}/{candidate.pattern}", source=source,
+        valid_from=candidate.valid_from or valid_from, valid_to=candidate.valid_to, entity_ids=tuple(entity_ids),
     )  # fmt: skip
 
 
@@ -205,7 +205,7 @@ async def apply_assertion(work: StageContext, assertion: Assertion, event_id: st
     current = await state.current_facts(assertion.subject.id, assertion.predicate)
     decision = resolve(object_key_=object_key(assertion.object), polarity=assertion.polarity,
                        single_valued=assertion.single_valued, valid_from=assertion.valid_from,
-                       current=current)  # fmt: skip
+                       valid_to=assertion.valid_to, current=current)  # fmt: skip
     now = work.ctx.clock.now()
     if decision.reinforce is not None:
         fact = state.facts[decision.reinforce]
@@ -221,7 +221,8 @@ async def apply_assertion(work: StageContext, assertion: Assertion, event_id: st
     fact = Fact(
         id=work.ctx.ids.new("fact"), scope=work.scope, subject=assertion.subject,
         predicate=assertion.predicate, object=assertion.object, supports=[event_id],
-        valid_from=assertion.valid_from, valid_to=decision.valid_to, recorded_from=now,
+        valid_from=assertion.valid_from, valid_to=min(filter(None, (assertion.valid_to, decision.valid_to)), default=None),
+        recorded_from=now,
         confidence=round(assertion.confidence, 4), evidence_weight=round(assertion.confidence, 4),
         extractor=assertion.extractor, source=assertion.source, single_valued=assertion.single_valued,
         polarity=assertion.polarity, status=decision.status, conflicts_with=list(decision.conflicts_with),
