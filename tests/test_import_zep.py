@@ -15,7 +15,7 @@ import pytest
 from cortexdb import InvalidEnvelope, ManualClock, open_engine, schemas
 from cortexdb.engine.envelope import validate_envelope
 from cortexdb.engine.transfer.mapping import timestamp
-from cortexdb.engine.transfer.sources import zep
+from cortexdb.engine.transfer.sources import zep, zep_export
 from cortexdb.errors import UnsupportedFormat
 
 DATA = Path(__file__).parent / "data" / "import" / "zep"
@@ -262,8 +262,8 @@ async def test_the_graphiti_sample_round_trips_field_by_field():
     assert counts["written"] == 36
     # skipped: the node attribute facts (exported on the node), beliefs and CortexDB's episodes
     assert counts["skipped"] == sum(1 for r in records if r["record"] in ("belief", "episode")) + 2
-    for section, fields in (("episodes", zep.EPISODE_FIELDS), ("entity_nodes", zep.NODE_FIELDS),
-                            ("entity_edges", zep.EDGE_FIELDS), ("episodic_edges", zep.MENTION_FIELDS)):  # fmt: skip
+    for section, fields in (("episodes", zep_export.EPISODE_FIELDS), ("entity_nodes", zep_export.NODE_FIELDS),
+                            ("entity_edges", zep_export.EDGE_FIELDS), ("episodic_edges", zep_export.MENTION_FIELDS)):  # fmt: skip
         mine = {r["uuid"]: r for r in exported[section]}
         assert len(mine) == len(exported[section]) == len(source[section]), section
         for raw in source[section]:
