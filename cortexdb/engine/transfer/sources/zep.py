@@ -123,7 +123,7 @@ def read(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
                     yield failed(position, "record", RecordError(exc.code, f"{section}[{index}]: {exc.detail}"))
             position += 1
     except ijson.JSONError as exc:
-        yield failed(position, "record", RecordError("invalid_json", f"the JSON breaks after record {position}: {exc}"))
+        yield failed(position, "record", RecordError("invalid_json", f"the JSON breaks after {position} records: {exc}"))
 
 
 def _records(fh: BinaryIO, sections: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
