@@ -32,6 +32,9 @@ class Item:
     envelope: dict[str, Any] | None = None
     error: str | None = None  # an error code (invalid_json, invalid_record, ...)
     detail: str = ""
+    # the importer assumed part of the record (a time the source lacks: ``options.observed_at``
+    # or the import's): a key an earlier import wrote is a replay whatever that import assumed
+    replay_by_key: bool = False
 
     def where(self) -> dict[str, Any]:
         return {self.unit: self.position}

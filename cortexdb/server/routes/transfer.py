@@ -29,7 +29,7 @@ api = Blueprint()
 
 SOURCES = {"mem0": cap.IMPORT_FROM_MEM0, "zep": cap.IMPORT_FROM_ZEP, "letta": cap.IMPORT_FROM_LETTA,
            "openai": cap.IMPORT_FROM_OPENAI, "jsonl": cap.IMPORT_FROM_JSONL, "mcp": cap.IMPORT_FROM_MCP}  # fmt: skip
-QUERY = ("scope_template", "format", "ordering", "on_error", "observed_at")
+QUERY = ("scope_template", "format", "ordering", "on_error", "observed_at", "user_id", "branches", "include_hidden")
 IMPORTER_SETTING = "rate_limit.importer"
 
 
@@ -75,7 +75,7 @@ async def read_request(call: Call) -> tuple[dict[str, Any], Any]:
     args = query_args(QUERY)
     req = current_request()
     if "scope_template" in args:
-        options = {name: args[name] for name in ("ordering", "on_error", "observed_at") if name in args}
+        options = {name: args[name] for name in QUERY[2:] if name in args}
         request = {"scope_template": args["scope_template"], "options": options}
         if args.get("format"):
             request["format"] = args["format"]
