@@ -42,9 +42,9 @@ from ..stages import IMPORT_COMPLETE, IMPORT_PHASES, IMPORT_PROGRESS
 from ..temporal import try_parse_rfc3339
 from . import spool
 from .mapping import Item, RecordError, template_root
-from .sources import jsonl, mem0
+from .sources import jsonl, letta, mem0
 
-SOURCES: dict[str, Any] = {"jsonl": jsonl, "mem0": mem0}
+SOURCES: dict[str, Any] = {"jsonl": jsonl, "mem0": mem0, "letta": letta}
 CAPABILITY = {"jsonl": cap.IMPORT_FROM_JSONL, "mem0": cap.IMPORT_FROM_MEM0, "zep": cap.IMPORT_FROM_ZEP,
               "letta": cap.IMPORT_FROM_LETTA, "openai": cap.IMPORT_FROM_OPENAI, "mcp": cap.IMPORT_FROM_MCP}  # fmt: skip
 ORDERINGS = ("strict_temporal", "batch_throughput")
