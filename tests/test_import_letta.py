@@ -14,7 +14,7 @@ import ijson
 import pytest
 
 from cortexdb import ManualClock, open_engine
-from cortexdb.engine.transfer.sources import letta
+from cortexdb.engine.transfer.sources import letta, letta_json
 from cortexdb.errors import UnsupportedFormat
 
 from .server_support import server
@@ -348,10 +348,10 @@ def test_the_unquoting_reader_survives_any_chunk_boundary(size):
     inner = json.dumps({"t": 'quote " back \\ slash / tab \t nl \n é 🏃‍♀️ \u2028 \x01', "n": [1.5, None, True]} | {
         f"k{i}": "🏃" * i + "\\" * i for i in range(12)}, ensure_ascii=False)  # fmt: skip
     outer = json.dumps(inner, ensure_ascii=True).encode()  # non-ASCII as \\u escapes, emoji as pairs  # fmt: skip
-    reader = letta._Unquoted(io.BytesIO(outer), 1)
+    reader = letta_json.Unquoted(io.BytesIO(outer), 1)
     got = b"".join(iter(lambda: reader.read(size), b""))
     assert got == inner.encode() and json.loads(got) == json.loads(inner)
-    reader = letta._Unquoted(io.BytesIO(outer[:-1]), 1)  # no closing quote
+    reader = letta_json.Unquoted(io.BytesIO(outer[:-1]), 1)  # no closing quote
     with pytest.raises(ijson.IncompleteJSONError):
         b"".join(iter(lambda: reader.read(size), b""))
 
