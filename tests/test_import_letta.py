@@ -411,6 +411,13 @@ async def test_the_documented_example_over_http_an_agent_file_and_its_passages_t
                                          data=PASSAGES)  # fmt: skip
         assert response.status_code == 202 and started["format"] == "letta_passages", started
         assert (await h.engine.imports.wait(started["import_id"]))["items"]["written"] == 3
+        # the JSON request carries the options no query parameter has: the same passages, named
+        response, started = await h.call("POST", "/v1/import/letta", json={
+            "scope_template": "user:alice/agent:{agent_name}", "source": {"inline": json.loads(PASSAGES)},
+            "options": {"agent_name": "pace-running-coach", "user_id": "alice"}})  # fmt: skip
+        assert response.status_code == 202, started
+        named = await h.engine.imports.wait(started["import_id"])
+        assert named["items"]["written"] == 3, named  # other labels than the unnamed ones: new events
         response, pack = await h.call("POST", "/v1/recall", json={
             "scope": "user:alice/agent:pace-running-coach", "query": "Which day is Alice's physio?"})  # fmt: skip
         assert response.status_code == 200, pack
