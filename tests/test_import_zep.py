@@ -411,3 +411,16 @@ async def test_the_documented_curl_imports_a_graphiti_dump(tmp_path):
                                                                   "query": "When is the half marathon?"})  # fmt: skip
         assert response.status_code == 200, pack
         assert "Lyon Half Marathon" in pack["context_block"]
+
+
+def test_extract_facts_from_a_query_string_is_a_boolean_and_anything_else_is_400():
+    from cortexdb.engine.transfer.sources import zep
+    from cortexdb.errors import InvalidBody
+
+    for given, meant in (("true", True), ("FALSE", False), (True, True), (None, None)):
+        options = {"extract_facts": given}
+        zep.check_options(options)
+        assert options["extract_facts"] is meant
+    with pytest.raises(InvalidBody) as caught:
+        zep.check_options({"extract_facts": "maybe"})
+    assert caught.value.http_status == 400 and caught.value.details["field"] == "options.extract_facts"

@@ -43,9 +43,10 @@ from ..temporal import try_parse_rfc3339
 from ..writes import FAMILY_BULK
 from . import spool
 from .mapping import Item, RecordError, template_root
-from .sources import jsonl, mcp, mem0, openai, zep
+from .sources import jsonl, letta, mcp, mem0, openai, zep
 
-SOURCES: dict[str, Any] = {"jsonl": jsonl, "mem0": mem0, "zep": zep, "openai": openai, "mcp": mcp}
+SOURCES: dict[str, Any] = {"jsonl": jsonl, "mem0": mem0, "zep": zep, "letta": letta, "openai": openai,
+                           "mcp": mcp}  # fmt: skip
 CAPABILITY = {"jsonl": cap.IMPORT_FROM_JSONL, "mem0": cap.IMPORT_FROM_MEM0, "zep": cap.IMPORT_FROM_ZEP,
               "letta": cap.IMPORT_FROM_LETTA, "openai": cap.IMPORT_FROM_OPENAI, "mcp": cap.IMPORT_FROM_MCP}  # fmt: skip
 ORDERINGS = ("strict_temporal", "batch_throughput")

@@ -29,7 +29,8 @@ api = Blueprint()
 
 SOURCES = {"mem0": cap.IMPORT_FROM_MEM0, "zep": cap.IMPORT_FROM_ZEP, "letta": cap.IMPORT_FROM_LETTA,
            "openai": cap.IMPORT_FROM_OPENAI, "jsonl": cap.IMPORT_FROM_JSONL, "mcp": cap.IMPORT_FROM_MCP}  # fmt: skip
-QUERY = ("scope_template", "format", "ordering", "on_error", "observed_at", "user_id", "branches", "include_hidden")
+QUERY = ("scope_template", "format", "ordering", "on_error", "observed_at", "user_id", "branches", "include_hidden",
+         "agent_name", "agent_id", "group_id", "graph_id", "thread_id", "extract_facts")  # fmt: skip
 IMPORTER_SETTING = "rate_limit.importer"
 
 

@@ -48,7 +48,7 @@ from typing import Any, BinaryIO
 
 import ijson
 
-from ....errors import UnsupportedFormat
+from ....errors import InvalidBody, UnsupportedFormat
 from ...temporal import try_parse_rfc3339
 from ..mapping import Item, RecordError, actor, digest, expand, failed, key, labels, timestamp
 from .zep_export import EXPORT_FORMATS, export
@@ -225,6 +225,15 @@ def _when(*values: Any, options: dict[str, Any]) -> str:
 
 def _source(state: dict[str, Any]) -> dict[str, Any]:
     return actor("app", "graphiti" if state["fmt"] == "graphiti_json" else "zep")
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """400 at the start for a bad option (``extract_facts`` from a query string: "true"/"false")."""
+    wanted = options.get("extract_facts")
+    if isinstance(wanted, str):
+        options["extract_facts"] = wanted = {"true": True, "false": False}.get(wanted.lower(), wanted)
+    if wanted is not None and not isinstance(wanted, bool):
+        raise InvalidBody("options.extract_facts must be a boolean", details={"field": "options.extract_facts"})
 
 
 def _extract(record: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
