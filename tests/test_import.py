@@ -158,3 +158,28 @@ async def test_mem0_history_rows_are_events_and_an_unknown_shape_is_422():
             await engine.imports.start("mem0", b'{"memories": []}', {"scope_template": "org:acme"})
         with pytest.raises(UnsupportedFormat):
             await engine.imports.start("mem0", b'"hello"', {"scope_template": "org:acme"})
+
+
+async def test_a_reimport_replays_after_the_idempotency_window_and_another_scope_gets_its_own_copy():
+    """Import keys do not expire with ``idempotency_ttl_seconds`` (a re-sync a week later writes
+    nothing new), and they are bound to the scope: the same file into another scope is written
+    there, not replayed from the first."""
+    import datetime as dt
+
+    from cortexdb import ManualClock
+
+    clock = ManualClock(dt.datetime(2026, 3, 1, tzinfo=dt.UTC))
+    data = (DATA / "mem0" / "oss_v2_get_all.json").read_bytes()
+    async with open_engine("memory", id_seed=1, clock=clock) as engine:
+        _, first = await run_import(engine, "mem0", data, scope_template="org:acme/user:{user_id}")
+        written = first["items"]["written"]
+        assert first["status"] == "completed" and written > 0
+        clock.advance(days=8)  # far past the 24 h an ordinary key lives
+        _, again = await run_import(engine, "mem0", data, scope_template="org:acme/user:{user_id}")
+        assert again["items"]["written"] == 0 and again["items"]["replayed"] == written
+        _, other = await run_import(engine, "mem0", data, scope_template="org:beta/user:{user_id}")
+        assert other["items"]["written"] == written and other["items"]["replayed"] == 0
+        for org in ("org:acme", "org:beta"):
+            users = [s for s in await engine.scope_paths(org) if s.count("/") == 1]
+            counts = [len((await engine.events(s, limit=100))["items"]) for s in users]
+            assert sum(counts) == written, (org, users, counts, written)

@@ -121,7 +121,7 @@ class Writes:
                       replay=True)  # fmt: skip
 
     # -- bulk ----------------------------------------------------------------------------------
-    async def bulk(self, request: dict[str, Any], *, caller: str, tenant: str) -> BulkResult:
+    async def bulk(self, request: dict[str, Any], *, caller: str, tenant: str, durable: bool = False) -> BulkResult:
         """Up to ``bulk_max_items`` experiences into one scope in one atomic write (§8.2)."""
         envelopes, ordering = self._bulk_envelopes(request, caller)
         with self.ctx.blobs.hold() as hold:  # its blobs are not deleted before its references commit
@@ -130,7 +130,7 @@ class Writes:
             batch_id = self.ctx.ids.new("batch")
             reservations: list = []
             try:
-                items, replayed = await self._bulk_claims(envelopes, tenant, caller, batch_id, reservations)
+                items, replayed = await self._bulk_claims(envelopes, tenant, caller, batch_id, reservations, durable)
                 if items:
                     await self.ctx.supervisor.request(
                         scope, lambda reply: hold.bind(Capture(tuple(items), False, reply))
@@ -212,7 +212,7 @@ class Writes:
                                   item=index) from None  # fmt: skip
 
     async def _bulk_claims(self, envelopes: list[tuple], tenant: str, caller: str, batch_id: str,
-                           reservations: list) -> tuple[list[CaptureItem], int]:  # fmt: skip
+                           reservations: list, durable: bool = False) -> tuple[list[CaptureItem], int]:  # fmt: skip
         """The items to capture and how many were replays: each idempotency key is claimed once
         (a key twice in the batch with the same body is a replay, with another a conflict)."""
         items: list[CaptureItem] = []
@@ -235,6 +235,7 @@ class Writes:
                     replayed += 1
                     continue
                 reservation = claim
+                reservation.durable = durable
                 reservations.append(claim)
             items.append(CaptureItem(valid, identities, tenant, reservation, batch_id))
         return items, replayed

@@ -47,13 +47,14 @@ class Reservation:
     """An idempotency key claimed by a capture in flight.  A concurrent duplicate waits on
     ``done``, which is only created when someone actually waits (rare)."""
 
-    __slots__ = ("_done", "body_hash", "finished", "key", "record")
+    __slots__ = ("_done", "body_hash", "durable", "finished", "key", "record")
 
     def __init__(self, key: tuple[str, ...], body_hash: str) -> None:
         self.key = key
         self.body_hash = body_hash
         self.record: dict[str, Any] | None = None
         self.finished = False
+        self.durable = False  # its record never expires (an import's source key: engine/transfer)
         self._done: trio.Event | None = None
 
     async def wait(self) -> None:
@@ -85,6 +86,8 @@ class IdempotencyTable:
         self._inflight: dict[tuple[str, ...], Reservation] = {}
 
     def _live(self, record: dict[str, Any]) -> bool:
+        if record.get("durable"):
+            return True  # deleted with its event (forget/erasure), never by age
         return parse_rfc3339(record["created_at"]) + self._ttl > self._clock.now()
 
     async def begin(
@@ -122,6 +125,8 @@ class IdempotencyTable:
     def record_op(self, reservation: Reservation, record: dict[str, Any], now=None) -> Op:
         created = format_ts(now or self._clock.now())
         record = {**record, "body_hash": reservation.body_hash, "created_at": created}
+        if reservation.durable:
+            record["durable"] = True
         reservation.record = record
         return self._table.put_op(reservation.key, record)
 

@@ -8,8 +8,11 @@ engine's bulk write path (``experience_bulk``: validation, limits, policy and de
 one scope and ``bulk_max_items`` items per call.  After each window the job records how many
 records it has committed (``state.committed``), with its counts, in one write: a job resumed
 after a crash skips those records and re-writes at most one window, whose idempotency keys make
-the repeat a replay.  Every record carries a key derived from its source id (and version), so
-re-importing a file writes nothing new while the keys live (``idempotency_ttl_seconds``).
+the repeat a replay.  Every record carries a key derived from its source id (and version),
+bound to the scope it goes to (``mapping.scoped_key``, unless the importer's keys already hash
+the scope: ``KEYS_NAME_SCOPE``; a JSONL envelope's own key is kept as written), and an import's keys do not expire (``durable_keys``: deleted with their event by
+forget or erasure, never by ``idempotency_ttl_seconds``), so re-importing a file, a day or a year
+later, writes nothing new, and the same file imported into another scope is written there.
 
 ``ordering``: ``strict_temporal`` sorts each window of ``import_window`` records by
 ``observed_at`` (a file in time order is written in exact time order); ``batch_throughput``
@@ -42,7 +45,7 @@ from ..stages import IMPORT_COMPLETE, IMPORT_PHASES, IMPORT_PROGRESS
 from ..temporal import try_parse_rfc3339
 from ..writes import FAMILY_BULK
 from . import spool
-from .mapping import Item, RecordError, template_root
+from .mapping import Item, RecordError, scoped_key, template_root
 from .sources import jsonl, letta, mcp, mem0, openai, zep
 
 SOURCES: dict[str, Any] = {"jsonl": jsonl, "mem0": mem0, "zep": zep, "letta": letta, "openai": openai,
@@ -173,6 +176,7 @@ class ImportService:
         progress["read"] += len(items)
         groups: dict[str, list[Item]] = {}
         allowed: set[str] = run.scratch.setdefault("allowed", set())
+        rebind = not getattr(SOURCES[run.params["source"]], "KEYS_NAME_SCOPE", False)
         for item in items:
             if item.error is not None:
                 self._failed(run, item, item.error, item.detail)
@@ -185,6 +189,8 @@ class ImportService:
             except RecordError as exc:
                 self._failed(run, item, exc.code, exc.detail)
                 continue
+            if rebind and isinstance(item.envelope.get("idempotency_key"), str):
+                item.envelope["idempotency_key"] = scoped_key(item.envelope["idempotency_key"], scope)
             groups.setdefault(scope, []).append(item)
         limit = self._ctx.config.bulk_max_items
         for scope, group in groups.items():
@@ -219,7 +225,7 @@ class ImportService:
                        "items": [{k: v for k, v in item.envelope.items() if k != "scope"} for item in items]}  # fmt: skip
             try:
                 result = await self._engine.experience_bulk(request, caller=run.record["caller"],
-                                                            tenant_id=run.record["tenant_id"])  # fmt: skip
+                                                            tenant_id=run.record["tenant_id"], durable_keys=True)  # fmt: skip
             except CortexError as exc:
                 if exc.retriable:
                     raise

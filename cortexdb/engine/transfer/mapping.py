@@ -139,6 +139,15 @@ def key(source: str, *parts: Any) -> str:
     return f"{source}:{digest}"
 
 
+def scoped_key(value: str, scope: str) -> str:
+    """An importer's key bound to the scope it is written to: the same source record imported
+    into two scopes is two events (idempotency keys are per tenant and caller, not per scope)."""
+    text = f"{value}~{digest(scope)[:8]}"
+    if len(text) <= MAX_KEY:
+        return text
+    return key(value.split(":", 1)[0], digest(value, scope))
+
+
 def digest(*parts: Any) -> str:
     return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 

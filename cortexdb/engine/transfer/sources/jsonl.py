@@ -13,6 +13,7 @@ import orjson
 from ..mapping import Item, RecordError, digest, failed, key
 
 FORMATS = ("cortexdb_jsonl_v1",)
+KEYS_NAME_SCOPE = True  # its idempotency keys already hash the target scope (or are the user's own: jsonl)
 
 
 def sniff(path: str) -> str:

@@ -69,6 +69,7 @@ from .letta_read import Reader, prescan
 __all__ = ["ANY_DECLARED", "EXPORT_FORMATS", "FORMATS", "export", "read", "sniff"]
 
 FORMATS = ("agent_file_v2", "agent_file_legacy", "letta_passages", "letta_af")
+KEYS_NAME_SCOPE = True  # its idempotency keys already hash the target scope (or are the user's own: jsonl)
 ANY_DECLARED = True  # "letta_af" names any of them: the file says which
 LEGACY_VERSION = re.compile(r"^0\.(?:[6-9]|1[01])\.\d+")  # the Letta releases that wrote it
 TAIL = 4096  # the end of a file Letta writes created_at (v2) or version (legacy, keys sorted) in

@@ -35,6 +35,7 @@ from ....errors import UnsupportedFormat
 from ..mapping import Item, RecordError, actor, digest, expand, failed, key
 
 FORMATS = ("mcp_memory_jsonl",)
+KEYS_NAME_SCOPE = True  # its idempotency keys already hash the target scope (or are the user's own: jsonl)
 ACTOR = actor("app", "mcp_memory")
 MAX_NAME = 1024  # a triple's subject/predicate (envelope schema)
 

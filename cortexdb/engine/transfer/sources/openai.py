@@ -28,6 +28,7 @@ from ..mapping import Item, RecordError, actor, digest, expand, failed, key, lab
 from .openai_conversations import conversation, subject
 
 FORMATS = ("chatgpt_conversations", "chatgpt_memories")
+KEYS_NAME_SCOPE = True  # its idempotency keys already hash the target scope (or are the user's own: jsonl)
 MEMORY_LISTS = {"memories": "memories.item", "memory_entries": "memory_entries.item",
                 "memory_tool_config": "memory_tool_config.memory_entries.item"}  # fmt: skip
 SNIFF_EVENTS = 200_000  # parse events read to find a top-level key before giving up
