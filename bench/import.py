@@ -14,7 +14,9 @@ same run, to which each import's rate is compared.
 Every measurement runs in a fresh process on a fresh data dir, so its peak RSS (``ru_maxrss``)
 is its own.  Each is repeated on a ``--small`` file: an import's memory is bounded by its window,
 not the file, so its peak RSS should move with the file size only as much as the baseline's does
-(what grows is the engine's, e.g. LevelDB's memtables).  The derivation pipeline is parked by
+(what grows is the engine's and LevelDB's, and on a loaded machine that is noisy).  The
+importers' reading alone (no engine: parse, window, sort, drop) is measured the same way: its
+peak RSS is the import's own memory, and should not move with the file size.  The derivation pipeline is parked by
 default, as in capture.py's backlog runs (``--derive`` lets it run during the writes: slower,
 noisier).  ``--http`` also imports the JSONL file through ``cortexdb serve`` (the SDK's streamed
 upload), with bulk POSTs of 1,000 as its baseline and the server's peak RSS (VmHWM); the
@@ -96,6 +98,30 @@ def write_mem0(path: str, n: int, users: int) -> None:
 
 
 # -- one measurement, in a child process -----------------------------------------------------------------
+def parse_only(spec: dict) -> dict:
+    """The importer's own reading, no engine: the source parsed one window at a time, as the job
+    does (strict_temporal sorts each window), each window dropped before the next."""
+    import itertools
+
+    from cortexdb.engine.config import EngineConfig
+    from cortexdb.engine.transfer.imports import SOURCES, _observed
+
+    config, module = EngineConfig(), SOURCES[spec["format"]]
+    strict = spec["ordering"] == "strict_temporal"
+    window = config.import_window if strict else config.bulk_max_items
+    options = {"ordering": spec["ordering"], "template": TEMPLATES[spec["format"]], "imported_at": when(0)}
+    started, count = time.perf_counter(), 0
+    with open(spec["file"], "rb") as fh:
+        records = module.read(fh, module.sniff(spec["file"]), options)
+        while chunk := list(itertools.islice(records, window)):
+            if strict:
+                chunk.sort(key=_observed)
+            count += len(chunk)
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": seconds, "rate": count / seconds, "peak_rss_mb": peak, "counts": {"read": count}}
+
+
 async def child(spec: dict) -> dict:
     import cortexdb
     from cortexdb import EngineConfig
@@ -223,7 +249,8 @@ def main() -> None:
     if args.child:
         import trio
 
-        print(json.dumps(trio.run(child, json.loads(args.child))))
+        spec = json.loads(args.child)
+        print(json.dumps(parse_only(spec) if spec["kind"] == "parse" else trio.run(child, spec)))
         return
     sizes = sorted({args.items, min(args.small, args.items)})
     work = tempfile.mkdtemp(prefix="bench-import-src-")
@@ -259,6 +286,13 @@ def report(args, sizes: list[int], work: str) -> None:
                             for n in sizes)  # fmt: skip
             print(f"{fmt:6s} {ordering:17s} {runs[big]['rate']:>9,.0f} {runs[big]['rate'] / base[big]['rate']:>13.2f}"
                   f"   {rss}")  # fmt: skip
+    print("the importers' reading alone (no engine; one window at a time, as the job reads):")
+    for fmt in ("jsonl", "mem0"):
+        for ordering in ORDERINGS:
+            runs = {n: measure({"kind": "parse", "format": fmt, "ordering": ordering, "items": n,
+                                "file": files[fmt, n]}) for n in sizes}  # fmt: skip
+            rss = "  ".join(f"{n:,}: {runs[n]['peak_rss_mb']:.0f} MB" for n in sizes)
+            print(f"{fmt:6s} {ordering:17s} {runs[big]['rate']:>9,.0f} records/s parsed   peak RSS {rss}")
     if len(sizes) == 2:
         small = sizes[0]
         print(f"(an import holds one window of records, 10,000 in strict_temporal, 1,000 in batch_throughput, not "

@@ -72,8 +72,9 @@ def add_parsers(commands: Any) -> None:
 def target_options(command: Any) -> None:
     where = command.add_mutually_exclusive_group()
     where.add_argument("--server", metavar="URL", help=f"a running server (default $CORTEX_URL or {DEFAULT_URL})")
-    where.add_argument("--data-dir", metavar="DIR",
-                       help="a LevelDB data directory, opened here with the embedded engine (no server on it)")
+    where.add_argument("--data-dir", "--data", dest="data_dir", metavar="DIR",
+                       help="a LevelDB data directory, opened here with the embedded engine (no server on it); "
+                            "--data is the same")
     command.add_argument("--token", help="a bearer token for the server (default $CORTEX_TOKEN)")
     command.add_argument("--actor", help="the caller (default $CORTEX_ACTOR; with --data-dir user:local)")
     command.add_argument("--embedder", choices=("hash", "minilm", "best"),
@@ -226,7 +227,8 @@ def print_import_summary(status: dict[str, Any], out: Any = None) -> None:
     items = status.get("items") or {}
     seconds = (status.get("elapsed_ms") or 0) / 1000
     rate = f" ({items.get('read', 0) / seconds:,.0f} records/s)" if seconds > 0 else ""
-    print(f"import {status['import_id']}: {status['status']} in {seconds:.1f} s{rate}", file=out)
+    print(f"import {status['import_id']}: {status['status']} in {seconds:.{1 if seconds >= 1 else 2}f} s{rate}",
+          file=out)  # fmt: skip
     print("  " + "  ".join(f"{name} {items.get(name, 0):,}" for name in
                            ("read", "written", "replayed", "skipped", "failed")), file=out)  # fmt: skip
     if status.get("interruptions"):

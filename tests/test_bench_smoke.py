@@ -144,3 +144,5 @@ def test_import_benchmark_runs_on_a_slice():
     for source in ("jsonl", "mem0"):
         for ordering in ("strict_temporal", "batch_throughput"):
             assert re.search(rf"{source}\s+{ordering}\s+[\d,]+\s+[\d.]+\s+300: \d+ MB \([+-]\d+\)", result.stdout)
+    assert re.search(r"jsonl\s+strict_temporal\s+[\d,]+ records/s parsed\s+peak RSS 300: \d+ MB  1,200: \d+ MB",
+                     result.stdout)  # fmt: skip

@@ -20,6 +20,18 @@ from .sdk_support import Sleeps, live
 from .test_cli_transfer import ExportServer
 
 
+class Recording(io.BytesIO):
+    """A binary file that remembers how much each read asked for."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.asked: list[int] = []
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.asked.append(-1 if size is None else size)
+        return super().read(size)
+
+
 def notes(n: int, scope: str = "user:alice") -> bytes:
     return b"\n".join(orjson.dumps({"scope": scope, "modality": "note", "idempotency_key": f"n{i}",
                                     "content": {"kind": "text", "text": f"note {i}"},
@@ -36,8 +48,11 @@ async def test_import_file_status_wait_and_cancel_with_the_blocking_client(tmp_p
             with CortexClient(url, actor="user:alice") as client:
                 started = client.import_file("jsonl", path, ordering="batch_throughput")  # the default scope
                 final = client.wait_import(started.import_id, on_status=seen.append, poll_interval=0.01)
-                again = client.import_file("jsonl", io.BytesIO(notes(12)), scope_template="user:alice")
+                body = Recording(notes(12) + b"\n" + b" " * 300_000)  # blank lines: nothing to write
+                again = client.import_file("jsonl", body, scope_template="user:alice")
                 replayed = client.wait_import(again.import_id, poll_interval=0.01)
+                assert len(body.asked) > 4 and all(0 < size <= 65536 for size in body.asked)  # streamed
+                assert not body.closed  # the caller's file stays open
                 cancel = client.import_cancel(again.import_id)
                 with pytest.raises(NotFound):
                     client.import_status("imp_nope")
