@@ -20,6 +20,9 @@
                    the Model Context Protocol over stdio, as ACTOR (docs/mcp.md)
     cortexdb erase --scope SCOPE [--preview] [--url URL] [--actor ACTOR] [--token TOKEN] [--note TEXT]
                    GDPR erasure through a running server: the preview, or the job with a progress bar
+    cortexdb import SOURCE FILE --scope TEMPLATE [--server URL | --data-dir DIR] [--ordering O]
+                    [--on-error skip|abort] ...   import another system's export (docs/import-export.md)
+    cortexdb export --scope SCOPE --format jsonl|mem0|zep|letta [--out FILE] [--server URL | --data-dir DIR]
     cortexdb token keygen --dir DIR [--iss ISS]
     cortexdb token mint --dir DIR --sub ACTOR --tenant T [--caps a,b] [--scopes ...] [--ttl SECONDS]
                         [--max-ttl SECONDS]
@@ -35,6 +38,8 @@ CORTEX_ACCESS_LOG; flags win.
 derivation runs in threads unless CORTEX_DERIVATION_WORKERS says otherwise.
 ``erase`` reads CORTEX_URL (default http://127.0.0.1:8077), CORTEX_ACTOR and CORTEX_TOKEN; it exits
 0 when the erasure completed, 1 when it was cancelled or failed.
+``import`` and ``export`` exit 0 when the job completed cleanly, 1 when records failed or the job
+did not complete, 2 when it could not start (cli_transfer.py, cli_export.py).
 ``token mint`` refuses (exit 2) capabilities outside the catalog and TTLs the server would refuse.
 """
 
@@ -46,7 +51,7 @@ import sys
 
 import trio
 
-from . import __version__, cli_store
+from . import __version__, cli_export, cli_store, cli_transfer
 from .errors import CortexError
 
 
@@ -209,6 +214,8 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("version", help="print the version")
     cli_store.add_parsers(commands)  # rebuild, inspect, reembed
+    cli_transfer.add_parsers(commands)  # import
+    cli_export.add_parsers(commands)  # export
     _serve_parser(commands)
     _mcp_parser(commands)
     _erase_parser(commands)
@@ -312,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
             _token(args)
         elif args.command == "erase":
             return _erase(args)
+        elif args.command == "import":
+            return cli_transfer.run(args)
+        elif args.command == "export":
+            return cli_export.run(args)
     except CortexError as error:
         print(f"cortexdb: {error.error_code}: {error.message}", file=sys.stderr)
         return 2

@@ -134,3 +134,15 @@ def test_answer_benchmark_runs_on_a_slice():
     assert re.search(r"answer cites gold evidence \(via provenance\) [\d.]+% of \d+ questions", result.stdout)
     assert re.search(r"recall_ms: p50\s+[\d.]+ ms\s+p95\s+[\d.]+ ms", result.stdout)
     assert "answer model: extractive" in result.stdout
+
+
+def test_import_benchmark_runs_on_a_slice():
+    result = subprocess.run([sys.executable, "bench/import.py", "--items", "1200", "--small", "300"],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"baseline bulk write .*:\s+[\d,]+ items/s\s+peak RSS 300: \d+ MB 1,200: \d+ MB", result.stdout)
+    for source in ("jsonl", "mem0"):
+        for ordering in ("strict_temporal", "batch_throughput"):
+            assert re.search(rf"{source}\s+{ordering}\s+[\d,]+\s+[\d.]+\s+300: \d+ MB \([+-]\d+\)", result.stdout)
+    assert re.search(r"jsonl\s+strict_temporal\s+[\d,]+ records/s parsed\s+peak RSS 300: \d+ MB  1,200: \d+ MB",
+                     result.stdout)  # fmt: skip

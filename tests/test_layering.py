@@ -60,7 +60,8 @@ FACE_PACKAGES = ("cortexdb.engine.recall", "cortexdb.engine.forget", "cortexdb.e
 # storage, and the adapters of other outside systems: the LLM providers (one speaks HTTP)
 STORAGE = ("cortexdb.engine.storage", "cortexdb.backends", "cortexdb.testing", "cortexdb.engine.llm")
 ACTORS = ("cortexdb.engine.actors",)
-EDGE = ("cortexdb.server", "cortexdb.http", "cortexdb.client", "cortexdb.cli", "cortexdb.cli_store", "cortexdb.examples")
+EDGE = ("cortexdb.server", "cortexdb.http", "cortexdb.client", "cortexdb.cli", "cortexdb.cli_store", "cortexdb.examples",
+        "cortexdb.cli_transfer", "cortexdb.cli_export")
 # rule 4: what the server may import of the engine — the Engine, its results, the records, the
 # policy catalog, scopes, time, config, the stage words, the JSON codec and cursors, and the node
 # tables it keeps its own stores in

@@ -12,11 +12,13 @@ import httpx
 from ._admin_ops import Admin, Audit, Auth, Blobs, Erasures, Forgetting, Phrases, Policy, Scopes
 from ._ops import Beliefs, Episodes, Events, Facts, Lifecycle, Understanding, Writes
 from ._settings import Settings
+from ._transfer import Transfers
 from ._transport import AsyncTransport, SyncTransport
 
 
-class _Client(Writes, Forgetting):
-    """Writes, recall and forget on the client itself; every other family as a namespace."""
+class _Client(Writes, Forgetting, Transfers):
+    """Writes, recall, forget, imports and exports on the client itself; every other family as a
+    namespace."""
 
     def __init__(self, transport: Any) -> None:
         super().__init__(transport)

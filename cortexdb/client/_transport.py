@@ -175,6 +175,33 @@ class SyncTransport(_Base):
                 return
             cursor = page.next_cursor
 
+    def poll(self, call: Call, until: Callable[[Any], bool], pauses: Iterator[float],
+             on_result: Callable[[Any], None] | None = None, timeout: float | None = None) -> Any:  # fmt: skip
+        """Run ``call`` until ``until(result)``, pausing ``next(pauses)`` seconds between runs;
+        ``on_result`` sees every result.  ``TimeoutError`` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            result = self.execute(call)
+            if on_result is not None:
+                on_result(result)
+            if until(result):
+                return result
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{call.method} {call.path}: not done after {timeout} s")
+            self.sleep(next(pauses))
+
+    def download(self, call: Call, out: Any) -> int:
+        """Write the answer's body to the binary file ``out`` as it arrives: the bytes written."""
+        response = self.send(attrs.evolve(call, stream=True))
+        written = 0
+        try:
+            for chunk in response.iter_bytes(CHUNK):
+                out.write(chunk)
+                written += len(chunk)
+        finally:
+            response.close()
+        return written
+
     def events(self, call: Call) -> Iterator[ServerSentEvent]:
         response = self.send(attrs.evolve(call, stream=True))
         try:
@@ -269,6 +296,30 @@ class AsyncTransport(_Base):
             if not (page.has_more and page.next_cursor):
                 return
             cursor = page.next_cursor
+
+    async def poll(self, call: Call, until: Callable[[Any], bool], pauses: Iterator[float],
+                   on_result: Callable[[Any], None] | None = None, timeout: float | None = None) -> Any:  # fmt: skip
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            result = await self.execute(call)
+            if on_result is not None:
+                on_result(result)
+            if until(result):
+                return result
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{call.method} {call.path}: not done after {timeout} s")
+            await self.sleep(next(pauses))
+
+    async def download(self, call: Call, out: Any) -> int:
+        response = await self.send(attrs.evolve(call, stream=True))
+        written = 0
+        try:
+            async for chunk in response.aiter_bytes(CHUNK):
+                out.write(chunk)
+                written += len(chunk)
+        finally:
+            await response.aclose()
+        return written
 
     async def events(self, call: Call) -> AsyncIterator[ServerSentEvent]:
         response = await self.send(attrs.evolve(call, stream=True))

@@ -1,0 +1,311 @@
+"""Import throughput and memory (reference §8.11), on LevelDB, against the bulk write in the same run.
+
+    python bench/import.py [--items 100000] [--small 10000] [--users 1] [--derive] [--http]
+
+It writes two synthetic source files of ``--items`` records each: CortexDB JSONL (one envelope a
+line) and a Mem0 ``get_all`` document (``mem0_results``: ``{"results": [...]}``, read with ijson).
+Each is imported through the embedded engine (``Engine.imports``: spooled, parsed a window at a
+time, written through ``experience_bulk``) in both orderings — ``strict_temporal`` (windows of
+``import_window``, 10,000 records, sorted by ``observed_at``) and ``batch_throughput`` (file
+order, windows of ``bulk_max_items``, 1,000).  The baseline is bench/capture.py's path: the same
+envelopes written by ``Engine.experience_bulk`` calls of 1,000 (generated lazily), measured in the
+same run, to which each import's rate is compared.
+
+Every measurement runs in a fresh process on a fresh data dir, so its peak RSS (``ru_maxrss``)
+is its own.  Each is repeated on a ``--small`` file: an import's memory is bounded by its window,
+not the file, so its peak RSS should move with the file size only as much as the baseline's does
+(what grows is the engine's and LevelDB's, and on a loaded machine that is noisy).  The
+importers' reading alone (no engine: parse, window, sort, drop) is measured the same way: its
+peak RSS is the import's own memory, and should not move with the file size.  The derivation pipeline is parked by
+default, as in capture.py's backlog runs (``--derive`` lets it run during the writes: slower,
+noisier).  ``--http`` also imports the JSONL file through ``cortexdb serve`` (the SDK's streamed
+upload), with bulk POSTs of 1,000 as its baseline and the server's peak RSS (VmHWM); the
+pipeline runs there.  No figure is asserted; this machine is a noisy 2-core VM.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# bench/http.py is named like the stdlib package `http`: drop this directory from the import path
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+sys.path.insert(0, os.path.join(_HERE, ".."))
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import orjson  # noqa: E402
+
+ROOT = os.path.dirname(_HERE)
+ACTOR = "user:bench"
+TEXTS = [
+    "I live in Lisbon and I work at Acme Corp.", "My favorite color is green.",
+    "We talked about the quarterly roadmap for a while.", "I really love hiking in the mountains.",
+    "Acme moved to 200 seats after the pilot.", "Can you remind me what we decided yesterday?",
+    "I'm 34 years old.", "The meeting ran long but it went well.",
+]  # fmt: skip
+ORDERINGS = ("strict_temporal", "batch_throughput")
+TEMPLATES = {"jsonl": "org:bench", "mem0": "org:bench/user:{user_id}"}
+
+
+# -- the synthetic sources ---------------------------------------------------------------------------
+def user_id(i: int, users: int) -> str:
+    return "bench" if users == 1 else f"u{i % users}"
+
+
+def scope(i: int, users: int) -> str:
+    return f"org:bench/user:{user_id(i, users)}"  # a Mem0 record's too (TEMPLATES["mem0"])
+
+
+def when(i: int) -> str:
+    """Nearly in time order: every seventh record steps back a little (strict_temporal sorts)."""
+    t = 1_767_225_600 + i * 5 - (i % 7) * 11  # from 2026-01-01
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def envelope(i: int, users: int) -> dict:
+    return {"scope": scope(i, users), "modality": "conversation", "idempotency_key": f"bench-{i}",
+            "content": {"kind": "message", "role": "user", "text": f"{TEXTS[i % len(TEXTS)]} (note {i})"},
+            "context": {"observed_at": when(i)}}  # fmt: skip
+
+
+def write_jsonl(path: str, n: int, users: int) -> None:
+    with open(path, "wb") as out:
+        for i in range(n):
+            out.write(orjson.dumps(envelope(i, users)) + b"\n")
+
+
+def write_mem0(path: str, n: int, users: int) -> None:
+    """Mem0 OSS ``get_all``: ``{"results": [memory, ...]}`` (tests/data/import/mem0/oss_v2_get_all.json)."""
+    with open(path, "wb") as out:
+        out.write(b'{"results": [\n')
+        for i in range(n):
+            memory = {"id": f"9d1c{i:08d}-0000-4000-8000-000000000000", "memory": f"{TEXTS[i % len(TEXTS)]} (note {i})",
+                      "hash": f"{i:032x}", "metadata": None, "created_at": when(i).replace("Z", "+00:00"),
+                      "updated_at": None, "user_id": user_id(i, users)}  # fmt: skip
+            out.write((b",\n" if i else b"") + orjson.dumps(memory))
+        out.write(b"\n]}\n")
+
+
+# -- one measurement, in a child process -----------------------------------------------------------------
+def parse_only(spec: dict) -> dict:
+    """The importer's own reading, no engine: the source parsed one window at a time, as the job
+    does (strict_temporal sorts each window), each window dropped before the next."""
+    import itertools
+
+    from cortexdb.engine.config import EngineConfig
+    from cortexdb.engine.transfer.imports import SOURCES, _observed
+
+    config, module = EngineConfig(), SOURCES[spec["format"]]
+    strict = spec["ordering"] == "strict_temporal"
+    window = config.import_window if strict else config.bulk_max_items
+    options = {"ordering": spec["ordering"], "template": TEMPLATES[spec["format"]], "imported_at": when(0)}
+    started, count = time.perf_counter(), 0
+    with open(spec["file"], "rb") as fh:
+        records = module.read(fh, module.sniff(spec["file"]), options)
+        while chunk := list(itertools.islice(records, window)):
+            if strict:
+                chunk.sort(key=_observed)
+            count += len(chunk)
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": seconds, "rate": count / seconds, "peak_rss_mb": peak, "counts": {"read": count}}
+
+
+async def child(spec: dict) -> dict:
+    import cortexdb
+    from cortexdb import EngineConfig
+
+    path = tempfile.mkdtemp(prefix="bench-import-")
+    try:
+        config = EngineConfig(embedder="hash", idle_timeout=3600)
+        async with cortexdb.open_engine("leveldb", path=path, config=config) as engine:
+            for name in sorted({scope(i, spec["users"]) for i in range(spec["users"])}):
+                await engine.ping(name)
+                if not spec["derive"]:
+                    await engine.pause_derivation(name)
+            started = time.perf_counter()
+            if spec["kind"] == "bulk":
+                counts = await bulk(engine, spec["items"], spec["users"])
+            else:
+                counts = await import_file(engine, spec)
+            seconds = time.perf_counter() - started
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return {"seconds": seconds, "rate": spec["items"] / seconds, "peak_rss_mb": peak, "counts": counts}
+
+
+async def bulk(engine, n: int, users: int) -> dict:
+    """capture.py's bulk path: ``experience_bulk`` of 1,000 envelopes of one scope per call."""
+    written = 0
+    for start in range(0, n, 1000):
+        by_scope: dict[str, list] = {}
+        for i in range(start, min(n, start + 1000)):
+            env = envelope(i, users)
+            by_scope.setdefault(env.pop("scope"), []).append(env)
+        for name, items in by_scope.items():
+            written += (await engine.experience_bulk({"scope": name, "items": items})).accepted
+    return {"written": written}
+
+
+async def import_file(engine, spec: dict) -> dict:
+    import trio
+
+    async def chunks():
+        async with await trio.open_file(spec["file"], "rb") as source:
+            while chunk := await source.read(1 << 20):
+                yield chunk
+
+    request = {"scope_template": TEMPLATES[spec["format"]], "options": {"ordering": spec["ordering"]}}
+    started = await engine.imports.start(spec["format"], chunks(), request)
+    status = await engine.imports.wait(started["import_id"])
+    if status["status"] != "completed" or status["items"]["failed"]:
+        raise SystemExit(f"the import did not complete cleanly: {status}")
+    return status["items"]
+
+
+def measure(spec: dict) -> dict:
+    """Run ``spec`` in a fresh interpreter (its own peak RSS); its figures as a dict."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    result = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
+                            capture_output=True, text=True, env=env, cwd=ROOT)  # fmt: skip
+    if result.returncode != 0:
+        raise SystemExit(f"the measurement {spec} failed:\n{result.stderr}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# -- through the HTTP server -----------------------------------------------------------------------------
+def serve(data: str) -> tuple[subprocess.Popen, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": ROOT}
+    process = subprocess.Popen([sys.executable, "-m", "cortexdb.cli", "serve", "--data", data, "--bind", "127.0.0.1:0",
+                                "--preset", "dev_local", "--embedder", "hash", "--access-log", "off",
+                                "--tenant-admin", ACTOR],
+                               stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)  # fmt: skip
+    for line in process.stderr:
+        found = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
+        if found:  # keep draining its log: a full pipe would block the server
+            threading.Thread(target=process.stderr.read, daemon=True).start()
+            return process, found.group(1)
+    raise SystemExit("the server did not start")
+
+
+def peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def over_http(kind: str, path: str, n: int, users: int) -> dict:
+    from cortexdb.client import CortexClient
+
+    data = tempfile.mkdtemp(prefix="bench-import-http-")
+    process, url = serve(data)
+    try:
+        with CortexClient(url, actor=ACTOR, timeout=600) as client:
+            started = time.perf_counter()
+            if kind == "bulk":
+                for start in range(0, n, 1000):
+                    batch = [envelope(i, users) for i in range(start, min(n, start + 1000))]
+                    for name in sorted({env["scope"] for env in batch}):
+                        client.experience_bulk([{k: v for k, v in env.items() if k != "scope"} for env in batch
+                                                 if env["scope"] == name], scope=name)  # fmt: skip
+            else:
+                job = client.import_file("jsonl", path, scope_template=TEMPLATES["jsonl"], ordering=kind)
+                final = client.wait_import(job.import_id, poll_interval=0.05, max_poll_interval=0.2)
+                if final.status != "completed" or final.items["failed"]:
+                    raise SystemExit(f"the import did not complete cleanly: {final.raw}")
+            seconds = time.perf_counter() - started
+        peak = peak_rss_mb(process.pid)
+    finally:
+        process.send_signal(signal.SIGKILL)  # its pipeline's backlog is of no interest
+        process.wait(timeout=60)
+        shutil.rmtree(data, ignore_errors=True)
+    return {"rate": n / seconds, "seconds": seconds, "peak_rss_mb": peak}
+
+
+# -- the report ---------------------------------------------------------------------------------------------
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=100_000, help="records per source file (default 100,000)")
+    parser.add_argument("--small", type=int, default=10_000, help="the smaller file of the memory comparison")
+    parser.add_argument("--users", type=int, default=1, help="scopes the records spread over (default 1)")
+    parser.add_argument("--derive", action="store_true", help="let the derivation pipeline run during the writes")
+    parser.add_argument("--http", action="store_true", help="also import the JSONL file through `cortexdb serve`")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        import trio
+
+        spec = json.loads(args.child)
+        print(json.dumps(parse_only(spec) if spec["kind"] == "parse" else trio.run(child, spec)))
+        return
+    sizes = sorted({args.items, min(args.small, args.items)})
+    work = tempfile.mkdtemp(prefix="bench-import-src-")
+    try:
+        report(args, sizes, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report(args, sizes: list[int], work: str) -> None:
+    files = {}
+    for n in sizes:
+        for fmt, write in (("jsonl", write_jsonl), ("mem0", write_mem0)):
+            files[fmt, n] = os.path.join(work, f"{fmt}-{n}.json")
+            write(files[fmt, n], n, args.users)
+    big = args.items
+    print(f"items={big:,} users={args.users} leveldb, embedder hash, derivation "
+          f"{'running' if args.derive else 'parked'}, cpu_count={os.cpu_count()}")
+    print(f"source files: jsonl {os.path.getsize(files['jsonl', big]) / 1e6:.1f} MB, "
+          f"mem0 {os.path.getsize(files['mem0', big]) / 1e6:.1f} MB")
+    common = {"users": args.users, "derive": args.derive}
+    base = {n: measure({**common, "kind": "bulk", "items": n}) for n in sizes}
+    rss = " ".join(f"{n:,}: {base[n]['peak_rss_mb']:.0f} MB" for n in sizes)
+    print(f"baseline bulk write (experience_bulk of 1,000, capture.py's path): {base[big]['rate']:>9,.0f} items/s"
+          f"   peak RSS {rss}")
+    print(f"{'source':6s} {'ordering':17s} {'items/s':>9s} {'ratio to bulk':>13s}   peak RSS by file size "
+          "(and over the baseline's)")
+    for fmt in ("jsonl", "mem0"):
+        for ordering in ORDERINGS:
+            runs = {n: measure({**common, "kind": "import", "format": fmt, "ordering": ordering, "items": n,
+                                "file": files[fmt, n]}) for n in sizes}  # fmt: skip
+            rss = "  ".join(f"{n:,}: {runs[n]['peak_rss_mb']:.0f} MB ({runs[n]['peak_rss_mb'] - base[n]['peak_rss_mb']:+.0f})"
+                            for n in sizes)  # fmt: skip
+            print(f"{fmt:6s} {ordering:17s} {runs[big]['rate']:>9,.0f} {runs[big]['rate'] / base[big]['rate']:>13.2f}"
+                  f"   {rss}")  # fmt: skip
+    print("the importers' reading alone (no engine; one window at a time, as the job reads):")
+    for fmt in ("jsonl", "mem0"):
+        for ordering in ORDERINGS:
+            runs = {n: measure({"kind": "parse", "format": fmt, "ordering": ordering, "items": n,
+                                "file": files[fmt, n]}) for n in sizes}  # fmt: skip
+            rss = "  ".join(f"{n:,}: {runs[n]['peak_rss_mb']:.0f} MB" for n in sizes)
+            print(f"{fmt:6s} {ordering:17s} {runs[big]['rate']:>9,.0f} records/s parsed   peak RSS {rss}")
+    if len(sizes) == 2:
+        small = sizes[0]
+        print(f"(an import holds one window of records, 10,000 in strict_temporal, 1,000 in batch_throughput, not "
+              f"the file: compare its gain from {small:,} to {big:,} records with the baseline's)")
+    if args.http:
+        http_base = over_http("bulk", "", big, args.users)
+        print(f"http   bulk POSTs of 1,000 (baseline)  {http_base['rate']:>9,.0f} items/s"
+              f"   server peak RSS {http_base['peak_rss_mb']:.0f} MB")
+        for ordering in ORDERINGS:
+            run = over_http(ordering, files["jsonl", big], big, args.users)
+            print(f"http   jsonl {ordering:17s} {run['rate']:>9,.0f} items/s   ratio {run['rate'] / http_base['rate']:.2f}"
+                  f"   server peak RSS {run['peak_rss_mb']:.0f} MB (pipeline running)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
