@@ -183,3 +183,17 @@ async def test_a_reimport_replays_after_the_idempotency_window_and_another_scope
             users = [s for s in await engine.scope_paths(org) if s.count("/") == 1]
             counts = [len((await engine.events(s, limit=100))["items"]) for s in users]
             assert sum(counts) == written, (org, users, counts, written)
+
+
+async def test_a_source_over_the_import_limit_is_413_and_its_partial_spool_file_is_removed(tmp_path):
+    from cortexdb import EngineConfig
+    from cortexdb.errors import PayloadTooLarge
+
+    config = EngineConfig(transfer_dir=str(tmp_path), import_max_bytes=10_000)
+    async with open_engine("memory", id_seed=1, config=config) as engine:
+        with pytest.raises(PayloadTooLarge) as caught:
+            await engine.imports.start("jsonl", lines_of(200), {"scope_template": "org:acme"})
+        assert caught.value.http_status == 413 and caught.value.details["limit"] == 10_000
+        with pytest.raises(PayloadTooLarge):  # a caller's smaller limit (the server's setting) wins
+            await engine.imports.start("jsonl", lines_of(20), {"scope_template": "org:acme"}, max_bytes=500)
+        assert list(tmp_path.iterdir()) == [] and engine.imports.jobs.running("import") == 0

@@ -32,3 +32,19 @@ async def test_a_raw_upload_and_a_json_request_both_import(tmp_path):
         assert response.status_code == 403, denied
         response, bad = await h.call("POST", "/v1/import/mem0?scope_template=user:alice", data=b'{"x": 1}')
         assert response.status_code == 422 and bad["error_code"] == "UNSUPPORTED_FORMAT"
+
+
+async def test_the_import_size_limit_is_a_setting_and_over_it_is_413_with_nothing_kept(tmp_path):
+    """``--max-import-bytes``: a source over it is refused as it streams (413), and the partial
+    spool file is removed; the blob and body limits do not apply to imports."""
+    line = json.dumps({"scope": "user:alice", "modality": "note", "content": {"kind": "text", "text": "x" * 100},
+                       "context": {"observed_at": "2026-01-01T00:00:00Z"}}).encode() + b"\n"  # fmt: skip
+    async with server(tmp_path, max_body_bytes=2000, max_blob_bytes=1000, max_import_bytes=20_000) as h:
+        fits = line * (19_000 // len(line))  # over the body and blob limits, under the import limit
+        response, started = await h.call("POST", "/v1/import/jsonl?scope_template=user:alice", data=fits)
+        assert response.status_code == 202, started
+        status = await h.engine.imports.wait(started["import_id"])
+        assert status["items"]["written"] == 1 and status["items"]["replayed"] == len(fits) // len(line) - 1
+        response, error = await h.call("POST", "/v1/import/jsonl?scope_template=user:alice", data=line * 200)
+        assert response.status_code == 413 and error["error_code"] == "PAYLOAD_TOO_LARGE", error
+        assert error["details"]["limit"] == 20_000

@@ -107,7 +107,7 @@ def create_app(engine: Any, settings: ServerSettings | None = None) -> QuartTrio
 
     direct = DirectDispatch(app.asgi_app, router, functools.partial(pipeline.direct, state),
                             functools.partial(pipeline.too_large, state), settings.max_body_bytes,
-                            settings.max_upload_bytes)  # fmt: skip
+                            settings.upload_limit)  # fmt: skip
     mcp = McpMount(direct, state)  # /mcp: the Model Context Protocol (docs/mcp.md)
     app.asgi_app = RequestLog(mcp) if settings.access_log else mcp  # type: ignore[method-assign]
     engine.observe_stages(state.metrics.observe_stage)

@@ -52,7 +52,7 @@ class Route:
     access: str = "scope"
     json_body: bool = True  # a body, when sent, must be application/json
     # the handler reads the body as it arrives (``current_request().chunks()``), up to
-    # ``ServerSettings.max_upload_bytes`` instead of ``max_body_bytes``: blob uploads
+    # ``ServerSettings.upload_limit(path)`` instead of ``max_body_bytes``: blob uploads, imports
     upload: bool = False
 
 

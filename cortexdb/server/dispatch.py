@@ -126,13 +126,14 @@ class DirectDispatch:
     """The ASGI middleware: matched API requests go to ``handle``; everything else to ``inner``."""
 
     def __init__(self, inner: Callable[..., Awaitable[None]], router: Router, handle: Handle,
-                 too_large: TooLarge, max_body: int, max_upload: int = 0) -> None:  # fmt: skip
+                 too_large: TooLarge, max_body: int, max_upload: int | Callable[[str], int] = 0) -> None:  # fmt: skip
         self.inner = inner
         self.router = router
         self.handle = handle
         self.too_large = too_large
         self.max_body = max_body
-        self.max_upload = max_upload or max_body  # upload routes: their handler reads the body
+        # upload routes (their handler reads the body): a limit, or the limit of a path
+        self.upload_limit = max_upload if callable(max_upload) else (lambda path, n=max_upload or max_body: n)
 
     async def __call__(self, scope: dict[str, Any], receive, send) -> None:
         if scope["type"] != "http":
@@ -144,10 +145,11 @@ class DirectDispatch:
             return
         route, handler, params = matched
         if route.upload:
-            if _declared_length(scope) > self.max_upload:
+            limit = self.upload_limit(scope["path"])
+            if _declared_length(scope) > limit:
                 await _send(await self.too_large(), receive, send)
                 return
-            request = DirectRequest(scope, b"", receive, self.max_upload)
+            request = DirectRequest(scope, b"", receive, limit)
             await _send(await self.handle(route, handler, params, request), receive, send)
             return
         chunks: list[bytes] = []

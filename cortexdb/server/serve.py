@@ -97,10 +97,11 @@ def _guard_hypercorn() -> None:
         hypercorn.trio.run.TCPServer = _GuardedTCPServer  # type: ignore[misc]
 
 
-def streamed_bodies(routes: list, limit: int) -> Callable[[str, bytes], int | None]:
-    """For the built-in server: the upload routes read their body as it arrives, up to ``limit``."""
+def streamed_bodies(routes: list, limit: Callable[[str], int]) -> Callable[[str, bytes], int | None]:
+    """For the built-in server: the upload routes read their body as it arrives, up to
+    ``limit(path)`` (``ServerSettings.upload_limit``)."""
     uploads = {(route.method, route.path.encode()) for route in routes if route.upload}
-    return lambda method, path: limit if (method, path) in uploads else None
+    return lambda method, path: limit(path.decode()) if (method, path) in uploads else None
 
 
 def config_of(settings: ServerSettings) -> EngineConfig:
@@ -111,6 +112,7 @@ def config_of(settings: ServerSettings) -> EngineConfig:
         max_event_text_bytes=settings.max_event_text_bytes,
         max_derived_per_event=settings.max_derived_per_event,
         derivation_workers=settings.derivation_workers, blob_max_bytes=settings.max_blob_bytes,
+        import_max_bytes=settings.max_import_bytes,
         **settings.llm_options(load_preset(settings.preset).defaults),
     )
 
@@ -160,7 +162,7 @@ async def run_server(settings: ServerSettings, *,
                                  new_request_id=new_request_id, error_body=error_body,
                                  max_body=settings.max_body_bytes, max_head=settings.max_head_bytes,
                                  head_timeout=settings.head_timeout, max_connections=settings.max_connections,
-                                 max_ws_message=settings.max_ws_message_bytes, streamed=streamed_bodies(state.routes, settings.max_upload_bytes))  # fmt: skip
+                                 max_ws_message=settings.max_ws_message_bytes, streamed=streamed_bodies(state.routes, settings.upload_limit))  # fmt: skip
 
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(serve)

@@ -49,6 +49,9 @@ class ServerSettings:
     # the largest blob POST /v1/blobs stores (413 above it; EngineConfig.blob_max_bytes): 100 MiB.
     # An upload's body may exceed max_body_bytes: it is streamed to a staging file, not held
     max_blob_bytes: int = attrs.field(default=100 * 1024 * 1024, validator=_positive)
+    # the largest source file POST /v1/import/* takes (413 above it, the spool file removed;
+    # EngineConfig.import_max_bytes): 1 GiB.  Streamed to the transfer dir, never held in memory.
+    max_import_bytes: int = attrs.field(default=1024 * 1024 * 1024, validator=_positive)
     embedder: str = "hash"
     stream_keepalive: float = 15.0  # seconds between SSE comment lines on a quiet stream
     # a lifecycle stream sends at most one chunk per this many seconds; records published meanwhile
@@ -92,8 +95,14 @@ class ServerSettings:
 
     @property
     def max_upload_bytes(self) -> int:
-        """The body limit of an upload route: a blob plus its multipart framing and fields."""
+        """The body limit of a blob upload route: a blob plus its multipart framing and fields."""
         return self.max_blob_bytes + UPLOAD_FRAMING
+
+    def upload_limit(self, path: str) -> int:
+        """The body limit of an upload route by its path: an import's source, else a blob's."""
+        if path.startswith("/v1/import/"):
+            return self.max_import_bytes + UPLOAD_FRAMING
+        return self.max_upload_bytes
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> ServerSettings:
@@ -178,4 +187,4 @@ def _leeway(value: Any) -> float:
 _LIMITS = (("CORTEX_MAX_BODY_BYTES", "max_body_bytes", int), ("CORTEX_MAX_HEAD_BYTES", "max_head_bytes", int),
            ("CORTEX_HEAD_TIMEOUT", "head_timeout", float), ("CORTEX_MAX_CONNECTIONS", "max_connections", int),
            ("CORTEX_MAX_WS_MESSAGE_BYTES", "max_ws_message_bytes", int),
-           ("CORTEX_MAX_BLOB_BYTES", "max_blob_bytes", int))  # fmt: skip
+           ("CORTEX_MAX_BLOB_BYTES", "max_blob_bytes", int), ("CORTEX_MAX_IMPORT_BYTES", "max_import_bytes", int))  # fmt: skip

@@ -87,7 +87,7 @@ class ImportService:
     # -- start ---------------------------------------------------------------------------------
     async def start(self, source: str, data: bytes | AsyncIterable[bytes], request: dict[str, Any], *,
                     caller: str | None = None, tenant_id: str | None = None,
-                    principal: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+                    principal: dict[str, Any] | None = None, max_bytes: int | None = None) -> dict[str, Any]:  # fmt: skip
         """Spool ``data`` (the source file) and start importing it (202): ``request`` is
         ``{scope_template, format?, options?: {ordering, on_error, observed_at}}``."""
         ctx = self._ctx
@@ -105,7 +105,8 @@ class ImportService:
                               details={"retry_after": 1, "limit": ctx.config.import_max_running})  # fmt: skip
         import_id = ctx.ids.new("imp")
         path = os.path.join(spool.transfer_dir(ctx), f"{import_id}.src")
-        size, lines = await spool.spool(data, path, ctx.config.import_max_bytes)
+        limit = min(max_bytes or ctx.config.import_max_bytes, ctx.config.import_max_bytes)  # the server's, if smaller
+        size, lines = await spool.spool(data, path, limit)
         try:
             fmt = await trio.to_thread.run_sync(module.sniff, path)
             declared = request.get("format") or (request.get("source") or {}).get("format")
@@ -168,6 +169,7 @@ class ImportService:
                 if seq <= done:
                     continue  # committed before an interruption
                 await self._window(run, chunk[max(0, done - start):], strict)
+                chunk = None  # not alive while the next window is read (one window in memory, not two)
                 state["committed"] = seq
                 await run.tick(fh.tell() / max(1, params["size"]))
 

@@ -36,8 +36,8 @@ async def spool(data: bytes | AsyncIterable[bytes], path: str, limit: int) -> tu
             async for chunk in data:
                 size += len(chunk)
                 if size > limit:
-                    raise PayloadTooLarge(f"the import source is larger than {limit} bytes",
-                                          details={"limit": limit, "size": size, "field": "source"})  # fmt: skip
+                    raise PayloadTooLarge("source", limit, size, message=f"the import source is larger than {limit} bytes "
+                                          "(the import size limit: --max-import-bytes)")  # fmt: skip
                 lines += chunk.count(b"\n")
                 await out.write(chunk)
     except BaseException:

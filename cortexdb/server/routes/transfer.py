@@ -113,7 +113,8 @@ def import_route(source: str, capability: str) -> None:
         call.check(cap.SCOPE_WRITE, root)
         take_importer_token(call)
         started = await engine.imports.start(source, data, request, caller=call.principal.actor,
-                                             tenant_id=call.principal.tenant, principal=principal_of(call))  # fmt: skip
+                                             tenant_id=call.principal.tenant, principal=principal_of(call),
+                                             max_bytes=call.state.settings.max_import_bytes)  # fmt: skip
         return json_response(started, 202)
 
     start.__name__ = f"import_{source}"
