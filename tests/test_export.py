@@ -293,6 +293,19 @@ async def test_progress_ticks_per_page_and_cancel_removes_the_partial_file(tmp_p
         assert refused.value.http_status == 409 and refused.value.details["status"] == "cancelled"
 
 
+async def test_pages_hold_about_export_page_bytes(tmp_path):
+    clock = ManualClock(START)
+    async with open_engine("memory", clock=clock, id_seed=1, config=config(tmp_path, export_page_bytes=1500)) as engine:
+        await write(engine, clock, STORY)
+        status, data = await export(engine, layers=["events"])
+        rows = await engine.lifecycle(since_lifecycle_id="", job_id=status["export_id"], limit=100)
+        ticks = [r["payload"]["events"] for r in rows if r["stage"] == "export_progress" and r["payload"]["phase"] == "write"]
+        # an event's wire is some 700 bytes of JSON: two a page
+        steps = [b - a for a, b in zip(ticks, ticks[1:], strict=False) if b > a]
+        assert steps and max(steps) <= 2 and sum(steps) == 6, ticks
+        assert len(lines(data)) == 7
+
+
 async def test_inline_exports_are_bounded_and_files_expire(tmp_path):
     clock = ManualClock(START)
     async with open_engine("memory", clock=clock, id_seed=1,

@@ -75,13 +75,24 @@ class _Stopped(Exception):
 
 
 class _Walk:
-    """Where the records iterator is: layer, scope, the layer read's cursor."""
+    """Where the records iterator is: layer, scope, the layer read's cursor, and how many records
+    a page of the layer holds — as many as make about ``export_page_bytes`` (records differ in
+    size by orders of magnitude: an episode lists up to 500 events), measured on each page read."""
 
-    def __init__(self) -> None:
+    def __init__(self, record_bytes: dict[str, int], page_bytes: int, most: int) -> None:
         self.layer = 0
         self.scope = 0
         self.cursor: str | None = None
         self.seen = 0
+        self.page_bytes, self.most = page_bytes, most
+        self.limits = {layer: self.fit(each) for layer, each in record_bytes.items()}
+
+    def fit(self, record_bytes: float) -> int:
+        return max(1, min(self.most, int(self.page_bytes / max(1.0, record_bytes))))
+
+    def measured(self, layer: str, items: list[dict[str, Any]]) -> None:
+        if items:
+            self.limits[layer] = self.fit(len(orjson.dumps(items)) / len(items))
 
 
 class ExportService:
@@ -132,7 +143,7 @@ class ExportService:
                               details={"retry_after": 1, "limit": ctx.config.export_max_running})  # fmt: skip
         await self._sweep()
         walk = await self._engine.traverse(scope, spec["view"], caller=caller)
-        records, size = await self._estimate(walk.scopes, spec)
+        records, size, averages = await self._estimate(walk.scopes, spec)
         kind = spec["destination"]
         if kind == "inline" and size > ctx.config.export_inline_max_bytes:
             raise PayloadTooLarge("destination.kind", ctx.config.export_inline_max_bytes, size,
@@ -143,7 +154,8 @@ class ExportService:
         ext = getattr(module, "EXPORT_EXTENSION", None) or EXTENSIONS[spec["format"]]
         params = {**spec, "format_version": module.EXPORT_FORMATS[0], "scopes": list(walk.scopes),
                   "path": os.path.join(self.directory(), f"{export_id}.{ext}"), "extension": ext,
-                  "estimated_records": records, "estimated_size_bytes": size, "principal": principal}  # fmt: skip
+                  "estimated_records": records, "estimated_size_bytes": size, "record_bytes": averages,
+                  "principal": principal}  # fmt: skip
         record = self.jobs.new_record("export", export_id, scope=scope, params=params,
                                       first={"caller": caller, "tenant_id": tenant,
                                              "scopes_skipped": [d["scope"] for d in walk.denied]})  # fmt: skip
@@ -155,15 +167,16 @@ class ExportService:
                 "estimated_records": records, "estimated_size_bytes": size,
                 "lifecycle_stream": f"/v1/lifecycle/stream?export_id={export_id}"}  # fmt: skip
 
-    async def _estimate(self, scopes: tuple[str, ...], spec: dict[str, Any]) -> tuple[int, int]:
-        """(records, bytes): the layers' record counts, and their size from a sample of each layer's
-        first records as the reads return them (an estimate: formats write more or less)."""
+    async def _estimate(self, scopes: tuple[str, ...], spec: dict[str, Any]) -> tuple[int, int, dict[str, int]]:
+        """(records, bytes, bytes per record of each layer): the layers' record counts, and their
+        size from a sample of each layer's first records as the reads return them (an estimate:
+        formats write more or less)."""
         counts = dict.fromkeys(spec["layers"], 0)
         for scope in scopes:
             found = await self._engine.layer_counts(scope)
             for layer in counts:
                 counts[layer] += found.get(layer, 0)
-        size, limit = 0, self._ctx.config.read_max_limit
+        size, limit, averages = 0, self._ctx.config.read_max_limit, dict.fromkeys(spec["layers"], 512)
         for layer, count in counts.items():
             if not count:
                 continue
@@ -173,8 +186,9 @@ class ExportService:
                 if sample:
                     break
             each = sum(len(orjson.dumps(item)) + 24 for item in sample) / len(sample) if sample else 512
+            averages[layer] = int(each)
             size += int(each * count)
-        return sum(counts.values()), size
+        return sum(counts.values()), size, averages
 
     # -- status --------------------------------------------------------------------------------
     async def record(self, export_id: str) -> dict[str, Any]:
@@ -254,9 +268,10 @@ class ExportService:
         module = exporter(params["format"])
         run.progress.update(zero())
         run.scratch["allowed"] = {}
-        walk = _Walk()
+        config = self._ctx.config
+        walk = _Walk(params.get("record_bytes") or {}, config.export_page_bytes, config.read_max_limit)
         inline = params["destination"] == "inline"
-        limit = self._ctx.config.export_inline_max_bytes if inline else self._ctx.config.export_max_bytes
+        limit = config.export_inline_max_bytes if inline else config.export_max_bytes
         options = {"scope": params["scope"], "scopes": params["scopes"], "layers": list(params["layers"]),
                    "as_of": params["as_of"], "view": params["view"]}  # fmt: skip
         path = params["path"]
@@ -313,7 +328,8 @@ class ExportService:
             if not self._may_read(run, scope):
                 walk.scope, walk.cursor = walk.scope + 1, None
                 continue
-            page = await self._read(layer, scope, walk.cursor, params["as_of"], self._ctx.config.read_max_limit)
+            page = await self._read(layer, scope, walk.cursor, params["as_of"], walk.limits.get(layer, 100))
+            walk.measured(layer, page["items"])
             if page.get("has_more"):
                 walk.cursor = page["next_cursor"]
             else:
