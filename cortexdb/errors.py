@@ -250,6 +250,12 @@ class PayloadTooLarge(CortexError):
         )
 
 
+class ExportNotReady(CortexError):
+    """An export's file asked for before the export completed (``details.status``)."""
+    error_code = "EXPORT_NOT_READY"
+    http_status = 409
+
+
 class ResourceDeleted(CortexError):
     error_code = "RESOURCE_DELETED"
     http_status = 410

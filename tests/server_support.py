@@ -108,7 +108,7 @@ class Harness:
         response = await self.client.open(path, method=method, headers=h, **kwargs)
         data = await response.get_data()
         parsed = None
-        if data and response.content_type and "json" in response.content_type:
+        if data and response.content_type and "json" in response.content_type and "ndjson" not in response.content_type:
             parsed = json_loads(data)
         return response, parsed
 

@@ -146,11 +146,16 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
        for source in ("mem0", "zep", "letta", "openai", "jsonl", "mcp")},
     ("GET", "/v1/import/{import_id}"): (WRITE, q("/v1/import/{import_id}")),
     ("POST", "/v1/import/{import_id}/cancel"): (WRITE, q("/v1/import/{import_id}/cancel")),
+    # exports: export.format.<format> and reading the scope (and every scope the export holds);
+    # cancelling someone else's export is the scope's owners'
+    ("POST", "/v1/export"): (READ, with_body("/v1/export", lambda c: {"scope": VAULT, "format": "jsonl"})),
+    ("GET", "/v1/export/{export_id}"): (READ, q("/v1/export/{export_id}")),
+    ("GET", "/v1/export/{export_id}/download"): (READ, q("/v1/export/{export_id}/download")),
+    ("POST", "/v1/export/{export_id}/cancel"): (OWN, q("/v1/export/{export_id}/cancel")),
     # an answer reads like a recall (and needs llm.invoke), streamed or not, fresh or from a pack
     ("POST", "/v1/answer"): (READ, with_body("/v1/answer", lambda c: {"scope": VAULT, "question": SECRET})),
     # not built yet: a truthful 501 for everyone, quoting nothing
     ("POST", "/v1/understanding/synthesize"): (ANY, with_body("/v1/understanding/synthesize", lambda c: {"scope": VAULT})),
-    ("POST", "/v1/export"): (ANY, with_body("/v1/export", lambda c: {"scope": VAULT})),
     ("POST", "/v1/vocabularies"): (ANY, with_body("/v1/vocabularies", lambda c: {})),
 }  # fmt: skip
 OPEN = {("GET", "/v1/admin/version"), ("GET", "/v1/openapi.json")}
@@ -199,6 +204,8 @@ async def _seed(h) -> dict[str, Any]:
     started = await h.engine.imports.start("jsonl", line, {"scope_template": VAULT}, caller="user:alice",
                                            tenant_id=TENANT)  # fmt: skip
     ctx["import_id"] = (await h.engine.imports.wait(started["import_id"]))["import_id"]
+    started = await h.engine.exports.start({"scope": VAULT, "format": "jsonl"}, caller="user:alice", tenant_id=TENANT)
+    ctx["export_id"] = (await h.engine.exports.wait(started["export_id"]))["export_id"]
     return ctx
 
 

@@ -112,6 +112,9 @@ class EngineConfig:
     import_max_errors: int = 100  # the first errors an import's status keeps (all are counted)
     export_max_running: int = 4  # export jobs running at once; one more is 429 RATE_LIMITED
     export_inline_max_bytes: int = 16 * 1024 * 1024  # an inline export's largest size (else a file)
+    export_max_bytes: int = 4 * 1024 * 1024 * 1024  # an export file's largest size (413 beyond)
+    export_retention_seconds: float = 24 * 3600.0  # a finished export's file is kept this long (410 after)
+    export_page_bytes: int = 1024 * 1024  # an export reads records in pages of about this many bytes of JSON
     job_retry_limit: int = 5  # retries of a job phase after a retriable error, then failed
     # the largest blob one upload may store (POST /v1/blobs, Engine.blobs.put), in bytes: 100 MiB,
     # the reference's 100 MB (§8.13); a larger one is refused with 413 PAYLOAD_TOO_LARGE

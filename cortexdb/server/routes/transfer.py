@@ -1,6 +1,16 @@
 """Imports (reference §8.11) and exports (§8.12), translated onto ``engine.imports`` and
 ``engine.exports``.
 
+``POST /v1/export`` takes the reference's JSON request (``{scope, format, layers?, as_of?, view?,
+destination?}``) and answers 202 with the export's id.  The caller needs
+``export.format.<format>`` and ``scope.read.local`` on the scope (``scope.read.descend`` too for
+the default ``view: descend``); the job reads each scope below it as that caller (``guard``), so
+an export holds only what its caller may read.  ``GET /v1/export/{id}`` (status; a completed
+``inline`` export's ``document``), ``GET /v1/export/{id}/download`` (the file, streamed) and
+``POST /v1/export/{id}/cancel`` are checked like reads of everything the export covers: the
+format's capability and ``scope.read.local`` on its scope and on every scope it includes.
+Cancelling another caller's export takes ``policy.administer.scope`` (the scope's owners).
+
 ``POST /v1/import/{mem0,zep,letta,openai,jsonl,mcp}`` takes either the source file as the raw
 body, streamed to the engine's spool file as it arrives (``?scope_template=`` and the options as
 query parameters), or, without ``?scope_template``, the reference's JSON request with the file in
@@ -14,6 +24,9 @@ unless the tenant policy sets ``rate_limit.importer``), not from the caller's ow
 from __future__ import annotations
 
 from typing import Any
+
+import trio
+from quart import Response
 
 from ...engine.jsoncodec import encode
 from ...engine.policy import capabilities as cap
@@ -42,7 +55,8 @@ def principal_of(call: Call) -> dict[str, Any]:
 
 
 def install_guard(state: Any) -> None:
-    """The engine's import jobs check each scope they write as the caller who started them."""
+    """The engine's import jobs check each scope they write, and its export jobs each scope they
+    read, as the caller who started them."""
 
     def guard(principal: dict[str, Any], capability: str, scope: str) -> None:
         who = Principal(principal["actor"], principal["tenant"], signed=principal.get("signed", False),
@@ -54,6 +68,7 @@ def install_guard(state: Any) -> None:
             raise PolicyDenied(decision.reason, details={"capability": capability, "denied_by_tier": decision.tier})
 
     state.engine.imports.set_guard(guard)
+    state.engine.exports.set_guard(guard)
 
 
 def take_importer_token(call: Call) -> None:
@@ -143,3 +158,81 @@ async def import_cancel(call: Call, import_id: str):
     status = await import_checked(call, import_id)
     call.primary = SOURCES[status["source"]]
     return await call.state.engine.imports.cancel(import_id)
+
+
+# -- exports (§8.12) ------------------------------------------------------------------------------
+EXPORTS = {"jsonl": cap.EXPORT_FORMAT_JSONL, "mem0": cap.EXPORT_FORMAT_MEM0, "zep": cap.EXPORT_FORMAT_ZEP,
+           "letta": cap.EXPORT_FORMAT_LETTA}  # fmt: skip
+CHUNK = 1 << 20  # bytes of an export file per chunk of a download
+
+
+@api("POST", "/v1/export", tier="beta", status=202,
+     summary="Export a scope's records as jsonl, mem0, zep or letta (an asynchronous job)")  # fmt: skip
+async def export_start(call: Call):
+    query_args(())
+    engine = call.state.engine
+    spec = engine.exports.parse(call.json())
+    capability = EXPORTS[spec["format"]]
+    call.primary = capability
+    call.check(capability, spec["scope"])
+    call.check(cap.SCOPE_READ_LOCAL, spec["scope"])
+    if spec["view"] != "local":
+        call.check(cap.scope_read(spec["view"]), spec["scope"])
+    started = await engine.exports.start(call.json(), caller=call.principal.actor, tenant_id=call.principal.tenant,
+                                         principal=principal_of(call))  # fmt: skip
+    return json_response(started, 202)
+
+
+async def export_checked(call: Call, export_id: str) -> dict[str, Any]:
+    """The export's status, once the caller may read everything it covers."""
+    status = await call.state.engine.exports.status(export_id, document=False)
+    capability, scope = EXPORTS[status["format"]], status["scope"]
+    call.primary = capability
+    call.check(capability, scope)
+    call.check(cap.SCOPE_READ_LOCAL, scope)
+    for inner in status["scopes"]:
+        if inner != scope and not call.allows(cap.SCOPE_READ_LOCAL, inner):
+            call.check(cap.SCOPE_READ_LOCAL, inner)  # refused: recorded and audited
+    return status
+
+
+@api("GET", "/v1/export/{export_id}", tier="beta",
+     summary="Status of an export (a completed inline export's document too)")  # fmt: skip
+async def export_status(call: Call, export_id: str):
+    query_args(())
+    await export_checked(call, export_id)
+    return await call.state.engine.exports.status(export_id)
+
+
+@api("GET", "/v1/export/{export_id}/download", tier="beta", response_schema="bytes",
+     summary="A completed export's file, streamed")  # fmt: skip
+async def export_download(call: Call, export_id: str):
+    query_args(())
+    await export_checked(call, export_id)
+    exports = call.state.engine.exports
+    status, path = await exports.download(export_id)
+    fh = await trio.open_file(path, "rb")  # open now: the file may expire while it streams
+
+    async def chunks():
+        async with fh:
+            while chunk := await fh.read(CHUNK):
+                yield chunk
+
+    response = Response(chunks(), content_type=exports.media_type(status))
+    response.timeout = None  # type: ignore[attr-defined]  # a large file to a slow client takes its time
+    response.headers.update({
+        "Content-Length": str(status["size_bytes"]), "X-Content-Type-Options": "nosniff",
+        "Content-Disposition": f'attachment; filename="{export_id}.{status["extension"]}"',
+        "Cache-Control": "private, max-age=0",
+    })  # fmt: skip
+    return response
+
+
+@api("POST", "/v1/export/{export_id}/cancel", tier="beta", rate="write",
+     summary="Cancel an export (its partial file is removed)")  # fmt: skip
+async def export_cancel(call: Call, export_id: str):
+    query_args(())
+    status = await export_checked(call, export_id)
+    if status["caller"] != call.principal.actor:  # someone else's export: the scope's owners only
+        call.check(cap.POLICY_ADMINISTER_SCOPE, status["scope"])
+    return await call.state.engine.exports.cancel(export_id)

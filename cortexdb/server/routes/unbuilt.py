@@ -10,7 +10,6 @@ from ..call import Blueprint, Call
 api = Blueprint()
 
 UNBUILT = (("POST", "/v1/understanding/synthesize", "experimental"),
-           ("POST", "/v1/export", "beta"),
            ("POST", "/v1/vocabularies", "beta"))  # fmt: skip
 
 

@@ -47,3 +47,44 @@ def envelope_of(line: bytes) -> dict[str, Any] | None:
     if value.get("idempotency_key") is None:
         value = {**value, "idempotency_key": key("jsonl", digest(value))}
     return value
+
+
+# -- export ------------------------------------------------------------------------------------
+# Our lossless JSONL (docs/import-export.md, "Export"): a header line, then one line per record,
+# in the order the export framework hands them (events, facts, beliefs, episodes).  An event line
+# carries its envelope (what the importer above writes again) beside what this engine recorded
+# about it; a derived record's line is exactly its wire form, both time axes and provenance
+# (``supports``, ``derives``) included.
+EXPORT_FORMATS = FORMATS
+EVENT_PROVENANCE = ("id", "scope", "recorded_at", "wal_offset", "caller", "tenant_id", "derives")
+
+
+def export(records: Iterator[dict[str, Any]], out: BinaryIO, fmt: str, options: dict[str, Any]) -> dict[str, int]:
+    header = {"record": "export", "format": fmt, "scope": options.get("scope"), "scopes": options.get("scopes"),
+              "view": options.get("view"), "layers": options.get("layers"), "as_of": options.get("as_of")}  # fmt: skip
+    out.write(orjson.dumps(header) + b"\n")
+    written = 0
+    for record in records:
+        line = event_line(record) if record["record"] == "event" else record
+        out.write(orjson.dumps(line) + b"\n")
+        written += 1
+    return {"written": written, "skipped": 0}
+
+
+def event_line(record: dict[str, Any]) -> dict[str, Any]:
+    """``{"record": "event", <what this engine recorded>, "envelope": {...}}``: the envelope is
+    the event as written (without ``recorded_at``, which the importing engine sets).  An event
+    written without an idempotency key gets the one the importer would give its envelope
+    (``jsonl:<hash>``), so importing the file twice, or exporting it again, changes nothing."""
+    context = {name: value for name, value in record["context"].items() if name != "recorded_at"}
+    envelope: dict[str, Any] = {"scope": record["scope"], "observed_actor": record["observed_actor"],
+                                "subject": record["subject"], "modality": record["modality"],
+                                "content": record["content"], "context": context}  # fmt: skip
+    if record.get("directives"):
+        envelope["directives"] = record["directives"]
+    envelope["idempotency_key"] = record.get("idempotency_key") or key("jsonl", digest(envelope))
+    line: dict[str, Any] = {"record": "event"}
+    for name in EVENT_PROVENANCE:
+        line[name] = record["context"]["recorded_at"] if name == "recorded_at" else record.get(name)
+    line["envelope"] = envelope
+    return line

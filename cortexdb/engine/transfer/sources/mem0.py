@@ -23,6 +23,9 @@ extraction (``directives.extract: []``).  Scope template variables: ``{user_id}`
 
 from __future__ import annotations
 
+import hashlib
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -189,3 +192,142 @@ def history(memory_id: str, row: Any, options: dict[str, Any]) -> dict[str, Any]
     if row["event"] == "DELETE":
         envelope["directives"] = {"extract": []}
     return envelope
+
+
+# -- export ------------------------------------------------------------------------------------
+# ``mem0_results`` (OSS ``get_all``): ``{"results": [memory...], "relations"?: [...]}``.
+# A text event becomes a memory.  One imported from Mem0 (``mem0_source_id``) gives back every
+# field its ``mem0_*`` labels kept, as Mem0 wrote it (raw timestamps, ``metadata`` decoded,
+# ``categories`` split); ``metadata``, ``created_at`` and ``updated_at`` are always present (null
+# when unknown), as OSS writes them.  A native event: its event id's UUID as ``id``, the md5 of
+# its text as ``hash``, ``observed_at`` as ``created_at``, its source (else CortexDB) record time
+# as ``updated_at``, ``user_id``/``agent_id``/``run_id`` from its subject, actor and session.
+# Each version of a memory CortexDB holds (an update is a new event) is a row, oldest first.
+# Triple events and the current facts (deduplicated by normalised name) are ``relations``;
+# history rows (``mem0_event``), blob references, beliefs and episodes are skipped.
+EXPORT_FORMATS = ("mem0_results",)
+MEMORY_ORDER = ("hash", "metadata", "created_at", "updated_at", "user_id", "agent_id", "run_id", "session_id",
+                "app_id", "actor_id", "role", "attributed_to", "expiration_date", "immutable", "replaced_by",
+                "synthesized")  # fmt: skip
+ALWAYS = ("metadata", "created_at", "updated_at")
+
+
+def export(records: Iterator[dict[str, Any]], out: BinaryIO, fmt: str, options: dict[str, Any]) -> dict[str, int]:
+    written = skipped = memories = 0
+    seen: set[tuple[str, str, str]] = set()
+    out.write(b'{"results":[')
+    with tempfile.TemporaryFile() as relations:  # written after the memories: spooled, not held
+        count = 0
+        for record in records:
+            kind, row = record["record"], None
+            if kind == "event" and record["content"].get("kind") != "triple":
+                item = _memory(record)
+                if item is None:
+                    skipped += 1
+                    continue
+                out.write((b"," if memories else b"") + orjson.dumps(item))
+                memories += 1
+                written += 1
+                continue
+            if kind == "event":
+                content = record["content"]
+                row = _relation(content["subject"], content["predicate"], content["object"], seen)
+            elif kind == "fact":
+                row = _fact_relation(record, seen)
+            if row is None:  # a belief, an episode, a repeated or a past relation
+                skipped += 1
+                continue
+            relations.write((b"," if count else b"") + orjson.dumps(row))
+            count += 1
+            written += 1
+        out.write(b"]")
+        if count:
+            out.write(b',"relations":[')
+            relations.seek(0)
+            shutil.copyfileobj(relations, out)
+            out.write(b"]")
+    out.write(b"}\n")
+    return {"written": written, "skipped": skipped}
+
+
+def _memory(event: dict[str, Any]) -> dict[str, Any] | None:
+    content, context = event["content"], event["context"]
+    found = context.get("labels")
+    tags = found if isinstance(found, dict) else {}
+    if "mem0_event" in tags or "mem0_relation" in tags:
+        return None  # a history row, a relation: not a get_all memory
+    kind = content.get("kind")
+    if kind in ("text", "message"):
+        text = content.get("text")
+    elif kind == "json":
+        text = orjson.dumps(content.get("data")).decode()
+    else:
+        return None
+    if not isinstance(text, str) or not text:
+        return None
+    if "mem0_source_id" in tags:
+        item: dict[str, Any] = {"id": tags["mem0_source_id"], "memory": text}
+        for name in MEMORY_ORDER:
+            value = tags.get(f"mem0_{name}")
+            if name == "metadata" and isinstance(value, str) and value[:1] in ("{", "["):
+                value = orjson.loads(value)
+            if value is not None or name in ALWAYS:
+                item[name] = value
+        if tags.get("mem0_categories"):
+            item["categories"] = str(tags["mem0_categories"]).split(",")
+        return item
+    observed, subject = event.get("observed_actor") or {}, event.get("subject") or {}
+    item = {"id": event["id"].removeprefix("evt_"), "memory": text, "hash": hashlib.md5(text.encode()).hexdigest(),
+            "metadata": dict(tags) or None, "created_at": context["observed_at"],
+            "updated_at": context.get("source_recorded_at") or context["recorded_at"]}  # fmt: skip
+    user = _ident(subject.get("id"), "user") or _scope_user(event["scope"])
+    if user:
+        item["user_id"] = user
+    if _ident(observed.get("id"), "agent"):
+        item["agent_id"] = _ident(observed.get("id"), "agent")
+    if observed.get("session"):
+        item["run_id"] = observed["session"]
+    if kind == "message" and content.get("role"):
+        item["role"] = content["role"]
+        item["actor_id"] = str(observed.get("id", "")).split(":", 1)[-1] or None
+    return item
+
+
+def _ident(actor_id: Any, kind: str) -> str | None:
+    if isinstance(actor_id, str) and actor_id.startswith(kind + ":"):
+        return actor_id.split(":", 1)[1]
+    return None
+
+
+def _scope_user(scope: str) -> str | None:
+    for segment in scope.split("/"):
+        if segment.startswith("user:"):
+            return segment[5:]
+    return None
+
+
+def _name(value: Any) -> str:
+    """Mem0's graph node naming: lowercase, spaces as ``_``; a user's own id as its bare id."""
+    text = str(value)
+    return (_ident(text, "user") or text).strip().lower().replace(" ", "_")
+
+
+def _relation(source: Any, relationship: Any, target: Any, seen: set[tuple[str, str, str]]) -> dict[str, Any] | None:
+    """The relation row, or None when one with the same normalised names was written."""
+    found = (_name(source), _name(relationship), _name(target))
+    if found in seen:
+        return None
+    seen.add(found)
+    return {"source": source, "relationship": relationship, "target": target}
+
+
+def _fact_relation(fact: dict[str, Any], seen: set[tuple[str, str, str]]) -> dict[str, Any] | None:
+    """A current fact as a graph relation (Mem0 keeps no history of relations)."""
+    if fact.get("superseded_by") or fact.get("valid_to") or fact.get("recorded_to") or fact.get("polarity", 1) < 0:
+        return None
+    obj = fact.get("object") or {}
+    target = obj.get("name") if obj.get("type") == "entity" else obj.get("value")
+    source = (fact.get("subject") or {}).get("name")
+    if source is None or target is None:
+        return None
+    return _relation(_name(source), fact["predicate"], _name(target), seen)
