@@ -95,16 +95,14 @@ def _export_through_server(args: Any, request: dict[str, Any], bar: Progress, si
 
 
 async def _export_embedded(args: Any, request: dict[str, Any], bar: Progress, sink: Sink) -> tuple[dict, int]:
-    """Assumes ``Engine.exports`` mirrors ``Engine.imports`` (``start``, ``status``, ``wait``)
-    and that a completed status names its file (``path``) in the transfer directory."""
+    """``Engine.exports``: start, wait, then copy the completed export's file
+    (``exports.download``: its path in the transfer directory)."""
     import shutil
 
     import trio
 
     async with embedded_engine(args, creating=False) as engine:
-        exports = getattr(engine, "exports", None)
-        if exports is None:
-            raise Refused("this build of CortexDB has no export engine (Engine.exports)")
+        exports = engine.exports
         started = await exports.start(request, caller=args.actor, tenant_id=os.environ.get("CORTEX_TENANT") or None)
         export_id = started["export_id"]
         print(f"export {export_id} started on {args.data_dir}", file=sys.stderr, flush=True)
@@ -112,9 +110,7 @@ async def _export_embedded(args: Any, request: dict[str, Any], bar: Progress, si
         bar.show(status)
         if status.get("status") != "completed":
             return status, 0
-        path = status.get("path")
-        if not path or not os.path.isfile(path):
-            raise Refused(f"export {export_id} completed but its file is not in the transfer directory")
+        _, path = await exports.download(export_id)
 
         def copy() -> int:
             with open(path, "rb") as source:

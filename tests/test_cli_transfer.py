@@ -171,7 +171,7 @@ class ExportServer:
             error = {"error_code": "INTERNAL", "message": "disk full"} if self.outcome == "failed" else None
             return httpx.Response(200, json={"export_id": "exp_1", "status": self.outcome, "fraction_complete": 1.0,
                                              "size_bytes": len(self.body), "error": error,
-                                             "download_url": "/v1/export/exp_1/download"})  # fmt: skip
+                                             "download": "/v1/export/exp_1/download"})  # fmt: skip
         if request.url.path == "/v1/export/exp_1/download":
             return httpx.Response(200, content=self.body)
         return httpx.Response(404, json={"error_code": "NOT_FOUND", "message": request.url.path})
@@ -231,3 +231,24 @@ def test_the_progress_bar_counts_settled_records_and_ends_at_the_real_total(monk
     quiet = cli_transfer.Progress(enabled=False)
     quiet.show(running)
     assert quiet.bar is None
+
+
+def test_export_from_a_data_dir_writes_what_the_import_wrote(tmp_path, capsys):
+    """The embedded path end to end: import into a data dir, export it as JSONL and as Mem0."""
+    source, data = notes(tmp_path / "notes.jsonl", 4), tmp_path / "data"
+    code, _, err = run(capsys, "import", "jsonl", str(source), "--scope", "org:acme", "--data-dir", str(data),
+                       "--embedder", "hash")  # fmt: skip
+    assert code == 0, err
+    out_file = tmp_path / "out.jsonl"
+    code, _, err = run(capsys, "export", "--scope", "org:acme/user:alice", "--format", "jsonl", "--layers", "events",
+                       "--data-dir", str(data), "--embedder", "hash", "--out", str(out_file))  # fmt: skip
+    assert code == 0, err
+    lines = [orjson.loads(line) for line in out_file.read_bytes().splitlines() if line.strip()]
+    texts = sorted(line["envelope"]["content"]["text"] for line in lines if line.get("record") == "event")
+    assert texts == [f"note number {i}" for i in range(4)] and not (tmp_path / "out.jsonl.part").exists()
+    mem0_file = tmp_path / "out.json"
+    code, _, err = run(capsys, "export", "--scope", "org:acme/user:alice", "--format", "mem0",
+                       "--data-dir", str(data), "--embedder", "hash", "--out", str(mem0_file))  # fmt: skip
+    assert code == 0, err
+    memories = orjson.loads(mem0_file.read_bytes())["results"]
+    assert sorted(m["memory"] for m in memories) == [f"note number {i}" for i in range(4)]

@@ -1,6 +1,6 @@
 """The SDK's import and export calls (reference §8.11, §8.12): imports against a live server
-through both clients; exports against a stand-in of §8.12 (the server side is built on another
-branch); the polling schedule and its timeout."""
+through both clients; exports against a stand-in of §8.12 (the polling and failure paths) and
+against a live server; the polling schedule and its timeout."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def test_export_wait_and_download_with_the_blocking_client(tmp_path):
     assert isinstance(started, ExportJob) and started.export_id == "exp_1" and not started.done
     assert orjson.loads(server.requests[0][2]) == {"scope": "user:alice", "format": "mem0", "layers": ["facts"]}
     assert [job.status for job in seen] == ["running", "completed"] and sleeps.pauses == [0.05]
-    assert final.done and final.download_url == "/v1/export/exp_1/download"
+    assert final.done and final.download == "/v1/export/exp_1/download"
     assert written == 20 and (tmp_path / "out.json").read_bytes() == server.body
 
 
@@ -134,3 +134,25 @@ async def test_export_with_the_async_client(tmp_path):
         assert final.status == "completed"
         assert await client.export_download(final, tmp_path / "out.jsonl") == 3
     assert (tmp_path / "out.jsonl").read_bytes() == b"{}\n" and sleeps.pauses == [0.2]
+
+
+async def test_export_against_a_live_server_round_trips_through_the_blocking_client(tmp_path):
+    """The real export routes: import notes, export them as JSONL, download the file."""
+    path = tmp_path / "notes.jsonl"
+    path.write_bytes(notes(5))
+    async with live(tmp_path) as (url, _):
+
+        def scenario() -> tuple:
+            with CortexClient(url, actor="user:alice") as client:
+                client.wait_import(client.import_file("jsonl", path).import_id, poll_interval=0.01)
+                started = client.export("user:alice", format="jsonl", layers=["events"])
+                final = client.wait_export(started.export_id, poll_interval=0.01)
+                out = tmp_path / "out.jsonl"
+                return final, client.export_download(final, out), out.read_bytes()
+
+        final, written, data = await trio.to_thread.run_sync(scenario)
+    assert final.done and final.status == "completed" and final.download.endswith("/download")
+    lines = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+    events = [line for line in lines if line.get("record") == "event"]
+    assert written == len(data) and len(events) == 5
+    assert sorted(e["envelope"]["content"]["text"] for e in events) == [f"note {i}" for i in range(5)]

@@ -76,7 +76,7 @@ class ExportJob(Record):
     fraction_complete: float | None = None
     estimated_size_bytes: int | None = None
     size_bytes: int | None = None
-    download_url: str | None = None
+    download: str | None = None  # the file's path on the server once completed (and not expired)
     error: dict[str, Any] | None = None
     lifecycle_stream: str | None = None
 
@@ -203,9 +203,9 @@ class Transfers(Namespace):
 
     def export_download(self, export: str | ExportJob, out: str | os.PathLike[str] | BinaryIO) -> Any:
         """Stream a finished export's file to ``out`` (a path, or a binary file): the bytes
-        written.  ``export`` is its id, or its ``ExportJob`` (whose ``download_url`` is used when
+        written.  ``export`` is its id, or its ``ExportJob`` (whose ``download`` path is used when
         the server gave one)."""
-        url = export.download_url if isinstance(export, ExportJob) else None
+        url = export.download if isinstance(export, ExportJob) else None
         export_id = export.export_id if isinstance(export, ExportJob) else export
         call = Call("GET", url or f"/v1/export/{segment(str(export_id))}/download")
         file, owned = _opened(out, "wb")
