@@ -114,8 +114,7 @@ class Engine:
 
     async def experience_bulk(self, request: dict[str, Any], *, caller: str | None = None,
                               tenant_id: str | None = None, durable_keys: bool = False) -> BulkResult:  # fmt: skip
-        """Capture up to ``bulk_max_items`` experiences into one scope in one atomic write (§8.2);
-        ``durable_keys``: their idempotency keys never expire (imports: a re-import replays)."""
+        """Up to ``bulk_max_items`` experiences, one scope, one atomic write (§8.2); ``durable_keys``: imports'."""
         return await self._writes.bulk(request, caller=self._caller(caller), tenant=self._tenant(tenant_id), durable=durable_keys)  # fmt: skip
 
     async def experience_by_idempotency_key(self, key: str, *, caller: str | None = None,
