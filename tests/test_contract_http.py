@@ -3,12 +3,32 @@ app, memory backend, manual clock).  One test (or a few) per item of the issue."
 
 from __future__ import annotations
 
+import json
+
+import trio
+
 from .server_support import body, server
 
 ALICE = "org:acme/user:alice"
 PLANNER = {"id": "agent:planner_v3", "type": "agent"}
 EXAMPLE_FILTER = {"AND": [{"observed_actor": {"in": ["user:alice", "agent:planner_v3"]}},
                           {"confidence": {"gte": 0.6}}]}  # fmt: skip  (§8.3's own example)
+
+
+async def sse(h, path: str, payload: dict) -> tuple[int, object, bytes]:
+    """(status, headers, body) of a streamed response, read as it arrives (as test_answer_server)."""
+    headers = {**h.as_("user:alice"), "Content-Type": "application/json"}
+    raw = bytearray()
+    with trio.fail_after(30):  # a hang guard only
+        async with h.client.request(path, method="POST", headers=headers) as connection:
+            await connection.send(json.dumps(payload).encode())
+            await connection.send_complete()
+            try:
+                while True:
+                    raw += await connection.receive()
+            except trio.EndOfChannel:
+                pass
+    return connection.status_code, connection.headers, bytes(raw)
 
 
 def names(items: list[dict], key: str = "claim") -> set[str]:
@@ -39,3 +59,26 @@ async def test_observed_actor_filter_keeps_facts_and_beliefs_of_the_actors_event
         assert names(alice["facts"], "object") == {"Paris"} and names(alice["beliefs"]) == {"Paris"}
         nobody = await recall({"observed_actor": {"in": ["user:carol"]}})
         assert nobody["facts"] == [] and nobody["beliefs"] == [] and nobody["events"] == []
+
+
+# -- 3. recall idempotency: the same key with another body is a conflict -------------------------
+async def test_recall_key_replays_its_pack_and_refuses_another_body(tmp_path):
+    async with server(tmp_path) as h:
+        await h.call("POST", "/v1/experience?wait=consolidated", json=body("I live in Paris."))
+        request = {"scope": ALICE, "query": "where do I live", "idempotency_key": "recall-1"}
+        first, pack = await h.call("POST", "/v1/recall", json=request)
+        assert first.status_code == 200 and "X-Cortex-Replay" not in first.headers
+        again, replay = await h.call("POST", "/v1/recall", json=request)
+        assert again.status_code == 200 and again.headers["X-Cortex-Replay"] == "true"
+        assert replay["pack_id"] == pack["pack_id"] and replay["layers"] == pack["layers"]
+        status, headers, raw = await sse(h, "/v1/recall", {**request, "stream": True})
+        assert status == 200 and headers["X-Cortex-Replay"] == "true"
+        assert pack["pack_id"] in raw.decode()  # streaming is the delivery, not another request
+        other, data = await h.call("POST", "/v1/recall", json={**request, "query": "what do I like"})
+        assert other.status_code == 409 and data["error_code"] == "IDEMPOTENCY_CONFLICT"
+        assert data["details"]["idempotency_key"] == "recall-1"
+        bob, theirs = await h.call("POST", "/v1/recall", "user:bob", json={**request, "scope": "org:acme/user:bob"})
+        assert bob.status_code == 200 and theirs["pack_id"] != pack["pack_id"]  # keys are per caller
+        h.clock.advance(seconds=61)  # the pack (and its key) lived 60 s
+        later, fresh = await h.call("POST", "/v1/recall", json={**request, "query": "what do I like"})
+        assert later.status_code == 200 and fresh["pack_id"] != pack["pack_id"]

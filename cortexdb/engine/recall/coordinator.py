@@ -16,6 +16,7 @@ within 60 s.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,6 +24,7 @@ import attrs
 import trio
 
 from ...errors import CortexError
+from .. import jsoncodec
 from ..actors.messages import Candidates
 from ..model import Candidate
 from ..phrases import TemporalPhrases
@@ -37,6 +39,11 @@ from .request import LAYERS, RecallSpec, validate
 from .traversal import traverse
 
 MMR_LAMBDA = 0.7
+
+
+def request_digest(request: dict[str, Any]) -> str:
+    """What an idempotency key is bound to: the request, whichever way it is delivered (stream)."""
+    return hashlib.sha256(jsoncodec.encode_canonical({k: v for k, v in request.items() if k != "stream"})).hexdigest()
 
 
 @attrs.define
@@ -58,11 +65,14 @@ class RecallCoordinator:
         self.narrator: Any = None  # view=narrative: answer.AnswerService.narrative (set by the engine)
 
     async def recall(self, request: dict[str, Any], *, caller: str, tenant_id: str) -> dict[str, Any]:
-        pack = None
+        """The pack; a replay (its ``idempotency_key`` seen within 60 s) says so: ``replayed``."""
+        pack, replayed = None, False
         async for name, data in self.stream(request, caller=caller, tenant_id=tenant_id):
             if name == "pack":
                 pack = data
-        return pack
+            elif name == "done":
+                replayed = bool(data.get("replay"))
+        return {**pack, "replayed": True} if replayed else pack
 
     def get_pack(self, pack_id: str, caller: str | None = None) -> dict[str, Any]:
         return self.cache.get(pack_id, self.ctx.clock.now(), caller)
@@ -80,8 +90,9 @@ class RecallCoordinator:
         now = self.ctx.clock.now()
         epoch = self.cache.epoch  # a forget meanwhile: the pack is not kept
         self.cache.expire(now)
+        digest = request_digest(request) if spec.idempotency_key else ""
         if spec.idempotency_key:
-            cached = self.cache.by_key((caller, spec.idempotency_key))
+            cached = self.cache.by_key((caller, spec.idempotency_key), digest)
             if cached is not None:
                 for event in packs.replay(cached):
                     yield event
@@ -100,7 +111,7 @@ class RecallCoordinator:
         pack, layers_out = packs.assemble(spec, request, ranked, context, trail, self.ctx.ids, started)
         pack["as_of"] = format_ts(plan.temporal.as_of or plan.temporal.reference or now)  # the anchor used
         key = (caller, spec.idempotency_key) if spec.idempotency_key else None
-        self.cache.put(pack, now, key, epoch, caller)
+        self.cache.put(pack, now, key, epoch, caller, digest)
         for event in packs.events(spec, pack, layers_out, ranked, trail):
             yield event
 

@@ -49,6 +49,8 @@ async def event_stream(call: Call, stream: AsyncIterator[tuple[str, Any]]):
     refused or malformed request is an error envelope, never a broken stream; a failure after it
     (the LLM went away mid-answer) is an ``error`` event carrying the envelope, then the end."""
     first = await stream.__anext__()
+    if isinstance(first[1], dict) and first[1].get("replay"):  # a recall repeated with its key
+        call.headers["X-Cortex-Replay"] = "true"
 
     async def frames():
         yield None, *first
@@ -68,4 +70,7 @@ async def recall(call: Call):
     engine, caller, tenant = call.state.engine, call.principal.actor, call.principal.tenant
     if body.get("stream") is True:
         return await event_stream(call, engine.recall_stream(body, caller=caller, tenant_id=tenant))
-    return await engine.recall(body, caller=caller, tenant_id=tenant)
+    pack = await engine.recall(body, caller=caller, tenant_id=tenant)
+    if pack.get("replayed"):
+        call.headers["X-Cortex-Replay"] = "true"
+    return pack
