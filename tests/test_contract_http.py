@@ -82,3 +82,51 @@ async def test_recall_key_replays_its_pack_and_refuses_another_body(tmp_path):
         h.clock.advance(seconds=61)  # the pack (and its key) lived 60 s
         later, fresh = await h.call("POST", "/v1/recall", json={**request, "query": "what do I like"})
         assert later.status_code == 200 and fresh["pack_id"] != pack["pack_id"]
+
+
+# -- 4. idempotency on every write endpoint that takes a key ---------------------------------------
+def item(text: str, key: str) -> dict:
+    one = body(text)
+    return {"modality": one["modality"], "content": one["content"], "context": one["context"], "idempotency_key": key}
+
+
+async def test_a_replayed_bulk_answers_the_first_batch_id(tmp_path):
+    async with server(tmp_path) as h:
+        bulk = {"scope": ALICE, "items": [item("I like tea.", "b-1"), item("I like jazz.", "b-2")]}
+        first, data = await h.call("POST", "/v1/experience/bulk", json=bulk)
+        assert first.status_code == 202 and data["accepted"] == 2 and "X-Cortex-Replay" not in first.headers
+        again, replay = await h.call("POST", "/v1/experience/bulk", json=bulk)
+        assert again.status_code == 202 and again.headers["X-Cortex-Replay"] == "true"
+        assert replay["batch_id"] == data["batch_id"] and replay["lifecycle_stream"] == data["lifecycle_stream"]
+        assert (replay["accepted"], replay["replayed"]) == (0, 2)  # the counts say what this call did
+        # half new: a new batch (its new item is in it), the known item a replay
+        mixed, part = await h.call("POST", "/v1/experience/bulk", json={**bulk, "items": [
+            bulk["items"][0], item("I like chess.", "b-3")]})  # fmt: skip
+        assert part["batch_id"] != data["batch_id"] and (part["accepted"], part["replayed"]) == (1, 1)
+        assert "X-Cortex-Replay" not in mixed.headers
+        clash, error = await h.call("POST", "/v1/experience/bulk", json={**bulk, "items": [item("I hate tea.", "b-1")]})
+        assert clash.status_code == 409 and error["error_code"] == "IDEMPOTENCY_CONFLICT"
+
+
+async def test_scope_registration_and_erasure_replay_their_key(tmp_path):
+    async with server(tmp_path) as h:
+        register = {"path": "ws:launch", "members": [{"actor": "user:alice", "role": "owner"}],
+                    "idempotency_key": "reg-1"}  # fmt: skip
+        first, record = await h.call("POST", "/v1/scopes", json=register)
+        assert first.status_code == 201 and "X-Cortex-Replay" not in first.headers
+        again, replay = await h.call("POST", "/v1/scopes", json=register)
+        assert again.status_code == 201 and again.headers["X-Cortex-Replay"] == "true" and replay == record
+        other, error = await h.call("POST", "/v1/scopes", json={**register, "path": "ws:other"})
+        assert other.status_code == 409 and error["error_code"] == "IDEMPOTENCY_CONFLICT"
+        unkeyed, exists = await h.call("POST", "/v1/scopes", json={k: v for k, v in register.items() if k != "idempotency_key"})
+        assert unkeyed.status_code == 409 and exists["error_code"] == "SCOPE_REGISTRATION_EXISTS"
+        h.clock.advance(hours=25)  # keys live 24 h: afterwards the registration exists, no replay
+        late, _ = await h.call("POST", "/v1/scopes", json=register)
+        assert late.status_code == 409 and "X-Cortex-Replay" not in late.headers
+        await h.call("POST", "/v1/experience?wait=consolidated", json=body("I live in Paris."))
+        erase = {"scope": ALICE, "idempotency_key": "erase-1"}
+        first, accepted = await h.call("POST", "/v1/erasures", json=erase)
+        assert first.status_code == 202 and "X-Cortex-Replay" not in first.headers, accepted
+        again, replay = await h.call("POST", "/v1/erasures", json=erase)
+        assert again.status_code == 202 and again.headers["X-Cortex-Replay"] == "true"
+        assert replay["erasure_id"] == accepted["erasure_id"]

@@ -130,7 +130,7 @@ class Writes:
             batch_id = self.ctx.ids.new("batch")
             reservations: list = []
             try:
-                items, replayed = await self._bulk_claims(envelopes, tenant, caller, batch_id, reservations)
+                items, replayed, earlier = await self._bulk_claims(envelopes, tenant, caller, batch_id, reservations)
                 if items:
                     await self.ctx.supervisor.request(
                         scope, lambda reply: hold.bind(Capture(tuple(items), False, reply))
@@ -140,6 +140,8 @@ class Writes:
                     if not reservation.finished:
                         self.ctx.idempotency.abort(reservation)
                 raise
+        if not items and len(earlier) == 1 and None not in earlier:  # the same bulk again: its first answer
+            batch_id = earlier.pop()
         return BulkResult(batch_id=batch_id, accepted=len(items), replayed=replayed, scope=scope,
                           ordering=ordering)  # fmt: skip
 
@@ -212,12 +214,13 @@ class Writes:
                                   item=index) from None  # fmt: skip
 
     async def _bulk_claims(self, envelopes: list[tuple], tenant: str, caller: str, batch_id: str,
-                           reservations: list) -> tuple[list[CaptureItem], int]:  # fmt: skip
-        """The items to capture and how many were replays: each idempotency key is claimed once
-        (a key twice in the batch with the same body is a replay, with another a conflict)."""
+                           reservations: list) -> tuple[list[CaptureItem], int, set[str]]:  # fmt: skip
+        """The items to capture, how many were replays, and the batches the replayed ones were
+        first written by: each idempotency key is claimed once (a key twice in the batch with the
+        same body is a replay, with another a conflict)."""
         items: list[CaptureItem] = []
         seen: dict[str, str] = {}
-        replayed = 0
+        replayed, earlier = 0, set()
         for envelope, valid, identities in envelopes:
             reservation = None
             key = valid.idempotency_key
@@ -233,11 +236,12 @@ class Writes:
                 claim = await self.ctx.idempotency.begin(tenant, caller, FAMILY_BULK, key, digest)
                 if isinstance(claim, Replay):
                     replayed += 1
+                    earlier.add(claim.record.get("batch_id"))
                     continue
                 reservation = claim
                 reservations.append(claim)
             items.append(CaptureItem(valid, identities, tenant, reservation, batch_id))
-        return items, replayed
+        return items, replayed, earlier
 
     # -- idempotency ---------------------------------------------------------------------------
     async def by_idempotency_key(self, key: str, *, caller: str, tenant: str) -> dict[str, Any]:

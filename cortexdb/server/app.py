@@ -33,6 +33,7 @@ from .observe import RequestLog
 from .policy import PolicyEngine, load_preset
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry
+from .replays import Replays
 from .routes import BLUEPRINTS, transfer
 from .settings import ServerSettings
 
@@ -71,6 +72,7 @@ def build_state(engine: Any, settings: ServerSettings) -> ServerState:
         audit=AuditLog(engine.tables, engine.new_id, engine.clock, preset.defaults),
         limiter=RateLimiter(trio.current_time if _in_trio() else time.monotonic,
                             lambda: engine.clock.now().timestamp()),
+        replays=Replays(engine),
     )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from .observe import Metrics
 from .policy import Decision, PolicyEngine, Principal
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry
+from .replays import Replays
 from .settings import ServerSettings
 
 
@@ -102,6 +103,7 @@ class ServerState:
     gate: Gate
     audit: AuditLog
     limiter: RateLimiter
+    replays: Replays
     routes: list[Route] = attrs.field(factory=list)
     frames: FrameCache = attrs.field(factory=FrameCache)  # lifecycle frames, encoded once per server
     closing: trio.Event = attrs.field(factory=trio.Event)

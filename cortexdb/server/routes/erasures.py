@@ -77,6 +77,8 @@ async def erasure_execute(call: Call):
              "request_id": call.request_id}  # fmt: skip
     accepted = await call.state.engine.erasures.execute(body, caller=principal.actor, tenant_id=principal.tenant,
                                                         audit=audit, **overrides(call))  # fmt: skip
+    if accepted.get("replayed"):
+        call.headers["X-Cortex-Replay"] = "true"
     return json_response(accepted, 202)
 
 

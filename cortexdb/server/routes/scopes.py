@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...engine.model import to_wire
 from ...engine.policy import capabilities as cap
 from ...errors import InvalidBody, NotFound
-from ..call import Blueprint, Call
+from ..call import Blueprint, Call, current_request
 from ..gate import CLAIM
 from ..params import decode_cursor, encode_cursor, page_limit, query_args, scope_param, to_bool
 from ..responses import json_response
@@ -19,7 +19,16 @@ async def scope_register(call: Call):
     path = scope_param(body.get("path"), "path")
     call.primary = cap.POLICY_ADMINISTER_SCOPE
     call.check(cap.POLICY_ADMINISTER_SCOPE, path, access=CLAIM)  # a claimant may register it
+    key = body.get("idempotency_key") or current_request().headers.get("X-Cortex-Idempotency-Key")
+    replays, who = call.state.replays, (call.principal.tenant, call.principal.actor, "/v1/scopes")
+    if isinstance(key, str) and key:
+        earlier = await replays.earlier(*who, key, {**body, "idempotency_key": key})
+        if earlier is not None:
+            call.headers["X-Cortex-Replay"] = "true"
+            return json_response(earlier, 201)
     record = await call.state.registry.register(call.principal, body, call.state.engine.clock.now(), call.check)
+    if isinstance(key, str) and key:
+        await replays.remember(*who, key, {**body, "idempotency_key": key}, record)
     return json_response(record, 201)
 
 
