@@ -130,3 +130,21 @@ async def test_scope_registration_and_erasure_replay_their_key(tmp_path):
         again, replay = await h.call("POST", "/v1/erasures", json=erase)
         assert again.status_code == 202 and again.headers["X-Cortex-Replay"] == "true"
         assert replay["erasure_id"] == accepted["erasure_id"]
+
+
+# -- 5. every warning is also an X-Cortex-Warning header -------------------------------------------
+async def test_warnings_travel_in_the_x_cortex_warning_header(tmp_path):
+    raw = {"scope": ALICE, "view": "raw", "temporal": {"valid_during": ["2026-01-01", "2026-12-31"]}}
+    async with server(tmp_path) as h:
+        await h.call("POST", "/v1/experience?wait=indexed", json=body("I live in Paris."))
+        response, pack = await h.call("POST", "/v1/recall", json=raw)
+        assert response.status_code == 200 and pack["warnings"] == ["valid_during_ignored_for_view_raw"]
+        assert response.headers["X-Cortex-Warning"] == "valid_during_ignored_for_view_raw"
+        status, headers, _ = await sse(h, "/v1/recall", {**raw, "stream": True})
+        assert status == 200 and headers["X-Cortex-Warning"] == "valid_during_ignored_for_view_raw"
+        plain, _ = await h.call("POST", "/v1/recall", json={"scope": ALICE, "view": "raw"})
+        assert "X-Cortex-Warning" not in plain.headers
+    async with server(tmp_path, preset="cloud_shared_saas") as h:  # no diagnostics.read here
+        response, pack = await h.call("POST", "/v1/recall", json={**raw, "diagnostics": "full"})
+        assert response.status_code == 200 and "diagnostics" not in pack
+        assert response.headers["X-Cortex-Warning"] == "diagnostics_stripped, valid_during_ignored_for_view_raw"

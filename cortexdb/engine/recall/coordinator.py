@@ -99,7 +99,8 @@ class RecallCoordinator:
                 return
         trail = packs.Trail(started=started)
         plan = await self._classify(spec, tenant_id, now, trail)
-        yield "plan", {"plan": plan.plan, "filters_applied": plan.filters_applied}
+        yield "plan", {"plan": plan.plan, "filters_applied": plan.filters_applied,
+                       **({"warnings": plan.warnings} if plan.warnings else {})}  # fmt: skip
         capability = scope_read(spec.traversal)
         scopes, denied = await self._traverse(spec, caller, capability, trail)
         candidates, traversed, degraded = await self._retrieve(spec, plan, scopes, now, trail)

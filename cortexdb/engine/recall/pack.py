@@ -122,7 +122,8 @@ def events(spec: RecallSpec, pack: dict[str, Any], layers_out: dict[str, list], 
 
 def replay(pack: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     """The events of a cached pack (a recall repeated with its ``idempotency_key``)."""
-    yield "plan", {"plan": pack["provenance"]["trail"][0]["plan"], "replay": True}
+    yield "plan", {"plan": pack["provenance"]["trail"][0]["plan"], "replay": True,
+                   **({"warnings": pack["warnings"]} if pack.get("warnings") else {})}  # fmt: skip
     for layer, items in pack["layers"].items():
         yield "layer", {"layer": layer, "items": items, "elapsed_ms": 0.0}
     yield "context_block", {"text": pack["context_block"]}
