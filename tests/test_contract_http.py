@@ -148,3 +148,24 @@ async def test_warnings_travel_in_the_x_cortex_warning_header(tmp_path):
         response, pack = await h.call("POST", "/v1/recall", json={**raw, "diagnostics": "full"})
         assert response.status_code == 200 and "diagnostics" not in pack
         assert response.headers["X-Cortex-Warning"] == "diagnostics_stripped, valid_during_ignored_for_view_raw"
+
+
+# -- 6. audit.store_body_bytes: the tenant setting takes effect when changed ----------------------
+async def test_the_tenant_setting_store_body_bytes_applies_to_the_next_rows(tmp_path):
+    async with server(tmp_path) as h:
+        async def last_write_row() -> dict:
+            _, page = await h.call("GET", "/v1/audit?capability=scope.write")
+            return page["items"][-1]
+
+        await h.call("POST", "/v1/experience", json=body("one"))
+        assert (await last_write_row())["request"]["body_bytes"] > 0  # the preset's default: true
+        tenant = h.app.cortex.policy.document("tenant", "acme")
+        for stored in (False, True):
+            doc = {"allow": tenant["allow"], "deny": tenant["deny"],
+                   "defaults": {**tenant["defaults"], "audit.store_body_bytes": stored}}  # fmt: skip
+            response, data = await h.call("PUT", "/v1/policy/tenant/acme", "user:root", json=doc)
+            assert response.status_code == 200, data
+            await h.call("POST", "/v1/experience", json=body(f"stored={stored}"))
+            row = await last_write_row()
+            assert ("body_bytes" in row["request"]) is stored
+            assert row["request"]["body_hash"].startswith("sha256:")  # the hash stays either way

@@ -69,7 +69,7 @@ def build_state(engine: Any, settings: ServerSettings) -> ServerState:
         revocations=revocations, registry=registry,
         gate=Gate(policy, registry, tenant_admins=settings.tenant_admins,
                   allowed_origins=settings.allowed_origins),
-        audit=AuditLog(engine.tables, engine.new_id, engine.clock, preset.defaults),
+        audit=AuditLog(engine.tables, engine.new_id, engine.clock, preset.defaults, policy.settings),
         limiter=RateLimiter(trio.current_time if _in_trio() else time.monotonic,
                             lambda: engine.clock.now().timestamp()),
         replays=Replays(engine),
