@@ -169,3 +169,36 @@ async def test_the_tenant_setting_store_body_bytes_applies_to_the_next_rows(tmp_
             row = await last_write_row()
             assert ("body_bytes" in row["request"]) is stored
             assert row["request"]["body_hash"].startswith("sha256:")  # the hash stays either way
+
+
+# -- 8. /v1/beliefs: include_deprecated, include_superseded, calibration -----------------------------
+async def test_belief_list_filters_and_calibration(tmp_path):
+    async with server(tmp_path) as h:
+        for text, at in (("I moved to Lisbon.", "2026-01-01T00:00:00Z"), ("I live in Madrid.", "2026-02-01T00:00:00Z")):
+            await h.call("POST", "/v1/experience?wait=consolidated", json=body(text, context={"observed_at": at}))
+
+        async def listed(query: str = "") -> dict[str, dict]:
+            response, page = await h.call("GET", f"/v1/beliefs?scope={ALICE}{query}")
+            assert response.status_code == 200, page
+            return {b["claim"]["object"]["name"]: b for b in page["items"]}
+
+        assert set(await listed()) == {"Madrid"}  # the closed claim is history
+        for flag in ("&include_deprecated=true", "&include_superseded=true"):
+            every = await listed(flag)
+            assert set(every) == {"Madrid", "Lisbon"}
+        lisbon, madrid = every["Lisbon"], every["Madrid"]
+        assert lisbon["stance"] == "contradicted" and lisbon["valid_to"] == "2026-02-01T00:00:00Z"
+        for belief in (lisbon, madrid):
+            calibration = belief["calibration"]
+            assert calibration["model"] == "beta_posterior" and calibration["score"] == "brier_in_sample"
+            assert calibration["samples"] == len(belief["supports"]) >= 1
+            assert calibration["last_calibrated_at"] == belief["last_revised_at"]
+            expected = sum(s["weight"] * (belief["confidence"] - (s["polarity"] == "supports")) ** 2
+                           for s in belief["supports"]) / sum(s["weight"] for s in belief["supports"])  # fmt: skip
+            assert abs(calibration["brier_score"] - expected) < 1e-3 and 0 <= calibration["brier_score"] <= 1
+        response, one = await h.call("GET", f"/v1/beliefs/{madrid['id']}?scope={ALICE}")
+        assert one["calibration"] == madrid["calibration"]
+        response, why = await h.call("GET", f"/v1/beliefs/why?scope={ALICE}&belief_id={madrid['id']}")
+        assert why["belief"]["calibration"] == madrid["calibration"]
+        response, pack = await h.call("POST", "/v1/recall", json={"scope": ALICE, "query": "Madrid", "include": ["beliefs"]})
+        assert pack["layers"]["beliefs"][0]["calibration"] == madrid["calibration"]

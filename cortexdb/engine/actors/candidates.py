@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import jsoncodec
+from ..derive.beliefs import calibrated
 from ..model import Candidate, EventState
 from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
@@ -218,6 +219,7 @@ async def _load(
                          chain={record_id: list(record["events"])}, raw_size=len(raw))  # fmt: skip
     if record.get("valid_to") is not None and not historical:
         return None
+    calibrated(record)
     support_ids = [support["id"] for support in record.get("supports", [])]
     return Candidate(layer=layer, id=record_id, record=record, text=belief_text(record),
                      time=record["last_revised_at"], importance=record["confidence"],
