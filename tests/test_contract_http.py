@@ -202,3 +202,45 @@ async def test_belief_list_filters_and_calibration(tmp_path):
         assert why["belief"]["calibration"] == madrid["calibration"]
         response, pack = await h.call("POST", "/v1/recall", json={"scope": ALICE, "query": "Madrid", "include": ["beliefs"]})
         assert pack["layers"]["beliefs"][0]["calibration"] == madrid["calibration"]
+
+
+# -- 9. unbuilt surfaces: 501 with their family's tier; no answer labelled stable by default --------
+async def test_unbuilt_surfaces_answer_501_with_their_familys_tier(tmp_path):
+    async with server(tmp_path) as h:
+        for method, path in (("POST", "/v1/export"), ("GET", "/v1/export/exp_1"), ("POST", "/v1/vocabularies"),
+                             ("GET", "/v1/vocabularies/sales"), ("PUT", "/v1/vocabularies/sales")):  # fmt: skip
+            response, data = await h.call(method, path, json={} if method != "GET" else None)
+            assert response.status_code == 501 and data["error_code"] == "NOT_IMPLEMENTED", (path, data)
+            assert response.headers["X-Cortex-Stability"] == "beta", path
+        response, data = await h.call("POST", "/v1/understanding/synthesize", json={})
+        assert response.status_code == 501 and response.headers["X-Cortex-Stability"] == "experimental"
+        assert response.headers["X-Cortex-Experimental-Notice"]
+        # what no route answers carries the tier of the family it falls in
+        for method, path, status, tier in (("DELETE", "/v1/beliefs", 405, "beta"),
+                                           ("GET", "/v1/beliefs/belief_1/history", 404, "beta"),
+                                           ("DELETE", "/v1/vocabularies/sales", 405, "beta"),
+                                           ("GET", "/v1/erasures/erasure_1/receipt", 404, "experimental"),
+                                           ("GET", "/v1/events/evt_1/history", 404, "stable"),
+                                           ("GET", "/v1/no/such/route", 404, "stable")):  # fmt: skip
+            response, data = await h.call(method, path)
+            assert response.status_code == status, (path, data)
+            assert response.headers["X-Cortex-Stability"] == tier, path
+        _, document = await h.call("GET", "/v1/openapi.json")
+        assert "/v1/vocabularies/{name}" in document["paths"]
+
+
+async def test_a_family_that_builds_an_unbuilt_surface_replaces_its_501(tmp_path, monkeypatch):
+    from cortexdb.server import app as app_module
+    from cortexdb.server.call import Blueprint
+
+    built = Blueprint()
+
+    @built("GET", "/v1/export/{export_id}", tier="beta", access="tenant")
+    async def export_status(call, export_id: str):
+        return {"export_id": export_id, "built": True}
+
+    monkeypatch.setattr(app_module, "BLUEPRINTS", (built, *app_module.BLUEPRINTS))
+    async with server(tmp_path) as h:
+        response, data = await h.call("GET", "/v1/export/exp_1")
+        assert response.status_code == 200 and data == {"export_id": "exp_1", "built": True}
+        assert [r.path for r in h.app.cortex.routes].count("/v1/export/{export_id}") == 1

@@ -154,6 +154,9 @@ async def load_stores(state: ServerState) -> None:
 def _install(app: QuartTrio, router: Router, state: ServerState, blueprint: Blueprint) -> None:
     """A family's routes: each a Quart view and a direct-dispatch entry, both through the pipeline."""
     for route, handler in blueprint.routes:
+        if getattr(handler, "fallback", False) and any((r.method, r.path) == (route.method, route.path)
+                                                       for r in state.routes):  # fmt: skip
+            continue  # an unbuilt surface some family has built meanwhile
         state.routes.append(route)
         view = _view(state, route, handler)
         app.add_url_rule(_quart_path(route.path), view.__name__, view, methods=[route.method])

@@ -158,16 +158,36 @@ def single(group: BaseException) -> CortexError | None:
 
 
 # -- answers no route gives -----------------------------------------------------------------------
-def outside_routes(error: CortexError, rid: str) -> Response:
+def outside_routes(error: CortexError, rid: str, tier: str = "stable") -> Response:
     """The envelope of a failure no route answered (framework errors, crashes, 413s)."""
     response = envelope_response(error, rid)
     response.headers["X-Cortex-Request-ID"] = rid
-    response.headers["X-Cortex-Stability"] = "stable"
+    response.headers["X-Cortex-Stability"] = tier
+    if tier == "experimental":
+        response.headers["X-Cortex-Experimental-Notice"] = EXPERIMENTAL_NOTICE
     return response
 
 
+def family_tier(state: ServerState, path: str) -> str:
+    """The tier of the endpoint family a path no route answers falls in (§2.4.4: every response
+    carries one): the declared route sharing the most leading segments with it, at least
+    ``/v1/<family>``; stable outside every family."""
+    parts = path.rstrip("/").split("/")
+    best, tier = 2, "stable"
+    for route in state.routes:
+        shared = 0
+        for given, declared in zip(parts, route.path.split("/"), strict=False):
+            if given != declared and not (declared.startswith("{") and given):
+                break
+            shared += 1
+        if shared > best:
+            best, tier = shared, route.tier
+    return tier
+
+
 def framework_error(state: ServerState, exc: HTTPException, req: Any) -> Response:
-    response = outside_routes(http_error(exc.code, req.method, req.path), request_id(state, req))
+    response = outside_routes(http_error(exc.code, req.method, req.path), request_id(state, req),
+                              family_tier(state, req.path))  # fmt: skip
     allowed = getattr(exc, "valid_methods", None)
     if exc.code == 405 and allowed:  # RFC 9110 §15.5.6: a 405 names the methods that work
         response.headers["Allow"] = ", ".join(sorted(set(allowed)))
