@@ -244,3 +244,39 @@ async def test_a_family_that_builds_an_unbuilt_surface_replaces_its_501(tmp_path
         response, data = await h.call("GET", "/v1/export/exp_1")
         assert response.status_code == 200 and data == {"export_id": "exp_1", "built": True}
         assert [r.path for r in h.app.cortex.routes].count("/v1/export/{export_id}") == 1
+
+
+# -- 10-12. token budgets count the rendered context; caps and the budget report what they drop -----
+def phase(pack: dict, name: str) -> dict:
+    return next(p for p in pack["provenance"]["trail"] if p["phase"] == name)
+
+
+async def test_token_budget_counts_what_is_rendered_and_says_what_it_drops(tmp_path):
+    async with server(tmp_path) as h:
+        await h.call("POST", "/v1/experience?wait=consolidated", json=body("I live in Paris."))
+        one = {"scope": ALICE, "query": "Paris", "include": ["facts"], "budgets": {"max_tokens": 60}}
+        response, pack = await h.call("POST", "/v1/recall", json=one)
+        assert response.status_code == 200 and len(pack["layers"]["facts"]) == 1, pack
+        line = pack["context_block"]  # the one fact's rendered statement (and its marker)
+        used = phase(pack, "knapsack")["tokens_used"]
+        assert used == len(line.removesuffix(" [1]")) // 4 + 2 <= 60  # ~4 characters a token
+        assert pack["diagnostics"]["_partial"] is False and pack["diagnostics"]["knapsack_evictions"] == 0
+        for text in ("I work at Acme.", "My favourite colour is blue.", "I like green tea."):
+            await h.call("POST", "/v1/experience?wait=consolidated", json=body(text))
+        every = {"scope": ALICE, "query": "Paris Acme blue tea", "include": ["facts", "events"]}
+        response, full = await h.call("POST", "/v1/recall", json=every)
+        facts, events = len(full["layers"]["facts"]), len(full["layers"]["events"])
+        assert facts >= 3 and events == 4 and full["diagnostics"]["_partial"] is False
+        # a per-layer cap reports what it left out, and is not "partial": it is what was asked
+        response, capped = await h.call("POST", "/v1/recall", json={
+            **every, "budgets": {"per_layer_limits": {"facts": 1, "events": 2}}})  # fmt: skip
+        assert capped["diagnostics"]["per_layer_evictions"] == {"facts": facts - 1, "events": 2}
+        assert phase(capped, "mmr")["per_layer_evictions"] == {"facts": facts - 1, "events": 2}
+        assert capped["diagnostics"]["_partial"] is False
+        # the token budget dropping items the ranking chose makes the pack partial
+        response, tight = await h.call("POST", "/v1/recall", json={**every, "budgets": {"max_tokens": 40}})
+        kept = len(tight["layers"]["facts"]) + len(tight["layers"]["events"])
+        assert 0 < kept < facts + events and phase(tight, "knapsack")["tokens_used"] <= 40
+        assert tight["diagnostics"]["knapsack_evictions"] == facts + events - kept
+        assert tight["diagnostics"]["_partial"] is True
+        assert tight["diagnostics"]["_partial_reason"] == "token_budget_exhausted"

@@ -14,7 +14,7 @@ from ..derive.beliefs import calibrated
 from ..model import Candidate, EventState
 from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
-from ..retrieve import passages
+from ..retrieve import passages, render
 from ..retrieve.scoring import estimate_tokens, recency
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
@@ -153,7 +153,7 @@ def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, flo
     candidate.semantic = cosine
     candidate.recency = recency((query.reference - when).total_seconds() / 86400.0)
     candidate.vector = stored
-    candidate.tokens_estimate = estimate_tokens(candidate.raw_size)
+    candidate.tokens_estimate = estimate_tokens(render.rendered_text(candidate.layer, candidate.record))
     if stored is None:  # MMR falls back to token overlap only without vectors
         candidate.tokens = set(tokenize(candidate.text))
 
@@ -275,8 +275,7 @@ async def _event_candidate(tables, record_id: str, actor, events: dict[str, list
         content["text"] = found[3][start:end]
         record["content"] = content
         record["passage"] = {"index": index, "count": len(spans), "char_start": start, "char_end": end}
-        record["content_truncated"] = True
-        size = len(jsoncodec.encode(record))  # what the item costs is the passage, not the book
+        record["content_truncated"] = True  # what the item costs (rendered) is the passage, not the book
     elif index is not None:
         return None
     record["derives"] = state.derives

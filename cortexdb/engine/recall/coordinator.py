@@ -221,14 +221,18 @@ class RecallCoordinator:
             by_layer[candidate.layer].append(candidate)
         chosen: dict[str, list[Candidate]] = {}
         layer_ms: dict[str, float] = {}
+        capped: dict[str, int] = {}  # per layer: the candidates its limit left out
         for layer in LAYERS:
             limit = spec.limits[layer] if layer in spec.layers else 0
             chosen[layer] = scoring.mmr(by_layer[layer], limit, MMR_LAMBDA) if limit else []
+            if layer in spec.layers:
+                capped[layer] = len(by_layer[layer]) - len(chosen[layer])
             layer_ms[layer] = round((trio.current_time() - trail.started) * 1000, 3)  # §10.1: since the start
-        trail.phases.append({"phase": "mmr", "lambda": MMR_LAMBDA, "elapsed_ms": trail.lap("mmr", t)})
+        trail.phases.append({"phase": "mmr", "lambda": MMR_LAMBDA, "per_layer_evictions": capped,
+                             "elapsed_ms": trail.lap("mmr", t)})  # fmt: skip
         t = trio.current_time()
         kept, evictions = scoring.knapsack([c for layer in LAYERS for c in chosen[layer]], spec.max_tokens)
         trail.phases.append({"phase": "knapsack", "budget_tokens": spec.max_tokens,
                              "tokens_used": sum(c.tokens_estimate for c in kept),
                              "knapsack_evictions": evictions, "elapsed_ms": trail.lap("knapsack", t)})  # fmt: skip
-        return packs.Ranked(chosen, kept, evictions, layer_ms, plan.weights)
+        return packs.Ranked(chosen, kept, evictions, layer_ms, plan.weights, capped)
