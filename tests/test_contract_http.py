@@ -280,3 +280,24 @@ async def test_token_budget_counts_what_is_rendered_and_says_what_it_drops(tmp_p
         assert tight["diagnostics"]["knapsack_evictions"] == facts + events - kept
         assert tight["diagnostics"]["_partial"] is True
         assert tight["diagnostics"]["_partial_reason"] == "token_budget_exhausted"
+
+
+# -- 13. cancel and the memory-event view agree on `compressed` ------------------------------------
+async def test_cancel_and_memory_event_agree_on_compressed(tmp_path):
+    async with server(tmp_path) as h:
+        for seal in (False, True):  # in an open episode window, then in a sealed episode
+            _, written = await h.call("POST", "/v1/experience?wait=consolidated", json=body(f"I like tea {seal}."))
+            event_id = written["event_id"]
+            if seal:
+                await h.engine.flush(seal=True)
+            _, before = await h.call("GET", f"/v1/lifecycle/memory-event/{event_id}")
+            assert ("compressed" in before["stages_completed"]) is seal
+            response, cancel = await h.call("POST", f"/v1/lifecycle/memory-event/{event_id}/cancel", json={})
+            assert response.status_code == 200, cancel
+            _, after = await h.call("GET", f"/v1/lifecycle/memory-event/{event_id}")
+            assert cancel["stages_already_completed"] == after["stages_completed"] == before["stages_completed"]
+            assert cancel["stages_cancelled"] == after["stages_cancelled"] == ([] if seal else ["compressed"])
+            assert after["stages_pending"] == []
+            _, twice = await h.call("POST", f"/v1/lifecycle/memory-event/{event_id}/cancel", json={})
+            assert (twice["stages_already_completed"], twice["stages_cancelled"]) == (
+                cancel["stages_already_completed"], cancel["stages_cancelled"])  # fmt: skip

@@ -18,7 +18,9 @@ the bulk write's ``batch_complete`` lifecycle record: it draws the next lifecycl
 ``pairs_added_since_v0``), and the key it had now holds ``batch_complete``
 (``pairs_replaced_since_v0``).  Every other row is v0's, byte for byte.  Issue 15 made reads
 compute a belief's ``calibration`` (null in v0's answers) from the belief's stored fields; the
-records are unchanged and ``_calibrated`` adds it to v0's answers.
+records are unchanged and ``_calibrated`` adds it to v0's answers.  Issue 15 also made a cancel
+of an event whose episode window is still open list ``compressed`` among the stages it cancelled
+(as ``GET /v1/lifecycle/memory-event`` does): the cancelled event's state is replaced.
 """
 
 from __future__ import annotations

@@ -119,12 +119,15 @@ async def read_event_state(actor, query: ReadEventState) -> dict[str, Any]:
     if not await tables.events.exists(event_id):
         raise _missing("event", event_id, scope)
     state = await tables.event_states.get(event_id) or EventState(scope=scope)
-    completed = [s.value for s in STAGE_ORDER if s in state.done]
-    if state.episode_id:
-        episode = await tables.episodes.get(state.episode_id)
-        if episode is not None and episode.status == EPISODE_SEALED:
-            completed.append(Stage.COMPRESSED.value)
     cancelled = state.cancelled
+    if cancelled and state.stages_cancelled is not None:  # what the cancel answered (control.py)
+        completed = [s.value for s in LIFECYCLE_STAGES if s.value not in state.stages_cancelled]
+    else:
+        completed = [s.value for s in STAGE_ORDER if s in state.done]
+        if state.episode_id:
+            episode = await tables.episodes.get(state.episode_id)
+            if episode is not None and episode.status == EPISODE_SEALED:
+                completed.append(Stage.COMPRESSED.value)
     view = {
         "event_id": event_id, "scope": scope, "stages_completed": completed,
         "stages_pending": [] if cancelled else [s.value for s in LIFECYCLE_STAGES if s not in completed],
