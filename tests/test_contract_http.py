@@ -301,3 +301,21 @@ async def test_cancel_and_memory_event_agree_on_compressed(tmp_path):
             _, twice = await h.call("POST", f"/v1/lifecycle/memory-event/{event_id}/cancel", json={})
             assert (twice["stages_already_completed"], twice["stages_cancelled"]) == (
                 cancel["stages_already_completed"], cancel["stages_cancelled"])  # fmt: skip
+
+
+# -- 14. compaction says how much it took off the disk ---------------------------------------------
+async def test_admin_compact_compacts_leveldb_and_says_how_much(tmp_path):
+    async with server(tmp_path, backend="leveldb") as h:
+        for n in range(40):  # every stage rewrites the event's state: old versions pile up in the log
+            response, _ = await h.call("POST", "/v1/experience?wait=consolidated", json=body(f"I like sport {n}."))
+            assert response.status_code == 200
+        response, done = await h.call("POST", "/v1/admin/compact", "user:root", json={})
+        assert response.status_code == 200 and done["compacted"] is True, done
+        assert done["bytes_before"] > done["bytes_after"] > 0, done
+        assert done["bytes_reclaimed"] == done["bytes_before"] - done["bytes_after"]
+        assert done["files_before"] > 0 and done["files_after"] > 0
+        denied, _ = await h.call("POST", "/v1/admin/compact", json={})  # not an operator
+        assert denied.status_code == 403
+    async with server(tmp_path / "memory") as h:
+        response, done = await h.call("POST", "/v1/admin/compact", "user:root", json={})
+        assert done == {"compacted": False, "reason": "this backend has nothing to compact"}
