@@ -319,3 +319,56 @@ async def test_admin_compact_compacts_leveldb_and_says_how_much(tmp_path):
     async with server(tmp_path / "memory") as h:
         response, done = await h.call("POST", "/v1/admin/compact", "user:root", json={})
         assert done == {"compacted": False, "reason": "this backend has nothing to compact"}
+
+
+# -- 15. unknown fields are refused at every depth, naming their path -----------------------------
+async def test_a_misspelt_field_is_refused_at_any_depth_with_its_path(tmp_path):
+    recall = {"scope": ALICE, "query": "tea"}
+    one = body("I like tea.")
+    item = {k: one[k] for k in ("modality", "content", "context")}
+    cases = [  # (method, path, actor, body, error_code, the field's path)
+        ("POST", "/v1/recall", "user:alice", {**recall, "budgets": {"max_tokns": 60}}, "INVALID_RECALL", "budgets.max_tokns"),
+        ("POST", "/v1/recall", "user:alice", {**recall, "temporal": {"as_off": "2026-01-01"}}, "INVALID_RECALL", "temporal.as_off"),
+        ("POST", "/v1/recall", "user:alice", {**recall, "qurey": "tea"}, "INVALID_RECALL", "qurey"),
+        ("POST", "/v1/answer", "user:alice", {"scope": ALICE, "question": "?", "budgets": {"per_layer": {}}},
+         "INVALID_ANSWER", "budgets.per_layer"),
+        ("POST", "/v1/experience", "user:alice", {**one, "context": {**one["context"], "observd_at": "x"}},
+         "INVALID_ENVELOPE", "context.observd_at"),
+        ("POST", "/v1/experience", "user:alice", {**one, "directives": {"confidence_flor": 0.5}},
+         "INVALID_ENVELOPE", "directives.confidence_flor"),
+        ("POST", "/v1/experience/bulk", "user:alice", {"scope": ALICE, "items": [item, {**item, "contnt": {}}]},
+         "INVALID_ENVELOPE", "items[1].contnt"),
+        ("POST", "/v1/experience/bulk", "user:alice", {"scope": ALICE, "items": [{**item, "scope": "org:x"}]},
+         "INVALID_ENVELOPE", "items[0].scope"),
+        ("POST", "/v1/forget", "user:alice", {"scope": ALICE, "selector": {"predicat": "likes"}}, "INVALID_FORGET",
+         "selector.predicat"),
+        ("POST", "/v1/scopes", "user:alice", {"path": "ws:x", "members": [{"actor": "user:alice", "rol": "owner"}]},
+         "INVALID_BODY", "members[0]"),
+        ("PUT", "/v1/scopes/members?path=ws:y", "user:root", {"members": [{"actor": "user:root", "role": "owner", "x": 1}]},
+         "UNKNOWN_FIELD", "members[0].x"),
+        ("POST", "/v1/scopes/prune", "user:root", {"older_than": "P90D", "dryrun": True}, "UNKNOWN_FIELD", "dryrun"),
+        ("POST", "/v1/temporal/phrases", "user:root",
+         {"name": "q3", "pattern": "q3", "resolves_to": {"valid_durring": ["2026-07-01", "2026-10-01"]}},
+         "UNKNOWN_FIELD", "resolves_to.valid_durring"),
+        ("POST", "/v1/auth/revoke", "user:alice", {"jti": "x", "reson": "lost"}, "UNKNOWN_FIELD", "reson"),
+        ("POST", "/v1/audit/verify", "user:alice", {"audit_id": "audit_1", "body": "{}", "algo": "x"},
+         "UNKNOWN_FIELD", "algo"),
+        ("POST", "/v1/admin/flush-views", "user:root", {"seal": True, "scop": ALICE}, "UNKNOWN_FIELD", "scop"),
+        ("POST", "/v1/admin/compact", "user:root", {"full": True}, "UNKNOWN_FIELD", "full"),
+    ]  # fmt: skip
+    async with server(tmp_path) as h:
+        await h.call("POST", "/v1/scopes", "user:root", json={"path": "ws:y"})
+        _, written = await h.call("POST", "/v1/experience", json=one)
+        cases.append(("POST", f"/v1/lifecycle/memory-event/{written['event_id']}/cancel", "user:alice",
+                      {"audit_not": "oops"}, "UNKNOWN_FIELD", "audit_not"))  # fmt: skip
+        for method, path, actor, payload, code, field in cases:
+            response, data = await h.call(method, path, actor, json=payload)
+            assert response.status_code == 422, (path, data)
+            assert data["error_code"] == code and data["details"]["field"] == field, (path, data)
+        response, data = await h.call("PUT", "/v1/scopes/members?path=ws:y", "user:root",
+                                      json={"members": [{"actor": "user:root", "role": "owner", "x": 1}]})  # fmt: skip
+        assert data["details"]["allowed"] == ["actor", "role"]
+        # the same bodies without the misspelling are taken
+        ok, pack = await h.call("POST", "/v1/recall", json={**recall, "budgets": {"max_tokens": 60},
+                                                            "temporal": {"as_of": "2026-06-01"}})  # fmt: skip
+        assert ok.status_code == 200, pack

@@ -20,9 +20,10 @@ from ..errors import (
 )
 from .actors.messages import Capture, CaptureItem
 from .actors.services import Replay, body_hash
-from .envelope import resolve_identities, validate_envelope
+from .envelope import ENVELOPE_SHAPE, resolve_identities, validate_envelope
 from .limits import check_event_size
 from .model import EventState
+from .model.fields import unknown_field
 from .policy.capabilities import SCOPE_WRITE, SCOPE_WRITE_ABOUT_OTHER, SCOPE_WRITE_ON_BEHALF_OF
 from .results import BulkResult, ExperienceResult
 from .stages import FOREIGN_DERIVES, STAGE_ORDER, STAGE_TIMING, WAIT_MODES, Stage, at_scope
@@ -31,7 +32,12 @@ from .temporal import parse_rfc3339
 ORDERINGS = ("strict_temporal", "batch_throughput")
 FAMILY_EXPERIENCE = "/v1/experience"
 FAMILY_BULK = "/v1/experience/bulk"
-BULK_FIELDS = {"scope", "actor", "observed_actor", "subject", "items", "directives", "ordering"}
+# a bulk request, at every depth: its items are envelopes without a scope (the request's)
+BULK_SHAPE = {
+    "scope": None, "actor": ENVELOPE_SHAPE["observed_actor"], "observed_actor": ENVELOPE_SHAPE["observed_actor"],
+    "subject": ENVELOPE_SHAPE["subject"], "directives": ENVELOPE_SHAPE["directives"], "ordering": None,
+    "items": [{k: v for k, v in ENVELOPE_SHAPE.items() if k != "scope"}],
+}  # fmt: skip
 
 
 class Writes:
@@ -149,9 +155,9 @@ class Writes:
         """Validate the request and each item (merged with the request's shared fields)."""
         if not isinstance(request, dict):
             raise InvalidEnvelope("$", "the bulk request must be a JSON object")
-        unknown = request.keys() - BULK_FIELDS
-        if unknown:
-            raise InvalidEnvelope(sorted(unknown)[0], "is not a field of the bulk request")
+        unknown = unknown_field(request, BULK_SHAPE)
+        if unknown is not None:
+            raise InvalidEnvelope(unknown, "is not a field of the bulk request")
         items = request.get("items")
         limit = self.ctx.config.bulk_max_items
         if not isinstance(items, list) or not items:

@@ -62,7 +62,7 @@ async def metrics(call: Call):
     return Response(text, content_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-@api("POST", "/v1/admin/flush-views", tier="experimental", rate="write", access="tenant",
+@api("POST", "/v1/admin/flush-views", tier="experimental", rate="write", access="tenant", fields={"scope": None, "seal": None},
      summary="Wait for queued derivations (seal=true also seals open episodes)")
 async def flush_views(call: Call):
     call.check(cap.ADMIN_FLUSH)
@@ -73,12 +73,15 @@ async def flush_views(call: Call):
     return {"flushed": True, "scope": scope, "wal_offset": engine.wal_offset}
 
 
-@api("POST", "/v1/admin/compact", tier="experimental", rate="write", access="tenant", summary="Compact the store")
+@api("POST", "/v1/admin/compact", tier="experimental", rate="write", access="tenant", summary="Compact the store",
+     fields={})
 async def compact(call: Call):
     """Compact the store and say how much it took off the disk: the data dir's bytes and files
     before and after (LevelDB's tables, logs and manifests; the compaction ends by reopening the
     store, so its old log and manifest go too)."""
     call.check(cap.ADMIN_COMPACT)
+    if call.raw.strip():
+        call.json()  # it takes no field: any is refused
     engine = call.state.engine
     path = getattr(engine.store, "path", None)
     before = await trio.to_thread.run_sync(disk_usage, path) if path else None

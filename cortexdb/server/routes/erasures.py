@@ -100,9 +100,11 @@ async def erasure_manifest(call: Call, erasure_id: str):
     return await manifest_page(call, erasure_id)
 
 
-@api("POST", "/v1/erasures/{erasure_id}/cancel", tier="experimental", rate="write",
+@api("POST", "/v1/erasures/{erasure_id}/cancel", tier="experimental", rate="write", fields={"audit_note": None},
      summary="Cancel an erasure at its next phase boundary (best effort)")
 async def erasure_cancel(call: Call, erasure_id: str):
+    if call.raw.strip():
+        call.json()  # only an audit_note may come along
     await erasure_status_checked(call, erasure_id)
     call.primary = cap.FORGET_GDPR
     result = await call.state.engine.erasures.cancel(erasure_id)

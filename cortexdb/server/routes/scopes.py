@@ -56,7 +56,8 @@ async def scope_get(call: Call):
             "next_cursor": encode_cursor({"after": items[-1]["path"]}) if more and items else None}  # fmt: skip
 
 
-@api("PUT", "/v1/scopes/members", rate="write", summary="Replace a scope's member list (atomic diff)")
+@api("PUT", "/v1/scopes/members", rate="write", summary="Replace a scope's member list (atomic diff)",
+     fields={"members": [{"actor": None, "role": None}]})
 async def scope_members(call: Call):
     path = scope_param(query_args(("path",)).get("path"), "path")
     call.check(cap.POLICY_ADMINISTER_SCOPE, path)  # owners only (the gate's membership rule)
@@ -72,6 +73,7 @@ async def scope_delete(call: Call):
 
 
 @api("POST", "/v1/scopes/prune", tier="experimental", rate="write", access="tenant",
+     fields={"older_than": None, "dry_run": None, "prefix": None},
      summary="Remove idle auto-provisioned scopes (dry_run first)")
 async def scope_prune(call: Call):
     body = call.json()
