@@ -372,3 +372,98 @@ async def test_a_misspelt_field_is_refused_at_any_depth_with_its_path(tmp_path):
         ok, pack = await h.call("POST", "/v1/recall", json={**recall, "budgets": {"max_tokens": 60},
                                                             "temporal": {"as_of": "2026-06-01"}})  # fmt: skip
         assert ok.status_code == 200, pack
+
+
+# -- 16. audit completeness ---------------------------------------------------------------------------
+async def test_a_belief_deleted_under_the_floor_has_its_audit_row(tmp_path):
+    async with server(tmp_path, engine_config={"confidence_floor": 0.6}) as h:
+        _, first = await h.call("POST", "/v1/experience?wait=consolidated", json=body("I live in Paris."))
+        belief_id = next(d for d in first["derives"] if d.startswith("belief_"))
+        h.clock.advance(minutes=1)
+        _, second = await h.call("POST", "/v1/experience?wait=consolidated", json=body("I live in Rome."))
+        # two rival values, neither superseding: Paris falls to 0.5 < 0.6 and is deleted
+        gone, note = await h.call("GET", f"/v1/beliefs/{belief_id}?scope={ALICE}")
+        assert gone.status_code == 410 and note["error_code"] == "RESOURCE_DELETED"
+        assert note["details"]["reason"] == "below_confidence_floor"
+        audit_id = note["details"]["audit_id"]
+        response, row = await h.call("GET", f"/v1/audit/{audit_id}")
+        assert response.status_code == 200, row
+        schemas_validate("audit_row", row)
+        assert row["belief_id"] == belief_id and row["event_id"] == second["event_id"]
+        assert row["actor"] == "user:alice" and row["tenant_id"] == "acme" and row["scope"] == ALICE
+        assert row["decided_by_tier"] == "tenant" and row["summary"]["confidence_floor"] == 0.6
+        assert row["summary"]["reason"] == "below_confidence_floor" and row["ts"] == note["details"]["deleted_at"]
+        _, mine = await h.call("GET", "/v1/audit?limit=100")  # alice sees it among her rows
+        assert audit_id in [r["id"] for r in mine["items"]]
+
+
+def schemas_validate(name: str, data) -> None:
+    from cortexdb import schemas
+
+    schemas.validator(name).validate(data)
+
+
+async def test_rows_hashed_under_a_retired_pepper_verify_through_the_buffer(tmp_path):
+    async with server(tmp_path, preset="cloud_shared_saas") as h:  # P3M rotation, P3M buffer, P2Y retention
+        audit = h.app.cortex.audit
+        raw = json.dumps(body("under the first pepper")).encode()
+        await h.call("POST", "/v1/experience", json=body("the first row: the first pepper is made"))
+        h.clock.advance(days=80)  # late in the first pepper's quarter
+        written = await h.client.post("/v1/experience", data=raw,
+                                      headers={**h.as_("user:alice"), "Content-Type": "application/json"})  # fmt: skip
+        assert written.status_code == 202
+        _, page = await h.call("GET", "/v1/audit?capability=scope.write")
+        row = page["items"][-1]
+        assert row["tenant_pepper_version"] == 1
+        h.clock.advance(days=20)  # the quarter is over: the next row is hashed under a new pepper
+        await h.call("POST", "/v1/experience", json=body("under the second pepper"))
+        _, page = await h.call("GET", "/v1/audit?capability=scope.write")
+        assert page["items"][-1]["tenant_pepper_version"] == 2
+        # the row's retention (2 years) nearly over: row and retired pepper are both still there
+        h.clock.advance(days=730 - 21)
+        await audit.prune()
+        response, match = await h.call("POST", "/v1/audit/verify", json={"audit_id": row["id"], "body": raw.decode()})
+        assert response.status_code == 200 and match["match"] is True and match["tenant_pepper_version"] == 1
+        # past its retention the row is pruned; within the buffer its pepper is kept, so a copy
+        # of the row (an export, a dispute) still verifies
+        h.clock.advance(days=60)
+        await audit.prune()
+        gone, _ = await h.call("GET", f"/v1/audit/{row['id']}")
+        assert gone.status_code == 404
+        kept = await audit.verify(row, raw)
+        assert kept["match"] is True and kept["pepper_available"] is True
+        # the buffer over (made on day 0 + a quarter in use + 2 years + a quarter), it goes; the
+        # current one stays
+        h.clock.advance(days=45)  # day 914
+        await audit.prune()
+        late = await audit.verify(row, raw)
+        assert late["match"] is False and late["pepper_available"] is False
+        assert sorted(await audit.peppers("acme")) == [2, 3]  # 2 retired on day 809: still in its buffer
+
+
+async def test_rate_limit_headers_on_every_answer(tmp_path):
+    async with server(tmp_path, preset="cloud_shared_saas") as h:
+        answers = [
+            await h.call("GET", "/v1/events?scope=org:acme/user:alice"),  # 200
+            await h.call("GET", "/v1/events/evt_01a200b0-0000-7000-8000-000000000000"),  # 404 of a route
+            await h.call("GET", "/v1/no/such/route"),  # 404 of no route
+            await h.call("DELETE", "/v1/experience"),  # 405
+            await h.call("GET", "/v1/events?scope=org:acme/user:alice", hdrs={}),  # 401: no token
+            await h.call("GET", "/v1/admin/version", hdrs={}),  # an open route
+            await h.call("POST", "/v1/experience", json={"scope": "BAD SCOPE"}),  # 422
+        ]
+        statuses = [response.status_code for response, _ in answers]
+        assert statuses == [200, 404, 404, 405, 401, 200, 422]
+        for response, _ in answers:
+            assert int(response.headers["X-RateLimit-Limit"]) > 0, response.status_code
+            assert 0 <= int(response.headers["X-RateLimit-Remaining"]) < int(response.headers["X-RateLimit-Limit"])
+            assert int(response.headers["X-RateLimit-Reset"]) >= int(h.clock.now().timestamp())
+
+
+async def test_authentication_answers_before_the_experimental_gate(tmp_path):
+    async with server(tmp_path, preset="cloud_shared_saas") as h:  # experimental surfaces are off here
+        response, data = await h.call("POST", "/v1/scopes/prune", hdrs={}, json={})
+        assert response.status_code == 401 and data["error_code"] == "MISSING_TOKEN"
+        response, data = await h.call("POST", "/v1/scopes/prune", json={})
+        assert response.status_code == 403 and data["error_code"] == "EXPERIMENTAL_DISABLED"
+        assert response.headers["X-Cortex-Stability"] == "experimental"

@@ -53,6 +53,10 @@ class AuditLog:
             self._peppers[tenant] = found
         return self._peppers[tenant]
 
+    async def peppers(self, tenant: str) -> list[int]:
+        """The tenant's pepper versions still kept (the current one and those in their buffer)."""
+        return sorted(await self._load_peppers(tenant))
+
     async def rotate_pepper(self, tenant: str) -> int:
         peppers = await self._load_peppers(tenant)
         version = max(peppers, default=0) + 1

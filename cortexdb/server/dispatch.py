@@ -26,7 +26,7 @@ from ..errors import InvalidBody, PayloadTooLarge
 log = logging.getLogger("cortexdb.server")
 
 Handle = Callable[..., Awaitable[Any]]  # (route, handler, params, request) -> quart Response
-TooLarge = Callable[[], Awaitable[Any]]  # () -> the 413 envelope response
+TooLarge = Callable[..., Awaitable[Any]]  # (client address) -> the 413 envelope response
 
 
 class DirectHeaders:
@@ -145,7 +145,7 @@ class DirectDispatch:
         route, handler, params = matched
         if route.upload:
             if _declared_length(scope) > self.max_upload:
-                await _send(await self.too_large(), receive, send)
+                await _send(await self.too_large(scope.get("client")), receive, send)
                 return
             request = DirectRequest(scope, b"", receive, self.max_upload)
             await _send(await self.handle(route, handler, params, request), receive, send)
@@ -159,7 +159,7 @@ class DirectDispatch:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                await _send(await self.too_large(), receive, send)
+                await _send(await self.too_large(scope.get("client")), receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
