@@ -29,14 +29,15 @@ ROLES = frozenset({"user", "assistant", "tool", "system"})
 EXTRACT_STAGES = frozenset({"facts", "entities", "beliefs", "episodes"})
 EMBED_MODES = frozenset({"lazy", "eager", "none"})
 _ACTOR = {"id": ANY, "type": ANY, "session": ANY}
-# every field of an envelope, at every depth.  ``content`` holds every kind's fields (and what a
-# stored blob reference adds: content_type, filename, size_bytes); ``content.media[]`` items,
+# every field of an envelope, at every depth.  ``content`` holds every kind's fields (a blob
+# reference's words too: model.text.MEDIA_WORDS, and its stored size); ``content.media[]`` items,
 # ``content.data`` and ``context.labels`` are open (media items take indexing hints, §3.5.4).
 ENVELOPE_SHAPE = {
     "scope": ANY, "observed_actor": _ACTOR, "subject": _ACTOR, "modality": ANY,
     "content": dict.fromkeys(("kind", "text", "role", "media", "data", "subject", "predicate", "object",
                               "datatype", "unit", "confidence", "single_valued", "negated", "blob_id",
-                              "content_type", "filename", "size_bytes"), ANY),
+                              "content_type", "filename", "size_bytes", "caption", "alt", "title",
+                              "description"), ANY),
     "context": dict.fromkeys(("observed_at", "source_recorded_at", "recorded_at", "location", "preceded_by",
                               "intent", "labels"), ANY),
     "directives": dict.fromkeys(("extract", "consolidate_into", "confidence_floor", "ttl_for_belief_layer",

@@ -26,17 +26,18 @@ from .model import EventState
 from .model.fields import unknown_field
 from .policy.capabilities import SCOPE_WRITE, SCOPE_WRITE_ABOUT_OTHER, SCOPE_WRITE_ON_BEHALF_OF
 from .results import BulkResult, ExperienceResult
+from .scopes import canonical_scope
 from .stages import FOREIGN_DERIVES, STAGE_ORDER, STAGE_TIMING, WAIT_MODES, Stage, at_scope
 from .temporal import parse_rfc3339
 
 ORDERINGS = ("strict_temporal", "batch_throughput")
 FAMILY_EXPERIENCE = "/v1/experience"
 FAMILY_BULK = "/v1/experience/bulk"
-# a bulk request, at every depth: its items are envelopes without a scope (the request's)
+# a bulk request, at every depth: its items are envelopes (a scope, when given, the request's)
 BULK_SHAPE = {
     "scope": None, "actor": ENVELOPE_SHAPE["observed_actor"], "observed_actor": ENVELOPE_SHAPE["observed_actor"],
     "subject": ENVELOPE_SHAPE["subject"], "directives": ENVELOPE_SHAPE["directives"], "ordering": None,
-    "items": [{k: v for k, v in ENVELOPE_SHAPE.items() if k != "scope"}],
+    "items": [ENVELOPE_SHAPE],
 }  # fmt: skip
 
 
@@ -182,6 +183,10 @@ class Writes:
             raise InvalidEnvelope(f"items[{index}]", "must be an object")
         envelope = {k: v for k, v in raw.items()}
         envelope["scope"] = request.get("scope")
+        if raw.get("scope") is not None and (not isinstance(raw["scope"], str) or not isinstance(envelope["scope"], str)
+                                             or canonical_scope(raw["scope"]) != canonical_scope(envelope["scope"])):  # fmt: skip
+            raise InvalidEnvelope(f"items[{index}].scope", "must be the request's scope: a bulk write goes to one scope",
+                                  item=index)  # fmt: skip
         actor = raw.get("observed_actor") or request.get("observed_actor") or request.get("actor")
         if actor is not None:
             envelope["observed_actor"] = actor

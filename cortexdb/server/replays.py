@@ -41,6 +41,12 @@ class Replays:
                                       details={"idempotency_key": key, "endpoint_family": family})  # fmt: skip
         return record["response"]
 
+    async def seen(self, tenant: str, caller: str, family: str, key: str) -> bool:
+        """Whether this key has a live record (the engine's writes keep theirs here too): the
+        request is a replay, or a conflict the engine refuses."""
+        record = await self.engine.tables.idempotency.get((tenant, caller, family, key))
+        return record is not None and self._live(record)
+
     async def remember(self, tenant: str, caller: str, family: str, key: str, body: Any, response: Any) -> None:
         record = {"response": response, "body_hash": digest(body), "created_at": format_ts(self.engine.clock.now())}
         await self.engine.tables.idempotency.put((tenant, caller, family, key), record, sync=True)

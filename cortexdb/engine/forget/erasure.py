@@ -126,8 +126,8 @@ class ErasureService:
         if request.get("idempotency_key") is not None:
             claim = await ctx.idempotency.begin(tenant, caller, FAMILY, request["idempotency_key"],
                                                 body_hash(request))  # fmt: skip
-            if isinstance(claim, Replay):  # the first execute's answer, saying it is a replay
-                return {**accepted_wire(claim.record["erasure_id"]), "replayed": True}
+            if isinstance(claim, Replay):
+                return accepted_wire(claim.record["erasure_id"])
             reservation = claim
         try:
             head = await self._current_preview(request, scope, subjects, propagate, caller, drift_threshold)

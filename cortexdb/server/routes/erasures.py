@@ -75,9 +75,11 @@ async def erasure_execute(call: Call):
              "decided_by_tier": decision.tier, "request": request, "tenant_pepper_version": version,
              "client_ip": req.remote_addr or None, "user_agent": req.headers.get("User-Agent"),
              "request_id": call.request_id}  # fmt: skip
+    key = body.get("idempotency_key")  # a live key: the engine answers the first execute's response
+    replay = isinstance(key, str) and await call.state.replays.seen(principal.tenant, principal.actor, "/v1/erasures", key)
     accepted = await call.state.engine.erasures.execute(body, caller=principal.actor, tenant_id=principal.tenant,
                                                         audit=audit, **overrides(call))  # fmt: skip
-    if accepted.get("replayed"):
+    if replay:
         call.headers["X-Cortex-Replay"] = "true"
     return json_response(accepted, 202)
 
