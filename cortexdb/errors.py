@@ -54,6 +54,14 @@ class InvalidScopeRequest(InvalidBody):
     http_status = 422
 
 
+class UnknownField(InvalidBody):
+    """A request body carries a field its endpoint does not take, at any depth (``details.field``
+    is its path, ``details.allowed`` the fields of the object holding it)."""
+
+    error_code = "UNKNOWN_FIELD"
+    http_status = 422
+
+
 class InvalidQuery(CortexError):
     """An unknown or malformed query parameter or read filter, a limit out of range, a cursor
     of another listing."""

@@ -79,16 +79,19 @@ def headers(token: str | None = None, actor: str = "user:alice", **extra: str) -
 
 @asynccontextmanager
 async def server(tmp_path: Path, *, preset: str = "on_prem_enterprise", keys: Keys | None = None,
-                 clock: ManualClock | None = None, **settings: Any):  # fmt: skip
-    """(app, test_client, keys, clock, engine) for an in-process server on the memory backend."""
+                 clock: ManualClock | None = None, backend: str = "memory", engine_config: dict | None = None,
+                 **settings: Any):  # fmt: skip
+    """(app, test_client, keys, clock, engine) for an in-process server on the memory backend
+    (or ``backend="leveldb"``, in ``tmp_path/data``); ``engine_config``: EngineConfig fields."""
     clock = clock or ManualClock(START)
     keys = keys or Keys(tmp_path, clock)
-    options = dict(preset=preset, backend="memory", tenant=TENANT, issuer_dirs=[str(keys.dir)],
+    options = dict(preset=preset, backend=backend, tenant=TENANT, issuer_dirs=[str(keys.dir)],
                    jwt_issuers=[(JWT_ISS, str(keys.jwks))], operators=("user:root",))  # fmt: skip
     options.update(settings)
-    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice")
-    async with cortexdb.open_engine("memory", clock=clock, id_seed=11, config=config,
-                                    policy=RequestPolicyHook()) as engine:  # fmt: skip
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", **(engine_config or {}))
+    where = {"path": str(tmp_path / "data")} if backend == "leveldb" else {}
+    async with cortexdb.open_engine(backend, clock=clock, id_seed=11, config=config,
+                                    policy=RequestPolicyHook(), **where) as engine:  # fmt: skip
         app = create_app(engine, ServerSettings(**options))
         async with app.test_app() as test_app:
             yield Harness(app, test_app.test_client(), keys, clock, engine)

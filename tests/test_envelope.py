@@ -76,6 +76,12 @@ CASES = [
     ("idempotency_key", "k" * 65, "idempotency_key", "longer than 64"),
     ("idempotency_key", "", "idempotency_key", "non-empty"),
     ("happened_at", "2026-05-13T15:42:00Z", "happened_at", "not a field"),
+    # a misspelt field at any depth is named by its path (issue 15), never ignored
+    ("context.observd_at", "2026-05-13T15:42:00Z", "context.observd_at", "not a field"),
+    ("observed_actor.sesion", "run_abc", "observed_actor.sesion", "not a field"),
+    ("subject", {"id": "user:bob", "kind": "user"}, "subject.kind", "not a field"),
+    ("directives.confidence_flor", 0.5, "directives.confidence_flor", "not a field"),
+    ("content.txt", "I live in Paris.", "content.txt", "not a field"),
 ]
 
 

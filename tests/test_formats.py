@@ -16,7 +16,11 @@ opens without them: its entities are kept for good (``EntityResolver.start``).  
 the bulk write's ``batch_complete`` lifecycle record: it draws the next lifecycle id, so the
 ``compressed`` record written after it moves to the id after that (a new row in
 ``pairs_added_since_v0``), and the key it had now holds ``batch_complete``
-(``pairs_replaced_since_v0``).  Every other row is v0's, byte for byte.
+(``pairs_replaced_since_v0``).  Every other row is v0's, byte for byte.  Issue 15 made reads
+compute a belief's ``calibration`` (null in v0's answers) from the belief's stored fields; the
+records are unchanged and ``_calibrated`` adds it to v0's answers.  Issue 15 also made a cancel
+of an event whose episode window is still open list ``compressed`` among the stages it cancelled
+(as ``GET /v1/lifecycle/memory-event`` does): the cancelled event's state is replaced.
 """
 
 from __future__ import annotations
@@ -107,6 +111,17 @@ def _normal(data):
     return json.loads(json.dumps(data, default=str))
 
 
+def _calibrated(answers: dict) -> dict:
+    """v0's answers with each belief's ``calibration`` as reads now compute it from the belief's
+    own stored fields (issue 15: it was null; the stored records are unchanged)."""
+    from cortexdb.engine.derive.beliefs import calibrated
+
+    for scope in answers["scopes"].values():
+        for belief in scope["beliefs"] + [why["belief"] for why in scope["why"]]:
+            calibrated(belief)
+    return answers
+
+
 async def _record(path: str) -> None:
     from cortexdb.backends.memory import MemoryStore
 
@@ -146,7 +161,7 @@ async def test_an_old_data_dir_answers_as_it_did(backend, tmp_path, fixture):
     try:
         async with cortexdb.open_engine(store=store, clock=ManualClock(fixture["now"]), id_seed=8,
                                         config=CONFIG) as engine:  # fmt: skip
-            assert _normal(await answers(engine)) == fixture["answers"]
+            assert _normal(await answers(engine)) == _calibrated(fixture["answers"])
             # and it goes on: a new write derives, the old scope rebuilds from its WAL
             done = await engine.experience(_envelope("I live in Rome.", "2026-05-13T16:30:00Z"),
                                            wait="consolidated")  # fmt: skip

@@ -157,6 +157,8 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     # not built yet: a truthful 501 for everyone, quoting nothing
     ("POST", "/v1/understanding/synthesize"): (ANY, with_body("/v1/understanding/synthesize", lambda c: {"scope": VAULT})),
     ("POST", "/v1/vocabularies"): (ANY, with_body("/v1/vocabularies", lambda c: {})),
+    ("GET", "/v1/vocabularies/{name}"): (ANY, q("/v1/vocabularies/sales")),
+    ("PUT", "/v1/vocabularies/{name}"): (ANY, with_body("/v1/vocabularies/sales", lambda c: {})),
 }  # fmt: skip
 OPEN = {("GET", "/v1/admin/version"), ("GET", "/v1/openapi.json")}
 # idempotency keys are per caller: another caller's lookup finds nothing of theirs (404), never the write

@@ -42,7 +42,7 @@ async def test_recall_and_layer_reads_traverse_alike(tmp_path, start, view):
         assert response.status_code == 200, pack
         trail = next(p for p in pack["provenance"]["trail"] if p["phase"] == "traverse")
         recalled = pack["diagnostics"]["scopes_traversed"]
-        for layer in ("events", "facts"):
+        for layer in ("events", "episodes", "facts", "beliefs"):  # every layer read (§18.2 item 4)
             response, page = await h.call("GET", f"/v1/{layer}?scope={start}&view={view}")
             assert response.status_code == 200, page
             read = page["scopes_traversed"]

@@ -72,12 +72,16 @@ def rfc3339(when: dt.datetime) -> str:
 def envelope(text: str | None, content: Mapping[str, Any] | None, modality: str,
              context: Mapping[str, Any] | None, extra: Mapping[str, Any], now: dt.datetime) -> dict[str, Any]:  # fmt: skip
     """An experience envelope (§3.5): ``text`` as a user message unless ``content`` is given;
-    ``context.observed_at`` defaults to now; an idempotency key unless one is given."""
+    ``context.observed_at`` defaults to now (Appendix E's ``happened_at`` is taken as it: the
+    server refuses fields §3.5.3 does not name); an idempotency key unless one is given."""
     if content is None:
         if text is None:
             raise ValueError("give text= or content=")
         content = {"kind": "message", "role": "user", "text": text}
-    body = {"modality": modality, "content": dict(content), "context": {"observed_at": rfc3339(now), **(context or {})},
+    given = dict(context or {})
+    if "happened_at" in given and "observed_at" not in given:
+        given["observed_at"] = given.pop("happened_at")
+    body = {"modality": modality, "content": dict(content), "context": {"observed_at": rfc3339(now), **given},
             **extra}  # fmt: skip
     if not body.get("idempotency_key"):
         body["idempotency_key"] = new_key()

@@ -17,6 +17,7 @@ import orjson
 
 from ..errors import InvalidEnvelope, InvalidScopeGrammar
 from .jsoncodec import MAX_DEPTH_CEILING, first_fault
+from .model.fields import ANY, unknown_field
 from .scopes import canonical_scope
 from .temporal import timestamp_problem, try_parse_rfc3339
 
@@ -27,18 +28,22 @@ CONTENT_KINDS = frozenset({"message", "text", "json", "blob_ref", "triple"})
 ROLES = frozenset({"user", "assistant", "tool", "system"})
 EXTRACT_STAGES = frozenset({"facts", "entities", "beliefs", "episodes"})
 EMBED_MODES = frozenset({"lazy", "eager", "none"})
-TOP_LEVEL = frozenset(
-    {
-        "scope",
-        "observed_actor",
-        "subject",
-        "modality",
-        "content",
-        "context",
-        "directives",
-        "idempotency_key",
-    }
-)
+_ACTOR = {"id": ANY, "type": ANY, "session": ANY}
+# every field of an envelope, at every depth.  ``content`` holds every kind's fields (a blob
+# reference's words too: model.text.MEDIA_WORDS, and its stored size); ``content.media[]`` items,
+# ``content.data`` and ``context.labels`` are open (media items take indexing hints, §3.5.4).
+ENVELOPE_SHAPE = {
+    "scope": ANY, "observed_actor": _ACTOR, "subject": _ACTOR, "modality": ANY,
+    "content": dict.fromkeys(("kind", "text", "role", "media", "data", "subject", "predicate", "object",
+                              "datatype", "unit", "confidence", "single_valued", "negated", "blob_id",
+                              "content_type", "filename", "size_bytes", "caption", "alt", "title",
+                              "description", "valid_from", "valid_to"), ANY),
+    "context": dict.fromkeys(("observed_at", "source_recorded_at", "recorded_at", "location", "preceded_by",
+                              "intent", "labels"), ANY),
+    "directives": dict.fromkeys(("extract", "consolidate_into", "confidence_floor", "ttl_for_belief_layer",
+                                 "embed"), ANY),
+    "idempotency_key": ANY,
+}  # fmt: skip
 MAX_TEXT = 1_000_000
 MAX_IDEMPOTENCY_KEY = 64
 MAX_LIST = 1000
@@ -304,10 +309,9 @@ def validate_envelope(body: Any) -> ValidEnvelope:
     """Check one envelope; return it with the scope in canonical form."""
     if not isinstance(body, dict):
         raise InvalidEnvelope("$", "the envelope must be a JSON object")
-    unknown = body.keys() - TOP_LEVEL
-    if unknown:
-        name = sorted(unknown)[0]
-        _fail(name, "is not a field of the experience envelope")
+    unknown = unknown_field(body, ENVELOPE_SHAPE)
+    if unknown is not None:
+        _fail(unknown, "is not a field of the experience envelope")
     valid = ValidEnvelope(
         scope=_scope(body.get("scope"), "scope"),
         observed_actor=_actor(body.get("observed_actor"), "observed_actor"),

@@ -20,18 +20,25 @@ from ..errors import (
 )
 from .actors.messages import Capture, CaptureItem
 from .actors.services import Replay, body_hash
-from .envelope import resolve_identities, validate_envelope
+from .envelope import ENVELOPE_SHAPE, resolve_identities, validate_envelope
 from .limits import check_event_size
 from .model import EventState
+from .model.fields import unknown_field
 from .policy.capabilities import SCOPE_WRITE, SCOPE_WRITE_ABOUT_OTHER, SCOPE_WRITE_ON_BEHALF_OF
 from .results import BulkResult, ExperienceResult
+from .scopes import canonical_scope
 from .stages import FOREIGN_DERIVES, STAGE_ORDER, STAGE_TIMING, WAIT_MODES, Stage, at_scope
 from .temporal import parse_rfc3339
 
 ORDERINGS = ("strict_temporal", "batch_throughput")
 FAMILY_EXPERIENCE = "/v1/experience"
 FAMILY_BULK = "/v1/experience/bulk"
-BULK_FIELDS = {"scope", "actor", "observed_actor", "subject", "items", "directives", "ordering"}
+# a bulk request, at every depth: its items are envelopes (a scope, when given, the request's)
+BULK_SHAPE = {
+    "scope": None, "actor": ENVELOPE_SHAPE["observed_actor"], "observed_actor": ENVELOPE_SHAPE["observed_actor"],
+    "subject": ENVELOPE_SHAPE["subject"], "directives": ENVELOPE_SHAPE["directives"], "ordering": None,
+    "items": [ENVELOPE_SHAPE],
+}  # fmt: skip
 
 
 class Writes:
@@ -130,7 +137,8 @@ class Writes:
             batch_id = self.ctx.ids.new("batch")
             reservations: list = []
             try:
-                items, replayed = await self._bulk_claims(envelopes, tenant, caller, batch_id, reservations, durable)
+                items, replayed, earlier = await self._bulk_claims(envelopes, tenant, caller, batch_id, reservations,
+                                                                   durable)  # fmt: skip
                 if items:
                     await self.ctx.supervisor.request(
                         scope, lambda reply: hold.bind(Capture(tuple(items), False, reply))
@@ -140,6 +148,8 @@ class Writes:
                     if not reservation.finished:
                         self.ctx.idempotency.abort(reservation)
                 raise
+        if not items and len(earlier) == 1 and None not in earlier:  # the same bulk again: its first answer
+            batch_id = earlier.pop()
         return BulkResult(batch_id=batch_id, accepted=len(items), replayed=replayed, scope=scope,
                           ordering=ordering)  # fmt: skip
 
@@ -147,9 +157,9 @@ class Writes:
         """Validate the request and each item (merged with the request's shared fields)."""
         if not isinstance(request, dict):
             raise InvalidEnvelope("$", "the bulk request must be a JSON object")
-        unknown = request.keys() - BULK_FIELDS
-        if unknown:
-            raise InvalidEnvelope(sorted(unknown)[0], "is not a field of the bulk request")
+        unknown = unknown_field(request, BULK_SHAPE)
+        if unknown is not None:
+            raise InvalidEnvelope(unknown, "is not a field of the bulk request")
         items = request.get("items")
         limit = self.ctx.config.bulk_max_items
         if not isinstance(items, list) or not items:
@@ -174,6 +184,10 @@ class Writes:
             raise InvalidEnvelope(f"items[{index}]", "must be an object")
         envelope = {k: v for k, v in raw.items()}
         envelope["scope"] = request.get("scope")
+        if raw.get("scope") is not None and (not isinstance(raw["scope"], str) or not isinstance(envelope["scope"], str)
+                                             or canonical_scope(raw["scope"]) != canonical_scope(envelope["scope"])):  # fmt: skip
+            raise InvalidEnvelope(f"items[{index}].scope", "must be the request's scope: a bulk write goes to one scope",
+                                  item=index)  # fmt: skip
         actor = raw.get("observed_actor") or request.get("observed_actor") or request.get("actor")
         if actor is not None:
             envelope["observed_actor"] = actor
@@ -212,12 +226,13 @@ class Writes:
                                   item=index) from None  # fmt: skip
 
     async def _bulk_claims(self, envelopes: list[tuple], tenant: str, caller: str, batch_id: str,
-                           reservations: list, durable: bool = False) -> tuple[list[CaptureItem], int]:  # fmt: skip
-        """The items to capture and how many were replays: each idempotency key is claimed once
-        (a key twice in the batch with the same body is a replay, with another a conflict)."""
+                           reservations: list, durable: bool = False) -> tuple[list[CaptureItem], int, set[str]]:  # fmt: skip
+        """The items to capture, how many were replays, and the batches the replayed ones were
+        first written by: each idempotency key is claimed once (a key twice in the batch with the
+        same body is a replay, with another a conflict); ``durable``: the keys never expire."""
         items: list[CaptureItem] = []
         seen: dict[str, str] = {}
-        replayed = 0
+        replayed, earlier = 0, set()
         for envelope, valid, identities in envelopes:
             reservation = None
             key = valid.idempotency_key
@@ -233,12 +248,13 @@ class Writes:
                 claim = await self.ctx.idempotency.begin(tenant, caller, FAMILY_BULK, key, digest)
                 if isinstance(claim, Replay):
                     replayed += 1
+                    earlier.add(claim.record.get("batch_id"))
                     continue
                 reservation = claim
                 reservation.durable = durable
                 reservations.append(claim)
             items.append(CaptureItem(valid, identities, tenant, reservation, batch_id))
-        return items, replayed
+        return items, replayed, earlier
 
     # -- idempotency ---------------------------------------------------------------------------
     async def by_idempotency_key(self, key: str, *, caller: str, tenant: str) -> dict[str, Any]:

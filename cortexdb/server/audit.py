@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from ..engine.policy.capabilities import FORGET_GDPR
@@ -30,14 +31,17 @@ def canonical_headers(headers: Any) -> bytes:
 
 
 class AuditLog:
-    def __init__(self, tables: Any, new_id: Any, clock: Any, defaults: dict[str, Any]) -> None:
+    def __init__(self, tables: Any, new_id: Any, clock: Any, defaults: dict[str, Any],
+                 settings: Callable[[str], dict[str, Any]] | None = None) -> None:  # fmt: skip
         self.tables = tables  # the engine's node tables (Engine.tables): audit_rows, peppers
         self.new_id = new_id  # (prefix) -> a fresh id
         self.clock = clock
         self.retention = parse_duration(str(defaults.get("audit.retention", "P2Y")))
         self.rotation = parse_duration(str(defaults.get("audit.pepper_rotation_period", "P3M")))
         self.buffer = parse_duration(str(defaults.get("audit.pepper_retention_buffer", "P3M")))
-        self.store_body_bytes = bool(defaults.get("audit.store_body_bytes", True))
+        # a tenant's settings as they are now (its policy's defaults over the deployment's): the
+        # tenant setting ``audit.store_body_bytes`` (§18.2 item 15) is read for every row
+        self.settings = settings or (lambda tenant: defaults)
         self._peppers: dict[str, dict[int, dict[str, Any]]] = {}
 
     # -- peppers ---------------------------------------------------------------------------------
@@ -48,6 +52,10 @@ class AuditLog:
                 found[version] = record
             self._peppers[tenant] = found
         return self._peppers[tenant]
+
+    async def peppers(self, tenant: str) -> list[int]:
+        """The tenant's pepper versions still kept (the current one and those in their buffer)."""
+        return sorted(await self._load_peppers(tenant))
 
     async def rotate_pepper(self, tenant: str) -> int:
         peppers = await self._load_peppers(tenant)
@@ -82,7 +90,7 @@ class AuditLog:
             "body_hash": self._hash(body, pepper),
             "headers_hash": self._hash(canonical_headers(headers), pepper),
         }  # fmt: skip
-        if self.store_body_bytes:
+        if self.settings(tenant).get("audit.store_body_bytes", True) is not False:
             request["body_bytes"] = len(body)
         return version, request
 

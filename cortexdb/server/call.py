@@ -21,8 +21,9 @@ import trio
 from quart import request
 
 from ..engine import jsoncodec
+from ..engine.model.fields import shape_at, unknown_field
 from ..engine.policy.hook import ALLOWED, Verdict
-from ..errors import InvalidBody
+from ..errors import InvalidBody, UnknownField
 from .audit import AuditLog
 from .auth import Revocations, Verifier
 from .frames import FrameCache
@@ -31,6 +32,7 @@ from .observe import Metrics
 from .policy import Decision, PolicyEngine, Principal
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry
+from .replays import Replays
 from .settings import ServerSettings
 
 
@@ -54,6 +56,9 @@ class Route:
     # the handler reads the body as it arrives (``current_request().chunks()``), up to
     # ``ServerSettings.upload_limit(path)`` instead of ``max_body_bytes``: blob uploads, imports
     upload: bool = False
+    # the fields its JSON body may carry, at every depth (``model.fields``): ``Call.json`` refuses
+    # any other with 422 ``UNKNOWN_FIELD``; None: the engine's validator checks the body
+    fields: Any = None
 
 
 Handler = Callable[..., Awaitable[Any]]  # (call, **path params) -> JSON data or a Response
@@ -71,9 +76,9 @@ class Blueprint:
     def __call__(self, method: str, path: str, *, tier: str = "stable", rate: str | None = "read",
                  summary: str = "", open: bool = False, request_schema: str | None = None,
                  response_schema: str | None = None, status: int = 200, stream: bool = False,
-                 access: str = "scope", upload: bool = False) -> Callable[[Handler], Handler]:  # fmt: skip
+                 access: str = "scope", upload: bool = False, fields: Any = None) -> Callable[[Handler], Handler]:  # fmt: skip
         route = Route(method, path, tier, rate, summary, open, request_schema, response_schema,
-                      status, stream, "open" if open else access, not upload, upload)  # fmt: skip
+                      status, stream, "open" if open else access, not upload, upload, fields)  # fmt: skip
 
         def register(handler: Handler) -> Handler:
             self.routes.append((route, handler))
@@ -102,6 +107,7 @@ class ServerState:
     gate: Gate
     audit: AuditLog
     limiter: RateLimiter
+    replays: Replays
     routes: list[Route] = attrs.field(factory=list)
     frames: FrameCache = attrs.field(factory=FrameCache)  # lifecycle frames, encoded once per server
     closing: trio.Event = attrs.field(factory=trio.Event)
@@ -154,6 +160,11 @@ class Call:
                 raise InvalidBody(f"malformed JSON: {exc}") from None
             if not isinstance(self._json, dict):
                 raise InvalidBody("the request body must be a JSON object")
+            unknown = unknown_field(self._json, self.route.fields) if self.route.fields is not None else None
+            if unknown is not None:
+                allowed = shape_at(self.route.fields, unknown)
+                raise UnknownField(f"{unknown} is not a field of {self.route.method} {self.route.path}",
+                                   details={"field": unknown, "allowed": sorted(allowed) if isinstance(allowed, dict) else []})  # fmt: skip
         return self._json
 
     def check(self, capability: str, scope: str | None = None, *, access: str | None = None) -> Decision:

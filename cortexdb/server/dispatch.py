@@ -26,7 +26,7 @@ from ..errors import InvalidBody, PayloadTooLarge
 log = logging.getLogger("cortexdb.server")
 
 Handle = Callable[..., Awaitable[Any]]  # (route, handler, params, request) -> quart Response
-TooLarge = Callable[[], Awaitable[Any]]  # () -> the 413 envelope response
+TooLarge = Callable[..., Awaitable[Any]]  # (client address) -> the 413 envelope response
 
 
 class DirectHeaders:
@@ -147,7 +147,7 @@ class DirectDispatch:
         if route.upload:
             limit = self.upload_limit(scope["path"])
             if _declared_length(scope) > limit:
-                await _send(await self.too_large(), receive, send)
+                await _send(await self.too_large(scope.get("client")), receive, send)
                 return
             request = DirectRequest(scope, b"", receive, limit)
             await _send(await self.handle(route, handler, params, request), receive, send)
@@ -161,7 +161,7 @@ class DirectDispatch:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                await _send(await self.too_large(), receive, send)
+                await _send(await self.too_large(scope.get("client")), receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):

@@ -1,11 +1,15 @@
 """The per-request pipeline: every declared route runs through ``handle``, whichever way it
 arrives (``dispatch.DirectDispatch`` or a Quart view), in this order:
 
-request id → stability (the experimental gate) → admission (``Gate.admit``: content type,
-origin) → authentication (§4.3) → rate limit (§6.5) → the handler, with the call current for
-the engine's policy hook → the guard (a route that touches a scope must have asked the gate
-about one) → the audit row of every policy-gated call (§14) → the envelope and headers.
+request id → admission (``Gate.admit``: content type, origin) → authentication (§4.3) → rate
+limit (§6.5) → stability (the experimental gate: a caller who is not authenticated hears 401,
+not that the surface is off) → the handler, with the call current for the engine's policy hook
+→ the guard (a route that touches a scope must have asked the gate about one) → the audit row of
+every policy-gated call (§14) → the envelope and headers.
 
+Every answer carries the rate-limit headers (§6.5): the caller's bucket, or — for an answer to
+no authenticated caller (a 401, an open route, a path no route serves) — the bucket of the
+client's address, at the tenant's read rate; an empty one turns the answer into a 429.
 Answers no route gives (framework 404/405/413, crashes) get the same envelope here.
 """
 
@@ -43,11 +47,11 @@ async def handle(state: ServerState, route: Route, handler: Handler, params: dic
     raw = b""
     with handling(req):
         try:
-            check_stability(state, route)
             raw = b"" if route.upload else await req.get_data(cache=False)  # an upload: the handler's
             state.gate.admit(req.headers, route.method, raw, route.json_body)
             call = Call(state, route, authenticate(state, route, req.headers), rid, raw)
             rate_limit(state, call)
+            check_stability(state, route)
             with current(call):
                 result = await handler(call, **params)
             guard(call)
@@ -63,6 +67,8 @@ async def handle(state: ServerState, route: Route, handler: Handler, params: dic
                 raise
             response = envelope_response(inner, rid)
             note_denial(call, inner)
+    if call is None or call.principal is None:  # no caller's bucket: the client address's
+        response = client_limit(state, response, req.remote_addr, route.rate or "read", rid)
     if call is not None:
         for name, value in call.headers.items():
             response.headers[name] = value
@@ -117,6 +123,23 @@ def rate_limit(state: ServerState, call: Call) -> None:
                           details={"retry_after": verdict.retry_after, "limit": limits[route.rate]})  # fmt: skip
 
 
+def client_limit(state: ServerState, response: Response, address: str | None, kind: str, rid: str) -> Response:
+    """The rate-limit headers of an answer to no authenticated caller: one token from the bucket
+    of the client's address at the tenant's rate for ``kind`` (read when it has none); an empty
+    bucket makes the answer a 429."""
+    limits = state.policy.rate_limits(state.settings.tenant)
+    rate = limits.get(kind) or limits.get("read")
+    if rate is None:
+        return response  # this deployment sets no rate limits
+    verdict = state.limiter.take(f"client:{address or 'unknown'}", kind, rate)
+    if not verdict.allowed:
+        response = envelope_response(RateLimited(f"rate limit of {rate} for unauthenticated {kind}s exhausted",
+                                                 details={"retry_after": verdict.retry_after, "limit": rate}), rid)  # fmt: skip
+    response.headers.update({"X-RateLimit-Limit": str(verdict.limit), "X-RateLimit-Remaining": str(verdict.remaining),
+                             "X-RateLimit-Reset": str(verdict.reset)})  # fmt: skip
+    return response
+
+
 def guard(call: Call) -> None:
     """Fail closed: a route that touches a scope answered without asking the gate."""
     route = call.route
@@ -158,16 +181,37 @@ def single(group: BaseException) -> CortexError | None:
 
 
 # -- answers no route gives -----------------------------------------------------------------------
-def outside_routes(error: CortexError, rid: str) -> Response:
+def outside_routes(error: CortexError, rid: str, tier: str = "stable") -> Response:
     """The envelope of a failure no route answered (framework errors, crashes, 413s)."""
     response = envelope_response(error, rid)
     response.headers["X-Cortex-Request-ID"] = rid
-    response.headers["X-Cortex-Stability"] = "stable"
+    response.headers["X-Cortex-Stability"] = tier
+    if tier == "experimental":
+        response.headers["X-Cortex-Experimental-Notice"] = EXPERIMENTAL_NOTICE
     return response
 
 
+def family_tier(state: ServerState, path: str) -> str:
+    """The tier of the endpoint family a path no route answers falls in (§2.4.4: every response
+    carries one): the declared route sharing the most leading segments with it, at least
+    ``/v1/<family>``; stable outside every family."""
+    parts = path.rstrip("/").split("/")
+    best, tier = 2, "stable"
+    for route in state.routes:
+        shared = 0
+        for given, declared in zip(parts, route.path.split("/"), strict=False):
+            if given != declared and not (declared.startswith("{") and given):
+                break
+            shared += 1
+        if shared > best:
+            best, tier = shared, route.tier
+    return tier
+
+
 def framework_error(state: ServerState, exc: HTTPException, req: Any) -> Response:
-    response = outside_routes(http_error(exc.code, req.method, req.path), request_id(state, req))
+    rid = request_id(state, req)
+    response = outside_routes(http_error(exc.code, req.method, req.path), rid, family_tier(state, req.path))
+    response = client_limit(state, response, req.remote_addr, "read", rid)
     allowed = getattr(exc, "valid_methods", None)
     if exc.code == 405 and allowed:  # RFC 9110 §15.5.6: a 405 names the methods that work
         response.headers["Allow"] = ", ".join(sorted(set(allowed)))
@@ -191,7 +235,10 @@ async def direct(state: ServerState, route: Route, handler: Handler, params: dic
         return unexpected(exc, request_id(state, req))
 
 
-async def too_large(state: ServerState) -> Response:
-    """The 413 of a body over ``max_body_bytes``, before any route reads it."""
+async def too_large(state: ServerState, client: Any = None) -> Response:
+    """The 413 of a body over ``max_body_bytes``, before any route reads it (``client``: the
+    ASGI ``(host, port)`` of the caller, whose bucket it is counted in)."""
     code, message = HTTP_CODES[413]
-    return outside_routes(HttpError(413, code, message, retriable=False), state.engine.new_id("req"))
+    rid = state.engine.new_id("req")
+    response = outside_routes(HttpError(413, code, message, retriable=False), rid)
+    return client_limit(state, response, client[0] if client else None, "write", rid)

@@ -293,8 +293,12 @@ class PolicyEngine:
     def tenant_doc(self, tenant: str) -> PolicyDoc:
         return self.tenants.get(tenant) or self.preset.tenant_defaults
 
+    def settings(self, tenant: str) -> dict[str, Any]:
+        """A tenant's settings: the deployment's defaults, its tenant policy's over them."""
+        return {**self.preset.defaults, **self.tenant_doc(tenant).defaults}
+
     def rate_limits(self, tenant: str) -> dict[str, str]:
-        defaults = {**self.preset.defaults, **self.tenant_doc(tenant).defaults}
+        defaults = self.settings(tenant)
         return {k: defaults[f"rate_limit.{k}"] for k in ("write", "read") if f"rate_limit.{k}" in defaults}
 
     def decide(self, principal: Principal, capability: str, scope: str | None = None) -> Decision:

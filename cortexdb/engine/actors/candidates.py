@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from .. import jsoncodec
+from ..derive.beliefs import calibrated
 from ..model import Candidate, EventState
 from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
-from ..retrieve import passages
+from ..retrieve import passages, render
 from ..retrieve.scoring import estimate_tokens, recency
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
@@ -46,6 +47,7 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
     historical = query.include_superseded or bool(temporal.as_of) or temporal.valid_during is not None
     out: list[Candidate] = []
     events: dict[str, list] = {}  # each event read and decoded once per recall
+    observers = Observers(actor) if recall_filters.mentions(query.filters, "observed_actor") else None
     for record_id in ids:
         layer = layer_of(record_id)
         if layer is None or layer not in query.layers:
@@ -53,13 +55,67 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
         candidate = await _load(actor.tables, layer, record_id, historical, actor, events)
         if candidate is None or not temporal.matches(layer, candidate.record):
             continue
-        if query.filters and not recall_filters.matches(
-            query.filters, recall_filters.field_values(layer, candidate.record)
-        ):
+        if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
             continue
         _signals(actor, candidate, query, bm25, semantic)
         out.append(candidate)
     return out
+
+
+async def _kept(filters: Any, layer: str, record: dict[str, Any], observers: Observers | None) -> bool:
+    """Whether a record passes the recall filters.  A fact's or a belief's ``observed_actor`` is
+    who observed the events it rests on (only looked up when a filter names it)."""
+    values = recall_filters.field_values(layer, record)
+    if observers is not None and layer in ("facts", "beliefs"):
+        values["observed_actor"] = await observers.of(layer, record)
+    return recall_filters.matches(filters, values)
+
+
+class Observers:
+    """The observed actors of the events facts and beliefs rest on, each event read once per
+    recall: a fact's supporting events (the kept ones, then the full list when none matched is
+    not known yet: ``supports_total`` beyond them), a belief's supporting facts' events."""
+
+    def __init__(self, actor) -> None:
+        self.actor = actor
+        self.events: dict[str, str | None] = {}  # event id -> its observed actor id
+        self.facts: dict[str, list[str]] = {}  # fact id -> its observers
+
+    async def of(self, layer: str, record: dict[str, Any]) -> list[str]:
+        if layer == "facts":
+            return await self._fact(record["id"], record)
+        found: list[str] = []
+        for support in record.get("supports", ()):
+            if support.get("type") == "fact" and support.get("polarity") == "supports":
+                found += [a for a in await self._fact(support["id"], None) if a not in found]
+        return found
+
+    async def _fact(self, fact_id: str, record: dict[str, Any] | None) -> list[str]:
+        if fact_id in self.facts:
+            return self.facts[fact_id]
+        tables = self.actor.tables
+        record = record if record is not None else await tables.facts.json.get(fact_id)
+        event_ids = list(record["supports"]) if record else []
+        if record and record.get("supports_total", 0) > len(event_ids):  # the rest, paged in the table
+            event_ids += [e async for e in tables.fact_supports.ids((fact_id,)) if e not in event_ids]
+        found: list[str] = []
+        for event_id in event_ids:
+            who = await self._event(event_id)
+            if who is not None and who not in found:
+                found.append(who)
+        self.facts[fact_id] = found
+        return found
+
+    async def _event(self, event_id: str) -> str | None:
+        if event_id not in self.events:
+            tables = self.actor.tables
+            raw = await tables.events.raw.get(event_id)
+            if raw is None:  # an event of another scope (a consolidated fact): its home's table
+                state = await self.actor.ctx.tables.event_states.get(event_id)
+                if state is not None and state.scope != self.actor.scope:
+                    raw = await self.actor.ctx.tables.partition(state.scope).events.raw.get(event_id)
+            self.events[event_id] = jsoncodec.decode(raw).get("actor") if raw is not None else None
+        return self.events[event_id]
 
 
 def _hits(indexes, query: Candidates, per_layer: dict[str, int]):
@@ -97,7 +153,7 @@ def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, flo
     candidate.semantic = cosine
     candidate.recency = recency((query.reference - when).total_seconds() / 86400.0)
     candidate.vector = stored
-    candidate.tokens_estimate = estimate_tokens(candidate.raw_size)
+    candidate.tokens_estimate = estimate_tokens(render.rendered_text(candidate.layer, candidate.record))
     if stored is None:  # MMR falls back to token overlap only without vectors
         candidate.tokens = set(tokenize(candidate.text))
 
@@ -163,6 +219,7 @@ async def _load(
                          chain={record_id: list(record["events"])}, raw_size=len(raw))  # fmt: skip
     if record.get("valid_to") is not None and not historical:
         return None
+    calibrated(record)
     support_ids = [support["id"] for support in record.get("supports", [])]
     return Candidate(layer=layer, id=record_id, record=record, text=belief_text(record),
                      time=record["last_revised_at"], importance=record["confidence"],
@@ -218,8 +275,7 @@ async def _event_candidate(tables, record_id: str, actor, events: dict[str, list
         content["text"] = found[3][start:end]
         record["content"] = content
         record["passage"] = {"index": index, "count": len(spans), "char_start": start, "char_end": end}
-        record["content_truncated"] = True
-        size = len(jsoncodec.encode(record))  # what the item costs is the passage, not the book
+        record["content_truncated"] = True  # what the item costs (rendered) is the passage, not the book
     elif index is not None:
         return None
     record["derives"] = state.derives

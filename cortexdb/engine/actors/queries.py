@@ -14,6 +14,7 @@ from typing import Any
 
 from ...errors import CortexError, NotFound, ResourceDeleted
 from ..derive import visibility, why
+from ..derive.beliefs import calibrated
 from ..model import Belief, Episode, Event, EventState, Fact, to_wire
 from ..stages import EPISODE_SEALED, LIFECYCLE_STAGES, STAGE_ORDER, Stage
 from ..temporal import format_ts, parse_rfc3339
@@ -118,12 +119,15 @@ async def read_event_state(actor, query: ReadEventState) -> dict[str, Any]:
     if not await tables.events.exists(event_id):
         raise _missing("event", event_id, scope)
     state = await tables.event_states.get(event_id) or EventState(scope=scope)
-    completed = [s.value for s in STAGE_ORDER if s in state.done]
-    if state.episode_id:
-        episode = await tables.episodes.get(state.episode_id)
-        if episode is not None and episode.status == EPISODE_SEALED:
-            completed.append(Stage.COMPRESSED.value)
     cancelled = state.cancelled
+    if cancelled and state.stages_cancelled is not None:  # what the cancel answered (control.py)
+        completed = [s.value for s in LIFECYCLE_STAGES if s.value not in state.stages_cancelled]
+    else:
+        completed = [s.value for s in STAGE_ORDER if s in state.done]
+        if state.episode_id:
+            episode = await tables.episodes.get(state.episode_id)
+            if episode is not None and episode.status == EPISODE_SEALED:
+                completed.append(Stage.COMPRESSED.value)
     view = {
         "event_id": event_id, "scope": scope, "stages_completed": completed,
         "stages_pending": [] if cancelled else [s.value for s in LIFECYCLE_STAGES if s not in completed],
@@ -241,12 +245,13 @@ async def _belief(actor, belief_id: str) -> Belief:
 
 
 async def read_belief(actor, query: ReadBelief) -> dict[str, Any]:
-    return to_wire(await _belief(actor, query.belief_id))
+    return calibrated(to_wire(await _belief(actor, query.belief_id)))
 
 
 def _keep_belief(actor, query: ReadBeliefs) -> Callable[[Belief], bool]:
     at = query.as_of or actor.ctx.clock.now()
-    closed = query.include_superseded or visibility.window(query.temporal)
+    # closed claims are history: shown when superseded or deprecated records are asked for
+    closed = query.include_superseded or query.include_deprecated or visibility.window(query.temporal)
 
     def keep(belief: Belief) -> bool:
         if belief.excluded_from_recall:
@@ -269,7 +274,7 @@ def _keep_belief(actor, query: ReadBeliefs) -> Callable[[Belief], bool]:
 async def read_beliefs(actor, query: ReadBeliefs) -> dict[str, Any]:
     result = await actor.tables.beliefs.page(query.cursor, limit=_limit(actor, query),
                                              keep=_keep_belief(actor, query))  # fmt: skip
-    result["items"] = [to_wire(b) for b in result["items"]]
+    result["items"] = [calibrated(to_wire(b)) for b in result["items"]]
     return result
 
 

@@ -117,3 +117,29 @@ def tension(a: float, b: float) -> float:
     """How strongly two rival beliefs pull against each other: 1 when equally held, 0 when one is nil."""
     high = max(a, b)
     return round(min(a, b) / high, 4) if high > 0 else 0.0
+
+
+CALIBRATION_MODEL = "beta_posterior"  # the confidence is the posterior mean, no recalibration map
+
+
+def calibration(confidence: float, supports: list[dict], at: str | None) -> dict:
+    """The ``calibration`` block of a belief (§7.4), from what the belief holds (docs/decisions.md,
+    "Belief calibration"): the Brier score of its confidence, read as a forecast of each piece of
+    its current evidence (1 for a fact supporting the claim, 0 for one against it), weighted as
+    ``supports`` weighs them.  In-sample: it says how well the point estimate agrees with the
+    evidence it was computed from (0.25 at a coin toss, towards 0 as one side dominates), not an
+    out-of-sample track record, which needs the belief's past versions."""
+    pairs = [(float(s.get("weight") or 0.0), 1.0 if s.get("polarity") == "supports" else 0.0)
+             for s in supports]  # fmt: skip
+    total = sum(weight for weight, _ in pairs)
+    brier = sum(weight * (confidence - outcome) ** 2 for weight, outcome in pairs) / total if total > 0 else None
+    return {"model": CALIBRATION_MODEL, "score": "brier_in_sample",
+            "brier_score": round(brier, 4) if brier is not None else None,
+            "samples": len(pairs), "last_calibrated_at": at}  # fmt: skip
+
+
+def calibrated(wire: dict) -> dict:
+    """A belief's wire form with its ``calibration`` computed when the record has none."""
+    if wire.get("calibration") is None:
+        wire["calibration"] = calibration(wire["confidence"], wire.get("supports") or [], wire.get("last_revised_at"))
+    return wire

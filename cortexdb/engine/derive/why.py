@@ -15,6 +15,7 @@ from typing import Any
 
 from ..model import Belief, Event, Fact, to_wire
 from ..model.text import belief_text, fact_claim_text, said_text
+from .beliefs import calibrated
 from .episodes import first_sentence
 
 NARRATIVE_MODEL = "deterministic_template_v1"
@@ -50,7 +51,7 @@ def why(belief: Belief, facts: Mapping[str, Fact | None],
             f"{summary} since {when} ({fact.id}, from {', '.join(fact.supports)})"
         )
     return {
-        "belief": to_wire(belief),
+        "belief": calibrated(to_wire(belief)),
         "support_graph": {"nodes": nodes, "edges": edges},
         "narrative": narrative(belief, reasons),
         "narrative_model": NARRATIVE_MODEL,

@@ -341,7 +341,7 @@ class Candidate:
     confidence: float
     links: list[str]
     chain: dict[str, list[str]]
-    raw_size: int  # bytes of the stored record (of the passage, for a passage)
+    raw_size: int  # bytes of the stored record (a budget counts its rendered text instead)
     scope: str = ""
     bm25: float = 0.0
     semantic: float = 0.0

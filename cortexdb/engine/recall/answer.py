@@ -32,16 +32,18 @@ from ..actors.services import Replay, body_hash
 from ..llm import LLMRouter
 from ..llm.extractive import NO_SUPPORT, NOTHING_TO_TELL
 from ..llm.prompts import COUNTED_BY, count_tokens, pieces, prompt_tokens
+from ..model.fields import ANY, unknown_field
 from ..policy.capabilities import LLM_INVOKE, SCOPE_READ_LOCAL, scope_read
 from ..retrieve import render
 from ..scopes import canonical_scope
 from ..spi.llm import ANSWER, NARRATIVE, Completion, Passage, Prompt, Usage
 from . import citing
-from .request import DIAGNOSTICS, LAYERS, MAX_QUERY_CHARS, REQUEST_FIELDS, RecallSpec
+from .request import DIAGNOSTICS, LAYERS, MAX_QUERY_CHARS, REQUEST_FIELDS, REQUEST_SHAPE, RecallSpec
 
 FAMILY = "/v1/answer"  # the idempotency family
 OWN_FIELDS = {"question", "answer_model", "answer_max_tokens", "use_pack_id", "stream", "idempotency_key"}
 RECALL_FIELDS = REQUEST_FIELDS - {"query", "stream", "idempotency_key"}
+SHAPE = {**dict.fromkeys(OWN_FIELDS, ANY), **{k: REQUEST_SHAPE[k] for k in RECALL_FIELDS}}  # every depth
 VIEWS = ("holistic", "granular", "raw", "local", "descend")  # the packs an answer can read
 
 
@@ -70,9 +72,9 @@ class Written:
 def validate(request: Any, config: Any) -> AnswerSpec:
     if not isinstance(request, dict):
         raise InvalidAnswer("$", "the answer request must be a JSON object")
-    unknown = sorted(request.keys() - OWN_FIELDS - RECALL_FIELDS)
-    if unknown:
-        raise InvalidAnswer(unknown[0], "is not a field of the answer request")
+    unknown = unknown_field(request, SHAPE)
+    if unknown is not None:
+        raise InvalidAnswer(unknown, "is not a field of the answer request")
     question = request.get("question")
     if not isinstance(question, str) or not question.strip() or len(question) > MAX_QUERY_CHARS:
         raise InvalidAnswer("question", f"is required: a non-empty string of at most {MAX_QUERY_CHARS} characters")

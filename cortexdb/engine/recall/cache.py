@@ -3,14 +3,16 @@
 caller within that time gets the same pack.  At most ``pack_cache_max`` packs are kept: a recall
 burst evicts the oldest first.  A forget empties the cache (``purge``); a recall that started
 before it does not put its pack in afterwards (``epoch``).  A pack remembers who recalled it: an
-answer may reuse only its caller's own packs (``get(pack_id, now, caller)``)."""
+answer may reuse only its caller's own packs (``get(pack_id, now, caller)``).  A key remembers the
+digest of the request that made its pack: the same key with another request is a 409
+``IDEMPOTENCY_CONFLICT`` (§6.6), not someone else's pack."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
-from ...errors import NotFound
+from ...errors import IdempotencyConflict, NotFound
 
 
 class PackCache:
@@ -18,14 +20,14 @@ class PackCache:
         self.ttl = dt.timedelta(seconds=ttl_seconds)
         self.max_packs = max_packs
         self._packs: dict[str, tuple[dt.datetime, dict[str, Any], str | None]] = {}  # id -> (expiry, pack, caller)
-        self._keys: dict[tuple[str, str], str] = {}  # (caller, idempotency key) -> pack id
+        self._keys: dict[tuple[str, str], tuple[str, str]] = {}  # (caller, key) -> (pack id, digest)
         self.epoch = 0  # bumped by every purge
 
     def __len__(self) -> int:
         return len(self._packs)
 
     def put(self, pack: dict[str, Any], now: dt.datetime, key: tuple[str, str] | None = None,
-            epoch: int | None = None, caller: str | None = None) -> None:  # fmt: skip
+            epoch: int | None = None, caller: str | None = None, digest: str = "") -> None:  # fmt: skip
         """Keep a pack; not when a purge came since its recall began (at ``epoch``)."""
         if epoch is not None and epoch != self.epoch:
             return
@@ -33,14 +35,20 @@ class PackCache:
         while len(self._packs) > self.max_packs:  # a recall burst: oldest out
             del self._packs[next(iter(self._packs))]
         if key is not None:
-            self._keys[key] = pack["pack_id"]
+            self._keys[key] = (pack["pack_id"], digest)
 
-    def by_key(self, key: tuple[str, str]) -> dict[str, Any] | None:
+    def by_key(self, key: tuple[str, str], digest: str = "") -> dict[str, Any] | None:
         """The pack an earlier recall with this (caller, idempotency key) made, if still cached
-        (``expire`` first)."""
-        pack_id = self._keys.get(key)
+        (``expire`` first); 409 when that recall's request had another ``digest``."""
+        pack_id, made_by = self._keys.get(key, (None, ""))
         entry = self._packs.get(pack_id) if pack_id is not None else None
-        return entry[1] if entry is not None else None
+        if entry is None:
+            return None
+        if made_by != digest:
+            raise IdempotencyConflict("this idempotency key was already used with a different recall request",
+                                      details={"idempotency_key": key[1], "endpoint_family": "/v1/recall",
+                                               "pack_id": pack_id})  # fmt: skip
+        return entry[1]
 
     def get(self, pack_id: str, now: dt.datetime, caller: str | None = None) -> dict[str, Any]:
         """The pack; with ``caller``, only when that caller recalled it (else: no such pack)."""
@@ -59,5 +67,5 @@ class PackCache:
     def expire(self, now: dt.datetime) -> None:
         for pack_id in [p for p, (expires, _, _) in self._packs.items() if expires <= now]:
             del self._packs[pack_id]
-        for key in [k for k, p in self._keys.items() if p not in self._packs]:
+        for key in [k for k, (p, _) in self._keys.items() if p not in self._packs]:
             del self._keys[key]

@@ -16,6 +16,7 @@ within 60 s.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,6 +24,7 @@ import attrs
 import trio
 
 from ...errors import CortexError
+from .. import jsoncodec
 from ..actors.messages import Candidates
 from ..model import Candidate
 from ..phrases import TemporalPhrases
@@ -37,6 +39,11 @@ from .request import LAYERS, RecallSpec, validate
 from .traversal import traverse
 
 MMR_LAMBDA = 0.7
+
+
+def request_digest(request: dict[str, Any]) -> str:
+    """What an idempotency key is bound to: the request, whichever way it is delivered (stream)."""
+    return hashlib.sha256(jsoncodec.encode_canonical({k: v for k, v in request.items() if k != "stream"})).hexdigest()
 
 
 @attrs.define
@@ -58,11 +65,14 @@ class RecallCoordinator:
         self.narrator: Any = None  # view=narrative: answer.AnswerService.narrative (set by the engine)
 
     async def recall(self, request: dict[str, Any], *, caller: str, tenant_id: str) -> dict[str, Any]:
-        pack = None
+        """The pack; a replay (its ``idempotency_key`` seen within 60 s) says so: ``replayed``."""
+        pack, replayed = None, False
         async for name, data in self.stream(request, caller=caller, tenant_id=tenant_id):
             if name == "pack":
                 pack = data
-        return pack
+            elif name == "done":
+                replayed = bool(data.get("replay"))
+        return {**pack, "replayed": True} if replayed else pack
 
     def get_pack(self, pack_id: str, caller: str | None = None) -> dict[str, Any]:
         return self.cache.get(pack_id, self.ctx.clock.now(), caller)
@@ -80,15 +90,17 @@ class RecallCoordinator:
         now = self.ctx.clock.now()
         epoch = self.cache.epoch  # a forget meanwhile: the pack is not kept
         self.cache.expire(now)
+        digest = request_digest(request) if spec.idempotency_key else ""
         if spec.idempotency_key:
-            cached = self.cache.by_key((caller, spec.idempotency_key))
+            cached = self.cache.by_key((caller, spec.idempotency_key), digest)
             if cached is not None:
                 for event in packs.replay(cached):
                     yield event
                 return
         trail = packs.Trail(started=started)
         plan = await self._classify(spec, tenant_id, now, trail)
-        yield "plan", {"plan": plan.plan, "filters_applied": plan.filters_applied}
+        yield "plan", {"plan": plan.plan, "filters_applied": plan.filters_applied,
+                       **({"warnings": plan.warnings} if plan.warnings else {})}  # fmt: skip
         capability = scope_read(spec.traversal)
         scopes, denied = await self._traverse(spec, caller, capability, trail)
         candidates, traversed, degraded = await self._retrieve(spec, plan, scopes, now, trail)
@@ -100,7 +112,7 @@ class RecallCoordinator:
         pack, layers_out = packs.assemble(spec, request, ranked, context, trail, self.ctx.ids, started)
         pack["as_of"] = format_ts(plan.temporal.as_of or plan.temporal.reference or now)  # the anchor used
         key = (caller, spec.idempotency_key) if spec.idempotency_key else None
-        self.cache.put(pack, now, key, epoch, caller)
+        self.cache.put(pack, now, key, epoch, caller, digest)
         for event in packs.events(spec, pack, layers_out, ranked, trail):
             yield event
 
@@ -209,14 +221,18 @@ class RecallCoordinator:
             by_layer[candidate.layer].append(candidate)
         chosen: dict[str, list[Candidate]] = {}
         layer_ms: dict[str, float] = {}
+        capped: dict[str, int] = {}  # per layer: the candidates its limit left out
         for layer in LAYERS:
             limit = spec.limits[layer] if layer in spec.layers else 0
             chosen[layer] = scoring.mmr(by_layer[layer], limit, MMR_LAMBDA) if limit else []
+            if layer in spec.layers:
+                capped[layer] = len(by_layer[layer]) - len(chosen[layer])
             layer_ms[layer] = round((trio.current_time() - trail.started) * 1000, 3)  # §10.1: since the start
-        trail.phases.append({"phase": "mmr", "lambda": MMR_LAMBDA, "elapsed_ms": trail.lap("mmr", t)})
+        trail.phases.append({"phase": "mmr", "lambda": MMR_LAMBDA, "per_layer_evictions": capped,
+                             "elapsed_ms": trail.lap("mmr", t)})  # fmt: skip
         t = trio.current_time()
         kept, evictions = scoring.knapsack([c for layer in LAYERS for c in chosen[layer]], spec.max_tokens)
         trail.phases.append({"phase": "knapsack", "budget_tokens": spec.max_tokens,
                              "tokens_used": sum(c.tokens_estimate for c in kept),
                              "knapsack_evictions": evictions, "elapsed_ms": trail.lap("knapsack", t)})  # fmt: skip
-        return packs.Ranked(chosen, kept, evictions, layer_ms, plan.weights)
+        return packs.Ranked(chosen, kept, evictions, layer_ms, plan.weights, capped)

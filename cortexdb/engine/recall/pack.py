@@ -41,6 +41,7 @@ class Ranked:
     evictions: int
     layer_ms: dict[str, float]  # per layer: ms since the recall began when its items were final
     weights: dict[str, float]
+    capped: dict[str, int] = attrs.field(factory=dict)  # per requested layer: left out by its limit
 
 
 @attrs.define
@@ -122,7 +123,8 @@ def events(spec: RecallSpec, pack: dict[str, Any], layers_out: dict[str, list], 
 
 def replay(pack: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     """The events of a cached pack (a recall repeated with its ``idempotency_key``)."""
-    yield "plan", {"plan": pack["provenance"]["trail"][0]["plan"], "replay": True}
+    yield "plan", {"plan": pack["provenance"]["trail"][0]["plan"], "replay": True,
+                   **({"warnings": pack["warnings"]} if pack.get("warnings") else {})}  # fmt: skip
     for layer, items in pack["layers"].items():
         yield "layer", {"layer": layer, "items": items, "elapsed_ms": 0.0}
     yield "context_block", {"text": pack["context_block"]}
@@ -155,8 +157,12 @@ def diagnostics(spec: RecallSpec, ranked: Ranked, context: Context,
         "scopes_traversed": context.traversed,
         "time_ms": trail.timings,
         "knapsack_evictions": ranked.evictions,
-        "_partial": bool(context.degraded),
+        "per_layer_evictions": ranked.capped,
+        # partial: a scope did not answer, or the token budget dropped items the ranking chose
+        "_partial": bool(context.degraded) or ranked.evictions > 0,
     }
+    if report["_partial"]:
+        report["_partial_reason"] = "derived_layer_unavailable" if context.degraded else "token_budget_exhausted"
     if context.degraded:
         report["degraded"] = context.degraded
     if level == "full":

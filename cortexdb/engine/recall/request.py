@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from ...errors import InvalidBody, InvalidRecall
+from ..model.fields import ANY, unknown_field
 from ..retrieve import render
 from ..scopes import canonical_scope
 
@@ -18,10 +19,14 @@ DEFAULT_LIMITS = {"events": 10, "episodes": 5, "facts": 20, "beliefs": 10, "unde
 RAW_EVENTS_LIMIT = 50
 MAX_QUERY_CHARS = 8192
 MAX_LAYER_LIMIT = 1000
-REQUEST_FIELDS = {
-    "scope", "view", "traversal", "query", "include", "exclude_content", "temporal", "filters", "budgets",
-    "citation_mode", "diagnostics", "stream", "idempotency_key",
+TEMPORAL_SHAPE = {"as_of": ANY, "valid_during": ANY, "recorded_during": ANY, "natural": ANY, "reference_date": ANY}
+# every field of a recall request, at every depth (``filters`` is checked by retrieve.filters)
+REQUEST_SHAPE = {
+    "scope": ANY, "view": ANY, "traversal": ANY, "query": ANY, "include": ANY, "exclude_content": ANY,
+    "temporal": TEMPORAL_SHAPE, "filters": ANY, "budgets": {"max_tokens": ANY, "per_layer_limits": ANY},
+    "citation_mode": ANY, "diagnostics": ANY, "stream": ANY, "idempotency_key": ANY,
 }  # fmt: skip
+REQUEST_FIELDS = set(REQUEST_SHAPE)
 
 
 @attrs.frozen
@@ -44,9 +49,9 @@ class RecallSpec:
 def validate(request: Any) -> RecallSpec:
     if not isinstance(request, dict):
         raise InvalidBody("the recall request must be a JSON object", details={"field": "$"})
-    unknown = sorted(request.keys() - REQUEST_FIELDS)
-    if unknown:
-        raise InvalidRecall(unknown[0], "is not a field of the recall request")
+    unknown = unknown_field(request, REQUEST_SHAPE)
+    if unknown is not None:
+        raise InvalidRecall(unknown, "is not a field of the recall request")
     if "scope" not in request:
         raise InvalidRecall("scope", "is required")
     scope = canonical_scope(request["scope"])

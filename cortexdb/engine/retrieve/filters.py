@@ -15,7 +15,6 @@ FIELDS = ("observed_actor", "confidence", "modality", "labels", "predicate", "su
 OPERATORS = ("in", "eq", "gte", "lte")
 
 
-
 def validate(node: Any, path: str = "filters") -> list[str]:
     """Check a filter tree; return the applied filter names (``observed_actor.in``...)."""
     if node in (None, {}):
@@ -61,8 +60,18 @@ def validate(node: Any, path: str = "filters") -> list[str]:
     return applied
 
 
+def mentions(node: Any, field: str) -> bool:
+    """Whether a (validated) filter tree has a condition on ``field``."""
+    if not isinstance(node, dict):
+        return False
+    return any(key == field or (key in ("AND", "OR") and any(mentions(c, field) for c in value))
+               for key, value in node.items())  # fmt: skip
+
+
 def field_values(layer: str, record: dict[str, Any]) -> dict[str, Any]:
-    """The filterable values of a record (a field absent from a layer is absent here)."""
+    """The filterable values of a record (a field absent from a layer is absent here).  A fact's
+    or a belief's ``observed_actor`` is not on the record: recall adds it (the observers of the
+    events it rests on, ``actors/candidates.py``)."""
     values: dict[str, Any] = {}
     if layer == "events":
         values["observed_actor"] = record.get("actor")

@@ -36,6 +36,16 @@ def item_text(layer: str, record: dict[str, Any]) -> str:
     return str(record.get("name") or record.get("id"))
 
 
+def rendered_text(layer: str, record: dict[str, Any]) -> str:
+    """What an item adds to the context a model is given (what a token budget counts): its
+    context-block statement; an event's is who said it, when, and all it says (a long text: its
+    recalled passage), as an answer's passages carry it."""
+    if layer == "events":
+        said = " ".join(said_text(record.get("content") or {}).split())
+        return f"{record['actor']} on {record['context']['observed_at'][:10]}: {said}"
+    return item_text(layer, record)
+
+
 def block_items(layers: dict[str, list[dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
     """The items the context block states, in marker order: beliefs, facts, episodes (events
     when there are none of those)."""

@@ -16,7 +16,7 @@ import numpy as np
 from ..model.records import Candidate
 
 HALF_LIFE_DAYS = 30.0
-TOKEN_OVERHEAD = 12  # per item: id, layer and score in the rendered pack
+TOKEN_OVERHEAD = 2  # per item: its citation marker and line break in the rendered context
 
 
 def recency(age_days: float) -> float:
@@ -91,7 +91,7 @@ def mmr(candidates: list[Candidate], limit: int, lam: float = 0.7) -> list[Candi
 
 
 def estimate_tokens(text: str | int) -> int:
-    """About four characters a token, plus the item's framing; takes a text or its length."""
+    """About four characters a token, plus the item's marker; takes a text or its length."""
     size = text if isinstance(text, int) else len(text)
     return TOKEN_OVERHEAD + max(1, size // 4)
 

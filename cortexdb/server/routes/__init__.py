@@ -31,6 +31,5 @@ from . import (
 
 BLUEPRINTS = (experience.api, recall.api, answer.api, forget.api, layers.api, understanding.api, phrases.api,
               scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
-              transfer.api,
-              unbuilt.api, feeds.api,
-              admin.openapi_api)  # fmt: skip
+              transfer.api, feeds.api,
+              admin.openapi_api, unbuilt.api)  # fmt: skip  (unbuilt last: the fallback)

@@ -52,7 +52,8 @@ async def audit_get(call: Call, audit_id: str):
     return await audit_row(call, audit_id)
 
 
-@api("POST", "/v1/audit/verify", access="tenant", summary="Check a request body against an audit row's hash")
+@api("POST", "/v1/audit/verify", access="tenant", summary="Check a request body against an audit row's hash",
+     fields={"audit_id": None, "body": None})
 async def audit_verify(call: Call):
     body = call.json()
     audit_id, raw = body.get("audit_id"), body.get("body")

@@ -12,7 +12,8 @@ from ..call import Blueprint, Call
 api = Blueprint()
 
 
-@api("POST", "/v1/auth/revoke", rate="write", status=204, access="tenant", summary="Revoke a token by jti")
+@api("POST", "/v1/auth/revoke", rate="write", status=204, access="tenant", summary="Revoke a token by jti",
+     fields={"jti": None, "exp": None, "reason": None})
 async def revoke(call: Call):
     state, body = call.state, call.json()
     jti = body.get("jti")

@@ -75,8 +75,12 @@ async def erasure_execute(call: Call):
              "decided_by_tier": decision.tier, "request": request, "tenant_pepper_version": version,
              "client_ip": req.remote_addr or None, "user_agent": req.headers.get("User-Agent"),
              "request_id": call.request_id}  # fmt: skip
+    key = body.get("idempotency_key")  # a live key: the engine answers the first execute's response
+    replay = isinstance(key, str) and await call.state.replays.seen(principal.tenant, principal.actor, "/v1/erasures", key)
     accepted = await call.state.engine.erasures.execute(body, caller=principal.actor, tenant_id=principal.tenant,
                                                         audit=audit, **overrides(call))  # fmt: skip
+    if replay:
+        call.headers["X-Cortex-Replay"] = "true"
     return json_response(accepted, 202)
 
 
@@ -98,9 +102,11 @@ async def erasure_manifest(call: Call, erasure_id: str):
     return await manifest_page(call, erasure_id)
 
 
-@api("POST", "/v1/erasures/{erasure_id}/cancel", tier="experimental", rate="write",
+@api("POST", "/v1/erasures/{erasure_id}/cancel", tier="experimental", rate="write", fields={"audit_note": None},
      summary="Cancel an erasure at its next phase boundary (best effort)")
 async def erasure_cancel(call: Call, erasure_id: str):
+    if call.raw.strip():
+        call.json()  # only an audit_note may come along
     await erasure_status_checked(call, erasure_id)
     call.primary = cap.FORGET_GDPR
     result = await call.state.engine.erasures.cancel(erasure_id)

@@ -31,7 +31,7 @@ async def memory_event(call: Call, event_id: str):
     return {k: v for k, v in view.items() if k not in ("derives_by_stage", "elapsed_ms")}
 
 
-@api("POST", "/v1/lifecycle/memory-event/{event_id}/cancel", rate="write",
+@api("POST", "/v1/lifecycle/memory-event/{event_id}/cancel", rate="write", fields={"audit_note": None},
      summary="Cancel the queued stages of a captured event")
 async def cancel(call: Call, event_id: str):
     body = call.json() if call.raw.strip() else {}

@@ -11,6 +11,7 @@ api = Blueprint()
 
 
 @api("POST", "/v1/temporal/phrases", tier="beta", rate="write", status=201, access="tenant",
+     fields={"name": None, "pattern": None, "resolves_to": {"valid_during": None}},
      summary="Register a custom temporal phrase")
 async def phrase_add(call: Call):
     body = call.json()

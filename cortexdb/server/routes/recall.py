@@ -39,9 +39,18 @@ def strip_diagnostics(call: Call, body: dict[str, Any], scope: str) -> dict[str,
     diagnostics = body.get("diagnostics")
     if diagnostics in (None, "summary", "full") and not call.allows(cap.DIAGNOSTICS_READ, scope):
         if diagnostics is not None:
-            call.headers["X-Cortex-Warning"] = "diagnostics_stripped"
+            warn(call, ["diagnostics_stripped"])
         body = {**body, "diagnostics": "none"}
     return body
+
+
+def warn(call: Call, warnings: Any) -> None:
+    """Each warning of the answer (the pack's ``warnings``, a stripped request field) is also an
+    ``X-Cortex-Warning`` (§18.2 item 17): one header, the codes comma-separated."""
+    if not isinstance(warnings, list) or not warnings:
+        return
+    given = [w for w in call.headers.get("X-Cortex-Warning", "").split(", ") if w]
+    call.headers["X-Cortex-Warning"] = ", ".join(dict.fromkeys(given + [str(w) for w in warnings]))
 
 
 async def event_stream(call: Call, stream: AsyncIterator[tuple[str, Any]]):
@@ -49,6 +58,10 @@ async def event_stream(call: Call, stream: AsyncIterator[tuple[str, Any]]):
     refused or malformed request is an error envelope, never a broken stream; a failure after it
     (the LLM went away mid-answer) is an ``error`` event carrying the envelope, then the end."""
     first = await stream.__anext__()
+    if isinstance(first[1], dict):  # the plan: a recall repeated with its key, warnings
+        if first[1].get("replay"):
+            call.headers["X-Cortex-Replay"] = "true"
+        warn(call, first[1].get("warnings"))
 
     async def frames():
         yield None, *first
@@ -68,4 +81,8 @@ async def recall(call: Call):
     engine, caller, tenant = call.state.engine, call.principal.actor, call.principal.tenant
     if body.get("stream") is True:
         return await event_stream(call, engine.recall_stream(body, caller=caller, tenant_id=tenant))
-    return await engine.recall(body, caller=caller, tenant_id=tenant)
+    pack = await engine.recall(body, caller=caller, tenant_id=tenant)
+    if pack.get("replayed"):
+        call.headers["X-Cortex-Replay"] = "true"
+    warn(call, pack.get("warnings"))
+    return pack

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...engine.model import to_wire
 from ...engine.policy import capabilities as cap
 from ...errors import InvalidBody, NotFound
-from ..call import Blueprint, Call
+from ..call import Blueprint, Call, current_request
 from ..gate import CLAIM
 from ..params import decode_cursor, encode_cursor, page_limit, query_args, scope_param, to_bool
 from ..responses import json_response
@@ -19,7 +19,16 @@ async def scope_register(call: Call):
     path = scope_param(body.get("path"), "path")
     call.primary = cap.POLICY_ADMINISTER_SCOPE
     call.check(cap.POLICY_ADMINISTER_SCOPE, path, access=CLAIM)  # a claimant may register it
+    key = body.get("idempotency_key") or current_request().headers.get("X-Cortex-Idempotency-Key")
+    replays, who = call.state.replays, (call.principal.tenant, call.principal.actor, "/v1/scopes")
+    if isinstance(key, str) and key:
+        earlier = await replays.earlier(*who, key, {**body, "idempotency_key": key})
+        if earlier is not None:
+            call.headers["X-Cortex-Replay"] = "true"
+            return json_response(earlier, 201)
     record = await call.state.registry.register(call.principal, body, call.state.engine.clock.now(), call.check)
+    if isinstance(key, str) and key:
+        await replays.remember(*who, key, {**body, "idempotency_key": key}, record)
     return json_response(record, 201)
 
 
@@ -47,7 +56,8 @@ async def scope_get(call: Call):
             "next_cursor": encode_cursor({"after": items[-1]["path"]}) if more and items else None}  # fmt: skip
 
 
-@api("PUT", "/v1/scopes/members", rate="write", summary="Replace a scope's member list (atomic diff)")
+@api("PUT", "/v1/scopes/members", rate="write", summary="Replace a scope's member list (atomic diff)",
+     fields={"members": [{"actor": None, "role": None}]})
 async def scope_members(call: Call):
     path = scope_param(query_args(("path",)).get("path"), "path")
     call.check(cap.POLICY_ADMINISTER_SCOPE, path)  # owners only (the gate's membership rule)
@@ -63,6 +73,7 @@ async def scope_delete(call: Call):
 
 
 @api("POST", "/v1/scopes/prune", tier="experimental", rate="write", access="tenant",
+     fields={"older_than": None, "dry_run": None, "prefix": None},
      summary="Remove idle auto-provisioned scopes (dry_run first)")
 async def scope_prune(call: Call):
     body = call.json()

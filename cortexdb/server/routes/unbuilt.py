@@ -1,4 +1,6 @@
-"""Surfaces of the reference this server does not implement yet: a truthful 501 each."""
+"""Surfaces of the reference this server does not implement yet: a truthful 501 each, labelled
+with its family's stability tier (§2.4).  They are a fallback: ``create_app`` installs them last
+and skips any that another family declares, so building one is only declaring it there."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from ..call import Blueprint, Call
 api = Blueprint()
 
 UNBUILT = (("POST", "/v1/understanding/synthesize", "experimental"),
-           ("POST", "/v1/vocabularies", "beta"))  # fmt: skip
+           ("POST", "/v1/vocabularies", "beta"),
+           ("GET", "/v1/vocabularies/{name}", "beta"),
+           ("PUT", "/v1/vocabularies/{name}", "beta"))  # fmt: skip
 
 
 def unbuilt_route(method: str, path: str, tier: str) -> None:
@@ -18,7 +22,8 @@ def unbuilt_route(method: str, path: str, tier: str) -> None:
         raise NotImplementedYet(f"{method} {path} is part of the reference but not implemented by this server yet",
                                 details={"endpoint": f"{method} {path}"})  # fmt: skip
 
-    unbuilt.__name__ = "unbuilt_" + path.strip("/").replace("/", "_").replace("{", "").replace("}", "")
+    unbuilt.__name__ = f"unbuilt_{method.lower()}_" + path.strip("/").replace("/", "_").replace("{", "").replace("}", "")
+    unbuilt.fallback = True  # type: ignore[attr-defined]  # a declared route of the same name wins
     api(method, path, tier=tier, summary="Not implemented yet (501)", access="tenant")(unbuilt)
 
 

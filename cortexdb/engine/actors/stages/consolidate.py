@@ -17,7 +17,7 @@ from ...model import Event, EventState, Fact, RevisionPolicy, to_wire
 from ...model.text import belief_text
 from ...stages import Stage
 from ...temporal import format_ts
-from . import suppress
+from . import belief_audit, suppress
 from .common import StageBatch, StageContext
 
 SLICE_PAIRS = 16  # (subject, predicate) pairs revised between two checkpoints
@@ -52,7 +52,7 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
         if wanted is None or "beliefs" in wanted:
             touched = [tuple(pair) for pair in state.touched or ()]
             closed = tuple(state.superseded or ())
-            await revise_beliefs(work, batch, touched, summary, closed)
+            await revise_beliefs(work, batch, touched, summary, closed, cause=event)
         for belief_id in summary.updated:
             if belief_id not in state.derives:
                 state.derives.append(belief_id)
@@ -117,10 +117,10 @@ async def hand_off(work: StageContext, event: Event, state: EventState, target: 
 
 
 async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary: Summary,
-                         closed: tuple[str, ...] = ()) -> None:  # fmt: skip
+                         closed: tuple[str, ...] = (), cause: Event | None = None) -> None:  # fmt: skip
     """Revise the beliefs of the touched pairs (and of the claims waiting on the policy gate)
     from their current facts, plus ``closed``: the facts this event superseded or excluded, whose
-    claims need one last revision."""
+    claims need one last revision.  ``cause``: the event being consolidated (its audit rows)."""
     state = work.state
     pairs = set(touched)
     for claim in list(state.deferred):
@@ -138,7 +138,7 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
         seen = {f.id for f in facts}
         facts += [f for f in extra.get((subject_id, predicate), ()) if f.id not in seen]
         revision = await _revise_pair(work, subject_id, predicate, facts)
-        _apply(work, batch, revision, summary)
+        _apply(work, batch, revision, summary, cause)
 
 
 async def _revise_pair(work: StageContext, subject_id: str, predicate: str,
@@ -163,13 +163,20 @@ def default_policy(config) -> RevisionPolicy:
     )
 
 
-def _apply(work: StageContext, batch: StageBatch, revision: Revision, summary: Summary) -> None:
-    """Keep the caches and write what a pair's revision decided."""
+def _apply(work: StageContext, batch: StageBatch, revision: Revision, summary: Summary,
+           cause: Event | None = None) -> None:  # fmt: skip
+    """Keep the caches and write what a pair's revision decided (a deletion under the confidence
+    floor with its audit row, in the same batch: ``belief_audit``)."""
     state, tables = work.state, work.tables
     for deletion in revision.deleted:
         batch.ops.append(tables.beliefs.delete_op(deletion.belief.id))
         batch.ops.append(tables.belief_claims.delete_op(deletion.claim))
-        batch.ops.append(tables.belief_deletions.put_op(deletion.belief.id, deletion.note()))
+        note = deletion.note()
+        if belief_audit.audited(deletion):
+            row = belief_audit.deletion_row(work, deletion, cause, work.ctx.ids.new("audit"))
+            batch.ops.append(work.ctx.tables.audit_rows.put_op(row["id"], row))
+            note = row["summary"]
+        batch.ops.append(tables.belief_deletions.put_op(deletion.belief.id, note))
         state.beliefs[deletion.claim] = None
         summary.deleted.append(deletion.belief.id)
     for claim, belief_id in revision.new_claims.items():

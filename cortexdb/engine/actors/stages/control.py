@@ -10,7 +10,7 @@ from typing import Any
 
 from ...model import Event, EventState, Fact, TypedRef, TypedValue
 from ...model.text import belief_text, fact_text
-from ...stages import FOREIGN_DERIVES, LIFECYCLE_STAGES, Stage
+from ...stages import EPISODE_SEALED, FOREIGN_DERIVES, LIFECYCLE_STAGES, Stage
 from ...storage import CHUNK_OPS, Op
 from ...temporal import parse_rfc3339
 from .common import Assertion, StageBatch, StageContext
@@ -19,15 +19,19 @@ from .consolidate import Summary, conflict_counts, revise_beliefs
 from .extract import apply_assertion, fact_ops
 
 
-def _stages_of(state: EventState) -> tuple[list[str], list[str]]:
-    """(completed, cancelled) stages of an event being cancelled."""
+async def _stages_of(work: StageContext, state: EventState) -> tuple[list[str], list[str]]:
+    """(completed, cancelled) stages of an event being cancelled, as ``GET
+    /v1/lifecycle/memory-event`` reports them: ``compressed`` is done once the event's episode is
+    sealed (joining an open window is not; the cancel takes the event out of it)."""
+    if state.cancelled and state.stages_cancelled is not None:  # cancelled before: as then
+        return [s.value for s in LIFECYCLE_STAGES if s.value not in state.stages_cancelled], state.stages_cancelled
     order = LIFECYCLE_STAGES[1:]
-    done = state.done
+    episode = await work.tables.episodes.get(state.episode_id) if state.episode_id else None
+    sealed = episode is not None and episode.status == EPISODE_SEALED
     completed = [Stage.CAPTURED.value] + [
-        s.value for s in order
-        if s in done or (s == Stage.COMPRESSED and Stage.EPISODE_JOINED in done)
+        s.value for s in order if s in state.done or (s == Stage.COMPRESSED and sealed)
     ]  # fmt: skip
-    return completed, [s.value for s in order if s not in completed]
+    return completed, [s.value for s in order if s.value not in completed]
 
 
 async def cancel(work: StageContext, event_id: str) -> dict[str, Any]:
@@ -38,7 +42,7 @@ async def cancel(work: StageContext, event_id: str) -> dict[str, Any]:
     state = await work.read_state(event_id)
     if state is None:
         raise KeyError(event_id)
-    completed, cancelled = _stages_of(state)
+    completed, cancelled = await _stages_of(work, state)
     if not state.cancelled:
         state.cancelled = True
         state.stages_cancelled = cancelled
