@@ -114,10 +114,15 @@ class Writes:
     """Operations and event states accumulated by a piece of work, written ``CHUNK_OPS`` at a
     time (``maybe_flush`` between records) and at the end (``flush``)."""
 
+    rewriting = True  # what a forget changes is rewritten, history included (docs/time.md)
+
     def __init__(self, work: StageContext) -> None:
         self.work = work
         self.ops: list[Op] = []
         self.states: dict[str, EventState] = {}
+
+    def stamp(self, clock: Any) -> Any:
+        return clock.now()
 
     async def state(self, event_id: str) -> EventState | None:
         state = self.states.get(event_id)
@@ -128,8 +133,10 @@ class Writes:
             await self.flush()
 
     async def flush(self) -> None:
-        ops = self.ops + [self.work.state_op(e, state) for e, state in self.states.items()]
+        ops, firsts = await self.work.tables.rewrite_history(self.ops)
+        ops += [self.work.state_op(e, state) for e, state in self.states.items()]
         self.ops, self.states = [], {}
+        self.work.rewritten(firsts)
         for start in range(0, len(ops), CHUNK_OPS):
             await self.work.tables.write(ops[start : start + CHUNK_OPS])
 

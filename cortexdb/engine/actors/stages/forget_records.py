@@ -103,7 +103,7 @@ async def _relink(work: StageContext, fact: Fact) -> dict[str, Fact]:
         if other.superseded_by == fact.id:
             if successor is not None:
                 other.superseded_by = successor.id
-                other.valid_to, other.recorded_to = successor.valid_from, successor.recorded_from
+                other.valid_to = successor.valid_from
                 if successor.supersedes in (None, fact.id):
                     successor.supersedes = other.id
                     touched[successor.id] = successor
@@ -185,7 +185,8 @@ async def _delete_belief(work: StageContext, out: Writes, belief_id: str, suppre
                          result: dict[str, Any]) -> tuple[str, str] | None:  # fmt: skip
     state, tables = work.state, work.tables
     belief = state.belief_by_id.get(belief_id) or await tables.beliefs.get(belief_id)
-    if belief is None:
+    if belief is None:  # deleted by a revision already: its kept versions go (``rewrite_history``)
+        out.ops.append(tables.beliefs.delete_op(belief_id))
         return None
     subject, predicate, obj = claim_of(belief.claim)
     claim = claim_key(subject.id, predicate, object_key(obj))
