@@ -183,6 +183,17 @@ async def replace_derives(work: StageContext, out: Writes, event_ids, mapping: d
             out.states[event_id] = state
 
 
+async def past_beliefs(work: StageContext, out: Writes, event_ids) -> None:
+    """The beliefs these events made that a revision deleted since keep their last versions
+    (``versioning.keep_deleted_belief``): a forget of what they rested on rewrites that history
+    too — a deletion of the row they no longer have makes ``Writes.flush`` drop those versions."""
+    for event_id in event_ids:
+        state = await out.state(event_id)
+        for derived in state.derives if state is not None else ():
+            if derived.startswith("belief_") and not await work.tables.beliefs.exists(derived):
+                out.ops.append(work.tables.beliefs.delete_op(derived))  # ``rewrite_history``
+
+
 def new_result() -> dict[str, Any]:
     return {"facts": 0, "beliefs": 0, "episodes": 0, "understanding": 0, "events": 0,
             "evidence": set(), "follow_ups": {}}  # fmt: skip

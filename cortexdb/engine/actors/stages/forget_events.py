@@ -38,6 +38,7 @@ from .forget import (
     SolelyRedacted,
     Writes,
     note,
+    past_beliefs,
 )
 from .forget_records import claim_of, delete_episode, relink_episodes, supporters
 
@@ -241,18 +242,8 @@ async def _beliefs_of(work: StageContext, facts: dict[str, Fact]) -> list[Belief
     return list(found.values())
 
 
-async def _past_beliefs(work: StageContext, out: Writes, event_ids) -> None:
-    """The beliefs these events made that a revision deleted since keep their last versions
-    (``versioning.keep_deleted_belief``): a redaction rewrites that history too — it goes."""
-    for event_id in event_ids:
-        state = await work.read_state(event_id)
-        for derived in state.derives if state is not None else ():
-            if derived.startswith("belief_") and not await work.tables.beliefs.exists(derived):
-                out.ops.append(work.tables.beliefs.delete_op(derived))  # ``rewrite_history``
-
-
 async def mark(work: StageContext, out: Writes, item: MarkEvidence, result: dict[str, Any]) -> None:
-    await _past_beliefs(work, out, item.event_ids)
+    await past_beliefs(work, out, item.event_ids)
     facts, episodes = await _citing(work, item.event_ids)
     redaction = _Redaction(work)
     shares: dict[str, float] = {}

@@ -29,7 +29,7 @@ from ..state import EPISODE_WINDOW
 from .common import StageContext
 from .consolidate import Summary, revise_beliefs
 from .extract import fact_ops
-from .forget import DeleteRecords, Writes, note, redacted, replace_derives
+from .forget import DeleteRecords, Writes, note, past_beliefs, redacted, replace_derives
 
 
 async def delete(work: StageContext, out: Writes, item: DeleteRecords, result: dict[str, Any]) -> None:
@@ -70,6 +70,7 @@ async def _delete_fact(work: StageContext, out: Writes, fact_id: str, suppress: 
     pair = (fact.subject.id, fact.predicate)
     await state.current_facts(*pair)  # the pair's caches are loaded before they are edited
     events = await supporters(work, fact)
+    await past_beliefs(work, out, events)
     await replace_derives(work, out, events, {fact_id: redacted(fact_id)}, result)
     if suppress:
         key = fact_hash(fact.subject, fact.predicate, fact.object, fact.polarity)
