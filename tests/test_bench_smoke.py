@@ -134,3 +134,14 @@ def test_answer_benchmark_runs_on_a_slice():
     assert re.search(r"answer cites gold evidence \(via provenance\) [\d.]+% of \d+ questions", result.stdout)
     assert re.search(r"recall_ms: p50\s+[\d.]+ ms\s+p95\s+[\d.]+ ms", result.stdout)
     assert "answer model: extractive" in result.stdout
+
+
+def test_versions_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/versions.py", "--events", "40", "--trials", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"derivation, one event per commit: [\d,]+ events/s", result.stdout)
+    assert re.search(r"closed versions: [\d,]+ rows, [\d,]+ bytes = [\d.]+% of the derived tables", result.stdout)
+    assert re.search(r"LevelDB table files once compacted: [\d,]+ bytes", result.stdout)
