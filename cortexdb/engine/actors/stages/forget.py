@@ -215,5 +215,6 @@ def forget_caches(work: StageContext) -> None:
     state.beliefs.clear()
     state.belief_by_id.clear()
     state.new_supports.clear()
+    state.closing.clear()
     state.episode, state.episode_loaded = None, False
     state.suppressing = None
