@@ -146,3 +146,14 @@ def test_import_benchmark_runs_on_a_slice():
             assert re.search(rf"{source}\s+{ordering}\s+[\d,]+\s+[\d.]+\s+300: \d+ MB \([+-]\d+\)", result.stdout)
     assert re.search(r"jsonl\s+strict_temporal\s+[\d,]+ records/s parsed\s+peak RSS 300: \d+ MB  1,200: \d+ MB",
                      result.stdout)  # fmt: skip
+
+
+def test_versions_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/versions.py", "--events", "40", "--trials", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"derivation, one event per commit: [\d,]+ events/s", result.stdout)
+    assert re.search(r"closed versions: [\d,]+ rows, [\d,]+ bytes = [\d.]+% of the derived tables", result.stdout)
+    assert re.search(r"LevelDB table files once compacted: [\d,]+ bytes", result.stdout)

@@ -353,14 +353,18 @@ SECRET = "I live in Zanzibar and I really love quokka stew."
 OTHERS = ["I work at Acme.", "My favorite color is teal.", "The meeting ran long but it went well."]
 
 
+EVERY_VERSION = {"valid_during": "..", "recorded_during": ".."}
+
+
 async def assert_no_trace(engine, event_id: str) -> None:
     """The cancelled event's text and id appear in no layer read and in no recall view."""
     layers = {
         "events": await engine.events(SCOPE, limit=1000),
         "episodes": await engine.episodes(SCOPE, limit=1000),
-        "facts": await engine.facts(SCOPE, include_superseded=True, limit=1000),
+        # every version of every record (docs/time.md)
+        "facts": await engine.facts(SCOPE, include_superseded=True, limit=1000, **EVERY_VERSION),
         "beliefs": await engine.beliefs(
-            SCOPE, include_superseded=True, include_deprecated=True, limit=1000
+            SCOPE, include_superseded=True, include_deprecated=True, limit=1000, **EVERY_VERSION
         ),
     }
     for name, page in layers.items():

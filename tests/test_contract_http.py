@@ -183,7 +183,7 @@ async def test_belief_list_filters_and_calibration(tmp_path):
             return {b["claim"]["object"]["name"]: b for b in page["items"]}
 
         assert set(await listed()) == {"Madrid"}  # the closed claim is history
-        for flag in ("&include_deprecated=true", "&include_superseded=true"):
+        for flag in ("&include_deprecated=true", "&include_superseded=true&valid_during=.."):
             every = await listed(flag)
             assert set(every) == {"Madrid", "Lisbon"}
         lisbon, madrid = every["Lisbon"], every["Madrid"]

@@ -5,6 +5,7 @@ import trio
 
 import cortexdb
 from cortexdb import EngineConfig, IdempotencyConflict, InvalidEnvelope, NotFound, PolicyDenied
+from cortexdb.engine.temporal import format_ts
 
 from .conftest import envelope
 
@@ -281,9 +282,17 @@ async def test_supersession_timeline_and_as_of(engine, clock):
     everything = await engine.facts(
         SCOPE, subject="user:alice", predicate="lives_in", include_superseded=True
     )
+    # §18.2 item 1: the superseded version of Paris, as it was held (open-ended), closed when the
+    # move was learnt; its current version (valid until the move) is not valid now
     paris = next(f for f in everything["items"] if f["object"]["name"] == "Paris")
-    assert paris["valid_to"] == "2026-03-01T00:00:00Z" and paris["recorded_to"] is not None
-    assert paris["superseded_by"] == current["items"][0]["id"]
+    assert paris["valid_to"] is None and paris["recorded_to"] == format_ts(clock.now())
+    assert paris["superseded_by"] is None
+    # what we know now of the past: the current version of Paris, with the end learnt
+    window = await engine.facts(SCOPE, subject="user:alice", predicate="lives_in",
+                                valid_during="2026-01-01..2026-02-01")  # fmt: skip
+    [known] = window["items"]
+    assert known["valid_to"] == "2026-03-01T00:00:00Z" and known["recorded_to"] is None
+    assert known["superseded_by"] == current["items"][0]["id"] and known["version"] == 2
     # what did we believe, as recorded before the move was learnt?
     past = await engine.facts(
         SCOPE, subject="user:alice", predicate="lives_in", as_of=before_move.isoformat()
@@ -342,7 +351,7 @@ async def test_beliefs_carry_weighted_supports_and_why_url(engine):
     assert [b["claim"]["object"]["name"] for b in current] == ["Madrid"]
     beliefs = {
         b["claim"]["object"]["name"]: b
-        for b in (await engine.beliefs(SCOPE, include_superseded=True))["items"]
+        for b in (await engine.beliefs(SCOPE, valid_during=".."))["items"]  # every claim, closed too
     }
     lisbon, madrid = beliefs["Lisbon"], beliefs["Madrid"]
     assert madrid["stance"] == "supported" and lisbon["stance"] == "contradicted"
@@ -420,7 +429,7 @@ async def test_episodes_time_gap_and_session_strategies(engine_factory):
         await engine.experience(
             envelope("We decided to ship it.", observed_at="2026-05-13T10:20:00Z")
         )
-        await engine.experience(envelope("Much later.", observed_at="2026-05-13T18:00:00Z"))
+        await engine.experience(envelope("Much later.", observed_at="2026-05-13T14:00:00Z"))
         await engine.flush(SCOPE)
         episodes = (await engine.episodes(SCOPE))["items"]
         assert [len(e["events"]) for e in episodes] == [4, 1]
@@ -449,9 +458,11 @@ async def test_episodes_time_gap_and_session_strategies(engine_factory):
         assert compressed[0]["payload"]["episode_id"] == sealed["id"]
         assert compressed[0]["event_id"] == sealed["events"][-1] and compressed[0]["seq"] == 4
         overlapping = await engine.episodes(
-            SCOPE, overlapping_from="2026-05-13T17:00:00Z", overlapping_to="2026-05-13T19:00:00Z"
+            SCOPE, overlapping_from="2026-05-13T13:00:00Z", overlapping_to="2026-05-13T15:00:00Z"
         )
         assert [e["id"] for e in overlapping["items"]] == [open_["id"]]
+        by_date = await engine.episodes(SCOPE, overlapping_from="2026-05-13", overlapping_to="2026-05-14")
+        assert [e["id"] for e in by_date["items"]] == [sealed["id"], open_["id"]]  # bare dates (§8.7.2)
 
 
 async def test_session_strategy(backend, tmp_path, clock):
@@ -592,7 +603,7 @@ async def test_rebuild_reproduces_the_derived_layers(engine, clock):
 
 async def snapshot_layers(engine):
     """The derived layers with ids and recorded times replaced by content, for comparison."""
-    facts = (await engine.facts(SCOPE, include_superseded=True, limit=1000))["items"]
+    facts = (await engine.facts(SCOPE, valid_during="..", limit=1000))["items"]  # every fact
     names = {
         f["id"]: (f["predicate"], repr(f["object"].get("value", f["object"].get("name"))))
         for f in facts

@@ -66,11 +66,11 @@ async def write(engine, texts=TEXTS, scope=SCOPE) -> dict[str, str]:
 
 
 async def facts(engine, scope=SCOPE, **kwargs) -> list[dict]:
-    return (await engine.facts(scope, include_superseded=True, limit=1000, **kwargs))["items"]
+    return (await engine.facts(scope, valid_during="..", limit=1000, **kwargs))["items"]  # every fact
 
 
 async def beliefs(engine, scope=SCOPE) -> list[dict]:
-    return (await engine.beliefs(scope, include_superseded=True, limit=1000))["items"]
+    return (await engine.beliefs(scope, valid_during="..", limit=1000))["items"]  # every belief
 
 
 def claim(record: dict) -> tuple:

@@ -16,11 +16,22 @@ opens without them: its entities are kept for good (``EntityResolver.start``).  
 the bulk write's ``batch_complete`` lifecycle record: it draws the next lifecycle id, so the
 ``compressed`` record written after it moves to the id after that (a new row in
 ``pairs_added_since_v0``), and the key it had now holds ``batch_complete``
-(``pairs_replaced_since_v0``).  Every other row is v0's, byte for byte.  Issue 15 made reads
-compute a belief's ``calibration`` (null in v0's answers) from the belief's stored fields; the
-records are unchanged and ``_calibrated`` adds it to v0's answers.  Issue 15 also made a cancel
-of an event whose episode window is still open list ``compressed`` among the stages it cancelled
-(as ``GET /v1/lifecycle/memory-event`` does): the cancelled event's state is replaced.
+(``pairs_replaced_since_v0``).  Issue 15 (docs/time.md) versions derived records: what changes
+what a fact, belief or episode says closes its version, kept in ``FV``/``BV``/``EV`` (new rows),
+and the record's row becomes the next version (``version`` 2, ``recorded_from`` the change) —
+here Paris superseded by Berlin, the Paris belief revised, the first episode grown; each belief
+notes its scope (``BS``, new rows).  Those three records' rows are in ``pairs_replaced_since_v0``.
+
+The answers are v0's except where the meaning of time changed (``answers_replaced_since_v0``,
+[path, value] pairs): a fact superseded in place by v0 (``recorded_to`` on its one row) reads
+now as its two versions, and a listing of every record shows its current one (recorded from the
+supersession, ``recorded_to`` null, ``version`` 2).  ``answers`` asks ``valid_during=".."`` where
+v0's asked ``include_superseded=True``: the same records in v0 (a valid-time window listed the
+superseded ones there too); ``include_superseded`` now lists closed versions.  Issue 15 also made reads compute a belief's ``calibration`` (null in v0's answers) from the
+belief's stored fields; the records are unchanged and ``_calibrated`` adds it to v0's answers.
+And a cancel of an event whose episode window is still open lists ``compressed`` among the
+stages it cancelled (as ``GET /v1/lifecycle/memory-event`` does): the cancelled event's state is
+replaced.  Every other row is v0's, byte for byte.
 """
 
 from __future__ import annotations
@@ -88,13 +99,15 @@ async def answers(engine) -> dict:
     out: dict = {"lifecycle": await engine.lifecycle(limit=1000), "scopes": {}}
     for scope in (ALICE, TEAM):
         events = (await engine.events(scope, include_excluded=True, limit=100))["items"]
-        beliefs = (await engine.beliefs(scope, include_superseded=True, limit=100))["items"]
-        facts = (await engine.facts(scope, include_superseded=True, limit=100))["items"]
+        # every record as known now, ended ones too: what ``include_superseded=True`` listed in v0
+        # (since issue 15 it adds closed *versions*, and a valid-time window lists the rest)
+        beliefs = (await engine.beliefs(scope, valid_during="..", limit=100))["items"]
+        facts = (await engine.facts(scope, valid_during="..", limit=100))["items"]
         out["scopes"][scope] = {
             "scope": await engine.scope(scope),
             "events": events,
             "facts": facts,
-            "facts_page": await engine.facts(scope, include_superseded=True, limit=2),
+            "facts_page": await engine.facts(scope, valid_during="..", limit=2),
             "beliefs": beliefs,
             "episodes": (await engine.episodes(scope, limit=100))["items"],
             "memory_events": [await engine.memory_event(e["id"]) for e in events],
@@ -138,6 +151,16 @@ async def _record(path: str) -> None:
                   sort_keys=True)  # fmt: skip
 
 
+def _replaced(answers, replacements):
+    """v0's answers with the values at the paths given replaced (or added)."""
+    for path, value in replacements:
+        node = answers
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = value
+    return answers
+
+
 @pytest.fixture
 def fixture():
     with open(FIXTURE) as handle:
@@ -161,7 +184,8 @@ async def test_an_old_data_dir_answers_as_it_did(backend, tmp_path, fixture):
     try:
         async with cortexdb.open_engine(store=store, clock=ManualClock(fixture["now"]), id_seed=8,
                                         config=CONFIG) as engine:  # fmt: skip
-            assert _normal(await answers(engine)) == _calibrated(fixture["answers"])
+            assert _normal(await answers(engine)) == _calibrated(_replaced(fixture["answers"],
+                                                                           fixture["answers_replaced_since_v0"]))
             # and it goes on: a new write derives, the old scope rebuilds from its WAL
             done = await engine.experience(_envelope("I live in Rome.", "2026-05-13T16:30:00Z"),
                                            wait="consolidated")  # fmt: skip

@@ -49,7 +49,7 @@ async def records_of(engine, scope: str) -> list[dict]:
     episodes, each as its engine read returns it."""
     await engine.flush(scope)
     out = [{"record": "event", **e} for e in await every(engine.events, scope)]
-    out += [{"record": "fact", **f} for f in await every(engine.facts, scope, include_superseded=True)]
+    out += [{"record": "fact", **f} for f in await every(engine.facts, scope, valid_during="..")]
     out += [{"record": "belief", **b} for b in await every(engine.beliefs, scope)]
     out += [{"record": "episode", **p} for p in await every(engine.episodes, scope)]
     return out
@@ -108,7 +108,7 @@ async def test_the_graphiti_sample_imports_with_both_time_axes_and_its_labels():
             start = timestamp(raw["valid_at"]) or timestamp(raw["reference_time"])  # no valid_at: observed
             expected.add((names[raw["source_node_uuid"]], raw["name"].lower(), names[raw["target_node_uuid"]],
                           start, timestamp(raw["invalid_at"])))  # fmt: skip
-        facts = await every(engine.facts, ALICE, include_superseded=True)
+        facts = await every(engine.facts, ALICE, valid_during="..")
         from_edges = {window(f) for f in facts if f["extractor"].endswith("/triple")}
         assert from_edges == expected
         assert all(f["recorded_to"] is None and f["superseded_by"] is None for f in facts)  # Zep decided
@@ -148,7 +148,7 @@ async def test_the_zep_cloud_sample_imports_messages_episodes_nodes_and_edges():
         old = edges["3c6306f3-bee4-4c5a-a83e-7e84487db3d5"]
         assert json.loads(old["context"]["labels"]["zep_episodes"]) == ["5785631a-27bf-473a-99ce-8f6ca8b0dc2a"]  # dangling: kept
         assert old["context"]["observed_at"] == "2026-03-01T09:01:14.300872Z"  # no reference_time: created_at
-        facts = await every(engine.facts, scope, include_superseded=True)
+        facts = await every(engine.facts, scope, valid_during="..")
         goals = sorted(window(f) for f in facts if f["predicate"] == "has_goal")
         assert goals == [("Alice Moreau", "has_goal", "Lyon Half Marathon", "2026-03-01T09:01:10Z", "2026-06-10T00:00:00Z"),
                          ("Alice Moreau", "has_goal", "Lyon Half Marathon", "2026-06-10T00:00:00Z", None)]  # fmt: skip
@@ -162,12 +162,12 @@ async def test_a_reimport_writes_nothing_new(path, template, count):
         scope = first["scope"] + ("/user:user-alice" if path == GRAPHITI else "/user:alice")
         before = await every(engine.events, scope)
         await engine.flush(scope)
-        facts = await every(engine.facts, scope, include_superseded=True)
+        facts = await every(engine.facts, scope, valid_during="..")
         _, again = await run_import(engine, path.read_bytes(), template)
         assert again["items"] == {"read": count, "written": 0, "replayed": count, "skipped": 0, "failed": 0}
         await engine.flush(scope)
         assert [e["id"] for e in await every(engine.events, scope)] == [e["id"] for e in before]
-        assert len(await every(engine.facts, scope, include_superseded=True)) == len(facts)
+        assert len(await every(engine.facts, scope, valid_during="..")) == len(facts)
 
 
 def graph(**sections) -> bytes:
@@ -371,8 +371,8 @@ async def test_a_triple_with_a_window_derives_a_fact_with_it_and_one_without_is_
         await engine.experience(triple(valid_from="2026-03-01T09:00:00Z", valid_to="2026-06-01T00:00:00Z"),
                                 wait="consolidated")  # fmt: skip
         await engine.experience({**triple(), "scope": "org:acme/team:b"}, wait="consolidated")
-        (windowed,) = await every(engine.facts, "org:acme", include_superseded=True)
-        (plain,) = await every(engine.facts, "org:acme/team:b", include_superseded=True)
+        (windowed,) = await every(engine.facts, "org:acme", valid_during="..")
+        (plain,) = await every(engine.facts, "org:acme/team:b", valid_during="..")
     assert (windowed["valid_from"], windowed["valid_to"]) == ("2026-03-01T09:00:00Z", "2026-06-01T00:00:00Z")
     assert (plain["valid_from"], plain["valid_to"]) == ("2026-06-03T18:40:00Z", None)
 
@@ -385,11 +385,11 @@ async def test_windows_that_do_not_overlap_are_two_facts_whatever_the_order():
     async with engine_() as engine:
         await engine.experience(later, wait="consolidated")  # the open window first
         await engine.experience(earlier, wait="consolidated")
-        facts = await every(engine.facts, "org:acme", include_superseded=True)
+        facts = await every(engine.facts, "org:acme", valid_during="..")
         overlapping = triple(valid_from="2026-07-01T00:00:00Z", valid_to="2026-08-01T00:00:00Z")
         overlapping["content"]["single_valued"] = False
         await engine.experience(overlapping, wait="consolidated")
-        after = await every(engine.facts, "org:acme", include_superseded=True)
+        after = await every(engine.facts, "org:acme", valid_during="..")
     assert sorted((f["valid_from"], f["valid_to"]) for f in facts) == [
         ("2026-03-01T00:00:00Z", "2026-06-10T00:00:00Z"), ("2026-06-10T00:00:00Z", None)]
     assert len(after) == 2 and max(f["reinforcements"] for f in after) == 1  # inside the open one: corroborates

@@ -80,7 +80,8 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("GET", "/v1/facts/{fact_id}/supports"): (READ, q("/v1/facts/{fact_id}/supports?scope=ws:vault")),
     ("GET", "/v1/facts/{fact_id}"): (READ, q("/v1/facts/{fact_id}?scope=ws:vault")),
     ("GET", "/v1/beliefs"): (READ, q("/v1/beliefs?scope=ws:vault")),
-    ("GET", "/v1/beliefs/why"): (READ, q("/v1/beliefs/why?scope=ws:vault&belief_id={belief_id}")),
+    # the permalink (why_url): the belief id alone, its scope found and checked like any other
+    ("GET", "/v1/beliefs/why"): (READ, q("/v1/beliefs/why?belief_id={belief_id}")),
     ("GET", "/v1/beliefs/{belief_id}"): (READ, q("/v1/beliefs/{belief_id}?scope=ws:vault")),
     ("GET", "/v1/understanding"): (READ, q("/v1/understanding?scope=ws:vault")),
     ("GET", "/v1/understanding/coverage"): (READ, q("/v1/understanding/coverage?scope=ws:vault")),

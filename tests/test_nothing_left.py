@@ -41,8 +41,10 @@ MARKED = [
     LONG_DOCUMENT,
 ]  # fmt: skip
 PLAIN = [f"I like sport number {i}." for i in range(8)]  # keeps the indexes (and sealed segments) busy
-EVERYTHING = {"events": "&include_excluded=true", "facts": "&include_superseded=true",
-              "beliefs": "&include_deprecated=true", "episodes": "", "understanding": ""}  # fmt: skip
+EVERY_VERSION = "&include_superseded=true&valid_during=..&recorded_during=.."  # docs/time.md
+EVERYTHING = {"events": "&include_excluded=true", "facts": EVERY_VERSION,
+              "beliefs": "&include_deprecated=true" + EVERY_VERSION, "episodes": EVERY_VERSION,
+              "understanding": ""}  # fmt: skip
 
 
 @asynccontextmanager

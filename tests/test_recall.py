@@ -306,7 +306,7 @@ async def test_cancelled_records_never_come_back_from_the_indexes(engine):
 
 async def test_beliefs_why_cites_facts_and_events(engine):
     await seed(engine)
-    beliefs = (await engine.beliefs(ALICE, include_superseded=True))["items"]
+    beliefs = (await engine.beliefs(ALICE, valid_during=".."))["items"]
     paris = next(b for b in beliefs if b["claim"]["object"].get("name") == "Paris")
     why = await engine.beliefs_why(ALICE, paris["id"])
     assert why["belief"]["id"] == paris["id"]

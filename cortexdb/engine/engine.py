@@ -138,8 +138,8 @@ class Engine:
     async def episodes(self, scope: str, **filters: Any) -> dict[str, Any]:
         return await self._reads.ask(scope, messages.ReadEpisodes, **filters)
 
-    async def get_episode(self, scope: str, episode_id: str) -> dict[str, Any]:
-        return await self._reads.ask(scope, messages.ReadEpisode, episode_id=episode_id)
+    async def get_episode(self, scope: str, episode_id: str, *, as_of: Any = None) -> dict[str, Any]:
+        return await self._reads.ask(scope, messages.ReadEpisode, episode_id=episode_id, as_of=as_of)
 
     async def facts(self, scope: str, *, subject: str | None = None, tenant_id: str | None = None,
                     **filters: Any) -> dict[str, Any]:  # fmt: skip
@@ -148,8 +148,8 @@ class Engine:
         subject_id = await self._reads.subject_id(subject, tenant_id)
         return await self._reads.ask(scope, messages.ReadFacts, subject_id=subject_id, **filters)
 
-    async def get_fact(self, scope: str, fact_id: str) -> dict[str, Any]:
-        return await self._reads.ask(scope, messages.ReadFact, fact_id=fact_id)
+    async def get_fact(self, scope: str, fact_id: str, *, as_of: Any = None) -> dict[str, Any]:
+        return await self._reads.ask(scope, messages.ReadFact, fact_id=fact_id, as_of=as_of)
 
     async def fact_supports(self, scope: str, fact_id: str, *, limit: int | None = None,
                             cursor: str | None = None) -> dict[str, Any]:  # fmt: skip
@@ -167,12 +167,13 @@ class Engine:
         about_id = await self._reads.subject_id(about, tenant_id)
         return await self._reads.ask(scope, messages.ReadBeliefs, about=about_id, **filters)
 
-    async def get_belief(self, scope: str, belief_id: str) -> dict[str, Any]:
-        return await self._reads.ask(scope, messages.ReadBelief, belief_id=belief_id)
+    async def get_belief(self, scope: str, belief_id: str, *, as_of: Any = None) -> dict[str, Any]:
+        return await self._reads.ask(scope, messages.ReadBelief, belief_id=belief_id, as_of=as_of)
 
-    async def beliefs_why(self, scope: str, belief_id: str) -> dict[str, Any]:
-        """Why we believe it: the support graph down to events and a narrative citing ids (§8.7.6)."""
-        return await self._reads.ask(scope, messages.ReadWhy, belief_id=belief_id)
+    async def beliefs_why(self, scope: str | None, belief_id: str, *, as_of: Any = None) -> dict[str, Any]:
+        """Why we believe it (§8.7.6), as of a moment when asked; ``scope`` None: its own."""
+        scope = scope or await self.home_scope(belief_id)
+        return await self._reads.ask(scope, messages.ReadWhy, belief_id=belief_id, as_of=as_of)
 
     async def layer_counts(self, scope: str) -> dict[str, int]:
         """How many records each layer of a scope holds (operators' inventory, prune)."""
@@ -273,12 +274,9 @@ class Engine:
         return self._ctx.ids.new(prefix)
 
     # -- lifecycle -----------------------------------------------------------------------------
-    async def home_scope(self, event_id: str) -> str:
-        """The scope an event was captured in (NOT_FOUND when no such event exists)."""
-        state = await self._ctx.tables.event_states.get(event_id)
-        if state is None:
-            raise NotFound(f"no memory event {event_id}", details={"event_id": event_id})
-        return state.scope
+    async def home_scope(self, record_id: str) -> str:
+        """The scope an event was captured in, or a belief created in (NOT_FOUND: no such one)."""
+        return await self._reads.home_scope(record_id)
 
     async def memory_event(self, event_id: str, *, scope: str | None = None) -> dict[str, Any]:
         """The aggregate state of one memory event (§8.9.3)."""

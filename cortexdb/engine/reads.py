@@ -7,17 +7,17 @@ from typing import Any
 
 import attrs
 
-from ..errors import InvalidQuery
+from ..errors import InvalidQuery, NotFound
 from .actors.messages import Query
 from .phrases import TemporalPhrases
-from .retrieve.temporal_filter import TemporalFilter
+from .retrieve.temporal_filter import TemporalFilter, bound
 from .scopes import canonical_scope
 from .temporal import parse_rfc3339
 
 FLAGS = ("include_superseded", "include_excluded", "include_deprecated", "with_causal_chain")
 TEMPORAL_KEYS = ("valid_during", "recorded_during", "natural", "reference_date")
-TIMES = ("as_of", "since", "until", "recorded_since", "recorded_until", "overlapping_from",
-         "overlapping_to")  # fmt: skip
+TIMES = ("as_of", "since", "until", "recorded_since", "recorded_until")
+DATES = ("overlapping_from", "overlapping_to")  # a timestamp or a bare date (§8.7.2)
 
 
 class Reads:
@@ -66,7 +66,28 @@ class Reads:
             value = query.get(name)
             if isinstance(value, str):
                 query[name] = parse_rfc3339(value, field=name)
+        for name in DATES:
+            value = query.get(name)
+            if isinstance(value, str):
+                query[name] = bound(value, "overlapping")
         return query
+
+    async def home_scope(self, record_id: str) -> str:
+        """The scope an event was captured in (its state says), or a belief was created in (the
+        ``BS`` row its creation wrote; an old data dir's beliefs get theirs on the first miss,
+        ``NodeTables.note_belief_homes``)."""
+        tables = self.ctx.tables
+        if record_id.startswith("belief_"):
+            scope = await tables.belief_homes.get(record_id)
+            if scope is None and await tables.note_belief_homes():
+                scope = await tables.belief_homes.get(record_id)
+            if scope is None:
+                raise NotFound(f"no belief {record_id[:64]}", details={"belief_id": record_id[:64]})
+            return scope
+        state = await tables.event_states.get(record_id)
+        if state is None:
+            raise NotFound(f"no memory event {record_id}", details={"event_id": record_id})
+        return state.scope
 
     async def subject_id(self, subject: str | None, tenant: str | None) -> str | None:
         """An ``ent_`` id, an actor id or a name, as the entity id reads filter on."""

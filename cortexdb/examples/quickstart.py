@@ -43,8 +43,8 @@ async def main(data_dir: str) -> None:
         for step in timeline["timeline"]:
             print("  ", step["value"]["name"], step["valid_from"], "->", step["valid_to"])
 
-        # Beliefs carry evidence-based confidence with a credible interval and their supports.
-        for belief in (await engine.beliefs(scope, include_superseded=True))["items"]:
+        # Beliefs: confidence with a credible interval; valid_during=".." names every claim, ended too.
+        for belief in (await engine.beliefs(scope, valid_during=".."))["items"]:
             claim = belief["claim"]
             value = claim["object"].get("name", claim["object"].get("value"))
             interval = belief["confidence_interval"]

@@ -15,7 +15,7 @@ COMMON_PARAMS = ("scope", "view", "limit", "cursor")
 LAYER_PARAMS: dict[str, tuple[str, ...]] = {
     "events": ("since", "until", "recorded_since", "recorded_until", "observed_actor", "modality",
                "include_excluded", *TEMPORAL_PARAMS),
-    "episodes": ("actor", "overlapping", "with_causal_chain", *TEMPORAL_PARAMS),
+    "episodes": ("actor", "overlapping", "with_causal_chain", "include_superseded", *TEMPORAL_PARAMS),
     "facts": ("subject", "predicate", "min_confidence", "include_superseded", *TEMPORAL_PARAMS),
     "beliefs": ("about", "min_confidence", "include_deprecated", "include_superseded", *TEMPORAL_PARAMS),
 }  # fmt: skip

@@ -11,13 +11,15 @@ from typing import Any
 
 from .. import jsoncodec
 from ..derive.beliefs import calibrated
-from ..model import Candidate, EventState
+from ..derive.visibility import Clip
+from ..model import Belief, Candidate, Episode, EventState, Fact, from_wire, to_wire
 from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
 from ..retrieve import passages, render
 from ..retrieve.scoring import estimate_tokens, recency
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
+from . import history
 from .messages import Candidates
 
 LAYER_OF_PREFIX = {"evt": "events", "fact": "facts", "ep": "episodes", "belief": "beliefs"}
@@ -43,8 +45,7 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
     if not ids:  # no query text (or no hit): the most recent records of each layer
         ids = await _recent(actor.tables, query.layers, max(per_layer.values(), default=20))
     temporal = query.temporal
-    # a valid-time window asks about the past: superseded records are current knowledge of it
-    historical = query.include_superseded or bool(temporal.as_of) or temporal.valid_during is not None
+    clip = Clip.of(temporal, now=actor.ctx.clock.now(), include_superseded=query.include_superseded)
     out: list[Candidate] = []
     events: dict[str, list] = {}  # each event read and decoded once per recall
     observers = Observers(actor) if recall_filters.mentions(query.filters, "observed_actor") else None
@@ -52,8 +53,8 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
         layer = layer_of(record_id)
         if layer is None or layer not in query.layers:
             continue
-        candidate = await _load(actor.tables, layer, record_id, historical, actor, events)
-        if candidate is None or not temporal.matches(layer, candidate.record):
+        candidate = await _load(actor.tables, layer, record_id, clip, actor, events)
+        if candidate is None or (layer == "events" and not temporal.matches(layer, candidate.record)):
             continue
         if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
             continue
@@ -188,11 +189,12 @@ def _decode_episode(actor, record_id: str, raw: bytes) -> dict[str, Any]:
 
 
 async def _load(
-    tables, layer: str, record_id: str, historical: bool, actor=None,
+    tables, layer: str, record_id: str, clip: Clip, actor=None,
     events: dict[str, list] | None = None,
 ) -> Candidate | None:  # fmt: skip
     """A candidate from its stored JSON (decoded, not structured: records stay wire dicts; the
-    stored bytes give its size and key the episode cache)."""
+    stored bytes give its size and key the episode cache), as the version the clip keeps (the
+    latest of them: a candidate is one per record)."""
     if layer == "events":
         return await _event_candidate(tables, record_id, actor, events)
     table = {"facts": tables.facts, "episodes": tables.episodes, "beliefs": tables.beliefs}[layer]
@@ -203,11 +205,10 @@ async def _load(
         record = _decode_episode(actor, record_id, raw)
     else:
         record = jsoncodec.decode(raw)
-    if record.get("excluded_from_recall"):
+    record = await _version(tables, layer, record, clip)
+    if record is None:
         return None
     if layer == "facts":
-        if record.get("recorded_to") is not None and not historical:
-            return None
         return Candidate(layer=layer, id=record_id, record=record, text=fact_claim_text(record),
                          time=record["valid_from"], importance=record["confidence"],
                          confidence=record["confidence"], links=list(record["supports"]),
@@ -217,14 +218,50 @@ async def _load(
                          time=record["ended_at"], importance=record.get("centrality_score", 0.0),
                          confidence=1.0, links=list(record["events"]),
                          chain={record_id: list(record["events"])}, raw_size=len(raw))  # fmt: skip
-    if record.get("valid_to") is not None and not historical:
-        return None
     calibrated(record)
     support_ids = [support["id"] for support in record.get("supports", [])]
     return Candidate(layer=layer, id=record_id, record=record, text=belief_text(record),
                      time=record["last_revised_at"], importance=record["confidence"],
                      confidence=record["confidence"], links=support_ids,
                      chain=await _belief_chain(tables, record_id, support_ids), raw_size=len(raw))  # fmt: skip
+
+
+class _Times:
+    """A wire record's times, parsed, as ``Clip`` reads them."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        get = record.get
+        self.recorded_from, self.recorded_to = _ts(get("recorded_from")), _ts(get("recorded_to"))
+        self.valid_from, self.valid_to = _ts(get("valid_from")), _ts(get("valid_to"))
+        self.started_at, self.ended_at = _ts(get("started_at")), _ts(get("ended_at"))
+
+
+def _ts(value: Any) -> Any:
+    return try_parse_rfc3339(value) if value is not None else None
+
+
+RECORDS = {"facts": Fact, "beliefs": Belief, "episodes": Episode}
+
+
+async def _version(tables, layer: str, record: dict[str, Any], clip: Clip) -> dict[str, Any] | None:
+    """The version of a record (its stored wire form) the clip keeps, or None: the record
+    itself when it has one version (the common case, judged without structuring it), else the
+    latest version kept of those ``history`` loads."""
+    times = _Times(record)
+    if record.get("version", 1) == 1 and record.get("recorded_to") is None:
+        kept = clip.keeps(layer, times) and not record.get("excluded_from_recall")
+        return record if kept else None
+    head = from_wire(record, RECORDS[layer])
+    if layer == "facts":
+        versions = await history.fact_versions(tables, head, clip)
+    elif layer == "beliefs":
+        versions = await history.belief_versions(tables, head.id, head, clip)
+    else:
+        versions = await history.episode_versions(tables, head, clip)
+    kept = [v for v in clip.select(layer, versions) if not v.excluded_from_recall]
+    if not kept:
+        return None
+    return record if kept[-1] is head else to_wire(kept[-1])
 
 
 async def _belief_chain(tables, belief_id: str, support_ids: list[str]) -> dict[str, list[str]]:

@@ -145,6 +145,7 @@ class ReadFacts:
 class ReadFact:
     reply: ReplySlot
     fact_id: str
+    as_of: dt.datetime | None = None  # the version held then (docs/time.md)
 
 
 @attrs.frozen(kw_only=True)
@@ -170,7 +171,7 @@ class ReadBeliefs:
     about: str | None = None  # an entity id: the claim's subject or object
     min_confidence: float | None = None
     include_deprecated: bool = False
-    include_superseded: bool = False  # closed claims too
+    include_superseded: bool = False  # closed versions too
     as_of: dt.datetime | None = None
     temporal: Any = None
     limit: int | None = None
@@ -181,6 +182,7 @@ class ReadBeliefs:
 class ReadBelief:
     reply: ReplySlot
     belief_id: str
+    as_of: dt.datetime | None = None  # the version held then (docs/time.md)
 
 
 @attrs.frozen(kw_only=True)
@@ -189,6 +191,7 @@ class ReadWhy:
 
     reply: ReplySlot
     belief_id: str
+    as_of: dt.datetime | None = None  # the belief and its facts as held then
 
 
 @attrs.frozen(kw_only=True)
@@ -198,6 +201,7 @@ class ReadEpisodes:
     overlapping_from: dt.datetime | None = None
     overlapping_to: dt.datetime | None = None
     with_causal_chain: bool = True
+    include_superseded: bool = False  # closed versions too
     as_of: dt.datetime | None = None
     temporal: Any = None
     limit: int | None = None
@@ -208,6 +212,7 @@ class ReadEpisodes:
 class ReadEpisode:
     reply: ReplySlot
     episode_id: str
+    as_of: dt.datetime | None = None  # the version held then (docs/time.md)
 
 
 @attrs.frozen(kw_only=True)

@@ -4,21 +4,27 @@
 Reads go to the scope's tables (``storage.Partition``), never to the derivation lane's caches, so
 they only ever see committed state (recall candidates also search the lane's indexes).  Lists
 page with the tables' opaque, stable cursors (``Table.page``), which name the last row returned.
-What a read sees as of a moment is ``derive.visibility``'s; the why-graph is ``derive.why``'s.
+What a read sees as of a moment is ``derive.visibility``'s (each version of a record judged on
+both axes; ``history`` loads the versions); the why-graph is ``derive.why``'s.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+import attrs
 
 from ...errors import CortexError, NotFound, ResourceDeleted
 from ..derive import visibility, why
 from ..derive.beliefs import calibrated
+from ..derive.versions import split_legacy
+from ..derive.visibility import Clip
 from ..model import Belief, Episode, Event, EventState, Fact, to_wire
 from ..stages import EPISODE_SEALED, LIFECYCLE_STAGES, STAGE_ORDER, Stage
 from ..temporal import format_ts, parse_rfc3339
-from . import candidates
+from . import candidates, history
 from .messages import (
     QUERY_TYPES,
     Candidates,
@@ -148,44 +154,64 @@ async def read_event_state(actor, query: ReadEventState) -> dict[str, Any]:
 
 
 # -- facts --------------------------------------------------------------------------------------
+def _clip(actor, query, include_superseded: bool = False) -> Clip:
+    return Clip.of(query.temporal, now=actor.ctx.clock.now(), as_of=query.as_of,
+                   include_superseded=include_superseded)  # fmt: skip
+
+
+async def _held(kind: str, record_id: str, versions: list, at: dt.datetime) -> Any:
+    """The version held at ``at`` (a direct lookup as of then), or 404."""
+    version = visibility.held_at(versions, at)
+    if version is None:
+        raise NotFound(f"no {kind} {record_id} was recorded as of {format_ts(at)}",
+                       details={f"{kind}_id": record_id, "as_of": format_ts(at)})  # fmt: skip
+    return version
+
+
 async def read_fact(actor, query: ReadFact) -> dict[str, Any]:
     fact = await actor.tables.facts.get(query.fact_id)
     if fact is None:
         raise await _gone(actor, "fact", query.fact_id)
+    if query.as_of is not None:
+        versions = await history.fact_versions(actor.tables, fact, at=query.as_of)
+        fact = await _held("fact", query.fact_id, versions, query.as_of)
     return to_wire(fact)
 
 
-def _keep_fact(actor, query: ReadFacts) -> Callable[[Fact], bool]:
-    at = query.as_of or actor.ctx.clock.now()
-    # a valid-time window asks about the past: superseded facts are current knowledge of it
-    history = query.include_superseded or (visibility.window(query.temporal) and not query.as_of)
-
+def _keep_fact(query: ReadFacts) -> Callable[[Fact], bool]:
     def keep(fact: Fact) -> bool:
-        if fact.excluded_from_recall or not visibility.fact_visible(fact, at, history):
+        if fact.excluded_from_recall:
             return False
         if query.predicate and fact.predicate != query.predicate:
             return False
-        if query.min_confidence is not None and fact.confidence < query.min_confidence:
-            return False
-        return visibility.temporal_keep(query.temporal, "facts", fact)
+        return query.min_confidence is None or fact.confidence >= query.min_confidence
 
     return keep
 
 
 async def read_facts(actor, query: ReadFacts) -> dict[str, Any]:
-    tables, limit, keep = actor.tables, _limit(actor, query), _keep_fact(actor, query)
+    """§8.7.3: each version of each fact, clipped on both axes (``visibility.Clip``)."""
+    tables, limit, keep = actor.tables, _limit(actor, query), _keep_fact(query)
+    clip = _clip(actor, query, query.include_superseded)
+
+    async def expand(fact: Fact | None) -> list[dict[str, Any]]:
+        if fact is None:
+            return []
+        versions = await history.fact_versions(tables, fact, clip)
+        return [to_wire(v) for v in clip.select("facts", versions) if keep(v)]
+
     if query.subject_id:  # the index of (subject, predicate): the fact id is the row's last part
 
-        async def load(fact_id: str, _: Any) -> Fact | None:
-            return await tables.facts.get(fact_id)
+        async def indexed(fact_id: str, _: Any) -> list[dict[str, Any]]:
+            return await expand(await tables.facts.get(fact_id))
 
         under = (query.subject_id,) if query.predicate is None else (query.subject_id, query.predicate)
-        result = await tables.fact_index.page(query.cursor, limit=limit, under=under, convert=load,
-                                              keep=keep)  # fmt: skip
-    else:
-        result = await tables.facts.page(query.cursor, limit=limit, keep=keep)
-    result["items"] = [to_wire(f) for f in result["items"]]
-    return result
+        return await tables.fact_index.page_many(query.cursor, limit=limit, under=under, expand=indexed)
+
+    async def row(_: str, fact: Fact | None) -> list[dict[str, Any]]:
+        return await expand(fact)
+
+    return await tables.facts.page_many(query.cursor, limit=limit, expand=row)
 
 
 def _timeline_entry(fact: Fact) -> dict[str, Any]:
@@ -203,13 +229,15 @@ def _timeline_entry(fact: Fact) -> dict[str, Any]:
 
 
 async def read_timeline(actor, query: ReadTimeline) -> dict[str, Any]:
+    """The supersession chain as known now: each fact's current version (an old data dir's
+    superseded fact read as its current version too)."""
     tables = actor.tables
     facts = []
     async for fact_id in tables.fact_index.ids((query.subject_id, query.predicate)):
         fact = await tables.facts.get(fact_id)
         if fact is not None and not fact.excluded_from_recall:
-            facts.append(fact)
-    facts.sort(key=lambda f: (f.valid_from, f.recorded_from, f.id))
+            facts.append(split_legacy(fact)[-1])
+    facts.sort(key=lambda f: (f.valid_from, f.id))
     return {
         "subject": {"id": query.subject_id, "name": facts[0].subject.name if facts else None},
         "predicate": query.predicate,
@@ -232,10 +260,15 @@ async def read_fact_supports(actor, query: ReadFactSupports) -> dict[str, Any]:
 
 
 # -- beliefs ------------------------------------------------------------------------------------
-async def _belief(actor, belief_id: str) -> Belief:
-    """A belief, or 410 ``RESOURCE_DELETED`` with its deletion note, or 404."""
+async def _belief(actor, belief_id: str, as_of: dt.datetime | None = None) -> Belief:
+    """A belief (the version held at ``as_of``), or 410 ``RESOURCE_DELETED`` with its deletion
+    note, or 404."""
     tables = actor.tables
     belief = await tables.beliefs.get(belief_id)
+    if as_of is not None:
+        versions = await history.belief_versions(tables, belief_id, belief, at=as_of)
+        if versions:
+            return await _held("belief", belief_id, versions, as_of)
     if belief is None:
         note = await tables.belief_deletions.get(belief_id)
         if note is not None:
@@ -245,43 +278,52 @@ async def _belief(actor, belief_id: str) -> Belief:
 
 
 async def read_belief(actor, query: ReadBelief) -> dict[str, Any]:
-    return calibrated(to_wire(await _belief(actor, query.belief_id)))
+    return calibrated(to_wire(await _belief(actor, query.belief_id, query.as_of)))
 
 
-def _keep_belief(actor, query: ReadBeliefs) -> Callable[[Belief], bool]:
-    at = query.as_of or actor.ctx.clock.now()
-    # closed claims are history: shown when superseded or deprecated records are asked for
-    closed = query.include_superseded or query.include_deprecated or visibility.window(query.temporal)
-
+def _keep_belief(query: ReadBeliefs) -> Callable[[Belief], bool]:
     def keep(belief: Belief) -> bool:
         if belief.excluded_from_recall:
             return False
         if belief.stance == "deprecated" and not query.include_deprecated:
             return False
-        if not visibility.belief_visible(belief, at, include_closed=closed):
-            return False
         if query.about:
             obj = belief.claim.get("object", {})
             if belief.claim["subject"].get("id") != query.about and obj.get("id") != query.about:
                 return False
-        if query.min_confidence is not None and belief.confidence < query.min_confidence:
-            return False
-        return visibility.temporal_keep(query.temporal, "beliefs", belief)
+        return query.min_confidence is None or belief.confidence >= query.min_confidence
 
     return keep
 
 
 async def read_beliefs(actor, query: ReadBeliefs) -> dict[str, Any]:
-    result = await actor.tables.beliefs.page(query.cursor, limit=_limit(actor, query),
-                                             keep=_keep_belief(actor, query))  # fmt: skip
-    result["items"] = [calibrated(to_wire(b)) for b in result["items"]]
-    return result
+    """§8.7.5: each version of each belief, clipped on both axes; a belief deleted since (below
+    the floor, its evidence withdrawn) still answers for the moments it was held."""
+    tables, keep = actor.tables, _keep_belief(query)
+    clip = _clip(actor, query, query.include_superseded)
+    if query.include_deprecated and clip.valid is None:  # closed and contradicted claims too, whenever they held
+        clip = attrs.evolve(clip, valid=(None, None))
+
+    async def expand(belief_id: str, belief: Belief | None) -> list[dict[str, Any]]:
+        versions = await history.belief_versions(tables, belief_id, belief, clip)
+        return [calibrated(to_wire(v)) for v in clip.select("beliefs", versions) if keep(v)]
+
+    past = clip.pinned or clip.include_superseded or clip.recorded is not None
+    more = tables.belief_versions.record_ids() if past else None
+    return await tables.beliefs.page_many(query.cursor, limit=_limit(actor, query), expand=expand,
+                                          more=more)  # fmt: skip
 
 
 async def read_why(actor, query: ReadWhy) -> dict[str, Any]:
-    tables = actor.tables
-    belief = await _belief(actor, query.belief_id)
-    facts = {s.id: await tables.facts.get(s.id) for s in belief.supports}
+    """§8.7.6, as of a moment when asked: the belief and its facts as they were held then."""
+    tables, at = actor.tables, query.as_of
+    belief = await _belief(actor, query.belief_id, at)
+    facts: dict[str, Fact | None] = {}
+    for support in belief.supports:
+        fact = await tables.facts.get(support.id)
+        if fact is not None and at is not None:
+            fact = visibility.held_at(await history.fact_versions(tables, fact, at=at), at)
+        facts[support.id] = fact
     events = {e: await tables.events.get(e) for e in why.event_ids(facts)}
     return why.why(belief, facts, events)
 
@@ -291,6 +333,9 @@ async def read_episode(actor, query: ReadEpisode) -> dict[str, Any]:
     episode = await actor.tables.episodes.get(query.episode_id)
     if episode is None:
         raise await _gone(actor, "episode", query.episode_id)
+    if query.as_of is not None:
+        versions = await history.episode_versions(actor.tables, episode, at=query.as_of)
+        episode = await _held("episode", query.episode_id, versions, query.as_of)
     return to_wire(episode)
 
 
@@ -302,26 +347,29 @@ def _keep_episode(query: ReadEpisodes) -> Callable[[Episode], bool]:
             return False
         if query.overlapping_from and episode.ended_at < query.overlapping_from:
             return False
-        if query.overlapping_to and episode.started_at >= query.overlapping_to:
-            return False
-        if not visibility.episode_visible(episode, query.as_of):
-            return False
-        return visibility.temporal_keep(query.temporal, "episodes", episode)
+        return not (query.overlapping_to and episode.started_at >= query.overlapping_to)
 
     return keep
 
 
 async def read_episodes(actor, query: ReadEpisodes) -> dict[str, Any]:
-    result = await actor.tables.episodes.page(query.cursor, limit=_limit(actor, query),
-                                              keep=_keep_episode(query))  # fmt: skip
-    wires = []
-    for episode in result["items"]:
-        wire = to_wire(episode)
-        if not query.with_causal_chain:
-            wire.pop("causal_chain", None)
-        wires.append(wire)
-    result["items"] = wires
-    return result
+    """§8.7.2: each version of each episode (how far it had grown, whether it was sealed),
+    clipped on both axes."""
+    tables, keep = actor.tables, _keep_episode(query)
+    clip = _clip(actor, query, query.include_superseded)
+
+    async def expand(_: str, episode: Episode | None) -> list[dict[str, Any]]:
+        versions = await history.episode_versions(tables, episode, clip)
+        wires = []
+        for version in clip.select("episodes", versions):
+            if keep(version):
+                wire = to_wire(version)
+                if not query.with_causal_chain:
+                    wire.pop("causal_chain", None)
+                wires.append(wire)
+        return wires
+
+    return await tables.episodes.page_many(query.cursor, limit=_limit(actor, query), expand=expand)
 
 
 # -- counts and recall --------------------------------------------------------------------------

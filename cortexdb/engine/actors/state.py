@@ -12,7 +12,8 @@ which search the text and vector indexes.
 | ``facts``        | facts loaded or written, by id                                         |
 | ``new_supports`` | fact id -> supporting event ids not yet written to ``FS``              |
 | ``fact_ids``     | (subject, predicate) -> every fact id of the pair (the ``FI`` index)   |
-| ``current``      | (subject, predicate) -> ids of its facts with ``recorded_to`` unset, not excluded |
+| ``current``      | (subject, predicate) -> ids of its facts not superseded, not excluded   |
+| ``closing``      | fact id -> the version a change in this commit closes (``stages.versioning``) |
 | ``beliefs``      | claim key -> its belief (None: none stored)                            |
 | ``belief_by_id`` | the beliefs revised or created, by id                                  |
 | ``deferred``     | claim keys whose revision waits on the revision-policy gate            |
@@ -52,6 +53,12 @@ def new_vector_index(ctx: Any) -> LayeredVectorIndex:
     )
 
 
+def is_current(fact: Fact) -> bool:
+    """Present knowledge, what a new assertion is resolved against: not superseded (an old data
+    dir's superseded fact has ``recorded_to`` set instead), not excluded."""
+    return fact.superseded_by is None and fact.recorded_to is None and not fact.excluded_from_recall
+
+
 @attrs.define(eq=False)
 class PartitionState:
     tables: Partition
@@ -62,6 +69,7 @@ class PartitionState:
     new_supports: dict[str, list[str]] = attrs.field(factory=dict)
     fact_ids: dict[Pair, list[str]] = attrs.field(factory=dict)
     current: dict[Pair, set[str]] = attrs.field(factory=dict)
+    closing: dict[str, Fact] = attrs.field(factory=dict)
     beliefs: dict[str, Belief | None] = attrs.field(factory=dict)
     belief_by_id: dict[str, Belief] = attrs.field(factory=dict)
     deferred: set[str] = attrs.field(factory=set)
@@ -112,14 +120,12 @@ class PartitionState:
         return fact if fact is not None else await self.tables.facts.get(fact_id)
 
     async def current_facts(self, subject_id: str, predicate: str) -> list[Fact]:
-        """The facts of a pair that are not superseded (recorded_to unset), not excluded."""
+        """The facts of a pair that are not superseded, not excluded."""
         key = (subject_id, predicate)
         ids = self.current.get(key)
         if ids is None:
             facts = await self.facts_for(subject_id, predicate)
-            ids = self.current[key] = {
-                f.id for f in facts if f.recorded_to is None and not f.excluded_from_recall
-            }
+            ids = self.current[key] = {f.id for f in facts if is_current(f)}
         return [self.facts[i] for i in sorted(ids) if i in self.facts]
 
     def add_fact(self, fact: Fact) -> None:
@@ -133,7 +139,7 @@ class PartitionState:
         ids = self.current.get((fact.subject.id, fact.predicate))
         if ids is None:
             return  # not loaded yet: the first current_facts() call computes it
-        if fact.recorded_to is None and not fact.excluded_from_recall:
+        if is_current(fact):
             ids.add(fact.id)
         else:
             ids.discard(fact.id)

@@ -78,6 +78,7 @@ class Revision:
     changed: list[Belief] = attrs.field(factory=list)  # beliefs whose stored record changed
     gated: set[str] = attrs.field(factory=set)  # claims now waiting on the policy gate
     settled: set[str] = attrs.field(factory=set)  # claims no longer waiting on it
+    previous: dict[str, Belief] = attrs.field(factory=dict)  # belief id -> as it was before
 
 
 @attrs.define
@@ -101,8 +102,8 @@ def claims_of(subject_id: str, predicate: str, facts: list[Fact]) -> dict[str, F
 
 def _claims(subject_id: str, predicate: str, keyed: list[tuple[str, Fact]]) -> dict[str, Fact]:
     claims: dict[str, Fact] = {}
-    for okey, fact in sorted(keyed, key=lambda kf: (not kf[1].excluded_from_recall,
-                                                    kf[1].recorded_from)):  # fmt: skip
+    # in creation order (ids are time-ordered; ``recorded_from`` is the current version's)
+    for okey, fact in sorted(keyed, key=lambda kf: (not kf[1].excluded_from_recall, kf[1].id)):
         if fact.polarity > 0:
             claims[claim_key(subject_id, predicate, okey)] = fact
     return claims
@@ -158,6 +159,7 @@ def revise_pair(
     _contradictions(out.beliefs, claims, evidence_of, skip)
     out.changed = [b for b in out.beliefs.values()
                    if (was := before.get(b.id)) is None or not same(was, b)]  # fmt: skip
+    out.previous = before
     return out
 
 

@@ -40,9 +40,13 @@ converter.register_unstructure_hook(
     ),
 )
 
+# ``version`` is stored (and answered) only from 2: a record never revised keeps the bytes it
+# always had, and an old data dir's records read as version 1
+_VERSIONED = {"version": override(omit_if_default=True)}
 for _cls in (records.Fact, records.Belief, records.Episode, records.Concept):
-    converter.register_unstructure_hook(_cls, make_dict_unstructure_fn(_cls, converter, **_PARTIAL))
-    converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_PARTIAL))
+    _overrides = {**_PARTIAL, **(_VERSIONED if _cls is not records.Concept else {})}
+    converter.register_unstructure_hook(_cls, make_dict_unstructure_fn(_cls, converter, **_overrides))
+    converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_overrides))
 
 
 def event_wire(event: records.Event) -> dict[str, Any]:

@@ -78,6 +78,7 @@ class Fact:
     source: str  # human | agent | import | derived (provenance of the assertion)
     superseded_by: str | None = None
     supersedes: str | None = None
+    version: int = 1  # which version of the fact this is (stored only from 2: docs/time.md)
     conflicts_with: list[str] = attrs.field(factory=list)
     single_valued: bool = True
     polarity: int = 1
@@ -133,6 +134,7 @@ class Belief:
     recorded_to: Timestamp | None = None
     last_revised_at: Timestamp
     revision_count: int = 0
+    version: int = 1  # which version of the belief this is (stored only from 2: docs/time.md)
     # revisions counted in the current hour window (for max_revisions_per_hour): O(1), where a
     # list of timestamps grew with every revision and was re-serialised each time
     revision_window_start: Timestamp | None = None
@@ -158,8 +160,8 @@ class Belief:
             revision_policy=self.revision_policy, valid_from=self.valid_from,
             valid_to=self.valid_to, recorded_from=self.recorded_from,
             recorded_to=self.recorded_to, last_revised_at=self.last_revised_at,
-            revision_count=self.revision_count, revision_window_start=self.revision_window_start,
-            revisions_in_window=self.revisions_in_window, source=self.source,
+            revision_count=self.revision_count, version=self.version,
+            revision_window_start=self.revision_window_start, revisions_in_window=self.revisions_in_window, source=self.source,
             supporting_evidence_redacted=self.supporting_evidence_redacted,
             supporting_evidence_redacted_fraction=self.supporting_evidence_redacted_fraction,
             why_url=self.why_url, evidence=self.evidence,
@@ -188,6 +190,7 @@ class Episode:
     valid_to: Timestamp | None = None
     recorded_from: Timestamp
     recorded_to: Timestamp | None = None
+    version: int = 1  # which version of the episode this is (stored only from 2: docs/time.md)
     actors_involved: list[str] = attrs.field(factory=list)
     centrality_score: float = 0.0
     causal_chain: list[CausalLink] = attrs.field(factory=list)

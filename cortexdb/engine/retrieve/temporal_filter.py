@@ -1,7 +1,7 @@
 """The temporal block (reference §12.2, §12.3, §18.2 items 1 and 17) as one predicate per layer.
 
-- ``as_of`` T pins both axes: recorded by T, valid from by T, and still current at T (both upper
-  bounds), unless ``include_superseded`` lifts the upper bounds.  Events have only ``recorded_at``.
+- ``as_of`` T pins both axes (``derive.visibility.Clip`` judges each version of a derived
+  record; ``matches`` here clips an event's ``recorded_at`` only).
 - ``valid_during`` [a, b) keeps records whose [valid_from, valid_to) overlaps it.  Events have no
   validity interval, so it never filters them (the raw view warns that it was ignored).
 - ``recorded_during`` [a, b) keeps records whose [recorded_from, recorded_to) overlaps it
@@ -30,7 +30,8 @@ def _ts(value: Any) -> dt.datetime | None:
     return try_parse_rfc3339(value)
 
 
-def _bound(value: Any, field: str) -> dt.datetime | None:
+def bound(value: Any, field: str) -> dt.datetime | None:
+    """An RFC 3339 timestamp or a bare date (``2026-04-01``: its midnight, UTC)."""
     if value in (None, ""):
         return None
     if isinstance(value, dt.datetime):
@@ -50,13 +51,13 @@ def parse_interval(value: Any, field: str) -> Interval | None:
         value = value.split("..", 1)
     if not isinstance(value, list | tuple) or len(value) != 2:
         raise InvalidTemporal(f"{field} must be a [from, to] pair", details={"field": field})
-    start, end = _bound(value[0], field), _bound(value[1], field)
+    start, end = bound(value[0], field), bound(value[1], field)
     if start and end and end < start:
         raise InvalidTemporal(f"{field} ends before it starts", details={"field": field})
     return start, end
 
 
-def _overlaps(lo: dt.datetime | None, hi: dt.datetime | None, interval: Interval) -> bool:
+def overlaps(lo: dt.datetime | None, hi: dt.datetime | None, interval: Interval) -> bool:
     start, end = interval
     if end is not None and lo is not None and lo >= end:
         return False
@@ -78,7 +79,7 @@ class TemporalFilter:
         block = block or {}
         if not isinstance(block, dict):
             raise InvalidTemporal("temporal must be an object", details={"field": "temporal"})
-        reference = _bound(block.get("reference_date"), "temporal.reference_date") or now
+        reference = bound(block.get("reference_date"), "temporal.reference_date") or now
         valid = parse_interval(block.get("valid_during"), "temporal.valid_during")
         natural = block.get("natural")
         if natural:
@@ -93,7 +94,7 @@ class TemporalFilter:
                 else (max(_lo(valid[0]), _lo(phrase[0])), min(_hi(valid[1]), _hi(phrase[1])))
             )
         return cls(
-            as_of=_bound(block.get("as_of"), "temporal.as_of"),
+            as_of=bound(block.get("as_of"), "temporal.as_of"),
             valid_during=valid,
             recorded_during=parse_interval(
                 block.get("recorded_during"), "temporal.recorded_during"
@@ -122,7 +123,7 @@ class TemporalFilter:
             recorded = _ts(record["context"].get("recorded_at"))
             if self.as_of and recorded and recorded > self.as_of:
                 return False
-            if self.recorded_during and not _overlaps(recorded, recorded, self.recorded_during):
+            if self.recorded_during and not overlaps(recorded, recorded, self.recorded_during):
                 return False
             return True
         if layer == "episodes":  # an episode describes the span of its events
@@ -130,24 +131,10 @@ class TemporalFilter:
             valid_to = shift(_ts(record["ended_at"]), dt.timedelta(microseconds=1))
         else:
             valid_from, valid_to = _ts(record.get("valid_from")), _ts(record.get("valid_to"))
-        recorded_from, recorded_to = (
-            _ts(record.get("recorded_from")),
-            _ts(record.get("recorded_to")),
-        )
-        if self.as_of:
-            if (recorded_from and recorded_from > self.as_of) or (
-                valid_from and valid_from > self.as_of
-            ):
-                return False
-            if not self.include_superseded:
-                if recorded_to is not None and recorded_to <= self.as_of:
-                    return False
-                # a valid_to written by a later supersession was not known at as_of
-                if recorded_to is None and valid_to is not None and valid_to <= self.as_of:
-                    return False
-        if self.valid_during and not _overlaps(valid_from, valid_to, self.valid_during):
+        recorded_from, recorded_to = _ts(record.get("recorded_from")), _ts(record.get("recorded_to"))
+        if self.valid_during and not overlaps(valid_from, valid_to, self.valid_during):
             return False
-        if self.recorded_during and not _overlaps(recorded_from, recorded_to, self.recorded_during):
+        if self.recorded_during and not overlaps(recorded_from, recorded_to, self.recorded_during):
             return False
         return True
 

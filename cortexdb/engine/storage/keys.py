@@ -15,6 +15,10 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | FS    | scope, fact_id, evt_id                      | empty — every event supporting a fact |
 | B     | scope, belief_id                            | Belief                               |
 | BI    | scope, claim key                            | belief_id                            |
+| BS    | belief_id                                   | scope — where a belief lives (``beliefs/why`` by id) |
+| FV    | scope, fact_id, closed at (``version_stamp``) | Fact: a closed version (docs/time.md) |
+| BV    | scope, belief_id, closed at                 | Belief: a closed version             |
+| EV    | scope, ep_id, closed at                     | JSON: a closed episode version (compact, see ``derive/versions``) |
 | EP    | scope, ep_id                                | Episode                              |
 | EO    | scope, window key                           | ep_id of the open episode            |
 | BD    | scope, belief_id                            | deletion note (410 on direct lookup) |
@@ -51,11 +55,14 @@ table, the scope — and its rows' keys are that prefix followed by their remain
 
 from __future__ import annotations
 
+import datetime as dt
+
 SEP = b"\x00"
 
 EVENTS, WAL, EVENT_STATES, PENDING = b"E", b"W", b"X", b"P"
 FACTS, FACT_INDEX, FACT_SUPPORTS = b"F", b"FI", b"FS"
-BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS = b"B", b"BI", b"BD"
+BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, BELIEF_HOMES = b"B", b"BI", b"BD", b"BS"
+FACT_VERSIONS, BELIEF_VERSIONS, EPISODE_VERSIONS = b"FV", b"BV", b"EV"  # closed versions
 EPISODES, OPEN_EPISODES, FOREIGN_WORK, VECTORS, CONCEPTS = b"EP", b"EO", b"FW", b"V", b"C"
 ENTITIES, ENTITY_ALIASES, IDEMPOTENCY, TEMPORAL_PHRASES = b"N", b"NA", b"I", b"TP"
 ENTITY_MENTIONS, EVENT_ENTITIES = b"NM", b"NE"
@@ -68,7 +75,7 @@ BLOBS, BLOB_REFERENCES, EVENT_BLOBS, BLOB_CONTENTS = b"BL", b"BR", b"BE", b"BH"
 #: the per-scope tables of derived records (``rebuild`` empties them)
 SCOPED_DERIVED_TABLES = (
     FACTS, FACT_INDEX, FACT_SUPPORTS, BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, EPISODES,
-    OPEN_EPISODES, CONCEPTS, VECTORS,
+    OPEN_EPISODES, CONCEPTS, VECTORS, FACT_VERSIONS, BELIEF_VERSIONS, EPISODE_VERSIONS,
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
 FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN)
@@ -115,6 +122,14 @@ def wal_value(scope: str, event_id: str) -> bytes:
 def parse_wal_value(value: bytes) -> tuple[str, str]:
     scope, event_id = value.split(SEP)
     return scope.decode(), event_id.decode()
+
+
+# closed versions: the moment a version was closed, as a part that sorts in time order ----------
+def version_stamp(moment: dt.datetime) -> str:
+    """``20260513T154209.123456Z``: fixed width (RFC 3339 text drops a zero fraction, so it
+    does not sort), UTC."""
+    moment = moment.astimezone(dt.UTC)
+    return f"{moment.year:04d}{moment.month:02d}{moment.day:02d}T{moment:%H%M%S.%f}Z"
 
 
 # audit peppers: the version is a part of 8 digits, so versions sort numerically -----------------

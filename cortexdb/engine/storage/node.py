@@ -29,6 +29,7 @@ tables — the server never builds a key.  A scope actor's tables come from ``pa
 | ``blob_references``| BR    | (blob_id, evt_id)                    | scope            |
 | ``event_blobs``    | BE    | (evt_id, blob_id)                    | mark             |
 | ``blob_contents``  | BH    | (sha256, blob_id)                    | mark             |
+| ``belief_homes``   | BS    | belief_id                            | scope            |
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ from ..model import Entity, EventState, LifecycleEvent, Scope
 from ..spi.kv import Delete, KVStore, Op, Put
 from . import keys
 from .partition import Partition
-from .table import JSON, MARK, TEXT, VECTOR, Records, Table
+from .table import CHUNK_OPS, JSON, MARK, TEXT, VECTOR, Records, Table
 
 #: ``NodeTables.compact`` merges two ranges separated by fewer bytes of live rows than this
 #: (a quarter of a LevelDB table file here: compacting either range rewrites such files whole)
 COALESCE_GAP_BYTES = 4 << 20
+BELIEF_HOMES_META = "belief_homes"  # meta row: this data dir notes where each belief lives
 
 
 class WalTable:
@@ -119,7 +121,9 @@ class NodeTables:
         self.blob_references: Table[str] = table(keys.BLOB_REFERENCES, TEXT)
         self.event_blobs = table(keys.EVENT_BLOBS, MARK)
         self.blob_contents = table(keys.BLOB_CONTENTS, MARK)
+        self.belief_homes: Table[str] = table(keys.BELIEF_HOMES, TEXT)  # belief id -> its scope
         self._pending = table(keys.PENDING, MARK)
+        self._all_beliefs = table(keys.BELIEFS, MARK)  # (scope, belief_id): every scope's
         self._foreign_work = table(keys.FOREIGN_WORK, JSON)
 
     def blob_reference_ops(self, event_id: str, scope: str, blob_ids: Sequence[str]) -> list[Op]:
@@ -136,6 +140,23 @@ class NodeTables:
             ops += [self.entity_mentions.put_op((tenant, entity_id, event_id), scope),
                     self.event_entities.put_op((event_id, entity_id), tenant)]  # fmt: skip
         return ops
+
+    async def note_belief_homes(self) -> int:
+        """Once per data dir: the beliefs stored before their homes were noted (``BS``) get
+        theirs, so ``beliefs/why`` finds any belief by id.  Returns how many were noted."""
+        if await self.meta.get(BELIEF_HOMES_META) is not None:
+            return 0
+        ops: list[Op] = []
+        noted = 0
+        async for (scope, belief_id), _ in self._all_beliefs.items():
+            ops.append(self.belief_homes.put_op(belief_id, scope))
+            noted += 1
+            if len(ops) >= CHUNK_OPS:
+                await self.write(ops)
+                ops = []
+        ops.append(self.meta.put_op(BELIEF_HOMES_META, {"version": 1, "noted": noted}))
+        await self.write(ops, sync=True)
+        return noted
 
     def partition(self, scope: str) -> Partition:
         """The tables of one scope (its actor's)."""

@@ -20,6 +20,9 @@ event's scope from it), shared with ``NodeTables``; the partition's actor is the
 | ``foreign_work``   | FW    | evt_id (of the source scope)    | JSON work item              |
 | ``vectors``        | V     | record id (or passage id)       | float32 embedding           |
 | ``concepts``       | C     | concept_id                      | ``Concept``                 |
+| ``fact_versions``  | FV    | (fact_id, closed at)            | ``Fact``: a closed version  |
+| ``belief_versions``| BV    | (belief_id, closed at)          | ``Belief``: a closed version |
+| ``episode_versions`` | EV  | (ep_id, closed at)              | JSON: a closed version (``derive.versions``) |
 | ``suppressions``   | FG    | ("fact", evt_id, key) / ("claim", key) / ("episode", evt_id) | JSON: what a forget suppressed |
 | ``forgotten``      | FD    | record id                       | JSON note: 410 on lookup    |
 """
@@ -28,10 +31,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import jsoncodec
 from ..model import Belief, Concept, Episode, Event, EventState, Fact
-from ..spi.kv import KVStore
+from ..spi.kv import KVStore, Op, Put
 from . import keys
 from .table import JSON, MARK, TEXT, VECTOR, Records, Table
+from .versions import Versions
 
 
 class Partition:
@@ -55,6 +60,10 @@ class Partition:
         self.foreign_work = table(keys.FOREIGN_WORK, JSON)
         self.vectors = table(keys.VECTORS, VECTOR)
         self.concepts: Table[Concept] = table(keys.CONCEPTS, Records(Concept))
+        self.fact_versions: Versions[Fact] = Versions(store, keys.prefix(keys.FACT_VERSIONS, scope), Records(Fact))
+        self.belief_versions: Versions[Belief] = Versions(store, keys.prefix(keys.BELIEF_VERSIONS, scope),
+                                                          Records(Belief))  # fmt: skip
+        self.episode_versions: Versions[Any] = Versions(store, keys.prefix(keys.EPISODE_VERSIONS, scope), JSON)
         self.suppressions = table(keys.SUPPRESSIONS, JSON)
         self.forgotten = table(keys.FORGOTTEN, JSON)
         self._store = store
@@ -63,6 +72,36 @@ class Partition:
         """Every table of derived records (``keys.SCOPED_DERIVED_TABLES``): what rebuild empties."""
         return [Table(self._store, keys.prefix(name, self.scope), MARK)
                 for name in keys.SCOPED_DERIVED_TABLES]  # fmt: skip
+
+    async def rewrite_history(self, ops: list[Op]) -> tuple[list[Op], dict[str, str]]:
+        """A forget rewrites the history of what it touches (docs/time.md): for every fact,
+        belief or episode ``ops`` write or delete, every closed version goes, and a written one
+        becomes the record's only version, recorded from when its first one was (its ``version``
+        back to 1).  Returns the operations to write instead, and the records rewritten with that
+        first ``recorded_from`` (for the lane's caches)."""
+        layers = [(self.facts, self.fact_versions), (self.beliefs, self.belief_versions),
+                  (self.episodes, self.episode_versions)]  # fmt: skip
+        out: list[Op] = []
+        firsts: dict[str, str] = {}
+        for op in ops:
+            for heads, versions in layers:
+                if not op.key.startswith(heads.prefix):
+                    continue
+                record_id = op.key[len(heads.prefix) :].decode()
+                if record_id not in firsts:
+                    oldest = await versions.first_recorded(record_id)
+                    if oldest is None:
+                        break
+                    firsts[record_id] = oldest["recorded_from"]
+                    out += await versions.delete_ops(record_id)
+                if isinstance(op, Put):
+                    value = jsoncodec.decode(op.value)
+                    value["recorded_from"] = firsts[record_id]
+                    value.pop("version", None)
+                    op = Put(op.key, jsoncodec.encode(value))
+                break
+            out.append(op)
+        return out, firsts
 
     async def write(self, ops, *, sync: bool = False) -> None:
         """Apply operations of any tables of the store in one atomic write."""

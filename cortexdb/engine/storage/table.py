@@ -17,6 +17,7 @@ operations of other tables; ``put``/``delete`` write one row at once.
 | ``ids(…)``          | the same, names only (values are not decoded)                       |
 | ``items(under)``    | ``(key parts, value)``: every part of the row's name                |
 | ``page(cursor, …)`` | one page of a listing with the opaque cursor (``cursor.py``)        |
+| ``page_many(…)``    | the same where a row gives any number of items (a record's versions) |
 | ``delete_all(under)``| every row, in writes of ``CHUNK_OPS`` operations                |
 | ``raw``/``json``    | the same rows read as bytes / as decoded JSON (no record structuring)|
 
@@ -230,6 +231,40 @@ class Table(Generic[T]):
             "has_more": has_more,
         }
 
+    async def page_many(self, cursor: str | None, *, limit: int, under: Key = (),
+                        expand: Callable[[str, T | None], Awaitable[list[Any]]],
+                        more: AsyncIterator[str] | None = None) -> dict[str, Any]:  # fmt: skip
+        """One page where each row gives the items ``expand(last part, value)`` returns (any
+        number, in order); ``more`` (one-part names in order, e.g. records with history but no
+        row any more) are visited too, with the value None.  The cursor names the last row and
+        how many of its items were returned, so a row's items may span pages."""
+        base = self._under(under)
+        after, skip = _resume(cursor, base)
+        start = None if after is None else (after if skip else after + keys.SEP)
+        rows = self.store.scan(prefix=base, start=start)
+        if more is not None:
+            rows = _merged(rows, more, base, after if skip else (after + keys.SEP if after else None))
+        items: list[tuple[bytes, int, int, Any]] = []  # (row key, position in its row, row's count, item)
+        async for key, raw in rows:
+            value = self.codec.decode(raw) if raw is not None else None
+            found = await expand(keys.last_part(key), value)
+            first = skip if key == after else 0
+            for position, item in enumerate(found[first:], first):
+                items.append((key, position, len(found), item))
+            if len(items) > limit:
+                break
+        has_more = len(items) > limit
+        items = items[:limit]
+        cursor_data = None
+        if has_more:  # a row done is named as ``page`` names it; one cut short, with its position
+            key, position, count, _ = items[-1]
+            cursor_data = {"after": key.hex()} if position + 1 == count else {"after": key.hex(), "skip": position + 1}
+        return {
+            "items": [item for *_, item in items],
+            "next_cursor": cursors.encode(cursor_data) if cursor_data else None,
+            "has_more": has_more,
+        }
+
     # -- writing -------------------------------------------------------------------------------
     def put_op(self, key: Key, value: T) -> Op:
         # ``key`` inlined: a put is built for every row a stage writes
@@ -267,6 +302,45 @@ class Table(Generic[T]):
     def json(self) -> Table[Any]:
         """The same rows as decoded JSON, not structured into records (cheaper to read)."""
         return Table(self.store, self.prefix, JSON)
+
+
+def _resume(cursor: str | None, base: bytes) -> tuple[bytes | None, int]:
+    """Where a ``page_many`` cursor resumes: the row it names, and how many of that row's items
+    were returned (0: the row is done — a ``page`` cursor — and the page starts past it)."""
+    after = _after_key(cursor, base)
+    skip = cursors.decode(cursor).get("skip", 0) if cursor else 0
+    if not isinstance(skip, int) or isinstance(skip, bool) or skip < 0:
+        raise InvalidCursor("the cursor is not one this server issued", details={"cursor": cursor[:128]})
+    return after, skip
+
+
+async def _merged(rows: AsyncIterator[tuple[bytes, bytes]], names: AsyncIterator[str], base: bytes,
+                  start: bytes | None) -> AsyncIterator[tuple[bytes, bytes | None]]:  # fmt: skip
+    """``rows`` and the keys ``names`` would have under ``base`` (from ``start`` on), in key
+    order, each key once (a name with a row comes with its value, one without with None)."""
+    pending: list[bytes] = []
+
+    async def next_name() -> bytes | None:
+        async for name in names:
+            key = base + name.encode()
+            if start is None or key >= start:
+                return key
+        return None
+
+    name = await next_name()
+    async for key, raw in rows:
+        while name is not None and name < key:
+            pending.append(name)
+            name = await next_name()
+        for extra in pending:
+            yield extra, None
+        pending.clear()
+        if name == key:
+            name = await next_name()
+        yield key, raw
+    while name is not None:
+        yield name, None
+        name = await next_name()
 
 
 def _after_key(cursor: str | None, base: bytes) -> bytes | None:

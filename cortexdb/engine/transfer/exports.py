@@ -351,13 +351,13 @@ class ExportService:
         engine = self._engine
         if layer == "events":
             return await engine.events(scope, as_of=as_of, limit=limit, cursor=cursor)
+        # every version as recorded at ``as_of`` (else now), whatever its valid time (docs/time.md)
+        every = {"include_superseded": True, "valid_during": "..", "as_of": as_of, "limit": limit, "cursor": cursor}
         if layer == "facts":
-            return await engine.facts(scope, include_superseded=True, as_of=as_of or FOREVER, limit=limit,
-                                      cursor=cursor)  # fmt: skip
+            return await engine.facts(scope, **every)
         if layer == "beliefs":
-            return await engine.beliefs(scope, include_superseded=True, include_deprecated=True,
-                                        as_of=as_of or FOREVER, limit=limit, cursor=cursor)  # fmt: skip
-        return await engine.episodes(scope, as_of=as_of, limit=limit, cursor=cursor)
+            return await engine.beliefs(scope, include_deprecated=True, **every)
+        return await engine.episodes(scope, **every)
 
     def _may_read(self, run: JobRun, scope: str) -> bool:
         """Whether the caller who started the export may read ``scope`` now (once per scope)."""

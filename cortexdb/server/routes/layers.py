@@ -30,6 +30,15 @@ def scoped(call: Call, capability: str) -> str:
     return scope
 
 
+def record_read(call: Call) -> tuple[str, str | None]:
+    """The ``?scope=`` of one layer record, checked, and its ``?as_of=`` (the version held then;
+    docs/time.md): the only parameters it takes."""
+    args = query_args(("scope", "as_of"))
+    scope = scope_param(args.get("scope"))
+    call.check(cap.SCOPE_READ_LOCAL, scope)
+    return scope, args.get("as_of")
+
+
 async def layer_page(call: Call, layer: str, fetch) -> dict[str, Any]:
     """One page of a layer: ``fetch(scope, limit=, cursor=, **filters)`` on the scope, or on each
     scope of the view in turn (the start scope is checked — a refusal fails the request —, the
@@ -86,7 +95,8 @@ async def episodes(call: Call):
 
 @api("GET", "/v1/episodes/{episode_id}", summary="One episode", response_schema="episode")
 async def episode(call: Call, episode_id: str):
-    return await call.state.engine.get_episode(scoped(call, cap.SCOPE_READ_LOCAL), episode_id)
+    scope, as_of = record_read(call)
+    return await call.state.engine.get_episode(scope, episode_id, as_of=as_of)
 
 
 @api("GET", "/v1/facts", summary="List facts", response_schema="page:fact")
@@ -117,7 +127,8 @@ async def fact_supports(call: Call, fact_id: str):
 
 @api("GET", "/v1/facts/{fact_id}", summary="One fact", response_schema="fact")
 async def fact(call: Call, fact_id: str):
-    return await call.state.engine.get_fact(scoped(call, cap.SCOPE_READ_LOCAL), fact_id)
+    scope, as_of = record_read(call)
+    return await call.state.engine.get_fact(scope, fact_id, as_of=as_of)
 
 
 @api("GET", "/v1/beliefs", tier="beta", summary="List beliefs", response_schema="page:belief")
@@ -128,12 +139,16 @@ async def beliefs(call: Call):
 
 @api("GET", "/v1/beliefs/why", tier="beta", summary="Why a belief is held: its support graph")
 async def beliefs_why(call: Call):
-    args = query_args(("scope", "belief_id"))
-    scope = scope_param(args.get("scope"))
+    """``?belief_id=`` alone finds the belief's scope (the permalink ``why_url``); the caller must
+    be able to read that scope like any other (403 otherwise, whether or not it exists there)."""
+    args = query_args(("scope", "belief_id", "as_of"))
+    engine, belief_id = call.state.engine, required(args, "belief_id")
+    scope = scope_param(args["scope"]) if "scope" in args else await engine.home_scope(belief_id)
     call.check(cap.SCOPE_READ_LOCAL, scope)
-    return await call.state.engine.beliefs_why(scope, required(args, "belief_id"))
+    return await engine.beliefs_why(scope, belief_id, as_of=args.get("as_of"))
 
 
 @api("GET", "/v1/beliefs/{belief_id}", tier="beta", summary="One belief", response_schema="belief")
 async def belief(call: Call, belief_id: str):
-    return await call.state.engine.get_belief(scoped(call, cap.SCOPE_READ_LOCAL), belief_id)
+    scope, as_of = record_read(call)
+    return await call.state.engine.get_belief(scope, belief_id, as_of=as_of)

@@ -18,6 +18,7 @@ import trio
 from ...model import Event, EventState, LifecycleEvent, TypedRef, TypedValue
 from ...stages import STAGE_NAME, STAGE_TIMING, Stage
 from ...storage import Op, Partition
+from ...temporal import parse_rfc3339
 from ..indexer import Indexer
 from ..state import PartitionState
 
@@ -32,7 +33,16 @@ class StageBatch:
         self.entity_ids: set[str] = set()  # the entities it resolved: held until the lane lets go
         self.states: dict[str, EventState] = {}
         self.committed = False
-        self.now = None  # one timestamp for every lifecycle record of the stage
+        self.now = None  # one timestamp for the stage: its lifecycle records and recorded times
+
+    rewriting = False  # derivation versions what it changes; a forget rewrites history (``Writes``)
+
+    def stamp(self, clock: Any) -> dt.datetime:
+        """The moment this batch records (``recorded_from``/``recorded_to``, lifecycle ``ts``):
+        one per commit, so what one commit changes is one version of each record."""
+        if self.now is None:
+            self.now = clock.now()
+        return self.now
 
 
 @attrs.define
@@ -74,7 +84,11 @@ class StageContext:
         """Write the batch atomically (with the entities it refers to and its lifecycle records),
         then publish the records in order; on failure the records are given up."""
         ctx = self.ctx
-        ops = batch.ops + ctx.entities.pending_ops(batch.entity_ids)
+        ops = batch.ops
+        if batch.rewriting:
+            ops, firsts = await self.tables.rewrite_history(ops)
+            self.rewritten(firsts)
+        ops = ops + ctx.entities.pending_ops(batch.entity_ids)
         batch.committed = True
         ops += [ctx.bus.put_op(record) for record in batch.records]
         try:
@@ -84,6 +98,21 @@ class StageContext:
             raise
         ctx.bus.commit(batch.records, batch.states)
         ctx.entities.mark_persisted(batch.entity_ids)
+
+    def rewritten(self, firsts: dict[str, str]) -> None:
+        """The lane's cached records whose history a write rewrote (``Partition.rewrite_history``):
+        one version, recorded from their first (what the rows written say)."""
+        if not firsts:
+            return
+        state = self.state
+        beliefs = {b.id: b for b in state.beliefs.values() if b is not None and b.id in firsts}
+        for record_id, first in firsts.items():
+            cached = [state.facts.get(record_id), state.belief_by_id.get(record_id), beliefs.get(record_id)]
+            if state.episode is not None and state.episode.id == record_id:
+                cached.append(state.episode)
+            for record in cached:
+                if record is not None:
+                    record.recorded_from, record.version = parse_rfc3339(first), 1
 
     def finish_stage(self, batch: StageBatch, event: Event, state: EventState, stage: Stage,
                      started: float, payload: dict[str, Any] | None) -> None:  # fmt: skip
@@ -96,10 +125,8 @@ class StageContext:
             self.ctx.stage_observer(name, seconds)
         batch.states[event.id] = state
         if payload is not None:
-            if batch.now is None:
-                batch.now = self.ctx.clock.now()
             record = self.ctx.bus.reserve(stage, scope=self.scope, event_id=event.id, payload=payload,
-                                          batch_id=event.batch_id, ts=batch.now)  # fmt: skip
+                                          batch_id=event.batch_id, ts=batch.stamp(self.ctx.clock))  # fmt: skip
             state.lce.append(record.lifecycle_id)
             batch.records.append(record)
 

@@ -15,6 +15,7 @@ from ...temporal import format_ts, parse_rfc3339
 from ..state import EPISODE_WINDOW
 from . import suppress
 from .common import StageBatch, StageContext
+from .versioning import close_episode, episode_snapshot
 
 
 def clip(text: str, max_chars: int) -> str:
@@ -29,9 +30,10 @@ def clip(text: str, max_chars: int) -> str:
 
 async def run(work: StageContext, events: list[Event], states: dict[str, EventState],
               started: float, batch: StageBatch) -> None:  # fmt: skip
-    await work.state.load_episode()
+    opened = await work.state.load_episode()
     dirty: dict[str, Episode] = {}
-    now = work.ctx.clock.now()
+    now = batch.stamp(work.ctx.clock)
+    snapshot = episode_snapshot(opened, now)  # the version the open window is, before it grows
     for event in events:
         state = states[event.id]
         if await suppress.episode_suppressed(work, event.id):  # its episode was forgotten
@@ -50,6 +52,8 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
         work.finish_stage(batch, event, state, Stage.EPISODE_JOINED, started, None)
         batch.ops.append(work.tables.pending.delete_op(event.id))
     work.state.last_activity = now
+    if opened is not None and opened.id in dirty:
+        close_episode(work, batch, opened, snapshot, now)
     for episode in dirty.values():
         batch.ops.append(work.tables.episodes.put_op(episode.id, episode))
     await work.index.index_documents(batch.ops, {e.id: episode_text(e) for e in dirty.values()})
@@ -141,7 +145,10 @@ async def seal_open_episode(work: StageContext) -> str | None:
     if episode is None:
         return None
     batch = StageBatch()
-    seal(work, batch, episode, work.ctx.clock.now())
+    now = batch.stamp(work.ctx.clock)
+    snapshot = episode_snapshot(episode, now)
+    seal(work, batch, episode, now)
+    close_episode(work, batch, episode, snapshot, now)
     batch.ops.append(work.tables.episodes.put_op(episode.id, episode))
     await work.commit(batch)
     return episode.id
@@ -170,6 +177,8 @@ async def leave_episode(work: StageContext, batch: StageBatch, state: EventState
             return
     if event_id not in episode.events:
         return
+    now = batch.stamp(work.ctx.clock)
+    snapshot = episode_snapshot(episode, now, whole=True)  # not an append: kept whole
     episode.events = [e for e in episode.events if e != event_id]
     episode.supports = [e for e in episode.supports if e != event_id]
     members, informative = await episode_members(work, episode)
@@ -178,6 +187,7 @@ async def leave_episode(work: StageContext, batch: StageBatch, state: EventState
     else:
         redescribe(work, episode, members, informative)
         await work.index.index_documents(batch.ops, {episode.id: episode_text(episode)})
+    close_episode(work, batch, episode, snapshot, now)
     batch.ops.append(work.tables.episodes.put_op(episode.id, episode))
 
 
@@ -203,7 +213,7 @@ def _empty(work: StageContext, batch: StageBatch, episode: Episode) -> None:
     episode.summary = ""
     if work.state.episode is episode:  # the next event opens a new episode
         work.state.episode = None
-        episode.status, episode.sealed_at = EPISODE_SEALED, work.ctx.clock.now()
+        episode.status, episode.sealed_at = EPISODE_SEALED, batch.stamp(work.ctx.clock)
         episode.partial, episode.partial_reason = False, None
         batch.ops.append(work.tables.open_episodes.delete_op(EPISODE_WINDOW))
     work.index.unindex(batch.ops, episode.id)

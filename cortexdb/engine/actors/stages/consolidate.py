@@ -7,6 +7,7 @@ pair's claims, calls it, keeps the lane's caches and writes what it decided.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import attrs
@@ -19,6 +20,7 @@ from ...stages import Stage
 from ...temporal import format_ts
 from . import belief_audit, suppress
 from .common import StageBatch, StageContext
+from .versioning import close_belief, keep_deleted_belief
 
 SLICE_PAIRS = 16  # (subject, predicate) pairs revised between two checkpoints
 
@@ -122,6 +124,7 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
     from their current facts, plus ``closed``: the facts this event superseded or excluded, whose
     claims need one last revision.  ``cause``: the event being consolidated (its audit rows)."""
     state = work.state
+    now = batch.stamp(work.ctx.clock)
     pairs = set(touched)
     for claim in list(state.deferred):
         pairs.add(claim_pair(claim))
@@ -137,18 +140,18 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
         facts = await state.current_facts(subject_id, predicate)
         seen = {f.id for f in facts}
         facts += [f for f in extra.get((subject_id, predicate), ()) if f.id not in seen]
-        revision = await _revise_pair(work, subject_id, predicate, facts)
-        _apply(work, batch, revision, summary, cause)
+        revision = await _revise_pair(work, subject_id, predicate, facts, now)
+        _apply(work, batch, revision, summary, now, cause)
 
 
-async def _revise_pair(work: StageContext, subject_id: str, predicate: str,
-                       facts: list[Fact]) -> Revision:  # fmt: skip
+async def _revise_pair(work: StageContext, subject_id: str, predicate: str, facts: list[Fact],
+                       now: dt.datetime) -> Revision:  # fmt: skip
     claims = claims_of(subject_id, predicate, facts)
     beliefs = {claim: await work.state.belief_for(claim) for claim in claims}
     config = work.config
     return revise_pair(
         subject_id, predicate, facts, beliefs, scope=work.scope, floor=config.confidence_floor,
-        policy=default_policy(config), now=work.ctx.clock.now(),
+        policy=default_policy(config), now=now,
         new_id=lambda: work.ctx.ids.new("belief"), claims=claims,
         suppressed=await suppress.suppressed_claims(work, claims, facts, beliefs),
     )  # fmt: skip
@@ -164,11 +167,14 @@ def default_policy(config) -> RevisionPolicy:
 
 
 def _apply(work: StageContext, batch: StageBatch, revision: Revision, summary: Summary,
-           cause: Event | None = None) -> None:  # fmt: skip
-    """Keep the caches and write what a pair's revision decided (a deletion under the confidence
-    floor with its audit row, in the same batch: ``belief_audit``)."""
+           now: dt.datetime, cause: Event | None = None) -> None:  # fmt: skip
+    """Keep the caches and write what a pair's revision decided: a revision that changes what a
+    belief says closes its version (``versioning``), a deleted belief's last version is kept (a
+    deletion under the confidence floor with its audit row, in the same batch: ``belief_audit``),
+    a new belief's home is noted (``beliefs/why`` by id)."""
     state, tables = work.state, work.tables
     for deletion in revision.deleted:
+        keep_deleted_belief(work, batch, deletion.belief, now)
         batch.ops.append(tables.beliefs.delete_op(deletion.belief.id))
         batch.ops.append(tables.belief_claims.delete_op(deletion.claim))
         note = deletion.note()
@@ -179,11 +185,14 @@ def _apply(work: StageContext, batch: StageBatch, revision: Revision, summary: S
         batch.ops.append(tables.belief_deletions.put_op(deletion.belief.id, note))
         state.beliefs[deletion.claim] = None
         summary.deleted.append(deletion.belief.id)
+    homes = work.ctx.tables.belief_homes
     for claim, belief_id in revision.new_claims.items():
         batch.ops.append(tables.belief_claims.put_op(claim, belief_id))
+        batch.ops.append(homes.put_op(belief_id, work.scope))
     for claim, belief in revision.beliefs.items():
         state.keep_belief(claim, belief)
     for belief in revision.changed:  # unchanged beliefs are not rewritten
+        close_belief(work, batch, revision.previous.get(belief.id), belief, now)
         batch.ops.append(tables.beliefs.put_op(belief.id, belief))
     state.deferred.difference_update(revision.settled)
     state.deferred.update(revision.gated)

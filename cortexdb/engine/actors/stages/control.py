@@ -61,8 +61,10 @@ async def cancel(work: StageContext, event_id: str) -> dict[str, Any]:
 
 async def _withdraw(work: StageContext, event_id: str, state: EventState) -> list[Fact]:
     """Take a cancelled event out of every derived layer in one write; its waiters are woken
-    with its cancelled state.  Returns the facts it had derived."""
+    with its cancelled state.  Returns the facts it had derived.  Like a forget, a cancel
+    rewrites the history of what it touches (no earlier version shows the event either)."""
     batch = StageBatch()
+    batch.rewriting = True
     work.index.unindex_event(batch.ops, event_id, state)
     previous = work.state.previous_turn
     if previous is not None and previous[2] == event_id:
@@ -138,6 +140,7 @@ async def foreign(work: StageContext, event_id: str) -> None:
         return  # done already
     batch = StageBatch()
     if item.get("cancel"):
+        batch.rewriting = True  # as ``_withdraw``
         facts = []
         for subject_id, predicate in item.get("pairs", ()):
             facts += await work.state.facts_for(subject_id, predicate)
@@ -175,7 +178,7 @@ async def _consolidate_foreign(work: StageContext, batch: StageBatch, event_id: 
             confidence=raw["confidence"], single_valued=raw["single_valued"], polarity=raw["polarity"],
             extractor=raw["extractor"], source=raw["source"], valid_from=parse_rfc3339(raw["valid_from"]),
         )  # fmt: skip
-        intake.append(await apply_assertion(work, assertion, event_id, touched))
+        intake.append(await apply_assertion(work, assertion, event_id, touched, batch.stamp(work.ctx.clock)))
     fact_ops(work, batch, touched)
     facts = work.state.facts
     derived = [i["fact_id"] for i in intake if "fact_id" in i]  # not those a forget suppressed

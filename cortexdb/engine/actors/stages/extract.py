@@ -31,6 +31,7 @@ from ..services import EntityResolver
 from ..workers import OFF_LOOP_CHARS, handover, off_loop
 from . import suppress
 from .common import Assertion, StageBatch, StageContext
+from .versioning import close_fact, fact_version_ops
 
 log = logging.getLogger("cortexdb.pipeline")
 
@@ -93,7 +94,8 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
         _record_errors(state, errors)
         if spans is not None:
             state.passages = [list(span) for span in spans]
-        intake, entity_ids = await _intake(work, event, selection, touched, batch.entity_ids)
+        intake, entity_ids = await _intake(work, event, selection, touched, batch.entity_ids,
+                                           batch.stamp(work.ctx.clock))  # fmt: skip
         batch.ops += work.ctx.tables.mention_ops(event.id, event.tenant_id, work.scope, sorted(entity_ids))
         fact_ids = [item["fact_id"] for item in intake if "fact_id" in item]
         for fact_id in fact_ids:
@@ -128,7 +130,7 @@ def _record_errors(state: EventState, errors: list[str]) -> None:
 
 
 async def _intake(work: StageContext, event: Event, selection: Selection, touched: dict[str, Fact],
-                  held: set[str]) -> tuple[list[dict[str, Any]], set[str]]:  # fmt: skip
+                  held: set[str], now: dt.datetime) -> tuple[list[dict[str, Any]], set[str]]:  # fmt: skip
     """Resolve the selected assertions and entities: the event's intake report and the entities
     it mentions (``held``: the batch's, until the lane lets them go after its commit)."""
     intake: list[dict[str, Any]] = []
@@ -144,7 +146,7 @@ async def _intake(work: StageContext, event: Event, selection: Selection, touche
             continue
         assertion = await _assertion(work, event, item, name, source, valid_from, held)
         entity_ids.update(assertion.entity_ids)
-        intake.append(await apply_assertion(work, assertion, event.id, touched))
+        intake.append(await apply_assertion(work, assertion, event.id, touched, now))
     for term in selection.entities:
         entity = await work.ctx.entities.resolve(event.tenant_id, term, held)
         entity_ids.add(entity.id)
@@ -196,9 +198,12 @@ async def _assertion(work: StageContext, event: Event, candidate, extractor: str
 
 
 async def apply_assertion(work: StageContext, assertion: Assertion, event_id: str,
-                          touched: dict[str, Fact]) -> dict[str, Any]:  # fmt: skip
+                          touched: dict[str, Fact], now: dt.datetime) -> dict[str, Any]:  # fmt: skip
     """Resolve one assertion against the scope's facts (DESIGN §6); never drops anything —
-    except what a forget suppressed for this event (``suppress``): rejected, reason forgotten."""
+    except what a forget suppressed for this event (``suppress``): rejected, reason forgotten.
+    A change to what an existing fact says closes its version (``versioning``): a supersession
+    keeps the old fact as it was known (open-ended) and records the end it learnt as a new
+    version; the new fact is recorded at ``now``, the commit's moment."""
     if await suppress.fact_suppressed(work, event_id, assertion):
         return {"status": "rejected", "reason": "forgotten"}
     state = work.state
@@ -206,7 +211,6 @@ async def apply_assertion(work: StageContext, assertion: Assertion, event_id: st
     decision = resolve(object_key_=object_key(assertion.object), polarity=assertion.polarity,
                        single_valued=assertion.single_valued, valid_from=assertion.valid_from,
                        valid_to=assertion.valid_to, current=current)  # fmt: skip
-    now = work.ctx.clock.now()
     if decision.reinforce is not None:
         fact = state.facts[decision.reinforce]
         if not await _supported_by(work, fact, event_id):  # replayed evidence counts once
@@ -214,7 +218,8 @@ async def apply_assertion(work: StageContext, assertion: Assertion, event_id: st
             fact.confidence = noisy_or(fact.confidence, assertion.confidence)
             fact.evidence_weight = round(fact.evidence_weight + assertion.confidence, 4)
             fact.reinforcements += 1
-            if assertion.valid_from < fact.valid_from:
+            if assertion.valid_from < fact.valid_from:  # known to hold since earlier: a new version
+                close_fact(work, fact, now)
                 fact.valid_from = assertion.valid_from
         touched[fact.id] = fact
         return {"fact_id": fact.id, "status": "reinforced"}
@@ -230,8 +235,8 @@ async def apply_assertion(work: StageContext, assertion: Assertion, event_id: st
     state.new_supports.setdefault(fact.id, []).append(event_id)
     for old_id in decision.supersede:
         old = state.facts[old_id]
+        close_fact(work, old, now)
         old.valid_to = assertion.valid_from
-        old.recorded_to = now
         old.superseded_by = fact.id
         fact.supersedes = fact.supersedes or old_id
         state.track(old)
@@ -239,6 +244,7 @@ async def apply_assertion(work: StageContext, assertion: Assertion, event_id: st
     for other_id in decision.conflicts_with:
         other = state.facts[other_id]
         if fact.id not in other.conflicts_with:
+            close_fact(work, other, now)
             other.conflicts_with.append(fact.id)
         touched[other.id] = other
     state.add_fact(fact)
@@ -276,5 +282,6 @@ def fact_ops(work: StageContext, batch: StageBatch, touched: dict[str, Fact]) ->
     for fact in touched.values():
         for event_id in work.state.new_supports.pop(fact.id, ()):
             batch.ops.append(tables.fact_supports.put_op((fact.id, event_id), True))
+        batch.ops += fact_version_ops(work, fact)
         batch.ops.append(tables.facts.put_op(fact.id, fact))
         batch.ops.append(tables.fact_index.put_op((fact.subject.id, fact.predicate, fact.id), True))

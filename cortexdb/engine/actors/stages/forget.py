@@ -114,10 +114,15 @@ class Writes:
     """Operations and event states accumulated by a piece of work, written ``CHUNK_OPS`` at a
     time (``maybe_flush`` between records) and at the end (``flush``)."""
 
+    rewriting = True  # what a forget changes is rewritten, history included (docs/time.md)
+
     def __init__(self, work: StageContext) -> None:
         self.work = work
         self.ops: list[Op] = []
         self.states: dict[str, EventState] = {}
+
+    def stamp(self, clock: Any) -> Any:
+        return clock.now()
 
     async def state(self, event_id: str) -> EventState | None:
         state = self.states.get(event_id)
@@ -128,8 +133,10 @@ class Writes:
             await self.flush()
 
     async def flush(self) -> None:
-        ops = self.ops + [self.work.state_op(e, state) for e, state in self.states.items()]
+        ops, firsts = await self.work.tables.rewrite_history(self.ops)
+        ops += [self.work.state_op(e, state) for e, state in self.states.items()]
         self.ops, self.states = [], {}
+        self.work.rewritten(firsts)
         for start in range(0, len(ops), CHUNK_OPS):
             await self.work.tables.write(ops[start : start + CHUNK_OPS])
 
@@ -176,6 +183,17 @@ async def replace_derives(work: StageContext, out: Writes, event_ids, mapping: d
             out.states[event_id] = state
 
 
+async def past_beliefs(work: StageContext, out: Writes, event_ids) -> None:
+    """The beliefs these events made that a revision deleted since keep their last versions
+    (``versioning.keep_deleted_belief``): a forget of what they rested on rewrites that history
+    too — a deletion of the row they no longer have makes ``Writes.flush`` drop those versions."""
+    for event_id in event_ids:
+        state = await out.state(event_id)
+        for derived in state.derives if state is not None else ():
+            if derived.startswith("belief_") and not await work.tables.beliefs.exists(derived):
+                out.ops.append(work.tables.beliefs.delete_op(derived))  # ``rewrite_history``
+
+
 def new_result() -> dict[str, Any]:
     return {"facts": 0, "beliefs": 0, "episodes": 0, "understanding": 0, "events": 0,
             "evidence": set(), "follow_ups": {}}  # fmt: skip
@@ -197,5 +215,6 @@ def forget_caches(work: StageContext) -> None:
     state.beliefs.clear()
     state.belief_by_id.clear()
     state.new_supports.clear()
+    state.closing.clear()
     state.episode, state.episode_loaded = None, False
     state.suppressing = None

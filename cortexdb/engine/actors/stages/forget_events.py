@@ -38,6 +38,7 @@ from .forget import (
     SolelyRedacted,
     Writes,
     note,
+    past_beliefs,
 )
 from .forget_records import claim_of, delete_episode, relink_episodes, supporters
 
@@ -242,6 +243,7 @@ async def _beliefs_of(work: StageContext, facts: dict[str, Fact]) -> list[Belief
 
 
 async def mark(work: StageContext, out: Writes, item: MarkEvidence, result: dict[str, Any]) -> None:
+    await past_beliefs(work, out, item.event_ids)
     facts, episodes = await _citing(work, item.event_ids)
     redaction = _Redaction(work)
     shares: dict[str, float] = {}

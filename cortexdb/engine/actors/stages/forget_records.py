@@ -29,7 +29,7 @@ from ..state import EPISODE_WINDOW
 from .common import StageContext
 from .consolidate import Summary, revise_beliefs
 from .extract import fact_ops
-from .forget import DeleteRecords, Writes, note, redacted, replace_derives
+from .forget import DeleteRecords, Writes, note, past_beliefs, redacted, replace_derives
 
 
 async def delete(work: StageContext, out: Writes, item: DeleteRecords, result: dict[str, Any]) -> None:
@@ -70,6 +70,7 @@ async def _delete_fact(work: StageContext, out: Writes, fact_id: str, suppress: 
     pair = (fact.subject.id, fact.predicate)
     await state.current_facts(*pair)  # the pair's caches are loaded before they are edited
     events = await supporters(work, fact)
+    await past_beliefs(work, out, events)
     await replace_derives(work, out, events, {fact_id: redacted(fact_id)}, result)
     if suppress:
         key = fact_hash(fact.subject, fact.predicate, fact.object, fact.polarity)
@@ -103,7 +104,7 @@ async def _relink(work: StageContext, fact: Fact) -> dict[str, Fact]:
         if other.superseded_by == fact.id:
             if successor is not None:
                 other.superseded_by = successor.id
-                other.valid_to, other.recorded_to = successor.valid_from, successor.recorded_from
+                other.valid_to = successor.valid_from
                 if successor.supersedes in (None, fact.id):
                     successor.supersedes = other.id
                     touched[successor.id] = successor
@@ -185,7 +186,8 @@ async def _delete_belief(work: StageContext, out: Writes, belief_id: str, suppre
                          result: dict[str, Any]) -> tuple[str, str] | None:  # fmt: skip
     state, tables = work.state, work.tables
     belief = state.belief_by_id.get(belief_id) or await tables.beliefs.get(belief_id)
-    if belief is None:
+    if belief is None:  # deleted by a revision already: its kept versions go (``rewrite_history``)
+        out.ops.append(tables.beliefs.delete_op(belief_id))
         return None
     subject, predicate, obj = claim_of(belief.claim)
     claim = claim_key(subject.id, predicate, object_key(obj))

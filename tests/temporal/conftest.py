@@ -1,0 +1,1 @@
+from .harness import world, world_factory  # noqa: F401 - the fixtures every scenario runs in
