@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import orjson
@@ -22,8 +21,6 @@ from cortexdb.client import CortexClient
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = 4000  # batch_throughput windows are bulk_max_items (1000) records: four windows
 SCOPES = [f"user:alice/project:p{n}" for n in range(3)]  # a window is three bulk writes
-POLL = 0.01  # seconds between two status reads (a bounded poll loop, not a synchronisation)
-BOUND = 120.0  # a hang guard only
 
 
 def source(path: Path) -> None:
@@ -50,14 +47,13 @@ def start(data: Path) -> tuple[subprocess.Popen, str]:
     raise AssertionError("the server did not start")
 
 
-def poll(client: CortexClient, import_id: str, until) -> dict:
-    deadline = time.monotonic() + BOUND
-    while time.monotonic() < deadline:
-        status = client.import_status(import_id).raw
-        if until(status):
-            return status
-        time.sleep(POLL)
-    raise AssertionError(f"import {import_id} never got there: {status}")
+def follow(client: CortexClient, import_id: str, until) -> dict:
+    """The job's status once a record of its lifecycle feed (``job_id=``: replayed from the
+    job's start, then live) satisfies ``until`` — no polling."""
+    for record in client.lifecycle(job_id=import_id):
+        if record.stage in ("import_progress", "import_complete") and until(record.stage, record.payload):
+            return client.import_status(import_id).raw
+    raise AssertionError(f"the lifecycle feed of {import_id} ended first")
 
 
 def stop(process: subprocess.Popen, how: int) -> None:
@@ -74,10 +70,9 @@ def test_an_import_killed_with_sigkill_resumes_and_stores_each_record_once(tmp_p
     try:
         with CortexClient(url, actor="user:alice") as client:
             started = client.import_file("jsonl", path, scope_template="user:alice", ordering="batch_throughput")
-            # a window committed (fraction_complete moves at each window's persisted tick) and the
-            # next one part written (one or two of its three bulk writes): its rest is in flight
-            seen = poll(client, started.import_id, lambda s: s["status"] != "running" or (
-                s["fraction_complete"] > 0 and s["items"]["written"] % 1000 != 0))
+            # a window committed (its progress record is published once its counts are persisted):
+            # killed there, the next window is in flight or not yet begun
+            seen = follow(client, started.import_id, lambda stage, payload: payload.get("written", 0) > 0)
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=60)
     finally:
@@ -89,7 +84,7 @@ def test_an_import_killed_with_sigkill_resumes_and_stores_each_record_once(tmp_p
     process, url = start(data)
     try:
         with CortexClient(url, actor="user:alice") as client:
-            final = poll(client, started.import_id, lambda s: s["status"] != "running")
+            final = follow(client, started.import_id, lambda stage, payload: stage == "import_complete")
             assert final["status"] == "completed", final
             assert [i["phase"] for i in final["interruptions"]] == ["write"]
             items = final["items"]
