@@ -284,6 +284,12 @@ class ScopeRegistrationExists(CortexError):
     http_status = 409
 
 
+class VocabularyExists(CortexError):
+    """A vocabulary of that name exists (``PUT /v1/vocabularies/{name}`` replaces it)."""
+    error_code = "VOCABULARY_EXISTS"
+    http_status = 409
+
+
 class ErasurePreviewStale(CortexError):
     """More events under the scope since ``from_preview_id`` than the drift threshold (§8.6.3)."""
     error_code = "ERASURE_PREVIEW_STALE"

@@ -204,18 +204,14 @@ async def test_belief_list_filters_and_calibration(tmp_path):
         assert pack["layers"]["beliefs"][0]["calibration"] == madrid["calibration"]
 
 
-# -- 9. unbuilt surfaces: 501 with their family's tier; no answer labelled stable by default --------
-async def test_unbuilt_surfaces_answer_501_with_their_familys_tier(tmp_path):
+# -- 9. every surface of the reference is built; what no route answers carries its family's tier --
+async def test_what_no_route_answers_carries_its_familys_tier(tmp_path):
     async with server(tmp_path) as h:
-        for method, path in (("POST", "/v1/vocabularies"), ("GET", "/v1/vocabularies/sales"),
-                             ("PUT", "/v1/vocabularies/sales")):  # fmt: skip
-            response, data = await h.call(method, path, json={} if method != "GET" else None)
-            assert response.status_code == 501 and data["error_code"] == "NOT_IMPLEMENTED", (path, data)
-            assert response.headers["X-Cortex-Stability"] == "beta", path
         response, data = await h.call("POST", "/v1/understanding/synthesize", json={})
-        assert response.status_code == 501 and response.headers["X-Cortex-Stability"] == "experimental"
-        assert response.headers["X-Cortex-Experimental-Notice"]
-        # what no route answers carries the tier of the family it falls in
+        assert response.status_code == 400 and response.headers["X-Cortex-Stability"] == "experimental", data
+        assert response.headers["X-Cortex-Experimental-Notice"] and data["details"]["field"] == "scope"
+        response, data = await h.call("GET", "/v1/vocabularies/sales")
+        assert response.status_code == 404 and response.headers["X-Cortex-Stability"] == "beta", data
         for method, path, status, tier in (("DELETE", "/v1/beliefs", 405, "beta"),
                                            ("GET", "/v1/beliefs/belief_1/history", 404, "beta"),
                                            ("DELETE", "/v1/vocabularies/sales", 405, "beta"),
@@ -232,18 +228,24 @@ async def test_unbuilt_surfaces_answer_501_with_their_familys_tier(tmp_path):
 async def test_a_family_that_builds_an_unbuilt_surface_replaces_its_501(tmp_path, monkeypatch):
     from cortexdb.server import app as app_module
     from cortexdb.server.call import Blueprint
+    from cortexdb.server.routes import unbuilt
 
-    built = Blueprint()
+    later, built = Blueprint(), Blueprint()
+    monkeypatch.setattr(unbuilt, "api", later)
+    unbuilt.unbuilt_route("GET", "/v1/later/{name}", "beta")  # declared on ``later``
+    unbuilt.unbuilt_route("POST", "/v1/later", "beta")
 
-    @built("GET", "/v1/vocabularies/{name}", tier="beta", access="tenant")
-    async def vocabulary(call, name: str):
+    @built("GET", "/v1/later/{name}", tier="beta", access="tenant")
+    async def later_thing(call, name: str):
         return {"name": name, "built": True}
 
-    monkeypatch.setattr(app_module, "BLUEPRINTS", (built, *app_module.BLUEPRINTS))
+    monkeypatch.setattr(app_module, "BLUEPRINTS", (built, *app_module.BLUEPRINTS, later))
     async with server(tmp_path) as h:
-        response, data = await h.call("GET", "/v1/vocabularies/sales")
+        response, data = await h.call("GET", "/v1/later/sales")
         assert response.status_code == 200 and data == {"name": "sales", "built": True}
-        assert [(r.method, r.path) for r in h.app.cortex.routes].count(("GET", "/v1/vocabularies/{name}")) == 1
+        assert [(r.method, r.path) for r in h.app.cortex.routes].count(("GET", "/v1/later/{name}")) == 1
+        response, data = await h.call("POST", "/v1/later", json={})
+        assert response.status_code == 501 and data["error_code"] == "NOT_IMPLEMENTED", data
 
 
 # -- 10-12. token budgets count the rendered context; caps and the budget report what they drop -----

@@ -85,6 +85,15 @@ class EngineConfig:
     # hybrid (default) | bm25 | vector: which candidate sources and signals recall uses
     # (the single-signal modes exist for benchmark arms and diagnosis)
     recall_mode: str = "hybrid"
+    # -- understanding (reference §7.5, §8.7.7-§8.7.11; docs/understanding.md) ------------------
+    understanding_enabled: bool = True  # False: no synthesis (concepts say synthesis_disabled_by_policy)
+    understanding_min_support: int = 2  # records a concept needs to be complete (_partial: false)
+    understanding_max_inputs: int = 50  # records one concept consults (coverage_score says if fewer)
+    # support lost (forgotten) beyond this fraction deprecates a concept (hidden from default reads)
+    understanding_invalidation_threshold: float = 0.5
+    synthesis_max_running: int = 2  # synthesize jobs running at once; one more is 429 RATE_LIMITED
+    vocabulary_max_terms: int = 500  # terms (predicates + relations) in one vocabulary (422 beyond)
+    vocabulary_max_aliases: int = 50  # aliases of one term (422 beyond)
     # -- GDPR erasure jobs (reference §8.6, §11.3; engine/forget/erasure.py, docs/forget.md) ------
     # a preview's manifest (and a finished erasure's) answers for this long, then 410
     erasure_manifest_ttl_seconds: float = 86_400.0

@@ -25,6 +25,7 @@ from .llm import LLMRouter
 from .memtrim import release_free_memory_soon
 from .policy.hook import AllowAll, PolicyHook
 from .retrieve.embedders import by_name
+from .vocabularies import Vocabularies
 from .storage import NodeTables
 
 log = logging.getLogger("cortexdb.engine")
@@ -57,6 +58,7 @@ class NodeContext:
     packs: Any = None  # the recall pack cache (recall.cache.PackCache): a forget purges it
     llms: Any = None  # the LLM providers by model id (llm.LLMRouter): answers and narratives
     stage_observer: Any = None  # Engine.observe_stages: e.g. the server's latency histograms
+    vocabularies: Any = None  # vocabularies.Vocabularies (§8.14): set by ``node_context``
 
 
 def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int | None,
@@ -76,6 +78,7 @@ def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int
         cpu_workers=config.derivation_workers, llms=LLMRouter.open(config, llm),
     )  # fmt: skip
     ctx.blobs = BlobService(ctx)
+    ctx.vocabularies = Vocabularies(tables, clock, config)
     return ctx
 
 

@@ -37,11 +37,11 @@ from .recall.traversal import traverse
 from .results import BulkResult, ExperienceResult, Traversal
 from .scopes import canonical_scope
 from .storage import NodeTables
+from .understanding import Understanding
 from .writes import Writes
 
 log = logging.getLogger("cortexdb.engine")
 RECALL_MODES = ("hybrid", "bm25", "vector")
-UNBUILT = {"_partial": True, "_partial_reason": "no_implementation_yet"}
 
 
 class Engine:
@@ -62,6 +62,8 @@ class Engine:
         self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
         self.imports = transfer.ImportService(self, ctx, self.erasures.jobs)  # imports (§8.11): start, status...
         self.exports = transfer.ExportService(self, ctx, self.erasures.jobs)  # exports (§8.12): start, status...
+        self.concepts = Understanding(self, ctx, self._reads, self.erasures.jobs)  # list, get, related, synthesize...
+        self.vocabularies = ctx.vocabularies  # vocabularies (§8.14): create, replace, get
         self.blobs = ctx.blobs  # blobs (§8.13): engine/blobs.py's BlobService: put, stat, open, read, release
         self.embedder = ctx.embedder  # its name and dimension are recorded per data dir (M embedder)
 
@@ -179,24 +181,18 @@ class Engine:
         """How many records each layer of a scope holds (operators' inventory, prune)."""
         return await self._reads.ask(scope, messages.LayerCounts)
 
-    # -- understanding (§8.7.7-§8.7.10) ---------------------------------------------------------
-    # Concept synthesis is not implemented yet (reference §19, phase 11).  These reads say so:
-    # no concept exists, and list and coverage answers carry _partial with the reason.
+    # -- understanding (§8.7.7-§8.7.11): engine/understanding.py; vocabularies (§8.14) -----------
     async def understanding(self, scope: str, **filters: Any) -> dict[str, Any]:
-        canonical_scope(scope)
-        return {"items": [], "next_cursor": None, "has_more": False, **UNBUILT}
+        return await self.concepts.list(scope, **filters)
 
-    async def get_concept(self, scope: str, concept_id: str) -> dict[str, Any]:
-        canonical_scope(scope)
-        raise NotFound(f"no concept {concept_id}: concept synthesis is not implemented yet",
-                       details={"concept_id": concept_id, "reason": "no_implementation_yet"})  # fmt: skip
+    async def get_concept(self, scope: str, concept_id: str, *, as_of: Any = None) -> dict[str, Any]:
+        return await self.concepts.get(scope, concept_id, as_of=as_of)
 
     async def related_concepts(self, scope: str, concept_id: str, **filters: Any) -> dict[str, Any]:
-        return await self.get_concept(scope, concept_id)
+        return await self.concepts.related(scope, concept_id, **filters)
 
     async def understanding_coverage(self, scope: str) -> dict[str, Any]:
-        return {"scope": canonical_scope(scope), "concept_count": 0, "by_topic": [],
-                "synthesis_lag": None, **UNBUILT}  # fmt: skip
+        return await self.concepts.coverage(scope)
 
     # -- scopes --------------------------------------------------------------------------------
     async def scope_paths(self, prefix: str = "") -> list[str]:

@@ -73,6 +73,10 @@ IMPORT_PROGRESS = "import_progress"
 IMPORT_COMPLETE = "import_complete"
 EXPORT_PROGRESS = "export_progress"
 EXPORT_COMPLETE = "export_complete"
+#: the lifecycle records of a synthesize job (reference §8.7.11): a tick per scope re-synthesized,
+#: and its end (``payload.status``: completed, cancelled or failed)
+SYNTHESIS_PROGRESS = "synthesis_progress"
+SYNTHESIS_COMPLETE = "synthesis_complete"
 #: the phases of an import (write the records, then settle) and of an export (write the file)
 IMPORT_PHASES = ("write", "settle")
 EXPORT_PHASES = ("write", "deliver")

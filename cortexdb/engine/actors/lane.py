@@ -37,8 +37,9 @@ from .messages import (
     LaneItem,
     RebuildItem,
     ReplySlot,
+    SynthesizeItem,
 )
-from .stages import compress, consolidate, control, extract, forget_run, index
+from .stages import compress, consolidate, control, extract, forget_run, index, understanding
 from .stages.common import StageBatch, StageContext
 from .state import PartitionState
 
@@ -72,7 +73,8 @@ class Lane:
         self.processed = 0
         self._flush_waiters: list[ReplySlot] = []
         handlers = {CancelItem: self._cancel, ForeignItem: self._foreign, DerivedItem: self._derived,
-                    FlushItem: self._flush, RebuildItem: self._rebuild, ForgetItem: self._forget}  # fmt: skip
+                    FlushItem: self._flush, RebuildItem: self._rebuild, ForgetItem: self._forget,
+                    SynthesizeItem: self._synthesize}  # fmt: skip
         assert set(handlers) == set(LANE_ITEM_TYPES)  # the item set is closed: one handler each
         self.handlers = handlers
 
@@ -258,6 +260,12 @@ class Lane:
         item.reply.set(await forget_run.run(self.work, item.work, self.unqueue, self.enqueue))
         finished, self.dropped_batches = self.dropped_batches, []
         await announce(self.work, finished)
+
+    async def _synthesize(self, item: SynthesizeItem) -> None:
+        """Re-synthesis and scoring (``stages.understanding``), once every queued event is derived."""
+        await self._drain_queue()
+        message = item.message
+        message.reply.set(await understanding.resynthesize(self.work, message.tenant, message.topics, message.force))
 
     def unqueue(self, event_ids) -> None:
         """Drop events from the queue and the cache (they are being deleted)."""

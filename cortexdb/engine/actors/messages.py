@@ -21,6 +21,7 @@ import attrs
 import trio
 
 from ...errors import CortexError, Internal
+from .concept_messages import ReadConcept, ReadConcepts, ReadCoverage, ReadRelated, Synthesize, SynthesizeItem
 
 
 class ReplySlot:
@@ -249,11 +250,12 @@ class Candidates:
 QUERY_TYPES = (
     ReadEvents, ReadEvent, ReadEventState, ReadFacts, ReadFact, ReadTimeline, ReadFactSupports,
     ReadBeliefs, ReadBelief, ReadWhy, ReadEpisodes, ReadEpisode, CountRecords, LayerCounts, Candidates,
+    ReadConcepts, ReadConcept, ReadRelated, ReadCoverage,
 )  # fmt: skip
 Query = (
     ReadEvents | ReadEvent | ReadEventState | ReadFacts | ReadFact | ReadTimeline | ReadFactSupports
     | ReadBeliefs | ReadBelief | ReadWhy | ReadEpisodes | ReadEpisode | CountRecords | LayerCounts
-    | Candidates
+    | Candidates | ReadConcepts | ReadConcept | ReadRelated | ReadCoverage
 )  # fmt: skip
 
 
@@ -327,11 +329,11 @@ class Forget:
 
 MESSAGE_TYPES = (
     Capture, *QUERY_TYPES, CancelEvent, ForeignConsolidate, ForeignDerived, Flush, Rebuild, Ping,
-    EditScope, Forget, Stop,
+    EditScope, Forget, Synthesize, Stop,
 )  # fmt: skip
 Message = (
     Capture | Query | CancelEvent | ForeignConsolidate | ForeignDerived | Flush | Rebuild | Ping
-    | EditScope | Forget | Stop
+    | EditScope | Forget | Synthesize | Stop
 )  # fmt: skip
 
 
@@ -386,8 +388,8 @@ class ForgetItem:
     reply: ReplySlot
 
 
-LANE_ITEM_TYPES = (CancelItem, ForeignItem, DerivedItem, FlushItem, RebuildItem, ForgetItem)
-LaneItem = CancelItem | ForeignItem | DerivedItem | FlushItem | RebuildItem | ForgetItem
+LANE_ITEM_TYPES = (CancelItem, ForeignItem, DerivedItem, FlushItem, RebuildItem, ForgetItem, SynthesizeItem)
+LaneItem = CancelItem | ForeignItem | DerivedItem | FlushItem | RebuildItem | ForgetItem | SynthesizeItem
 
 
 def fail_message(message: Message, error: CortexError | None = None) -> None:

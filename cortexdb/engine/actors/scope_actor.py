@@ -41,6 +41,8 @@ from .messages import (
     ForeignItem,
     Forget,
     ForgetItem,
+    Synthesize,
+    SynthesizeItem,
     Ping,
     Query,
     Rebuild,
@@ -84,7 +86,7 @@ class ScopeActor:
         self.handlers = {
             Ping: self._ping, Flush: self._flush, Rebuild: self._rebuild, CancelEvent: self._cancel,
             ForeignConsolidate: self._foreign, EditScope: self._edit_scope, ForeignDerived: self._derived,
-            Forget: self._forget,
+            Forget: self._forget, Synthesize: self._synthesize,
             **{query: self._query for query in QUERY_TYPES},  # served by queries.HANDLERS
         }  # fmt: skip
         assert set(self.handlers) | {Capture, Stop} == set(MESSAGE_TYPES)
@@ -186,6 +188,9 @@ class ScopeActor:
     async def _forget(self, message: Forget) -> None:
         self.episode_cache.clear()  # recall's decoded episodes: none may outlive a forget
         self.lane.submit(ForgetItem(message.work, message.reply))
+
+    async def _synthesize(self, message: Synthesize) -> None:
+        self.lane.submit(SynthesizeItem(message))
 
     async def _ping(self, message: Ping) -> None:
         message.reply.set({"scope": self.scope, "handled": self.handled})

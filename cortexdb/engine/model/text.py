@@ -136,3 +136,9 @@ def belief_text(belief: Any) -> str:
 def episode_text(episode: Any) -> str:
     """What the indexes see of an episode (record or wire dict): its title, then its summary."""
     return f"{_get(episode, 'name')}. {_get(episode, 'summary')}"
+
+
+# -- concepts -----------------------------------------------------------------------------------
+def concept_text(concept: Any) -> str:
+    """What the indexes see of a concept (record or wire dict): its name, then its summary."""
+    return f"{_get(concept, 'name')}. {_get(concept, 'summary') or ''}".strip()

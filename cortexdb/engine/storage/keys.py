@@ -24,7 +24,10 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | BD    | scope, belief_id                            | deletion note (410 on direct lookup) |
 | FW    | scope, evt_id                               | foreign consolidation work item      |
 | V     | scope, record id                            | float32 embedding of the record text |
-| C     | scope, concept_id                           | Concept (none written yet)           |
+| C     | scope, concept_id                           | Concept (its current version)        |
+| CV    | scope, concept_id, closed at                | Concept: a closed version            |
+| CS    | scope, subject entity id                    | concept_id — a subject's concept     |
+| VO    | tenant, vocabulary name                     | JSON vocabulary (§8.14)              |
 | N     | tenant, ent_id                              | Entity                               |
 | NA    | tenant, normalised alias                    | ent_id                               |
 | NM    | tenant, ent_id, evt_id                      | scope — an event mentioning an entity |
@@ -64,6 +67,7 @@ FACTS, FACT_INDEX, FACT_SUPPORTS = b"F", b"FI", b"FS"
 BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, BELIEF_HOMES = b"B", b"BI", b"BD", b"BS"
 FACT_VERSIONS, BELIEF_VERSIONS, EPISODE_VERSIONS = b"FV", b"BV", b"EV"  # closed versions
 EPISODES, OPEN_EPISODES, FOREIGN_WORK, VECTORS, CONCEPTS = b"EP", b"EO", b"FW", b"V", b"C"
+CONCEPT_VERSIONS, CONCEPT_SUBJECTS, VOCABULARIES = b"CV", b"CS", b"VO"
 ENTITIES, ENTITY_ALIASES, IDEMPOTENCY, TEMPORAL_PHRASES = b"N", b"NA", b"I", b"TP"
 ENTITY_MENTIONS, EVENT_ENTITIES = b"NM", b"NE"
 LIFECYCLE, SCOPES, BATCHES, META = b"L", b"S", b"BT", b"M"
@@ -76,6 +80,7 @@ BLOBS, BLOB_REFERENCES, EVENT_BLOBS, BLOB_CONTENTS = b"BL", b"BR", b"BE", b"BH"
 SCOPED_DERIVED_TABLES = (
     FACTS, FACT_INDEX, FACT_SUPPORTS, BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, EPISODES,
     OPEN_EPISODES, CONCEPTS, VECTORS, FACT_VERSIONS, BELIEF_VERSIONS, EPISODE_VERSIONS,
+    CONCEPT_VERSIONS, CONCEPT_SUBJECTS,
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
 FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN)

@@ -20,6 +20,8 @@ event's scope from it), shared with ``NodeTables``; the partition's actor is the
 | ``foreign_work``   | FW    | evt_id (of the source scope)    | JSON work item              |
 | ``vectors``        | V     | record id (or passage id)       | float32 embedding           |
 | ``concepts``       | C     | concept_id                      | ``Concept``                 |
+| ``concept_versions`` | CV  | (concept_id, closed at)         | ``Concept``: a closed version |
+| ``concept_subjects`` | CS  | subject entity id               | concept_id                  |
 | ``fact_versions``  | FV    | (fact_id, closed at)            | ``Fact``: a closed version  |
 | ``belief_versions``| BV    | (belief_id, closed at)          | ``Belief``: a closed version |
 | ``episode_versions`` | EV  | (ep_id, closed at)              | JSON: a closed version (``derive.versions``) |
@@ -60,6 +62,9 @@ class Partition:
         self.foreign_work = table(keys.FOREIGN_WORK, JSON)
         self.vectors = table(keys.VECTORS, VECTOR)
         self.concepts: Table[Concept] = table(keys.CONCEPTS, Records(Concept))
+        self.concept_versions: Versions[Concept] = Versions(store, keys.prefix(keys.CONCEPT_VERSIONS, scope),
+                                                            Records(Concept))  # fmt: skip
+        self.concept_subjects: Table[str] = table(keys.CONCEPT_SUBJECTS, TEXT)
         self.fact_versions: Versions[Fact] = Versions(store, keys.prefix(keys.FACT_VERSIONS, scope), Records(Fact))
         self.belief_versions: Versions[Belief] = Versions(store, keys.prefix(keys.BELIEF_VERSIONS, scope),
                                                           Records(Belief))  # fmt: skip

@@ -27,9 +27,11 @@ from . import (
     transfer,
     unbuilt,
     understanding,
+    vocabularies,
 )
 
-BLUEPRINTS = (experience.api, recall.api, answer.api, forget.api, layers.api, understanding.api, phrases.api,
+BLUEPRINTS = (experience.api, recall.api, answer.api, forget.api, layers.api, understanding.api, vocabularies.api,
+              phrases.api,
               scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
               transfer.api, feeds.api,
               admin.openapi_api, unbuilt.api)  # fmt: skip  (unbuilt last: the fallback)

@@ -11,10 +11,9 @@ from ..call import Blueprint, Call
 
 api = Blueprint()
 
-UNBUILT = (("POST", "/v1/understanding/synthesize", "experimental"),
-           ("POST", "/v1/vocabularies", "beta"),
-           ("GET", "/v1/vocabularies/{name}", "beta"),
-           ("PUT", "/v1/vocabularies/{name}", "beta"))  # fmt: skip
+#: (method, path, tier) of each surface not built yet: none today (understanding's synthesize and
+#: the vocabularies were the last); the mechanism stays for the next one the reference adds
+UNBUILT: tuple[tuple[str, str, str], ...] = ()
 
 
 def unbuilt_route(method: str, path: str, tier: str) -> None:

@@ -1,37 +1,65 @@
-"""Understanding (reference §8.7, beta): concepts, coverage and relations (partial until
-synthesis ships)."""
+"""Understanding (reference §8.7.7-§8.7.11, beta): concepts, their relations and coverage, and the
+admin re-synthesis job (docs/understanding.md)."""
 
 from __future__ import annotations
 
 from ...engine.policy import capabilities as cap
 from ..call import Blueprint, Call
-from ..params import query_args, scope_param
-from .layers import scoped
+from ..params import page_limit, query_args, scope_param, to_bool, to_int
+from ..responses import json_response
 
 api = Blueprint()
 
 
-@api("GET", "/v1/understanding", tier="beta", summary="Concepts (partial until synthesis ships)")
+def _read(call: Call, names: tuple[str, ...]) -> tuple[str, dict]:
+    args = query_args(("scope", *names))
+    scope = scope_param(args.pop("scope", None))
+    call.check(cap.UNDERSTANDING_READ, scope)
+    call.check(cap.SCOPE_READ_LOCAL, scope)
+    return scope, args
+
+
+@api("GET", "/v1/understanding", tier="beta", summary="Concepts synthesized in a scope")
 async def understanding(call: Call):
-    args = query_args(("scope", "topic", "depth", "limit", "cursor", "view"))
-    scope = scope_param(args.get("scope"))
-    call.check(cap.UNDERSTANDING_READ, scope)
-    return await call.state.engine.understanding(scope)
+    scope, args = _read(call, ("topic", "depth", "limit", "cursor", "as_of", "include_deprecated"))
+    filters = {"topic": args.get("topic"), "depth": to_int(args.get("depth"), "depth"),
+               "limit": page_limit(args.get("limit"), 50), "cursor": args.get("cursor"),
+               "as_of": args.get("as_of")}  # fmt: skip
+    if "include_deprecated" in args:
+        filters["include_deprecated"] = to_bool(args["include_deprecated"], "include_deprecated")
+    return await call.state.engine.understanding(scope, **filters)
 
 
-@api("GET", "/v1/understanding/coverage", tier="beta", summary="Concept coverage (partial)")
+@api("GET", "/v1/understanding/coverage", tier="beta", summary="How much of a scope its concepts cover")
 async def coverage(call: Call):
-    return await call.state.engine.understanding_coverage(scoped(call, cap.UNDERSTANDING_READ))
+    scope, _ = _read(call, ())
+    return await call.state.engine.understanding_coverage(scope)
 
 
-@api("GET", "/v1/understanding/{concept_id}", tier="beta", summary="One concept")
+@api("GET", "/v1/understanding/{concept_id}", tier="beta", summary="One concept (as of a moment)")
 async def concept(call: Call, concept_id: str):
-    return await call.state.engine.get_concept(scoped(call, cap.UNDERSTANDING_READ), concept_id)
+    scope, args = _read(call, ("as_of",))
+    return await call.state.engine.get_concept(scope, concept_id, as_of=args.get("as_of"))
 
 
-@api("GET", "/v1/understanding/{concept_id}/related", tier="beta", summary="Related concepts")
+@api("GET", "/v1/understanding/{concept_id}/related", tier="beta", summary="Concepts related by edges")
 async def related(call: Call, concept_id: str):
-    args = query_args(("scope", "relation", "depth", "limit", "cursor"))
-    scope = scope_param(args.get("scope"))
-    call.check(cap.UNDERSTANDING_READ, scope)
-    return await call.state.engine.related_concepts(scope, concept_id)
+    scope, args = _read(call, ("relation", "depth", "limit", "include_deprecated"))
+    filters = {"relation": args.get("relation"), "depth": to_int(args.get("depth"), "depth"),
+               "limit": page_limit(args.get("limit"), 50)}  # fmt: skip
+    if "include_deprecated" in args:
+        filters["include_deprecated"] = to_bool(args["include_deprecated"], "include_deprecated")
+    return await call.state.engine.related_concepts(scope, concept_id, **filters)
+
+
+@api("POST", "/v1/understanding/synthesize", tier="experimental", status=202, rate="write",
+     summary="Re-synthesize and score a scope's concepts (an asynchronous job)")  # fmt: skip
+async def synthesize(call: Call):
+    query_args(())
+    engine = call.state.engine
+    spec = engine.concepts.parse(call.json())
+    call.primary = cap.UNDERSTANDING_SYNTHESIZE
+    call.check(cap.UNDERSTANDING_SYNTHESIZE, spec["scope"])
+    call.check(cap.SCOPE_WRITE, spec["scope"])
+    started = await engine.concepts.start(call.json(), caller=call.principal.actor, tenant_id=call.principal.tenant)
+    return json_response(started, 202)

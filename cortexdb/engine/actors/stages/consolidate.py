@@ -15,10 +15,10 @@ import trio
 
 from ...derive.revision import Revision, claim_pair, claims_of, revise_pair
 from ...model import Event, EventState, Fact, RevisionPolicy, to_wire
-from ...model.text import belief_text
+from ...model.text import belief_text, concept_text
 from ...stages import Stage
 from ...temporal import format_ts
-from . import belief_audit, suppress
+from . import belief_audit, suppress, understanding
 from .common import StageBatch, StageContext
 from .versioning import close_belief, keep_deleted_belief
 
@@ -71,9 +71,25 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
         work.finish_stage(batch, event, state, Stage.CONSOLIDATED, started, payload)
         if target and target != work.scope:
             await hand_off(work, event, state, target)
+    await synthesize_concepts(work, batch, events, states, created)
     await work.index.index_documents(batch.ops, created)
     work.state_ops(batch, events, states)
     await work.commit(batch)
+
+
+async def synthesize_concepts(work: StageContext, batch: StageBatch, events: list[Event],
+                              states: dict[str, EventState], created: dict[str, str]) -> None:  # fmt: skip
+    """Re-synthesize the concepts of the subjects the batch's facts touched (``understanding``);
+    the concepts written are indexed for recall."""
+    subjects = sorted({pair[0] for e in events for pair in states[e.id].touched or ()})
+    if not subjects:
+        return
+    written = await understanding.synthesize(work, batch, subjects, events[0].tenant_id)
+    for concept in written.values():
+        if concept.stance == "deprecated":
+            work.index.unindex(batch.ops, concept.id)
+        else:
+            created[concept.id] = concept_text(concept)
 
 
 def _payload(event: Event, state: EventState, summary: Summary) -> dict[str, Any]:

@@ -190,8 +190,8 @@ async def _assertion(work: StageContext, event: Event, candidate, extractor: str
                          unit=candidate.unit)  # fmt: skip
     return Assertion(
         subject=TypedRef(type="entity", id=subject_entity.id, name=subject_entity.name),
-        predicate=candidate.predicate, object=obj, confidence=candidate.confidence,
-        single_valued=candidate.single_valued, polarity=candidate.polarity,
+        predicate=await work.ctx.vocabularies.predicate(event.tenant_id, work.scope, candidate.predicate),
+        object=obj, confidence=candidate.confidence, single_valued=candidate.single_valued, polarity=candidate.polarity,
         extractor=f"{extractor}/{candidate.pattern}", source=source,
         valid_from=candidate.valid_from or valid_from, valid_to=candidate.valid_to, entity_ids=tuple(entity_ids),
     )  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...model import Event, EventState
-from ...model.text import belief_text, content_text, episode_text, event_text, fact_text
+from ...model.text import belief_text, concept_text, content_text, episode_text, event_text, fact_text
 from ...stages import Stage
 from ..indexer import passage_documents
 from .common import StageBatch, StageContext
@@ -74,6 +74,9 @@ async def restore(work: StageContext, pending: set[str]) -> None:
         documents[episode.id] = episode_text(episode)
     async for _, belief in tables.beliefs.scan():
         documents[belief.id] = belief_text(belief)
+    async for _, concept in tables.concepts.scan():
+        if concept.stance != "deprecated":
+            documents[concept.id] = concept_text(concept)
     vector_index = work.state.vector_index
     dimension = work.ctx.embedder.dimension
     async for doc_id, vector in tables.vectors.scan():

@@ -1,0 +1,267 @@
+"""Understanding in the derivation lane: concept synthesis (``derive.concepts``) at the end of the
+consolidation stage, and the re-synthesis and scoring of the ``synthesize`` job.
+
+The consolidation stage re-synthesizes the concepts of the subjects its events' facts touched
+(``state.touched``), inside the stage's own batch: a write that waited for ``consolidated`` reads
+its concepts.  Each subject entity has one concept (table ``CS`` names it; the id is assigned the
+first time the subject is seen, as a concept's own or as the target of an edge).  A subject with a
+current ``same_as`` fact to another entity shares one concept with it: the older concept is
+canonical and the other becomes its deprecated alias (``canonical_id``).
+
+Every change to what a concept says closes its current version into ``CV`` (``recorded_to``) and
+writes the next; ``score`` recomputes coverage, staleness and support loss for a whole scope
+without re-synthesizing (the job's scoring phase).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import attrs
+
+from ...derive import concepts as synth
+from ...derive.revision import claim_key
+from ...model import Belief, Concept, Fact
+from ...model.text import concept_text
+from ..state import is_current
+from .common import StageBatch, StageContext
+
+
+def settings(config: Any) -> synth.Settings:
+    return synth.Settings(min_support=config.understanding_min_support,
+                          max_inputs=config.understanding_max_inputs,
+                          invalidation_threshold=config.understanding_invalidation_threshold)  # fmt: skip
+
+
+class Synthesis:
+    """One batch's synthesis: concept ids allocated and concepts written in it."""
+
+    def __init__(self, work: StageContext, batch: StageBatch, relations: dict[str, tuple[str, str]]) -> None:
+        self.work, self.batch, self.relations = work, batch, relations
+        self.ids: dict[str, str] = {}  # subject id -> concept id (allocated or read)
+        self.written: dict[str, Concept] = {}  # concept id -> the version this batch wrote
+        self.bases: dict[str, Concept | None] = {}  # concept id -> its stored version (before the batch)
+        self.changed: set[str] = set()  # concepts this batch gives a new version
+        self.done: set[str] = set()  # subjects synthesized (with their coalesced peers)
+        self.force = False  # every concept a new version, changed or not (``synthesize`` job)
+        self.now = batch.stamp(work.ctx.clock)
+
+    async def concept_id(self, subject_id: str, *, allocate: bool = True) -> str | None:
+        if subject_id not in self.ids:
+            found = await self.work.tables.concept_subjects.get(subject_id)
+            if found is None:
+                if not allocate:
+                    return None
+                found = self.work.ctx.ids.new("concept")
+                self.batch.ops.append(self.work.tables.concept_subjects.put_op(subject_id, found))
+            self.ids[subject_id] = found
+        return self.ids[subject_id]
+
+    async def current(self, concept_id: str) -> Concept | None:
+        if concept_id in self.written:
+            return self.written[concept_id]
+        return await self.work.tables.concepts.get(concept_id)
+
+    async def facts(self, subject_id: str) -> list[Fact]:
+        tables, cache = self.work.tables, self.work.state.facts
+        ids = [fact_id async for fact_id in tables.fact_index.ids((subject_id,))]
+        stored = await tables.facts.get_many([i for i in ids if i not in cache])
+        found = [cache.get(i) or stored.get(i) for i in ids]
+        return [f for f in found if f is not None and is_current(f)]
+
+    async def beliefs(self, subject_id: str) -> list[Belief]:
+        tables, cache = self.work.tables, self.work.state.beliefs
+        start = claim_key(subject_id, "", "")[: len(subject_id) + 1]
+        by_claim: dict[str, Any] = {}
+        async for claim, belief_id in tables.belief_claims.scan(starting_with=start):
+            by_claim[claim] = belief_id
+        beliefs: dict[str, Belief | None] = {}
+        stored = await tables.beliefs.get_many([b for c, b in by_claim.items() if c not in cache])
+        for claim, belief_id in by_claim.items():
+            beliefs[claim] = cache[claim] if claim in cache else stored.get(belief_id)
+        beliefs.update({c: b for c, b in cache.items() if c.startswith(start)})
+        return [b for b in beliefs.values() if b is not None and b.recorded_to is None
+                and b.stance != "deprecated" and not b.excluded_from_recall]  # fmt: skip
+
+    def same_as(self, facts: list[Fact]) -> list[str]:
+        return sorted({f.object.id for f in facts if f.predicate in synth.SAME_AS and f.polarity > 0
+                       and f.object.type == "entity" and f.object.id})  # fmt: skip
+
+    async def subject(self, subject_id: str) -> None:
+        """Re-synthesize the concept of one subject (and coalesce it with its ``same_as`` peers)."""
+        facts = await self.facts(subject_id)
+        peers = [p for p in self.same_as(facts) if p != subject_id]
+        own = await self.concept_id(subject_id)
+        mine = await self.current(own) if own else None
+        if mine is not None and mine.canonical_id is not None and not peers:
+            self.done.add(subject_id)  # an alias: its canonical concept holds its records
+            canonical_concept = await self.current(mine.canonical_id)
+            subjects_ = (canonical_concept.synthesis_inputs.get("filters", {}).get("subjects") or [None]
+                         if canonical_concept is not None else [None])  # fmt: skip
+            if subjects_[0] and subjects_[0] not in self.done:
+                await self.subject(subjects_[0])
+            return
+        group = {subject_id: own}
+        for peer in peers:
+            group[peer] = await self.concept_id(peer)
+        canonical = synth.canonical_of([c for c in group.values() if c])
+        beliefs = await self.beliefs(subject_id)
+        for peer in peers:
+            facts += await self.facts(peer)
+            beliefs += await self.beliefs(peer)
+        name = _name(subject_id, facts, beliefs)
+        targets: dict[str, str] = {}
+        for obj in [f.object for f in facts] + [b.claim["object"] for b in beliefs]:
+            entity = obj.get("id") if isinstance(obj, dict) else obj.id
+            kind = obj.get("type") if isinstance(obj, dict) else obj.type
+            if kind == "entity" and entity and entity not in group:
+                targets[entity] = await self.concept_id(entity)
+        inputs = synth.Inputs(subject_id=subject_id, name=name, facts=tuple(facts), beliefs=tuple(beliefs),
+                              targets=targets, relations=self.relations,
+                              members=tuple(p for p in group if p != subject_id))  # fmt: skip
+        self.done.update(group)
+        await self.write(inputs, canonical)
+        for peer, concept_id in group.items():
+            if concept_id != canonical:
+                await self.alias(concept_id, canonical)
+
+    async def write(self, inputs: synth.Inputs, concept_id: str) -> None:
+        previous = await self.current(concept_id)
+        concept, new = synth.synthesize(inputs, previous, concept_id=concept_id, scope=self.work.scope,
+                                        now=self.now, settings=settings(self.work.config))  # fmt: skip
+        self.put(concept, previous, new or (self.force and previous is not None and previous.canonical_id is None))
+
+    async def alias(self, concept_id: str, canonical: str) -> None:
+        previous = await self.current(concept_id)
+        if previous is None or previous.canonical_id == canonical:
+            return
+        self.put(synth.merged_alias(previous, canonical, self.now), previous, True)
+
+    def put(self, concept: Concept, previous: Concept | None, new: bool) -> None:
+        """Write ``concept``: one commit is one version, however often the batch rewrites it."""
+        tables, ops = self.work.tables, self.batch.ops
+        base = self.bases.setdefault(concept.id, previous)
+        if new and concept.id not in self.changed and base is not None:
+            ops.append(tables.concept_versions.put_op(base.id, self.now, synth.closed(base, self.now)))
+        if new:
+            self.changed.add(concept.id)
+        if concept.id in self.changed and base is not None:
+            concept = attrs.evolve(concept, version=base.version + 1, previous_version=synth.version_ref(base))
+        ops.append(tables.concepts.put_op(concept.id, concept))
+        self.written[concept.id] = concept
+
+
+def _name(subject_id: str, facts: list[Fact], beliefs: list[Belief]) -> str:
+    for fact in facts:
+        if fact.subject.id == subject_id and fact.subject.name:
+            return fact.subject.name
+    for belief in beliefs:
+        subject = belief.claim["subject"]
+        if subject.get("id") == subject_id and subject.get("name"):
+            return subject["name"]
+    return subject_id
+
+
+async def synthesize(work: StageContext, batch: StageBatch, subject_ids: list[str],
+                     tenant: str) -> dict[str, Concept]:  # fmt: skip
+    """Re-synthesize the concepts of ``subject_ids`` in ``batch``; the concepts written, by id."""
+    if not work.config.understanding_enabled or not subject_ids:
+        return {}
+    relations = await work.ctx.vocabularies.relations(tenant)
+    synthesis = Synthesis(work, batch, relations)
+    for subject_id in sorted(set(subject_ids)):
+        if subject_id not in synthesis.done:
+            await synthesis.subject(subject_id)
+    return dict(synthesis.written)
+
+
+async def subjects(work: StageContext) -> list[str]:
+    """Every subject entity with facts in the scope, in id order."""
+    out: list[str] = []
+    async for parts, _ in work.tables.fact_index.items():
+        if not out or out[-1] != parts[0]:
+            out.append(parts[0])
+    return out
+
+
+async def score(work: StageContext, batch: StageBatch) -> dict[str, Any]:
+    """Coverage, staleness and support loss of every concept of the scope (the scoring job):
+    a concept whose scores change is refreshed in place; one whose support loss passes the
+    invalidation threshold is deprecated (a new version)."""
+    tables, now = work.tables, batch.stamp(work.ctx.clock)
+    threshold = work.config.understanding_invalidation_threshold
+    facts = {f.id: f async for _, f in tables.facts.scan()}
+    beliefs = {b.id: b async for _, b in tables.beliefs.scan()}
+    present = set(facts) | set(beliefs)
+    counts = {"concepts": 0, "stale": 0, "deprecated": 0}
+    async for _, concept in tables.concepts.scan():
+        counts["concepts"] += 1
+        cited = [facts[i] for i in concept.supported_by.get("facts", ()) if i in facts]
+        cited += [beliefs[i] for i in concept.supported_by.get("beliefs", ()) if i in beliefs]
+        times = [_changed(r) for r in cited]
+        stale, reason = synth.staleness(concept, times)
+        loss = synth.support_loss(concept, present)
+        updated = concept.staleness_score != stale or concept.support_loss_fraction != loss
+        if loss > threshold and concept.stance != "deprecated":
+            closed = synth.closed(concept, now)
+            batch.ops.append(tables.concept_versions.put_op(concept.id, now, closed))
+            concept = _deprecated(concept, loss, now)
+            counts["deprecated"] += 1
+        elif updated:
+            concept.staleness_score, concept.staleness_reason, concept.support_loss_fraction = stale, reason, loss
+        else:
+            continue
+        counts["stale"] += 1 if stale else 0
+        batch.ops.append(tables.concepts.put_op(concept.id, concept))
+    return counts
+
+
+CHUNK_SUBJECTS = 64  # subjects re-synthesized per commit by the job
+
+
+async def resynthesize(work: StageContext, tenant: str, topics: tuple[str, ...], force: bool) -> dict[str, Any]:
+    """The ``synthesize`` job's work in one scope: re-synthesize the concepts of every subject
+    (those whose concept names one of ``topics``, when given), then score every concept."""
+    todo = await subjects(work)
+    if topics:
+        keys = {synth.term_key(t) for t in topics}
+        wanted = []
+        for subject_id in todo:
+            concept_id = await work.tables.concept_subjects.get(subject_id)
+            concept = await work.tables.concepts.get(concept_id) if concept_id else None
+            names = [synth.term_key(t) for t in (concept.synthesis_inputs.get("filters", {}).get("topics", ())
+                                                 if concept else ())]  # fmt: skip
+            if concept is not None and (keys & set(names) or any(k in synth.term_key(concept.name) for k in keys)):
+                wanted.append(subject_id)
+        todo = wanted
+    relations = await work.ctx.vocabularies.relations(tenant)
+    written: set[str] = set()
+    for start in range(0, len(todo), CHUNK_SUBJECTS):
+        batch = StageBatch()
+        synthesis = Synthesis(work, batch, relations)
+        synthesis.force = force
+        for subject_id in todo[start : start + CHUNK_SUBJECTS]:
+            if subject_id not in synthesis.done:
+                await synthesis.subject(subject_id)
+        documents = {c.id: concept_text(c) for c in synthesis.written.values() if c.stance != "deprecated"}
+        for concept in synthesis.written.values():
+            if concept.stance == "deprecated":
+                work.index.unindex(batch.ops, concept.id)
+        await work.index.index_documents(batch.ops, documents)
+        await work.commit(batch)
+        written.update(c for c in synthesis.changed)
+    batch = StageBatch()
+    scores = await score(work, batch)
+    await work.commit(batch)
+    return {"subjects": len(todo), "concepts_versioned": len(written), **scores}
+
+
+def _changed(record: Fact | Belief) -> dt.datetime:
+    return record.recorded_from
+
+
+def _deprecated(concept: Concept, loss: float, now: dt.datetime) -> Concept:
+    return attrs.evolve(concept, stance="deprecated", support_loss_fraction=loss, version=concept.version + 1,
+                        previous_version=synth.version_ref(concept), recorded_from=now,
+                        staleness_reason="support_lost")  # fmt: skip

@@ -1,0 +1,142 @@
+"""Understanding (reference §7.5, §8.7.7-§8.7.11): concepts synthesized at consolidation, their
+versions, coalescence, support loss, the synthesize job and vocabularies — on both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from cortexdb.errors import InvalidBody, InvalidQuery, NotFound, VocabularyExists
+from cortexdb import schemas
+
+SCOPE = "org:acme/user:alice"
+
+
+def triple(subject, predicate, obj, *, observed_at="2026-05-13T15:42:00Z", **extra):
+    content = {"kind": "triple", "subject": subject, "predicate": predicate, "object": obj, **extra}
+    return {"scope": SCOPE, "modality": "observation", "content": content, "context": {"observed_at": observed_at}}
+
+
+async def say(engine, *triples):
+    for t in triples:  # (subject, predicate, object[, observed_at])
+        await engine.experience(triple(*t[:3], **({"observed_at": t[3]} if len(t) > 3 else {})),
+                                wait="consolidated")  # fmt: skip
+
+
+async def concept_named(engine, name, **filters):
+    page = await engine.understanding(SCOPE, **filters)
+    return next(c for c in page["items"] if c["name"] == name)
+
+
+async def test_a_concept_per_subject_cites_what_it_was_made_from(engine):
+    await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"),
+              ("Acme", "depends_on", "ent:Stripe"), ("Stripe", "industry", "payments"))
+    page = await engine.understanding(SCOPE)
+    assert page["_partial"] is False and page["_partial_reason"] is None
+    acme = await concept_named(engine, "Acme")
+    schemas.validator("concept").validate(acme)
+    facts = (await engine.facts(SCOPE))["items"]
+    about_acme = sorted(f["id"] for f in facts if f["subject"]["name"] == "Acme")
+    assert sorted(acme["supported_by"]["facts"]) == about_acme
+    for fact_id in about_acme:
+        assert f"[{fact_id}]" in acme["summary"]  # every consulted record is cited
+    assert acme["_partial"] is False and acme["stance"] == "supported" and acme["coverage_score"] == 1.0
+    assert acme["version"] == 3  # one version per commit that changed it: three facts, three versions
+    stripe = await concept_named(engine, "Stripe", include_deprecated=True)
+    # one record is not enough to be complete: said honestly
+    assert stripe["_partial"] is True and stripe["_partial_reason"] == "insufficient_supporting_facts"
+    assert acme["edges"] == [{"to": stripe["id"], "relation": "depends_on", "weight": 0.95, "vocabulary": "default"}]
+    related = await engine.related_concepts(SCOPE, acme["id"])
+    assert [(i["concept"]["id"], i["relation"], i["depth"]) for i in related["items"]] == [
+        (stripe["id"], "depends_on", 1)]
+    assert (await engine.related_concepts(SCOPE, acme["id"], relation="is_a"))["items"] == []
+    assert (await engine.get_concept(SCOPE, acme["id"]))["id"] == acme["id"]
+    topical = await engine.understanding(SCOPE, topic="seat count")
+    assert [c["name"] for c in topical["items"]] == ["Acme"]
+    reach = await engine.understanding(SCOPE, topic="seat count", depth=2)
+    assert sorted(c["name"] for c in reach["items"]) == ["Acme", "Stripe"]
+
+
+async def test_versions_are_kept_and_read_as_of(engine, clock):
+    await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "poc"))
+    first = await concept_named(engine, "Acme")
+    clock.advance(3600)
+    await say(engine, ("Acme", "deal_stage", "signed", "2026-05-13T16:42:00Z"))
+    now = await engine.get_concept(SCOPE, first["id"])
+    assert now["version"] == first["version"] + 1
+    assert now["previous_version"] == f"{first['id']}@v{first['version']}"
+    assert "deal stage signed [fact_" in now["summary"] and "deal stage poc [fact_" not in now["summary"]
+    assert "deal stage poc (contradicted" in now["summary"]  # the belief it revised says so
+    before = await engine.get_concept(SCOPE, first["id"], as_of=first["recorded_from"])
+    assert before["summary"] == first["summary"] and before["recorded_to"] == now["recorded_from"]
+    listed = await engine.understanding(SCOPE, as_of=first["recorded_from"])
+    assert [c["version"] for c in listed["items"] if c["id"] == first["id"]] == [first["version"]]
+    with pytest.raises(NotFound):
+        await engine.get_concept(SCOPE, first["id"], as_of="2020-01-01T00:00:00Z")
+
+
+async def test_same_as_coalesces_into_the_older_concept(engine):
+    await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"),
+              ("Acme Corp", "industry", "software"), ("Acme Corp", "hq", "Berlin"))
+    acme, corp = await concept_named(engine, "Acme"), await concept_named(engine, "Acme Corp")
+    await say(engine, ("Acme Corp", "same_as", "ent:Acme"))
+    alias = await engine.get_concept(SCOPE, corp["id"]) if corp["id"] < acme["id"] else None
+    older, newer = sorted([acme, corp], key=lambda c: c["id"])
+    merged = await engine.get_concept(SCOPE, newer["id"])  # lookups follow the alias
+    assert merged["id"] == older["id"] and alias in (None, merged)
+    assert {*acme["supported_by"]["facts"], *corp["supported_by"]["facts"]} <= set(merged["supported_by"]["facts"])
+    listed = await engine.understanding(SCOPE, include_deprecated=True)
+    newer_now = next(c for c in listed["items"] if c["id"] == newer["id"])
+    assert newer_now["canonical_id"] == older["id"] and newer_now["stance"] == "deprecated"
+    assert newer["id"] not in [c["id"] for c in (await engine.understanding(SCOPE))["items"]]
+
+
+async def test_synthesize_job_scores_support_loss_after_a_forget(engine):
+    await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"))
+    acme = await concept_named(engine, "Acme")
+    await engine.forget({"scope": SCOPE, "layers": ["facts"], "selector": {"predicate": "seat_count"}})
+    started = await engine.concepts.start({"scope": SCOPE}, caller="user:alice", tenant_id="default")
+    done = await engine.concepts.wait(started["job_id"])
+    assert done["status"] == "completed" and done["progress"]["scopes_done"] == 1, done
+    now = await engine.get_concept(SCOPE, acme["id"])
+    # re-synthesis consulted what is left; nothing it cites is missing any more
+    assert now["supported_by"]["facts"] and now["support_loss_fraction"] == 0.0
+    assert now["version"] > acme["version"] and "seat count" not in now["summary"]
+    coverage = await engine.understanding_coverage(SCOPE)
+    assert coverage["concept_count"] == 1 and coverage["coverage_score"] == 1.0 and coverage["_partial"] is False
+    assert coverage["by_topic"][0]["concepts"] == 1
+
+
+async def test_synthesize_rejects_bad_requests(engine):
+    for bad, field in (({}, "scope"), ({"scope": SCOPE, "topics": "x"}, "topics"),
+                       ({"scope": SCOPE, "force": "yes"}, "force"), ({"scope": SCOPE, "nope": 1}, "nope")):
+        with pytest.raises(InvalidBody) as failed:
+            await engine.concepts.start(bad, caller="user:alice", tenant_id="default")
+        assert failed.value.details["field"] == field
+    with pytest.raises(InvalidQuery):
+        await engine.understanding(SCOPE, depth=9)
+
+
+async def test_vocabularies_normalise_predicates_and_label_edges(engine):
+    vocab = engine.vocabularies
+    created = await vocab.create("default", {"name": "sales_v1", "predicates": [
+        {"id": "seat_count", "datatype": "integer", "aliases": ["seats", "Seat Total"]}]})
+    assert created["version"] == 1
+    with pytest.raises(VocabularyExists):
+        await vocab.create("default", {"name": "sales_v1", "predicates": [{"id": "x"}]})
+    await vocab.create("default", {"name": "org", "kind": "relation",
+                                   "relations": [{"id": "part_of", "aliases": ["division_of"]},
+                                                 {"id": "supplies", "aliases": ["vendor_of"]}]})
+    await say(engine, ("Acme", "seats", 200), ("Acme", "vendor_of", "ent:Globex"), ("Globex", "hq", "Oslo"),
+              ("Globex", "industry", "retail"))
+    facts = (await engine.facts(SCOPE))["items"]
+    assert "seat_count" in {f["predicate"] for f in facts} and "seats" not in {f["predicate"] for f in facts}
+    acme = await concept_named(engine, "Acme")
+    assert [(e["relation"], e["vocabulary"]) for e in acme["edges"]] == [("supplies", "org")]
+    replaced = await vocab.replace("default", "sales_v1", {"predicates": [{"id": "seat_count"}]})
+    assert replaced["version"] == 2 and (await vocab.get("default", "sales_v1"))["version"] == 2
+    for bad in ({"name": "x"}, {"name": "x", "predicates": [{"id": ""}]}, {"name": "x", "kind": "odd"},
+                {"name": "x", "predicates": [{"id": "a", "aliases": ["b"]}, {"id": "b"}]}):
+        with pytest.raises(InvalidBody):
+            await vocab.create("default", bad)
+    with pytest.raises(NotFound):
+        await vocab.get("default", "nope")
