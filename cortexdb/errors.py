@@ -5,8 +5,7 @@ layer will use, whether retrying may succeed, and structured ``details``.  Every
 here, one class per code (a subclass may refine the status or retriability of its parent's code,
 never invent a second class for it); nothing outside this module invents error codes.  Drivers'
 exceptions are translated at the backend boundary.  Grouped by where they arise: the request and
-the records (400-422), the policy (403, 409), authentication (401), recall and reads, the
-server, the node (5xx).
+the records (400-422), the policy (403, 409), authentication (401), reads, the server, the node.
 """
 
 from __future__ import annotations
@@ -284,8 +283,7 @@ class ScopeRegistrationExists(CortexError):
     http_status = 409
 
 
-class VocabularyExists(CortexError):
-    """A vocabulary of that name exists (``PUT /v1/vocabularies/{name}`` replaces it)."""
+class VocabularyExists(CortexError):  # PUT /v1/vocabularies/{name} replaces one
     error_code = "VOCABULARY_EXISTS"
     http_status = 409
 

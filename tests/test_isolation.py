@@ -85,8 +85,10 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("GET", "/v1/beliefs/{belief_id}"): (READ, q("/v1/beliefs/{belief_id}?scope=ws:vault")),
     ("GET", "/v1/understanding"): (READ, q("/v1/understanding?scope=ws:vault")),
     ("GET", "/v1/understanding/coverage"): (READ, q("/v1/understanding/coverage?scope=ws:vault")),
-    ("GET", "/v1/understanding/{concept_id}"): (READ, q("/v1/understanding/concept_x?scope=ws:vault")),
-    ("GET", "/v1/understanding/{concept_id}/related"): (READ, q("/v1/understanding/concept_x/related?scope=ws:vault")),
+    ("GET", "/v1/understanding/{concept_id}"): (READ, q("/v1/understanding/{concept_id}?scope=ws:vault")),
+    ("GET", "/v1/understanding/{concept_id}/related"): (READ, q("/v1/understanding/{concept_id}/related?scope=ws:vault")),
+    # re-synthesis is administering the scope (understanding.synthesize, §8.7.11)
+    ("POST", "/v1/understanding/synthesize"): (OWN, with_body("/v1/understanding/synthesize", lambda c: {"scope": VAULT})),
     # tenant-wide phrases: everyone reads, admins write
     ("POST", "/v1/temporal/phrases"): (ADMIN, with_body("/v1/temporal/phrases", lambda c: {
         "name": "q9", "pattern": "fiscal Q9", "resolves_to": {"valid_during": ["2026-07-01", "2026-10-01"]}})),
@@ -155,11 +157,12 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("POST", "/v1/export/{export_id}/cancel"): (OWN, q("/v1/export/{export_id}/cancel")),
     # an answer reads like a recall (and needs llm.invoke), streamed or not, fresh or from a pack
     ("POST", "/v1/answer"): (READ, with_body("/v1/answer", lambda c: {"scope": VAULT, "question": SECRET})),
-    # not built yet: a truthful 501 for everyone, quoting nothing
-    ("POST", "/v1/understanding/synthesize"): (ANY, with_body("/v1/understanding/synthesize", lambda c: {"scope": VAULT})),
-    ("POST", "/v1/vocabularies"): (ANY, with_body("/v1/vocabularies", lambda c: {})),
+    # tenant-wide vocabularies: everyone reads, admins write (they change every scope's extraction)
+    ("POST", "/v1/vocabularies"): (ADMIN, with_body("/v1/vocabularies", lambda c: {
+        "name": "sales_v2", "predicates": [{"id": "deal_stage"}]})),
     ("GET", "/v1/vocabularies/{name}"): (ANY, q("/v1/vocabularies/sales")),
-    ("PUT", "/v1/vocabularies/{name}"): (ANY, with_body("/v1/vocabularies/sales", lambda c: {})),
+    ("PUT", "/v1/vocabularies/{name}"): (ADMIN, with_body("/v1/vocabularies/sales", lambda c: {
+        "predicates": [{"id": "seat_count", "aliases": ["seats"]}]})),
 }  # fmt: skip
 OPEN = {("GET", "/v1/admin/version"), ("GET", "/v1/openapi.json")}
 # idempotency keys are per caller: another caller's lookup finds nothing of theirs (404), never the write
@@ -187,6 +190,10 @@ async def _seed(h) -> dict[str, Any]:
     ctx["belief_id"] = beliefs["items"][0]["id"]
     _, episodes = await h.call("GET", "/v1/episodes?scope=ws:vault")
     ctx["episode_id"] = episodes["items"][0]["id"]
+    concepts = await h.engine.understanding(VAULT)
+    ctx["concept_id"] = concepts["items"][0]["id"]
+    assert SECRET in concepts["items"][0]["summary"]  # what a refused read must not quote
+    await h.engine.vocabularies.create(TENANT, {"name": "sales", "predicates": [{"id": "seat_count"}]})
     _, rows = await h.call("GET", f"/v1/lifecycle?event_id={ctx['event_id']}")
     ctx["lce_id"] = rows["items"][0]["lifecycle_id"]
     _, audit = await h.call("GET", "/v1/audit?capability=scope.write", "user:root")
