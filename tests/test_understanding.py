@@ -140,3 +140,37 @@ async def test_vocabularies_normalise_predicates_and_label_edges(engine):
             await vocab.create("default", bad)
     with pytest.raises(NotFound):
         await vocab.get("default", "nope")
+
+
+async def test_http_understanding_and_vocabularies(tmp_path):
+    from .server_support import body, server
+
+    async with server(tmp_path, enable_experimental=True) as h:
+        scope = "org:acme/user:alice"
+        for text in ("Acme has 200 seats.", "Acme is in Berlin."):
+            response, data = await h.call("POST", "/v1/experience?wait=consolidated", json=body(text, scope=scope))
+            assert response.status_code == 200, data
+        response, page = await h.call("GET", f"/v1/understanding?scope={scope}")
+        assert response.status_code == 200 and page["_partial"] is False, page
+        for item in page["items"]:
+            schemas.validator("concept").validate(item)
+        response, coverage = await h.call("GET", f"/v1/understanding/coverage?scope={scope}")
+        assert response.status_code == 200 and coverage["concept_count"] == len(page["items"]), coverage
+        response, data = await h.call("GET", f"/v1/understanding?scope={scope}&depth=0")
+        assert response.status_code == 400 and data["details"]["field"] == "depth", data
+        response, data = await h.call("GET", f"/v1/understanding/concept_nope?scope={scope}")
+        assert response.status_code == 404, data
+        response, started = await h.call("POST", "/v1/understanding/synthesize", json={"scope": scope})
+        assert response.status_code == 202 and started["lifecycle_stream"].endswith(started["job_id"]), started
+        done = await h.engine.concepts.wait(started["job_id"])
+        assert done["status"] == "completed", done
+        response, data = await h.call("POST", "/v1/vocabularies", "user:root",
+                                      json={"name": "sales", "predicates": [{"id": "seat_count"}]})  # fmt: skip
+        assert response.status_code == 201 and data["version"] == 1, data
+        response, data = await h.call("POST", "/v1/vocabularies", "user:root",
+                                      json={"name": "sales", "predicates": [{"id": "seat_count"}]})  # fmt: skip
+        assert response.status_code == 409 and data["error_code"] == "VOCABULARY_EXISTS", data
+        response, data = await h.call("PUT", "/v1/vocabularies/sales", "user:root", json={"predicates": "x"})
+        assert response.status_code == 400 and data["details"]["field"] == "predicates", data
+        response, data = await h.call("GET", "/v1/vocabularies/sales")
+        assert response.status_code == 200 and data["predicates"] == [{"id": "seat_count"}], data
