@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cortexdb.errors import InvalidBody, InvalidQuery, NotFound, VocabularyExists
 from cortexdb import schemas
+from cortexdb.errors import InvalidBody, InvalidQuery, NotFound, VocabularyExists
 
 SCOPE = "org:acme/user:alice"
 

@@ -25,8 +25,8 @@ from .llm import LLMRouter
 from .memtrim import release_free_memory_soon
 from .policy.hook import AllowAll, PolicyHook
 from .retrieve.embedders import by_name
-from .vocabularies import Vocabularies
 from .storage import NodeTables
+from .vocabularies import Vocabularies
 
 log = logging.getLogger("cortexdb.engine")
 

@@ -21,7 +21,14 @@ import attrs
 import trio
 
 from ...errors import CortexError, Internal
-from .concept_messages import ReadConcept, ReadConcepts, ReadCoverage, ReadRelated, Synthesize, SynthesizeItem
+from .concept_messages import (
+    ReadConcept,
+    ReadConcepts,
+    ReadCoverage,
+    ReadRelated,
+    Synthesize,
+    SynthesizeItem,
+)
 
 
 class ReplySlot:

@@ -41,14 +41,14 @@ from .messages import (
     ForeignItem,
     Forget,
     ForgetItem,
-    Synthesize,
-    SynthesizeItem,
     Ping,
     Query,
     Rebuild,
     RebuildItem,
     ReplySlot,
     Stop,
+    Synthesize,
+    SynthesizeItem,
     fail_message,
 )
 from .waiters import StageWaiter

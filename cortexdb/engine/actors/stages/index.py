@@ -6,7 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from ...model import Event, EventState
-from ...model.text import belief_text, concept_text, content_text, episode_text, event_text, fact_text
+from ...model.text import (
+    belief_text,
+    concept_text,
+    content_text,
+    episode_text,
+    event_text,
+    fact_text,
+)
 from ...stages import Stage
 from ..indexer import passage_documents
 from .common import StageBatch, StageContext

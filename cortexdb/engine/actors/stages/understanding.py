@@ -122,7 +122,7 @@ class Synthesis:
                               members=tuple(p for p in group if p != subject_id))  # fmt: skip
         self.done.update(group)
         await self.write(inputs, canonical)
-        for peer, concept_id in group.items():
+        for concept_id in group.values():
             if concept_id != canonical:
                 await self.alias(concept_id, canonical)
 
