@@ -1,14 +1,10 @@
 """The closed set of messages a ScopeActor accepts (frozen attrs records), like tractor's
 ``msg/types.py``: each set is one list and one union, and every type has exactly one handler.
-
-- ``MESSAGE_TYPES`` / ``Message``: what the mailbox takes — a capture, the typed queries
-  (``QUERY_TYPES`` / ``Query``, served by ``queries.HANDLERS``), cancel, foreign work, flush,
-  rebuild, ping, scope edits, forget, stop (``ScopeActor.handlers``);
-- ``LANE_ITEM_TYPES`` / ``LaneItem``: what the mailbox lane hands the derivation lane
-  (``Lane.handlers``).
-
-A request carries its ``reply`` slot; the actor answers it exactly once, with a value or a
-``CortexError``.  Nothing else is ever put in a mailbox.
+``MESSAGE_TYPES``/``Message``: what the mailbox takes (``ScopeActor.handlers``; the typed queries
+``QUERY_TYPES``/``Query`` are served by ``queries.HANDLERS``); ``LANE_ITEM_TYPES``/``LaneItem``:
+what the mailbox lane hands the derivation lane (``Lane.handlers``).  A request carries its
+``reply`` slot, answered exactly once with a value or a ``CortexError``; nothing else is ever put
+in a mailbox.  The understanding's messages are defined in ``concept_messages``.
 """
 
 from __future__ import annotations
