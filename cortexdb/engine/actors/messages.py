@@ -3,9 +3,7 @@
 ``MESSAGE_TYPES``/``Message``: what the mailbox takes (``ScopeActor.handlers``; the typed queries
 ``QUERY_TYPES``/``Query`` are served by ``queries.HANDLERS``); ``LANE_ITEM_TYPES``/``LaneItem``:
 what the mailbox lane hands the derivation lane (``Lane.handlers``).  A request carries its
-``reply`` slot, answered exactly once with a value or a ``CortexError``; nothing else is ever put
-in a mailbox.  The understanding's messages are defined in ``concept_messages``.
-"""
+``reply`` slot, answered once with a value or a ``CortexError`` (``concept_messages``: concepts)."""
 
 from __future__ import annotations
 
