@@ -142,18 +142,74 @@ async def test_vocabularies_normalise_predicates_and_label_edges(engine):
         await vocab.get("default", "nope")
 
 
+async def test_recall_returns_concepts_under_their_own_budget(engine, clock):
+    await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"),
+              ("Acme", "depends_on", "ent:Stripe"), ("Stripe", "industry", "payments"),
+              ("Stripe", "hq", "Dublin"), ("Globex", "industry", "retail"), ("Globex", "hq", "Oslo"))
+    acme = await concept_named(engine, "Acme")
+    pack = await engine.recall({"scope": SCOPE, "query": "Acme seat count", "diagnostics": "full"})
+    schemas.validator("stratified_pack").validate(pack)
+    concepts = pack["layers"]["understanding"]
+    assert concepts[0]["id"] == acme["id"] and concepts[0]["ranked_position"] == 1
+    assert concepts[0]["summary"] == acme["summary"] and concepts[0]["scope"] == SCOPE
+    cited = acme["supported_by"]["facts"] + acme["supported_by"]["beliefs"]
+    assert pack["provenance"]["citations"][acme["id"]] == cited
+    assert pack["diagnostics"]["items"][acme["id"]]["layer"] == "understanding"
+    # the understanding budget: one concept; what it left out is counted, never dropped silently
+    one = await engine.recall({"scope": SCOPE, "query": "industry hq seat count deal stage", "include": ["understanding"],
+                               "budgets": {"per_layer_limits": {"understanding": 1}}})  # fmt: skip
+    assert len(one["layers"]["understanding"]) == 1 and one["layers"]["facts"] == []
+    assert one["diagnostics"]["per_layer_evictions"]["understanding"] >= 2, one["diagnostics"]
+    mmr = next(p for p in one["provenance"]["trail"] if p["phase"] == "mmr")
+    assert mmr["per_layer_evictions"]["understanding"] == one["diagnostics"]["per_layer_evictions"]["understanding"]
+    none = await engine.recall({"scope": SCOPE, "query": "Acme", "budgets": {"per_layer_limits": {"understanding": 0}}})
+    assert none["layers"]["understanding"] == [] and none["layers"]["facts"]
+    # a filter reads a concept's subjects and topics; as_of reads the version then recorded
+    filtered = await engine.recall({"scope": SCOPE, "query": "industry", "include": ["understanding"],
+                                    "filters": {"predicate": {"eq": "hq"}}})  # fmt: skip
+    assert sorted(c["name"] for c in filtered["layers"]["understanding"]) == ["Globex", "Stripe"]
+    clock.advance(3600)
+    await say(engine, ("Acme", "seat_count", 250, "2026-05-13T16:42:00Z"))
+    now = await engine.get_concept(SCOPE, acme["id"])
+    assert now["version"] > acme["version"]
+    then = await engine.recall({"scope": SCOPE, "query": "Acme seat count", "include": ["understanding"],
+                                "temporal": {"as_of": acme["recorded_from"]}})  # fmt: skip
+    assert [(c["id"], c["version"]) for c in then["layers"]["understanding"] if c["id"] == acme["id"]] == [
+        (acme["id"], acme["version"])]
+    latest = await engine.recall({"scope": SCOPE, "query": "Acme seat count", "include": ["understanding"]})
+    assert latest["layers"]["understanding"][0]["version"] == now["version"]
+
+
+async def test_recall_leaves_out_deprecated_and_alias_concepts(engine):
+    await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"),
+              ("Acme Corp", "industry", "software"), ("Acme Corp", "hq", "Berlin"),
+              ("Acme Corp", "same_as", "ent:Acme"))
+    listed = (await engine.understanding(SCOPE, include_deprecated=True))["items"]
+    alias = next(c for c in listed if c["canonical_id"])
+    pack = await engine.recall({"scope": SCOPE, "query": "Acme Corp industry software", "include": ["understanding"]})
+    ids = [c["id"] for c in pack["layers"]["understanding"]]
+    assert alias["canonical_id"] in ids and alias["id"] not in ids
+
+
 async def test_http_understanding_and_vocabularies(tmp_path):
     from .server_support import body, server
 
     async with server(tmp_path, enable_experimental=True) as h:
         scope = "org:acme/user:alice"
-        for text in ("Acme has 200 seats.", "Acme is in Berlin."):
+        for text in ("Acme has 200 seats.", "Acme is in Berlin.", "Globex has 50 seats."):
             response, data = await h.call("POST", "/v1/experience?wait=consolidated", json=body(text, scope=scope))
             assert response.status_code == 200, data
         response, page = await h.call("GET", f"/v1/understanding?scope={scope}")
         assert response.status_code == 200 and page["_partial"] is False, page
         for item in page["items"]:
             schemas.validator("concept").validate(item)
+        response, pack = await h.call("POST", "/v1/recall", json={
+            "scope": scope, "query": "Acme seats", "include": ["understanding", "facts"],
+            "budgets": {"per_layer_limits": {"understanding": 1}}})  # fmt: skip
+        assert response.status_code == 200, pack
+        assert len(page["items"]) > 1, page  # Acme's and Globex's
+        assert [c["name"] for c in pack["layers"]["understanding"]] == ["Acme"], pack
+        assert pack["diagnostics"]["per_layer_evictions"]["understanding"] == len(page["items"]) - 1, pack
         response, coverage = await h.call("GET", f"/v1/understanding/coverage?scope={scope}")
         assert response.status_code == 200 and coverage["concept_count"] == len(page["items"]), coverage
         response, data = await h.call("GET", f"/v1/understanding?scope={scope}&depth=0")

@@ -19,10 +19,11 @@ from ..retrieve import passages, render
 from ..retrieve.scoring import estimate_tokens, recency
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
-from . import history
+from . import concept_queries, history
 from .messages import Candidates
 
-LAYER_OF_PREFIX = {"evt": "events", "fact": "facts", "ep": "episodes", "belief": "beliefs"}
+LAYER_OF_PREFIX = {"evt": "events", "fact": "facts", "ep": "episodes", "belief": "beliefs",
+                   "concept": "understanding"}  # fmt: skip
 PREFIX_OF_LAYER = {layer: prefix + "_" for prefix, layer in LAYER_OF_PREFIX.items()}
 
 
@@ -162,7 +163,7 @@ def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, flo
 async def _recent(tables, layers: set[str], k: int) -> list[str]:
     ids: list[str] = []
     by_layer = {"events": tables.events, "facts": tables.facts, "episodes": tables.episodes,
-                "beliefs": tables.beliefs}  # fmt: skip
+                "beliefs": tables.beliefs, "understanding": tables.concepts}  # fmt: skip
     for layer, table in by_layer.items():
         if layer in layers:
             async for record_id in table.ids(reverse=True, limit=k):
@@ -197,6 +198,8 @@ async def _load(
     latest of them: a candidate is one per record)."""
     if layer == "events":
         return await _event_candidate(tables, record_id, actor, events)
+    if layer == "understanding":
+        return await concept_queries.candidate(tables, record_id, clip)
     table = {"facts": tables.facts, "episodes": tables.episodes, "beliefs": tables.beliefs}[layer]
     raw = await table.raw.get(record_id)
     if raw is None:

@@ -8,6 +8,8 @@ scope's coverage.  Like every read they see committed state only (``queries``).
 | ``ReadConcept``   | one concept; an alias answers with its canonical concept; 410 if forgotten |
 | ``ReadRelated``   | the concepts reachable by edges (``relation`` only, up to ``depth``)  |
 | ``ReadCoverage``  | the scope's concept count, topics, coverage and synthesis lag         |
+
+``candidate`` loads a concept for recall (``candidates.gather``): the understanding layer's items.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import datetime as dt
 from typing import Any
 
 from ...errors import NotFound, ResourceDeleted
+from .. import jsoncodec
 from ..derive.concepts import term_key
-from ..model import Concept, to_wire
+from ..model import Candidate, Concept, to_wire
+from ..model.text import concept_text
 from ..temporal import format_ts
 from .concept_messages import ReadConcept, ReadConcepts, ReadCoverage, ReadRelated
 
@@ -177,3 +181,21 @@ async def read_coverage(actor: Any, query: ReadCoverage) -> dict[str, Any]:
 
 HANDLERS = {ReadConcepts: read_concepts, ReadConcept: read_concept, ReadRelated: read_related,
             ReadCoverage: read_coverage}  # fmt: skip
+
+
+async def candidate(tables: Any, concept_id: str, clip: Any) -> Candidate | None:
+    """A concept as a recall candidate (layer ``understanding``): the version the clip's
+    ``as_of`` held (the current one without it), unless deprecated or an alias; its links and
+    citation chain are the facts and beliefs it cites."""
+    concept = await tables.concepts.get(concept_id)
+    if concept is None:
+        return None
+    version = await held(tables, concept, clip.at if clip.pinned else None)
+    if version is None or not visible(version, False) or not clip.keeps("understanding", version):
+        return None
+    record = to_wire(version)
+    cited = [*version.supported_by.get("facts", ()), *version.supported_by.get("beliefs", ())]
+    when = version.last_synthesized_at or version.recorded_from
+    return Candidate(layer="understanding", id=concept_id, record=record, text=concept_text(version),
+                     time=format_ts(when), importance=version.confidence, confidence=version.confidence,
+                     links=cited, chain={concept_id: cited}, raw_size=len(jsoncodec.encode(record)))  # fmt: skip

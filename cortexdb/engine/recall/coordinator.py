@@ -162,7 +162,7 @@ class RecallCoordinator:
         temporal = plan.temporal
         fields = {
             "text": spec.query, "vector": await self._embed(spec.query),
-            "layers": spec.layers - {"understanding"}, "k": self.ctx.config.recall_candidates,
+            "layers": spec.layers, "k": self.ctx.config.recall_candidates,
             "temporal": temporal, "filters": spec.filters,
             "reference": temporal.as_of or temporal.reference or now,
             "mode": self.ctx.config.recall_mode, "limits": spec.limits,

@@ -97,6 +97,11 @@ def field_values(layer: str, record: dict[str, Any]) -> dict[str, Any]:
     elif layer == "episodes":
         values["observed_actor"] = record.get("actors_involved")
         values["confidence"] = record.get("centrality_score")
+    elif layer == "understanding":  # a concept: its subjects (ids, name) and topics (predicates)
+        inputs = record.get("synthesis_inputs", {}).get("filters", {})
+        values["confidence"] = record.get("confidence")
+        values["predicate"] = list(inputs.get("topics", ()))
+        values["subject"] = [*inputs.get("subjects", ()), record.get("name")]
     return {k: v for k, v in values.items() if v is not None}
 
 

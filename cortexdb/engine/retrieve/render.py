@@ -28,6 +28,8 @@ def item_text(layer: str, record: dict[str, Any]) -> str:
         return f"{statement} (from {since}{until})"
     if layer == "episodes":
         return f"{record['name']}: {record['summary']}"
+    if layer == "understanding":  # a concept: its summary (which names it), else its name
+        return record.get("summary") or record["name"]
     if layer == "events":
         text = said_text(record.get("content", {}))
         # a passage of a long text was chosen for what it says, not for how the text begins
