@@ -319,18 +319,14 @@ async def test_beliefs_why_cites_facts_and_events(engine):
         assert node["id"] in why["narrative"]
 
 
-async def test_understanding_is_honestly_partial(engine):
+async def test_understanding_of_an_empty_scope_is_empty_and_complete(engine):
     listing = await engine.understanding(ALICE)
-    assert (
-        listing["items"] == []
-        and listing["_partial"] is True
-        and listing["_partial_reason"] == "no_implementation_yet"
-    )
+    assert listing["items"] == [] and listing["_partial"] is False and listing["_partial_reason"] is None
     coverage = await engine.understanding_coverage(ALICE)
-    assert coverage["concept_count"] == 0 and coverage["_partial"] is True
+    assert coverage["concept_count"] == 0 and coverage["_partial"] is False and coverage["coverage_score"] == 1.0
     with pytest.raises(cortexdb.NotFound) as info:
         await engine.get_concept(ALICE, "concept_x")
-    assert info.value.details["reason"] == "no_implementation_yet"
+    assert info.value.details["concept_id"] == "concept_x"
 
 
 async def test_layer_reads_accept_the_temporal_block(engine):

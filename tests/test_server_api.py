@@ -72,7 +72,7 @@ async def test_error_envelope_everywhere(tmp_path):
             ("GET", "/v1/events/evt_01a200b0-0000-7000-8000-000000000000", None, 404, "NOT_FOUND"),
             ("POST", "/v1/answer", {"query": "x"}, 422, "INVALID_ANSWER"),
             ("POST", "/v1/export", {"scope": "org:acme"}, 400, "MISSING_REQUIRED_FIELD"),
-            ("POST", "/v1/vocabularies", {}, 501, "NOT_IMPLEMENTED"),
+            ("POST", "/v1/vocabularies", {}, 403, "POLICY_DENIED"),  # a tenant admin's write
         ]
         for method, path, payload, status, code in cases:
             response, data = await h.call(method, path, json=payload)

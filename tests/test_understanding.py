@@ -90,6 +90,38 @@ async def test_same_as_coalesces_into_the_older_concept(engine):
     assert newer["id"] not in [c["id"] for c in (await engine.understanding(SCOPE))["items"]]
 
 
+async def test_a_same_as_that_ends_splits_the_concept(engine, clock):
+    await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"),
+              ("Acme Corp", "industry", "software"), ("Acme Corp", "hq", "Berlin"),
+              ("Acme Corp", "same_as", "ent:Acme"))
+    merged = await concept_named(engine, "Acme Corp")  # the group is named after its owner
+    assert len((await engine.understanding(SCOPE))["items"]) == 1
+    # a later write about the canonical subject keeps the group: the link is the alias's fact
+    await say(engine, ("Acme", "region", "EMEA"))
+    kept = await engine.get_concept(SCOPE, merged["id"])
+    assert kept["stance"] != "deprecated" and set(merged["supported_by"]["facts"]) < set(kept["supported_by"]["facts"])
+    clock.advance(60)
+    await engine.experience(triple("Acme Corp", "same_as", "ent:Acme", negated=True, observed_at="2026-05-13T15:43:00Z"),
+                            wait="consolidated")  # fmt: skip
+    old = await engine.get_concept(SCOPE, merged["id"])
+    assert old["stance"] == "deprecated" and old["valid_to"] is not None and old["version"] == kept["version"] + 1
+    halves = (await engine.understanding(SCOPE))["items"]
+    assert sorted(c["name"] for c in halves) == ["Acme", "Acme Corp"]
+    for half in halves:
+        schemas.validator("concept").validate(half)
+        assert half["derived_from"] == [merged["id"]] and half["id"] != merged["id"] and half["canonical_id"] is None
+    acme = next(c for c in halves if c["name"] == "Acme")
+    assert {f for f in acme["supported_by"]["facts"]} <= set(kept["supported_by"]["facts"])
+    assert "industry" not in acme["summary"] and "region EMEA" in acme["summary"]
+    # history is kept: as of before the split, the merged concept read as it was
+    before = await engine.get_concept(SCOPE, merged["id"], as_of=kept["last_synthesized_at"])
+    assert before["stance"] == kept["stance"] and before["valid_to"] is None
+    # the halves go on as concepts of their own: a new fact is a new version, derived_from kept
+    await say(engine, ("Acme", "employees", 900))
+    later = await engine.get_concept(SCOPE, acme["id"])
+    assert later["version"] == acme["version"] + 1 and later["derived_from"] == [merged["id"]]
+
+
 async def test_synthesize_job_scores_support_loss_after_a_forget(engine):
     await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"))
     acme = await concept_named(engine, "Acme")

@@ -207,6 +207,17 @@ def merged_alias(alias: Concept, canonical_id: str, now: dt.datetime) -> Concept
                         partial_reason=None)  # fmt: skip
 
 
+def subjects_of(concept: Concept | None) -> list[str]:
+    """The subject entities a concept gathers (its owner first)."""
+    return list(concept.synthesis_inputs.get("filters", {}).get("subjects") or ()) if concept else []
+
+
+def retired(concept: Concept, now: dt.datetime) -> Concept:
+    """The last version of a concept split into new ones (reference §7.5.1): it stops holding
+    (``valid_to``) and leaves default reads (``deprecated``); its history is kept."""
+    return attrs.evolve(concept, stance="deprecated", valid_to=now, recorded_from=now, last_synthesized_at=now)
+
+
 def canonical_of(concept_ids: list[str]) -> str:
     """Which of coalescing concepts stays: the oldest (ids are time-ordered)."""
     return min(concept_ids)

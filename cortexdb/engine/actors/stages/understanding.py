@@ -45,6 +45,8 @@ class Synthesis:
         self.changed: set[str] = set()  # concepts this batch gives a new version
         self.done: set[str] = set()  # subjects synthesized (with their coalesced peers)
         self.force = False  # every concept a new version, changed or not (``synthesize`` job)
+        self.derived: dict[str, list[str]] = {}  # a concept split out -> the concept it came from
+        self.split_out: list[str] = []  # subjects a split left without their group
         self.now = batch.stamp(work.ctx.clock)
 
     async def concept_id(self, subject_id: str, *, allocate: bool = True) -> str | None:
@@ -85,23 +87,42 @@ class Synthesis:
                 and b.stance != "deprecated" and not b.excluded_from_recall]  # fmt: skip
 
     def same_as(self, facts: list[Fact]) -> list[str]:
-        return sorted({f.object.id for f in facts if f.predicate in synth.SAME_AS and f.polarity > 0
-                       and f.object.type == "entity" and f.object.id})  # fmt: skip
+        """The entities ``facts`` say their subject is one with: for each, the latest current
+        ``same_as`` fact decides (a negated one, ``not same_as``, ends the link)."""
+        said: dict[str, int] = {}
+        for fact in sorted(facts, key=lambda f: (f.valid_from, f.recorded_from, f.id)):
+            if fact.predicate in synth.SAME_AS and fact.object.type == "entity" and fact.object.id:
+                said[fact.object.id] = fact.polarity
+        return sorted(entity for entity, polarity in said.items() if polarity > 0)
+
+    async def peers(self, subject_id: str, facts: list[Fact], mine: Concept | None) -> list[str]:
+        """The entities ``subject_id`` is one with now: those its current ``same_as`` facts name,
+        and the members of its concept whose own current ``same_as`` facts name it (or a peer)."""
+        found = {p for p in self.same_as(facts) if p != subject_id}
+        for member in synth.subjects_of(mine) if mine is not None and mine.canonical_id is None else ():
+            if member != subject_id and member not in found:
+                if {subject_id, *found} & set(self.same_as(await self.facts(member))):
+                    found.add(member)
+        return sorted(found)
 
     async def subject(self, subject_id: str) -> None:
-        """Re-synthesize the concept of one subject (and coalesce it with its ``same_as`` peers)."""
+        """Re-synthesize the concept of one subject (and coalesce it with its ``same_as`` peers,
+        or split it when one of them no longer is: ``split``)."""
         facts = await self.facts(subject_id)
-        peers = [p for p in self.same_as(facts) if p != subject_id]
         own = await self.concept_id(subject_id)
         mine = await self.current(own) if own else None
+        peers = await self.peers(subject_id, facts, mine)
         if mine is not None and mine.canonical_id is not None and not peers:
-            self.done.add(subject_id)  # an alias: its canonical concept holds its records
+            # an alias: its canonical concept holds its records; synthesizing the canonical
+            # concept's owner keeps this subject in the group or splits it out
             canonical_concept = await self.current(mine.canonical_id)
-            subjects_ = (canonical_concept.synthesis_inputs.get("filters", {}).get("subjects") or [None]
-                         if canonical_concept is not None else [None])  # fmt: skip
-            if subjects_[0] and subjects_[0] not in self.done:
-                await self.subject(subjects_[0])
+            owners = [s for s in synth.subjects_of(canonical_concept) if s != subject_id and s not in self.done]
+            if owners:
+                await self.subject(owners[0])
+            self.done.add(subject_id)
             return
+        if mine is not None and mine.canonical_id is None:
+            own = await self.split(subject_id, mine, peers) or own
         group = {subject_id: own}
         for peer in peers:
             group[peer] = await self.concept_id(peer)
@@ -125,11 +146,34 @@ class Synthesis:
         for concept_id in group.values():
             if concept_id != canonical:
                 await self.alias(concept_id, canonical)
+        for member in self.split_out:
+            if member not in self.done:
+                await self.subject(member)
+
+    async def split(self, subject_id: str, mine: Concept, peers: list[str]) -> str | None:
+        """Split a concept whose subjects are no longer all one (a ``same_as`` that made them one
+        ended): every subject it gathered gets a new concept (``derived_from`` names the old one,
+        the owner's first, so it is canonical of whatever group remains), and the old concept
+        ends (``valid_to``, ``deprecated``).  The new id of ``subject_id``, or None (no split)."""
+        members = synth.subjects_of(mine)
+        gone = [m for m in members if m != subject_id and m not in peers]
+        if not gone or mine.valid_to is not None:
+            return None
+        for member in [subject_id, *[m for m in members if m != subject_id]]:
+            new_id = self.work.ctx.ids.new("concept")
+            self.batch.ops.append(self.work.tables.concept_subjects.put_op(member, new_id))
+            self.ids[member] = new_id
+            self.derived[new_id] = [mine.id]
+        self.split_out.extend(m for m in gone if m not in self.split_out)
+        self.put(synth.retired(mine, self.now), mine, True)
+        return self.ids[subject_id]
 
     async def write(self, inputs: synth.Inputs, concept_id: str) -> None:
         previous = await self.current(concept_id)
         concept, new = synth.synthesize(inputs, previous, concept_id=concept_id, scope=self.work.scope,
                                         now=self.now, settings=settings(self.work.config))  # fmt: skip
+        if previous is None and concept_id in self.derived:
+            concept = attrs.evolve(concept, derived_from=list(self.derived[concept_id]))
         self.put(concept, previous, new or (self.force and previous is not None and previous.canonical_id is None))
 
     async def alias(self, concept_id: str, canonical: str) -> None:
