@@ -113,6 +113,8 @@ async def test_a_same_as_that_ends_splits_the_concept(engine, clock):
     acme = next(c for c in halves if c["name"] == "Acme")
     assert {f for f in acme["supported_by"]["facts"]} <= set(kept["supported_by"]["facts"])
     assert "industry" not in acme["summary"] and "region EMEA" in acme["summary"]
+    recalled = await engine.recall({"scope": SCOPE, "query": "Acme Corp industry", "include": ["understanding"]})
+    assert sorted(c["id"] for c in recalled["layers"]["understanding"]) == sorted(c["id"] for c in halves)
     # history is kept: as of before the split, the merged concept read as it was
     before = await engine.get_concept(SCOPE, merged["id"], as_of=kept["last_synthesized_at"])
     assert before["stance"] == kept["stance"] and before["valid_to"] is None
