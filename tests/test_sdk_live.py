@@ -16,6 +16,7 @@ import trio
 from cortexdb.client import (
     AsyncCortexClient,
     Belief,
+    Concept,
     CortexClient,
     Erasure,
     Event,
@@ -147,7 +148,9 @@ async def test_writes_reads_and_layers_with_both_clients(tmp_path):
             await sdk.admin.flush(ALICE, seal=True)
             episode = (await sdk.episodes(limit=1)).items[0]
             assert (await sdk.episodes.get(episode.id)).events
-            assert (await sdk.understanding()).items == [] and (await sdk.understanding.coverage()).scope == ALICE
+            concepts = (await sdk.understanding()).items  # Alice's: what she works at and likes
+            assert concepts and all(isinstance(c, Concept) for c in concepts)
+            assert (await sdk.understanding.coverage()).concept_count == len(concepts)
             with pytest.raises(NotFound) as missing:
                 await sdk.understanding.get("concept_x")
             assert missing.value.request_id.startswith("req_")

@@ -8,8 +8,8 @@
 ``CortexClient`` (``Memory``) blocks; ``AsyncCortexClient`` (``AsyncMemory``) is awaited, under
 Trio or asyncio.  Both cover every public endpoint — writes, recall (and its stream), the layer
 reads with cursor-following iterators, ``beliefs.why``, forget, GDPR erasure, blobs, the
-lifecycle feed with resume, scopes, policy, audit, tokens, temporal phrases, admin, import and
-export jobs — and return typed records (``_records.Record``: attributes, unknown fields kept).
+lifecycle feed with resume, scopes, policy, audit, tokens, temporal phrases, vocabularies, the
+understanding synthesize job, admin, import and export jobs — and return typed records (``_records.Record``: attributes, unknown fields kept).
 Errors are the server's ``cortexdb.errors`` classes with ``error_code``, ``retriable`` and
 ``request_id``; retriable failures are retried with exponential back-off and jitter, honouring
 ``Retry-After``.
@@ -57,11 +57,13 @@ from ._records import Page, Record
 from ._settings import DEFAULT_URL, RetryPolicy
 from ._transfer import ExportJob, ImportJob
 from ._transport import Call
+from ._understanding import SynthesisJob, Vocabulary
 
 __all__ = [
     "DEFAULT_URL", "Answer", "AsyncCortexClient", "AsyncMemory", "AuditRow", "AuditVerification", "Belief", "Blob",
     "BulkReceipt", "Call", "Cancelled", "CapabilitySet", "Concept", "ConnectionFailed", "CortexClient",
     "CortexError", "Episode", "Erasure", "ErasureCancel", "ErasurePreview", "Event", "ExperienceReceipt", "ExportJob",
     "Fact", "ForgetResult", "ImportJob", "Layers", "LifecycleEvent", "Memory", "MemoryEvent", "Pack", "Page",
-    "Phrase", "Record", "RetryPolicy", "Scope", "StreamChunk", "Timeline", "Whoami", "Why", "error_from_envelope",
+    "Phrase", "Record", "RetryPolicy", "Scope", "StreamChunk", "SynthesisJob", "Timeline", "Vocabulary", "Whoami",
+    "Why", "error_from_envelope",
 ]  # fmt: skip

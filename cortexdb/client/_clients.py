@@ -10,10 +10,11 @@ from typing import Any
 import httpx
 
 from ._admin_ops import Admin, Audit, Auth, Blobs, Erasures, Forgetting, Phrases, Policy, Scopes
-from ._ops import Beliefs, Episodes, Events, Facts, Lifecycle, Understanding, Writes
+from ._ops import Beliefs, Episodes, Events, Facts, Lifecycle, Writes
 from ._settings import Settings
 from ._transfer import Transfers
 from ._transport import AsyncTransport, SyncTransport
+from ._understanding import Understanding, Vocabularies
 
 
 class _Client(Writes, Forgetting, Transfers):
@@ -27,6 +28,7 @@ class _Client(Writes, Forgetting, Transfers):
         self.lifecycle, self.erasures, self.blobs = Lifecycle(transport), Erasures(transport), Blobs(transport)
         self.scopes, self.policy, self.audit = Scopes(transport), Policy(transport), Audit(transport)
         self.auth, self.phrases, self.admin = Auth(transport), Phrases(transport), Admin(transport)
+        self.vocabularies = Vocabularies(transport)
 
     @property
     def settings(self) -> Settings:
