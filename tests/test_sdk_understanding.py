@@ -16,24 +16,24 @@ ALICE = "org:acme/user:alice"
 
 
 async def test_synthesize_and_wait_with_the_async_client(tmp_path):
-    async with live(tmp_path, enable_experimental=True) as (url, _):
-        async with AsyncCortexClient(url, actor="user:alice", scope=ALICE, now=lambda: NOW) as sdk:
-            await sdk.experience("Acme has 200 seats. Acme is in Berlin.", wait="consolidated")
-            before = (await sdk.understanding()).items
-            assert [c.name for c in before] == ["Acme"] and isinstance(before[0], Concept)
-            job = await sdk.understanding.synthesize(force=True)
-            assert isinstance(job, SynthesisJob) and job.job_id.startswith("job_") and job.scope == ALICE
-            assert job.status == "running" and job.scopes == [ALICE] and job.force is True
-            done = await sdk.understanding.wait_synthesis(job, poll_interval=0.01)
-            assert done.done and done.status == "completed" and done.job_id == job.job_id, done
-            assert done.summary["subjects"] == 1 and done.summary["concepts_versioned"] == 1, done
-            after = await sdk.understanding.get(before[0].id)
-            assert after.version == before[0].version + 1  # force: a new version though nothing changed
-            topical = await sdk.understanding.synthesize(topics=["no such topic"])
-            assert (await sdk.understanding.wait_synthesis(topical.job_id)).summary["subjects"] == 0
-            with pytest.raises(InvalidBody) as bad:
-                await sdk.understanding.synthesize(view="sideways")
-            assert bad.value.details["field"] == "view"
+    async with live(tmp_path, enable_experimental=True) as (url, _), \
+            AsyncCortexClient(url, actor="user:alice", scope=ALICE, now=lambda: NOW) as sdk:  # fmt: skip
+        await sdk.experience("Acme has 200 seats. Acme is in Berlin.", wait="consolidated")
+        before = (await sdk.understanding()).items
+        assert [c.name for c in before] == ["Acme"] and isinstance(before[0], Concept)
+        job = await sdk.understanding.synthesize(force=True)
+        assert isinstance(job, SynthesisJob) and job.job_id.startswith("job_") and job.scope == ALICE
+        assert job.status == "running" and job.scopes == [ALICE] and job.force is True
+        done = await sdk.understanding.wait_synthesis(job, poll_interval=0.01)
+        assert done.done and done.status == "completed" and done.job_id == job.job_id, done
+        assert done.summary["subjects"] == 1 and done.summary["concepts_versioned"] == 1, done
+        after = await sdk.understanding.get(before[0].id)
+        assert after.version == before[0].version + 1  # force: a new version though nothing changed
+        topical = await sdk.understanding.synthesize(topics=["no such topic"])
+        assert (await sdk.understanding.wait_synthesis(topical.job_id)).summary["subjects"] == 0
+        with pytest.raises(InvalidBody) as bad:
+            await sdk.understanding.synthesize(view="sideways")
+        assert bad.value.details["field"] == "view"
 
 
 async def test_vocabularies_and_a_timed_out_wait_with_the_blocking_client(tmp_path):

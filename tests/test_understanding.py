@@ -124,6 +124,24 @@ async def test_a_same_as_that_ends_splits_the_concept(engine, clock):
     assert later["version"] == acme["version"] + 1 and later["derived_from"] == [merged["id"]]
 
 
+async def test_a_cancel_rewrites_the_concepts_that_cited_it(engine, clock):
+    await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"))
+    first = await concept_named(engine, "Acme")
+    clock.advance(60)
+    secret = await engine.experience(triple("Acme", "hq", "Zanzibar", observed_at="2026-05-13T15:43:00Z"),
+                                     wait="consolidated")  # fmt: skip
+    assert "Zanzibar" in (await engine.get_concept(SCOPE, first["id"]))["summary"]
+    await engine.cancel(secret.event_id)
+    now = await engine.get_concept(SCOPE, first["id"])
+    assert "Zanzibar" not in now["summary"] and now["summary"] == first["summary"]
+    # history is rewritten, as for facts: no version read as of any moment shows it
+    for moment in (first["recorded_from"], now["recorded_from"], now["last_synthesized_at"]):
+        assert "Zanzibar" not in str(await engine.get_concept(SCOPE, first["id"], as_of=moment))
+    assert now["version"] == 1 and now["previous_version"] is None
+    pack = await engine.recall({"scope": SCOPE, "query": "Acme Zanzibar hq", "include": ["understanding"]})
+    assert "Zanzibar" not in str(pack["layers"])
+
+
 async def test_synthesize_job_scores_support_loss_after_a_forget(engine):
     await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"))
     acme = await concept_named(engine, "Acme")

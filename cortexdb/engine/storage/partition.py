@@ -80,12 +80,12 @@ class Partition:
 
     async def rewrite_history(self, ops: list[Op]) -> tuple[list[Op], dict[str, str]]:
         """A forget rewrites the history of what it touches (docs/time.md): for every fact,
-        belief or episode ``ops`` write or delete, every closed version goes, and a written one
+        belief, episode or concept ``ops`` write or delete, every closed version goes, and a written one
         becomes the record's only version, recorded from when its first one was (its ``version``
         back to 1).  Returns the operations to write instead, and the records rewritten with that
         first ``recorded_from`` (for the lane's caches)."""
         layers = [(self.facts, self.fact_versions), (self.beliefs, self.belief_versions),
-                  (self.episodes, self.episode_versions)]  # fmt: skip
+                  (self.episodes, self.episode_versions), (self.concepts, self.concept_versions)]  # fmt: skip
         out: list[Op] = []
         firsts: dict[str, str] = {}
         for op in ops:
@@ -103,6 +103,7 @@ class Partition:
                     value = jsoncodec.decode(op.value)
                     value["recorded_from"] = firsts[record_id]
                     value.pop("version", None)
+                    value.pop("previous_version", None)  # a concept's: no earlier version is left
                     op = Put(op.key, jsoncodec.encode(value))
                 break
             out.append(op)

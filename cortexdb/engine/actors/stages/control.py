@@ -13,6 +13,7 @@ from ...model.text import belief_text, fact_text
 from ...stages import EPISODE_SEALED, FOREIGN_DERIVES, LIFECYCLE_STAGES, Stage
 from ...storage import CHUNK_OPS, Op
 from ...temporal import parse_rfc3339
+from . import understanding
 from .common import Assertion, StageBatch, StageContext
 from .compress import leave_episode
 from .consolidate import Summary, conflict_counts, revise_beliefs
@@ -79,6 +80,9 @@ async def _withdraw(work: StageContext, event_id: str, state: EventState) -> lis
     deleted = await exclude_sole_support(work, batch, facts, event_id)
     if deleted:
         state.beliefs_deleted_by_cancel = deleted
+    event = await work.tables.events.get(event_id)
+    if facts and event is not None:  # the concepts that cited what it derived
+        await understanding.refresh(work, batch, sorted({f.subject.id for f in facts}), event.tenant_id)
     await leave_episode(work, batch, state, event_id)
     batch.ops.append(work.tables.pending.delete_op(event_id))
     batch.ops.append(work.state_op(event_id, state))

@@ -183,9 +183,18 @@ class Synthesis:
         self.put(synth.merged_alias(previous, canonical, self.now), previous, True)
 
     def put(self, concept: Concept, previous: Concept | None, new: bool) -> None:
-        """Write ``concept``: one commit is one version, however often the batch rewrites it."""
+        """Write ``concept``: one commit is one version, however often the batch rewrites it.
+        A batch that rewrites history (a cancel) changes the concept in place: no version is
+        closed, and the commit leaves it one version (``Partition.rewrite_history``)."""
         tables, ops = self.work.tables, self.batch.ops
         base = self.bases.setdefault(concept.id, previous)
+        if self.batch.rewriting:
+            if base is not None:
+                concept = attrs.evolve(concept, version=base.version, previous_version=base.previous_version,
+                                       recorded_from=base.recorded_from)  # fmt: skip
+            ops.append(tables.concepts.put_op(concept.id, concept))
+            self.written[concept.id] = concept
+            return
         if new and concept.id not in self.changed and base is not None:
             ops.append(tables.concept_versions.put_op(base.id, self.now, synth.closed(base, self.now)))
         if new:
@@ -218,6 +227,17 @@ async def synthesize(work: StageContext, batch: StageBatch, subject_ids: list[st
         if subject_id not in synthesis.done:
             await synthesis.subject(subject_id)
     return dict(synthesis.written)
+
+
+async def refresh(work: StageContext, batch: StageBatch, subject_ids: list[str], tenant: str) -> None:
+    """Re-synthesize the concepts of ``subject_ids`` in ``batch`` and (un)index them: what a
+    cancel withdrew leaves the concepts that cited it (``control.cancel``)."""
+    written = await synthesize(work, batch, subject_ids, tenant)
+    for concept in written.values():
+        if concept.stance == "deprecated":
+            work.index.unindex(batch.ops, concept.id)
+    live = {c.id: concept_text(c) for c in written.values() if c.stance != "deprecated"}
+    await work.index.index_documents(batch.ops, live)
 
 
 async def subjects(work: StageContext) -> list[str]:
