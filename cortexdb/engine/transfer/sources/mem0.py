@@ -141,7 +141,7 @@ def memory(item: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[st
         if value is not None:
             tags[label] = value if type(value) in SCALARS else scalar(value)
     if get("categories"):
-        tags["mem0_categories"] = ",".join(str(c) for c in item["categories"])
+        tags["mem0_categories"] = categories_label(item["categories"])
     envelope: dict[str, Any] = {
         "scope": _scope(options, state, user, get("agent_id"), run_id, get("app_id")),
         "observed_actor": _actor(item, run_id), "modality": "imported", "content": {"kind": "text", "text": text},
@@ -151,6 +151,28 @@ def memory(item: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[st
     if user:
         envelope["subject"] = {"id": actor("user", user)["id"], "type": "user"}
     return envelope
+
+
+def categories_label(categories: Any) -> str:
+    """``categories`` as one label: joined at commas (``travel,food``), or as a JSON array when a
+    category holds a comma itself (it would come back split) or the value is not a list."""
+    if isinstance(categories, list) and all(isinstance(c, str) and "," not in c for c in categories) \
+            and not (categories and categories[0].startswith("[")):  # fmt: skip
+        return ",".join(categories)
+    return orjson.dumps(categories if isinstance(categories, list) else [categories]).decode()
+
+
+def categories_of(label: Any) -> list[Any]:
+    """The categories a ``mem0_categories`` label holds (``categories_label``'s inverse)."""
+    text = str(label)
+    if text.startswith("["):
+        try:
+            found = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            found = None
+        if isinstance(found, list):
+            return found
+    return text.split(",")
 
 
 LABEL_NAMES = tuple((name, f"mem0_{name}") for name in LABELLED)
@@ -225,7 +247,7 @@ def history(memory_id: str, row: Any, options: dict[str, Any]) -> dict[str, Any]
 # ``mem0_results`` (OSS ``get_all``): ``{"results": [memory...], "relations"?: [...]}``.
 # A text event becomes a memory.  One imported from Mem0 (``mem0_source_id``) gives back every
 # field its ``mem0_*`` labels kept, as Mem0 wrote it (raw timestamps, ``metadata`` decoded,
-# ``categories`` split); ``metadata``, ``created_at`` and ``updated_at`` are always present (null
+# ``categories`` as a list again: ``categories_of``); ``metadata``, ``created_at`` and ``updated_at`` are always present (null
 # when unknown), as OSS writes them.  A native event: its event id's UUID as ``id``, the md5 of
 # its text as ``hash``, ``observed_at`` as ``created_at``, its source (else CortexDB) record time
 # as ``updated_at``, ``user_id``/``agent_id``/``run_id`` from its subject, actor and session.
@@ -301,7 +323,7 @@ def _memory(event: dict[str, Any]) -> dict[str, Any] | None:
             if value is not None or name in ALWAYS:
                 item[name] = value
         if tags.get("mem0_categories"):
-            item["categories"] = str(tags["mem0_categories"]).split(",")
+            item["categories"] = categories_of(tags["mem0_categories"])
         return item
     observed, subject = event.get("observed_actor") or {}, event.get("subject") or {}
     item = {"id": event["id"].removeprefix("evt_"), "memory": text, "hash": hashlib.md5(text.encode()).hexdigest(),
