@@ -33,7 +33,18 @@ import ijson
 import orjson
 
 from ....errors import UnsupportedFormat
-from ..mapping import Item, RecordError, actor, digest, expand, failed, key, labels, scalar, timestamp
+from ..mapping import (
+    Item,
+    RecordError,
+    actor,
+    digest,
+    expand,
+    failed,
+    key,
+    labels,
+    scalar,
+    timestamp,
+)
 
 FORMATS = ("mem0_v1_list", "mem0_results", "mem0_page", "mem0_history", "mem0_export_v3")
 PAGE_KEYS = {"count", "next", "previous"}
