@@ -9,7 +9,11 @@ time, written through ``experience_bulk``) in both orderings — ``strict_tempor
 ``import_window``, 10,000 records, sorted by ``observed_at``) and ``batch_throughput`` (file
 order, windows of ``bulk_max_items``, 1,000).  The baseline is bench/capture.py's path: the same
 envelopes written by ``Engine.experience_bulk`` calls of 1,000 (generated lazily), measured in the
-same run, to which each import's rate is compared.
+same run, once more just before each import row (the load of a shared machine moves within a
+run), to which that row's rate is compared; the ratio of their rates per CPU-second of the
+process (``time.process_time``, every thread) is printed too, and the load average.  For Mem0,
+whose records are larger (every source field kept in labels), the same records as the importer
+maps them, bulk-written, are a second baseline.
 
 Every measurement runs in a fresh process on a fresh data dir, so its peak RSS (``ru_maxrss``)
 is its own.  Each is repeated on a ``--small`` file: an import's memory is bounded by its window,
@@ -110,16 +114,17 @@ def parse_only(spec: dict) -> dict:
     strict = spec["ordering"] == "strict_temporal"
     window = config.import_window if strict else config.bulk_max_items
     options = {"ordering": spec["ordering"], "template": TEMPLATES[spec["format"]], "imported_at": when(0)}
-    started, count = time.perf_counter(), 0
+    started, cpu, count = time.perf_counter(), time.process_time(), 0
     with open(spec["file"], "rb") as fh:
         records = module.read(fh, module.sniff(spec["file"]), options)
         while chunk := list(itertools.islice(records, window)):
             if strict:
                 chunk.sort(key=_observed)
             count += len(chunk)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"seconds": seconds, "rate": count / seconds, "peak_rss_mb": peak, "counts": {"read": count}}
+    return {"seconds": seconds, "rate": count / seconds, "cpu_rate": count / cpu, "peak_rss_mb": peak,
+            "counts": {"read": count}}  # fmt: skip
 
 
 async def child(spec: dict) -> dict:
@@ -134,21 +139,21 @@ async def child(spec: dict) -> dict:
                 await engine.ping(name)
                 if not spec["derive"]:
                     await engine.pause_derivation(name)
-            mapped = mapped_batches(spec) if spec["kind"] == "bulk_mapped" else None  # not timed
-            started = time.perf_counter()
+            mapped = mapped_file(spec) if spec["kind"] == "bulk_mapped" else None  # not timed
+            started, cpu = time.perf_counter(), time.process_time()
             if spec["kind"] == "bulk":
                 counts = await bulk(engine, spec["items"], spec["users"])
             elif mapped is not None:
-                counts = {"written": 0}
-                for name, items in mapped:
-                    counts["written"] += (await engine.experience_bulk({"scope": name, "items": items})).accepted
+                counts = await bulk_mapped(engine, mapped)
+                os.remove(mapped)
             else:
                 counts = await import_file(engine, spec)
-            seconds = time.perf_counter() - started
+            seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     finally:
         shutil.rmtree(path, ignore_errors=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return {"seconds": seconds, "rate": spec["items"] / seconds, "peak_rss_mb": peak, "counts": counts}
+    return {"seconds": seconds, "rate": spec["items"] / seconds, "cpu_rate": spec["items"] / cpu, "peak_rss_mb": peak,
+            "counts": counts}  # fmt: skip
 
 
 async def bulk(engine, n: int, users: int) -> dict:
@@ -164,22 +169,36 @@ async def bulk(engine, n: int, users: int) -> dict:
     return {"written": written}
 
 
-def mapped_batches(spec: dict) -> list[tuple[str, list[dict]]]:
-    """The envelopes the importer maps the file to, in bulk requests of 1,000 of one scope: the
+def mapped_file(spec: dict) -> str:
+    """The envelopes the importer maps the file to, one a line, in a file beside it: the
     bulk-write baseline for the *same* records (Mem0's carry every source field in labels)."""
     from cortexdb.engine.transfer.imports import SOURCES
 
     module = SOURCES[spec["format"]]
     options = {"ordering": "batch_throughput", "template": TEMPLATES[spec["format"]], "imported_at": when(0)}
-    batches: list[tuple[str, list[dict]]] = []
-    with open(spec["file"], "rb") as fh:
+    path = spec["file"] + ".mapped"
+    with open(spec["file"], "rb") as fh, open(path, "wb") as out:
         for item in module.read(fh, module.sniff(spec["file"]), options):
-            env = dict(item.envelope)
+            out.write(orjson.dumps(item.envelope) + b"\n")
+    return path
+
+
+async def bulk_mapped(engine, path: str) -> dict:
+    """``mapped_file``'s envelopes read back lazily (like ``bulk``'s, generated as they are
+    written: a list of them all would tax every garbage collection), in bulk requests of 1,000
+    of one scope."""
+    written, batch, name = 0, [], None
+    with open(path, "rb") as lines:
+        for line in lines:
+            env = orjson.loads(line)
+            if batch and (env["scope"] != name or len(batch) == 1000):
+                written += (await engine.experience_bulk({"scope": name, "items": batch})).accepted
+                batch = []
             name = env.pop("scope")
-            if not batches or batches[-1][0] != name or len(batches[-1][1]) == 1000:
-                batches.append((name, []))
-            batches[-1][1].append(env)
-    return batches
+            batch.append(env)
+    if batch:
+        written += (await engine.experience_bulk({"scope": name, "items": batch})).accepted
+    return {"written": written}
 
 
 async def import_file(engine, spec: dict) -> dict:
@@ -298,20 +317,30 @@ def report(args, sizes: list[int], work: str) -> None:
     base = {n: measure({**common, "kind": "bulk", "items": n}) for n in sizes}
     rss = " ".join(f"{n:,}: {base[n]['peak_rss_mb']:.0f} MB" for n in sizes)
     print(f"baseline bulk write (experience_bulk of 1,000, capture.py's path): {base[big]['rate']:>9,.0f} items/s"
-          f"   peak RSS {rss}")
-    print(f"{'source':6s} {'ordering':17s} {'items/s':>9s} {'ratio to bulk':>13s}   peak RSS by file size "
-          "(and over the baseline's)")
-    same = measure({**common, "kind": "bulk_mapped", "format": "mem0", "items": big, "file": files["mem0", big]})
-    print(f"baseline for mem0: the same records as the importer maps them, bulk-written: {same['rate']:>9,.0f} items/s")
+          f" ({base[big]['cpu_rate']:,.0f} per CPU-second)   peak RSS {rss}")
+    print("each import row: a baseline bulk write measured just before it (the machine's load moves), the import's "
+          "rate and its ratio to that baseline, the same per CPU-second of the process, the load average")
+    print(f"{'source':6s} {'ordering':17s} {'bulk/s':>7s} {'items/s':>8s} {'ratio':>5s} {'cpu ratio':>9s} {'load':>5s}"
+          "   peak RSS by file size (and over the baseline's)")
+    same = None
     for fmt in ("jsonl", "mem0"):
         for ordering in ORDERINGS:
+            load = os.getloadavg()[0]
+            near = measure({**common, "kind": "bulk", "items": big})
+            if fmt == "mem0" and same is None:
+                same = measure({**common, "kind": "bulk_mapped", "format": "mem0", "items": big,
+                                "file": files["mem0", big]})  # fmt: skip
             runs = {n: measure({**common, "kind": "import", "format": fmt, "ordering": ordering, "items": n,
                                 "file": files[fmt, n]}) for n in sizes}  # fmt: skip
+            load = (load + os.getloadavg()[0]) / 2
             rss = "  ".join(f"{n:,}: {runs[n]['peak_rss_mb']:.0f} MB ({runs[n]['peak_rss_mb'] - base[n]['peak_rss_mb']:+.0f})"
                             for n in sizes)  # fmt: skip
-            own = f"  ({runs[big]['rate'] / same['rate']:.2f} of the same records bulk-written)" if fmt == "mem0" else ""
-            print(f"{fmt:6s} {ordering:17s} {runs[big]['rate']:>9,.0f} {runs[big]['rate'] / base[big]['rate']:>13.2f}"
-                  f"   {rss}{own}")  # fmt: skip
+            run = runs[big]
+            print(f"{fmt:6s} {ordering:17s} {near['rate']:>7,.0f} {run['rate']:>8,.0f} {run['rate'] / near['rate']:>5.2f}"
+                  f" {run['cpu_rate'] / near['cpu_rate']:>9.2f} {load:>5.1f}   {rss}")  # fmt: skip
+    print(f"baseline for mem0: the same records as the importer maps them, bulk-written (read back lazily from a "
+          f"file of envelopes), measured before the first mem0 row: {same['rate']:,.0f} items/s "
+          f"({same['cpu_rate']:,.0f} per CPU-second)")
     print("the importers' reading alone (no engine; one window at a time, as the job reads):")
     for fmt in ("jsonl", "mem0"):
         for ordering in ORDERINGS:
@@ -321,8 +350,9 @@ def report(args, sizes: list[int], work: str) -> None:
             print(f"{fmt:6s} {ordering:17s} {runs[big]['rate']:>9,.0f} records/s parsed   peak RSS {rss}")
     if len(sizes) == 2:
         small = sizes[0]
-        print(f"(an import holds one window of records, 10,000 in strict_temporal, 1,000 in batch_throughput, not "
-              f"the file: compare its gain from {small:,} to {big:,} records with the baseline's)")
+        print(f"(an import holds two windows of records, the one being written and the next, parsed meanwhile: "
+              f"10,000 each in strict_temporal, 1,000 in batch_throughput, not the file: compare its gain from "
+              f"{small:,} to {big:,} records with the baseline's)")
     if args.http:
         http_base = over_http("bulk", "", big, args.users)
         print(f"http   bulk POSTs of 1,000 (baseline)  {http_base['rate']:>9,.0f} items/s"

@@ -422,6 +422,26 @@ async def test_mem0_round_trip_keeps_every_field_the_mapping_names(tmp_path, nam
         assert again["items"]["written"] == len(derived), (again, derived)
 
 
+async def test_mem0_categories_holding_commas_come_back_whole(tmp_path):
+    memories = [{"id": "m-plain", "memory": "Likes ramen.", "categories": ["food", "travel"], "user_id": "alice"},
+                {"id": "m-comma", "memory": "Visited Rome, Italy.", "categories": ["travel, europe", "history"],
+                 "user_id": "alice"},
+                {"id": "m-bracket", "memory": "Reads a lot.", "categories": ["[misc]"], "user_id": "alice"}]  # fmt: skip
+    source = orjson.dumps({"results": memories})
+    async with open_engine("memory", clock=ManualClock(START), id_seed=1, config=config(tmp_path)) as engine:
+        started = await engine.imports.start("mem0", source, {"scope_template": "org:acme/user:{user_id}"})
+        assert (await engine.imports.wait(started["import_id"]))["items"]["written"] == 3
+        labels = {e["context"]["labels"]["mem0_source_id"]: e["context"]["labels"]["mem0_categories"]
+                  for e in (await engine.events("org:acme/user:alice"))["items"]}  # fmt: skip
+        assert labels["m-plain"] == "food,travel"  # the common case stays a readable label
+        _, data = await export(engine, format="mem0")
+        back = {item["id"]: item["categories"] for item in orjson.loads(data)["results"]}
+        assert back == {m["id"]: m["categories"] for m in memories}
+        again = await engine.imports.wait((await engine.imports.start(
+            "mem0", data, {"scope_template": "org:acme/user:{user_id}"}))["import_id"])  # fmt: skip
+        assert again["items"]["replayed"] == 3 and again["items"]["written"] == 0, again
+
+
 async def test_mem0_export_of_native_events(tmp_path):
     clock = ManualClock(START)
     async with open_engine("memory", clock=clock, id_seed=1, config=config(tmp_path)) as engine:

@@ -28,6 +28,7 @@ import re
 from collections.abc import AsyncIterable
 from typing import Any
 
+import outcome
 import trio
 
 from ...errors import (
@@ -160,18 +161,30 @@ class ImportService:
         with open(params["path"], "rb") as fh:
             records = module.read(fh, params["format"], {**params["options"], "template": params["template"],
                                                          "imported_at": run.record["created_at"]})  # fmt: skip
-            seq = 0
+
+            def read_window() -> tuple[list[Item], int]:  # in a thread, never two at once
+                return list(itertools.islice(records, window)), fh.tell()
+
+            seq, ahead = 0, await trio.to_thread.run_sync(read_window)
             while run.record["cancel_requested_at"] is None:
-                chunk = await trio.to_thread.run_sync(lambda: list(itertools.islice(records, window)))
+                chunk, position = ahead
                 if not chunk:
                     break
                 start, seq = seq, seq + len(chunk)
-                if seq <= done:
-                    continue  # committed before an interruption
-                await self._window(run, chunk[max(0, done - start):], strict)
-                chunk = None  # not alive while the next window is read (one window in memory, not two)
+                if seq <= done:  # committed before an interruption
+                    ahead = await trio.to_thread.run_sync(read_window)
+                    continue
+                # the next window is parsed and mapped (in a thread) while this one is written:
+                # two windows in memory; a source error surfaces once this one is committed
+                async with trio.open_nursery() as nursery:
+                    box: list[outcome.Outcome] = []
+                    nursery.start_soon(_read_ahead, read_window, box)
+                    written = await outcome.acapture(self._window, run, chunk[max(0, done - start):], strict)
+                written.unwrap()  # its error as it is, not in an exception group
+                chunk = None  # noqa: F841 (not alive while the window after next is read)
                 state["committed"] = seq
-                await run.tick(fh.tell() / max(1, params["size"]))
+                await run.tick(position / max(1, params["size"]))
+                ahead = box[0].unwrap()
 
     async def _window(self, run: JobRun, items: list[Item], strict: bool) -> None:
         progress, root = run.progress, run.record["scope"]
@@ -180,19 +193,21 @@ class ImportService:
         allowed: set[str] = run.scratch.setdefault("allowed", set())
         rebind = not getattr(SOURCES[run.params["source"]], "KEYS_NAME_SCOPE", False)
         for item in items:
+            envelope = item.envelope
             if item.error is not None:
                 self._failed(run, item, item.error, item.detail)
                 continue
-            if item.envelope is None:
+            if envelope is None:
                 progress["skipped"] += 1
                 continue
             try:
-                scope = self._scope_of(run, item.envelope, root, allowed)
+                scope = self._scope_of(run, envelope, root, allowed)
             except RecordError as exc:
                 self._failed(run, item, exc.code, exc.detail)
                 continue
-            if rebind and isinstance(item.envelope.get("idempotency_key"), str):
-                item.envelope["idempotency_key"] = scoped_key(item.envelope["idempotency_key"], scope)
+            envelope.pop("scope", None)  # the bulk request's (the envelope is the importer's own dict)
+            if rebind and isinstance(envelope.get("idempotency_key"), str):
+                envelope["idempotency_key"] = scoped_key(envelope["idempotency_key"], scope)
             groups.setdefault(scope, []).append(item)
         limit = self._ctx.config.bulk_max_items
         for scope, group in groups.items():
@@ -223,8 +238,7 @@ class ImportService:
         if any(item.replay_by_key for item in items):
             items = await self._unwritten(run, items)
         while items:
-            request = {"scope": scope, "ordering": ordering,
-                       "items": [{k: v for k, v in item.envelope.items() if k != "scope"} for item in items]}  # fmt: skip
+            request = {"scope": scope, "ordering": ordering, "items": [item.envelope for item in items]}
             try:
                 result = await self._engine.experience_bulk(request, caller=run.record["caller"],
                                                             tenant_id=run.record["tenant_id"], durable_keys=True)  # fmt: skip
@@ -309,6 +323,10 @@ def check_declared(source: str, module: Any, found: str, declared: Any) -> str:
                                 details={"format": str(declared)[:80], "known": list(module.FORMATS)})  # fmt: skip
     raise UnsupportedFormat(f"the file is {found}, not the declared {declared}",
                             details={"format": declared, "found": found, "known": list(module.FORMATS)})  # fmt: skip
+
+
+async def _read_ahead(read: Any, box: list[outcome.Outcome]) -> None:
+    box.append(await outcome.acapture(trio.to_thread.run_sync, read))
 
 
 def _observed(item: Item) -> Any:

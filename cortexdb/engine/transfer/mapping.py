@@ -9,6 +9,7 @@ line-delimited file, or the 0-based index of a record in a JSON document, named 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -25,7 +26,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_\-]+")
 MAX_KEY = 64  # an idempotency key's length (envelope schema)
 
 
-@attrs.frozen
+@attrs.define(eq=False)  # not frozen: its __init__ is one store a field (a frozen one costs ~3 µs)
 class Item:
     position: int
     unit: str = "line"  # line (1-based) | record (0-based index in the document)
@@ -91,22 +92,69 @@ def timestamp(value: Any) -> str | None:
     seconds (int or float), or None; a value that is none of these is a ``RecordError``."""
     if value is None or value == "":
         return None
+    if type(value) is str:  # the common case first: the C parser reads every ISO form sources write
+        global _last_timestamp
+        last = _last_timestamp  # one read of a tuple: another import's thread may replace it
+        if value == last[0]:  # created_at == updated_at, a file's one assumed time, ...
+            return last[1]
+        try:
+            parsed = dt.datetime.fromisoformat(value)
+            text = _utc_as_written(value) or _utc_text(parsed)
+        except (ValueError, OverflowError):
+            text = _slow_timestamp(value)
+        _last_timestamp = (value, text)
+        return text
     if isinstance(value, bool):
         raise RecordError("invalid_timestamp", f"not a timestamp: {value!r}")
     if isinstance(value, int | float):
-        return format_ts(dt.datetime.fromtimestamp(float(value), dt.UTC))
-    if isinstance(value, str):
-        text = value.strip().replace(" ", "T", 1) if len(value) > 10 else value.strip()
-        if text.endswith("Z"):
-            text = text[:-1] + "+00:00"
         try:
-            parsed = dt.datetime.fromisoformat(text)
-        except ValueError:
-            raise RecordError("invalid_timestamp", f"not an ISO-8601 timestamp: {value[:64]!r}") from None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=dt.UTC)
-        return format_ts(parsed)
+            return format_ts(dt.datetime.fromtimestamp(float(value), dt.UTC))
+        except (ValueError, OverflowError, OSError):
+            raise RecordError("invalid_timestamp", f"not a timestamp: {value!r}") from None
+    if isinstance(value, str):
+        return _slow_timestamp(value)
     raise RecordError("invalid_timestamp", f"not a timestamp: {str(value)[:64]!r}")
+
+
+_last_timestamp: tuple[Any, Any] = (None, None)
+
+
+def _utc_text(parsed: dt.datetime) -> str:
+    """``format_ts(parsed)`` (naive is UTC), without its per-field formatting: ``isoformat`` is C."""
+    if parsed.tzinfo is not None and parsed.utcoffset():
+        parsed = parsed.astimezone(dt.UTC)
+    text = parsed.isoformat() if parsed.tzinfo is None else parsed.isoformat()[:-6]  # less "+00:00"
+    return (text.rstrip("0") if parsed.microsecond else text) + "Z"
+
+
+def _utc_as_written(value: str) -> str | None:
+    """The RFC 3339 form of a valid ``YYYY-MM-DD[T ]HH:MM:SS[.f{1,6}][Z|+00:00]`` by slicing it
+    (what most sources write; ``fromisoformat`` has checked it), else None."""
+    size = len(value)
+    if size < 19 or value[4] != "-" or value[7] != "-" or value[13] != ":" or value[16] != ":" or value[10] not in "T ":
+        return None
+    if value[-1] == "Z":
+        size -= 1
+    elif value.endswith("+00:00"):
+        size -= 6
+    elif not value[-1].isdigit() or value[-3] == ":" and size > 22:  # another offset (+05:30)
+        return None
+    fraction = value[19:size]
+    if fraction and (fraction[0] != "." or not fraction[1:].isdigit() or len(fraction) > 7):
+        return None
+    fraction = fraction.rstrip("0")
+    return f"{value[:10]}T{value[11:19]}{'' if fraction == '.' else fraction}Z"
+
+
+def _slow_timestamp(value: str) -> str:
+    """A string ``fromisoformat`` refused as it is: spaces around it, ..."""
+    text = value.strip().replace(" ", "T", 1) if len(value) > 10 else value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        return _utc_text(dt.datetime.fromisoformat(text))
+    except (ValueError, OverflowError):
+        raise RecordError("invalid_timestamp", f"not an ISO-8601 timestamp: {value[:64]!r}") from None
 
 
 def first_time(*values: Any) -> str | None:
@@ -132,20 +180,32 @@ def labels(prefix: str, fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def key(source: str, *parts: Any) -> str:
     """A stable idempotency key (≤ 64 chars): ``source:<ids>``, hashed when too long."""
-    text = f"{source}:" + ":".join(_UNSAFE.sub("_", str(p)) for p in parts)
+    text = f"{source}:" + ":".join([_safe(p) for p in parts])
     if len(text) <= MAX_KEY:
         return text
     digest = hashlib.sha256(text.encode()).hexdigest()[: MAX_KEY - len(source) - 2]
     return f"{source}:{digest}"
 
 
+def _safe(part: Any) -> str:
+    text = part if type(part) is str else str(part)
+    if text.isascii() and text.replace("-", "").replace("_", "").isalnum():  # a uuid, a hash: as it is
+        return text
+    return _UNSAFE.sub("_", text)
+
+
 def scoped_key(value: str, scope: str) -> str:
     """An importer's key bound to the scope it is written to: the same source record imported
     into two scopes is two events (idempotency keys are per tenant and caller, not per scope)."""
-    text = f"{value}~{digest(scope)[:8]}"
+    text = f"{value}~{_scope_tag(scope)}"
     if len(text) <= MAX_KEY:
         return text
     return key(value.split(":", 1)[0], digest(value, scope))
+
+
+@functools.lru_cache(maxsize=4096)
+def _scope_tag(scope: str) -> str:
+    return digest(scope)[:8]
 
 
 def digest(*parts: Any) -> str:

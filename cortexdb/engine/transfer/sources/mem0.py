@@ -33,7 +33,18 @@ import ijson
 import orjson
 
 from ....errors import UnsupportedFormat
-from ..mapping import Item, RecordError, actor, digest, expand, failed, key, labels, timestamp
+from ..mapping import (
+    Item,
+    RecordError,
+    actor,
+    digest,
+    expand,
+    failed,
+    key,
+    labels,
+    scalar,
+    timestamp,
+)
 
 FORMATS = ("mem0_v1_list", "mem0_results", "mem0_page", "mem0_history", "mem0_export_v3")
 PAGE_KEYS = {"count", "next", "previous"}
@@ -120,30 +131,79 @@ def _one(position: int, unit: str, make: Any, *args: Any) -> Item:
 
 
 def memory(item: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(item, dict) or not isinstance(item.get("memory"), str) or not item["memory"].strip():
+    get = item.get if isinstance(item, dict) else None
+    text = get("memory") if get is not None else None
+    if not isinstance(text, str) or not text.strip():
         raise RecordError("invalid_record", "a Mem0 memory needs a non-empty string 'memory'")
-    if not isinstance(item.get("id"), str):
+    ident = get("id")
+    if not isinstance(ident, str):
         raise RecordError("invalid_record", "a Mem0 memory needs its string 'id'")
-    run_id = item.get("run_id") or item.get("session_id")
-    values = {"user_id": item.get("user_id"), "agent_id": item.get("agent_id"), "run_id": run_id,
-              "app_id": item.get("app_id")}  # fmt: skip
-    state.setdefault("user_id", item.get("user_id"))
-    created, updated = timestamp(item.get("created_at")), timestamp(item.get("updated_at"))
+    run_id, user = get("run_id") or get("session_id"), get("user_id")
+    if "user_id" not in state:
+        state["user_id"] = user
+    created, updated = timestamp(get("created_at")), timestamp(get("updated_at"))
     observed = created or updated or options.get("observed_at") or options["imported_at"]
-    state["latest"] = max(filter(None, (state.get("latest"), updated or created)), default=None)
-    extra = labels("mem0_", {name: item.get(name) for name in LABELLED})
-    if item.get("categories"):
-        extra["mem0_categories"] = ",".join(str(c) for c in item["categories"])
+    recorded = updated or created
+    if recorded is not None and (state.get("latest") is None or recorded > state["latest"]):
+        state["latest"] = recorded
+    tags: dict[str, Any] = {"mem0_source_id": ident}
+    for name, label in LABEL_NAMES:  # labels("mem0_", ...), without its two intermediate dicts
+        value = get(name)
+        if value is not None:
+            tags[label] = value if type(value) in SCALARS else scalar(value)
+    if get("categories"):
+        tags["mem0_categories"] = categories_label(item["categories"])
     envelope: dict[str, Any] = {
-        "scope": expand(options["template"], values), "observed_actor": _actor(item, run_id),
-        "modality": "imported", "content": {"kind": "text", "text": item["memory"]},
-        "context": {"observed_at": observed, "source_recorded_at": updated or created,
-                    "labels": {"mem0_source_id": item["id"], **extra}},
-        "idempotency_key": key("mem0", item["id"], digest(item.get("updated_at"), item["memory"])),
+        "scope": _scope(options, state, user, get("agent_id"), run_id, get("app_id")),
+        "observed_actor": _actor(item, run_id), "modality": "imported", "content": {"kind": "text", "text": text},
+        "context": {"observed_at": observed, "source_recorded_at": recorded, "labels": tags},
+        "idempotency_key": key("mem0", ident, digest(get("updated_at"), text)),
     }  # fmt: skip
-    if item.get("user_id"):
-        envelope["subject"] = {"id": actor("user", item["user_id"])["id"], "type": "user"}
+    if user:
+        envelope["subject"] = {"id": actor("user", user)["id"], "type": "user"}
     return envelope
+
+
+def categories_label(categories: Any) -> str:
+    """``categories`` as one label: joined at commas (``travel,food``), or as a JSON array when a
+    category holds a comma itself (it would come back split) or the value is not a list."""
+    if isinstance(categories, list) and all(isinstance(c, str) and "," not in c for c in categories) \
+            and not (categories and categories[0].startswith("[")):  # fmt: skip
+        return ",".join(categories)
+    return orjson.dumps(categories if isinstance(categories, list) else [categories]).decode()
+
+
+def categories_of(label: Any) -> list[Any]:
+    """The categories a ``mem0_categories`` label holds (``categories_label``'s inverse)."""
+    text = str(label)
+    if text.startswith("["):
+        try:
+            found = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            found = None
+        if isinstance(found, list):
+            return found
+    return text.split(",")
+
+
+LABEL_NAMES = tuple((name, f"mem0_{name}") for name in LABELLED)
+SCALARS = frozenset((str, int, float, bool))
+SCOPE_CACHE = 4096  # scopes remembered per import (one per user, agent, run and app combination)
+
+
+def _scope(options: dict[str, Any], state: dict[str, Any], user: Any, agent: Any, run: Any, app: Any) -> str:
+    """``expand(template, ...)``, remembered: a file's records go to few scopes."""
+    ident = (user, agent, run, app)
+    if not all(value is None or type(value) is str for value in ident):  # 1 and True are one dict key
+        return expand(options["template"], {"user_id": user, "agent_id": agent, "run_id": run, "app_id": app})
+    cache = state.get("scopes")
+    if cache is None or len(cache) >= SCOPE_CACHE:
+        cache = state["scopes"] = {}
+    found = cache.get(ident)
+    if found is None:
+        found = cache[ident] = expand(options["template"], {"user_id": user, "agent_id": agent, "run_id": run,
+                                                            "app_id": app})  # fmt: skip
+    return found
 
 
 def _actor(item: dict[str, Any], session: Any) -> dict[str, Any]:
@@ -198,7 +258,7 @@ def history(memory_id: str, row: Any, options: dict[str, Any]) -> dict[str, Any]
 # ``mem0_results`` (OSS ``get_all``): ``{"results": [memory...], "relations"?: [...]}``.
 # A text event becomes a memory.  One imported from Mem0 (``mem0_source_id``) gives back every
 # field its ``mem0_*`` labels kept, as Mem0 wrote it (raw timestamps, ``metadata`` decoded,
-# ``categories`` split); ``metadata``, ``created_at`` and ``updated_at`` are always present (null
+# ``categories`` as a list again: ``categories_of``); ``metadata``, ``created_at`` and ``updated_at`` are always present (null
 # when unknown), as OSS writes them.  A native event: its event id's UUID as ``id``, the md5 of
 # its text as ``hash``, ``observed_at`` as ``created_at``, its source (else CortexDB) record time
 # as ``updated_at``, ``user_id``/``agent_id``/``run_id`` from its subject, actor and session.
@@ -274,7 +334,7 @@ def _memory(event: dict[str, Any]) -> dict[str, Any] | None:
             if value is not None or name in ALWAYS:
                 item[name] = value
         if tags.get("mem0_categories"):
-            item["categories"] = str(tags["mem0_categories"]).split(",")
+            item["categories"] = categories_of(tags["mem0_categories"])
         return item
     observed, subject = event.get("observed_actor") or {}, event.get("subject") or {}
     item = {"id": event["id"].removeprefix("evt_"), "memory": text, "hash": hashlib.md5(text.encode()).hexdigest(),
