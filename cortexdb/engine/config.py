@@ -22,6 +22,9 @@ class EngineConfig:
     pipeline_cache_events: int = (
         20_000  # queued events kept in memory; the rest reload from storage
     )
+    # facts and beliefs a scope's lane keeps decoded (each kind); beyond it the oldest go at the
+    # end of a batch and reload from storage when needed (docs/decisions.md, "Soak memory")
+    derived_cache_records: int = 4096
     idle_timeout: float = 300.0  # seconds without messages or work before an actor stops
     restart_backoff_max: float = 5.0
     shutdown_grace: float = 10.0  # how long a graceful stop waits for actors before cancelling them
