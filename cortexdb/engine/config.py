@@ -22,6 +22,9 @@ class EngineConfig:
     pipeline_cache_events: int = (
         20_000  # queued events kept in memory; the rest reload from storage
     )
+    # facts and beliefs a scope's lane keeps decoded (each kind); beyond it the oldest go at the
+    # end of a batch and reload from storage when needed (docs/decisions.md, "Soak memory")
+    derived_cache_records: int = 4096
     idle_timeout: float = 300.0  # seconds without messages or work before an actor stops
     restart_backoff_max: float = 5.0
     shutdown_grace: float = 10.0  # how long a graceful stop waits for actors before cancelling them
@@ -78,6 +81,11 @@ class EngineConfig:
         default="float16", validator=attrs.validators.in_(("float16", "float32", "int8"))
     )
     vector_delta_chunk: int = 1024  # the delta grows by this many rows at a time
+    # with a data dir, the delta is sealed every this many vectors into a flat run in a file of
+    # vector-segments/ (read with pread, scored exactly; runs merge, and become an annoy segment
+    # at vector_segment_size): the only vectors in memory are the delta's
+    # (docs/decisions.md, "Soak memory").  0: no runs (the delta grows to vector_segment_size)
+    vector_run_rows: int = 2048
     recall_candidates: int = 100  # per scope and per index (BM25, vector) before scoring
     recall_deadline: float = 5.0  # seconds a scope may take before the pack degrades without it
     pack_ttl_seconds: float = 60.0

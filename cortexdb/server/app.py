@@ -11,6 +11,7 @@ answers what no route does with the same envelope.  The same declarations feed
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import time
 from typing import Any
@@ -124,6 +125,10 @@ def _lifespan(app: QuartTrio, state: ServerState, mcp: McpMount) -> None:
     @app.before_serving
     async def _load() -> None:
         await load_stores(state)
+        # the startup heap (modules, routes, schemas) lives as long as the process: out of the
+        # collector's generations, so its passes stop walking it (docs/decisions.md, "Soak memory")
+        gc.collect()
+        gc.freeze()
         mcp.serve_in(app.nursery)
         app.nursery.start_soon(_maintain)
 

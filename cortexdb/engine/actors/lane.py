@@ -206,6 +206,7 @@ class Lane:
                 finally:
                     self.ctx.entities.let_go(batch.entity_ids)  # committed (or given up)
         self.processed += len(events)
+        self.state.trim_caches(self.ctx.config.derived_cache_records)
         await announce(self.work, self.batches.finished(batch_ids))
 
     async def _cancels_first(self, states: dict[str, EventState]) -> None:
@@ -225,6 +226,7 @@ class Lane:
         """Run an item by its handler; a failure is its reply when it has one."""
         try:
             await self.handlers[type(item)](item)
+            self.state.trim_caches(self.ctx.config.derived_cache_records)
         except Exception as exc:
             reply = getattr(item, "reply", None)
             if reply is None:

@@ -2,7 +2,8 @@
 
 The lane is the only writer of its scope's derived records, so what it caches of them stays
 coherent with the store: every cache below is either loaded on first use from the partition's
-tables (``storage.Partition``) or kept up to date by the stage that writes the record.  Reads
+tables (``storage.Partition``) or kept up to date by the stage that writes the record.  Facts and
+beliefs are bounded (``trim_caches``, ``EngineConfig.derived_cache_records``).  Reads
 (``queries``) never look at it — they only ever see committed state — except recall candidates,
 which search the text and vector indexes.
 
@@ -50,6 +51,7 @@ def new_vector_index(ctx: Any) -> LayeredVectorIndex:
         dtype=config.vector_dtype,
         directory=os.path.join(data_dir, "vector-segments") if data_dir else None,
         chunk_rows=config.vector_delta_chunk,
+        run_rows=config.vector_run_rows or None,
     )
 
 
@@ -173,6 +175,43 @@ class PartitionState:
             if episode_id is not None:
                 self.episode = await self.tables.episodes.get(episode_id)
         return self.episode
+
+    # -- bounds --------------------------------------------------------------------------------
+    def trim_caches(self, limit: int) -> int:
+        """Bound the decoded facts and beliefs to ``limit`` each (``derived_cache_records``), at
+        a point where everything cached is committed (the end of a batch or an item): the oldest
+        go first, down to three quarters of the limit.  A dropped fact takes its pair's id lists
+        with it (``fact_ids``, ``current``), so the pair reloads from storage as a whole; facts
+        with supports not yet written or a version being closed, and the beliefs of deferred
+        claims, stay.  Returns how many records were dropped."""
+        dropped = 0
+        if len(self.facts) > limit:
+            pinned = self.new_supports.keys() | self.closing.keys()
+            excess = len(self.facts) - limit * 3 // 4
+            for fact_id in [f for f in self.facts if f not in pinned][:excess]:
+                fact = self.facts.pop(fact_id)
+                pair = (fact.subject.id, fact.predicate)
+                self.fact_ids.pop(pair, None)
+                self.current.pop(pair, None)
+                dropped += 1
+        if len(self.beliefs) > limit:
+            excess = len(self.beliefs) - limit * 3 // 4
+            for claim in [c for c in self.beliefs if c not in self.deferred][:excess]:
+                belief = self.beliefs.pop(claim)
+                if belief is not None:
+                    self.belief_by_id.pop(belief.id, None)
+                dropped += 1
+        if len(self.belief_by_id) > limit:  # revised beliefs whose claim was never looked up
+            for belief_id in list(self.belief_by_id)[: len(self.belief_by_id) - limit * 3 // 4]:
+                del self.belief_by_id[belief_id]
+                dropped += 1
+        # pairs whose facts all went (a pair looked up that had none, say) keep no list either
+        for index in (self.fact_ids, self.current):
+            if len(index) > limit:
+                for pair in list(index)[: len(index) - limit * 3 // 4]:
+                    self.fact_ids.pop(pair, None)
+                    self.current.pop(pair, None)
+        return dropped
 
     async def event(self, event_id: str) -> Event | None:
         event = self.events.get(event_id)

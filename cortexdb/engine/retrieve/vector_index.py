@@ -31,36 +31,10 @@ import numpy as np
 import trio
 
 from ..memtrim import release_free_memory
+from .vector_runs import DeltaRows, EncodedRows, FlatRun, SegmentRows, scores
 
 MERGE_RATIO = 1.5  # merge the newest two segments when the older is at most this much larger
 DTYPES = ("float32", "float16", "int8")
-
-
-def _simsimd():
-    try:
-        import simsimd
-    except ImportError:  # pragma: no cover - a dependency; numpy scores the same, slower
-        return None
-    return simsimd
-
-
-class _Rows:
-    """Rows of the delta to seal, decoded to float32 one at a time (in the build's thread)."""
-
-    def __init__(self, index: VectorIndex, positions: list[int]) -> None:
-        self._rows, self._scales = index._delta, index._scales
-        self._positions = positions
-        self._dtype = index.dtype
-
-    def __len__(self) -> int:
-        return len(self._positions)
-
-    def __getitem__(self, i: int) -> np.ndarray:
-        position = self._positions[i]
-        row = self._rows[position].astype(np.float32)
-        if self._dtype == "int8":
-            row *= self._scales[position]
-        return row
 
 
 class _Segment:
@@ -71,25 +45,14 @@ class _Segment:
         self.dead: set[str] = set()  # removed, or superseded by a newer vector elsewhere
 
 
-class _SegmentRows:
-    """Rows of two segments to merge, read from annoy one at a time (in the build's thread)."""
-
-    def __init__(self, sources: list[tuple[object, int]]) -> None:
-        self._sources = sources
-
-    def __len__(self) -> int:
-        return len(self._sources)
-
-    def __getitem__(self, i: int) -> list[float]:
-        index, position = self._sources[i]
-        return index.get_item_vector(position)
-
-
 class VectorIndex:
     def __init__(
         self, dimension: int, *, segment_size: int = 20_000, trees: int = 50,
         dtype: str = "float32", directory: str | None = None, chunk_rows: int = 1024,
+        run_rows: int | None = None,
     ) -> None:  # fmt: skip
+        """``run_rows`` (with a ``directory``): seal the delta every that many rows into a flat
+        run in a file (vector_runs.py), so the delta, the only rows in memory, stays small."""
         if dtype not in DTYPES:
             raise ValueError(f"vector dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
         self.dimension = dimension
@@ -98,6 +61,8 @@ class VectorIndex:
         self.dtype = dtype
         self.directory = directory
         self.chunk_rows = chunk_rows
+        # runs only with a directory, and only below the size of an annoy segment
+        self.run_rows = run_rows if directory is not None and run_rows and run_rows < segment_size else None
         self._segments: list[_Segment] = []
         self._delta = np.zeros((chunk_rows, dimension), dtype=dtype)
         self._scales = np.zeros(chunk_rows if dtype == "int8" else 0, dtype=np.float32)
@@ -191,7 +156,7 @@ class VectorIndex:
 
     @property
     def needs_seal(self) -> bool:
-        return not self._sealing and len(self._delta_ids) >= self.segment_size
+        return not self._sealing and len(self._delta_ids) >= (self.run_rows or self.segment_size)
 
     def _newest_two_similar(self) -> bool:
         segments = self._segments
@@ -230,7 +195,7 @@ class VectorIndex:
             # the build reads the rows where they are: an overwrite meanwhile may reach the new
             # segment, but such a row is dead there (below); a grow meanwhile copies the delta and
             # the build keeps reading the old array
-            rows = _Rows(self, live)
+            rows = DeltaRows(self._delta, self._scales, live, self.dtype)
             built = await trio.to_thread.run_sync(self._build, rows, abandon_on_cancel=True)
             segment = _Segment(built, ids)
             # swap: vectors added while building stay in the delta; rows of the sealed part that
@@ -273,7 +238,7 @@ class VectorIndex:
                         ids.append(doc_id)
                         sources.append((segment.index, position))
             # the vectors are read from the segments one at a time as they are added
-            return ids, self._build(_SegmentRows(sources)) if ids else None
+            return ids, self._build(SegmentRows(sources)) if ids else None
 
         ids, built = await trio.to_thread.run_sync(gather_and_build, abandon_on_cancel=True)
         merged = _Segment(built, ids)
@@ -311,6 +276,9 @@ class VectorIndex:
     def _build(self, rows):
         """An annoy index of ``rows`` (float32 vectors by position), built in a file of
         ``directory`` and served memory-mapped from it when there is one (in a worker thread)."""
+        if self.run_rows is not None and len(rows) < self.segment_size:  # a flat run (exact)
+            source = rows if isinstance(rows, DeltaRows) else EncodedRows(rows, self.dtype)
+            return FlatRun.write(self.directory, self.dimension, self.dtype, source)
         from annoy import AnnoyIndex
 
         index = AnnoyIndex(self.dimension, "angular")
@@ -341,6 +309,9 @@ class VectorIndex:
         base = limit + 8 if prefixes is None else limit * 4 + 8
         for segment in self._segments:
             dead = segment.dead
+            if isinstance(segment.index, FlatRun):
+                self._search_run(segment, query, base, prefixes, results)
+                continue
             fetch = base + min(len(dead), 3 * base)  # make up for dead hits, within bounds
             positions, distances = segment.index.get_nns_by_vector(
                 query, min(fetch, len(segment.ids)), search_k=-1, include_distances=True
@@ -372,24 +343,21 @@ class VectorIndex:
         return ranked[:limit]
 
     def _delta_scores(self, query: np.ndarray, count: int) -> np.ndarray:
-        """Cosines of the query with the first ``count`` delta rows (float32 in numpy's BLAS;
-        float16 and int8 in SimSIMD's kernels, which read the small rows as they are)."""
-        rows = self._delta[:count]
-        if self.dtype == "float32":
-            return rows @ query
-        query = np.asarray(query, dtype=np.float32)
-        simsimd = _simsimd()
-        if self.dtype == "float16":
-            if simsimd is None:
-                return rows.astype(np.float32) @ query
-            out = simsimd.cdist(query.astype(np.float16)[None, :], rows, metric="dot")
-            return np.asarray(out, dtype=np.float64)[0]
-        peak = float(np.max(np.abs(query))) if len(query) else 0.0
-        if simsimd is None or not peak:
-            return (rows.astype(np.float32) @ query) * self._scales[:count]
-        quantized = np.rint(query * (127.0 / peak)).astype(np.int8)
-        out = np.asarray(simsimd.cdist(quantized[None, :], rows, metric="dot"), dtype=np.float64)
-        return out[0] * (peak / 127.0) * self._scales[:count]
+        """Cosines of the query with the first ``count`` delta rows (vector_runs.scores)."""
+        scales = self._scales[:count] if self.dtype == "int8" else None
+        return scores(self._delta[:count], scales, query, self.dtype)
+
+    def _search_run(self, segment: _Segment, query, limit: int, prefixes, results: dict) -> None:
+        """A flat run's exact best, its dead rows (and ids of other prefixes) left out."""
+        ids = segment.ids
+        skip = [segment.positions[doc_id] for doc_id in segment.dead]
+        if prefixes is not None:
+            skip += [i for i, doc_id in enumerate(ids) if not doc_id.startswith(prefixes)]
+        skip_positions = np.asarray(skip, dtype=np.int64) if skip else None
+        for position, similarity in segment.index.nearest(query, limit, skip_positions):
+            doc_id = ids[position]
+            if similarity > results.get(doc_id, -2.0):
+                results[doc_id] = similarity
 
     def vector(self, doc_id: str) -> np.ndarray | None:
         if doc_id not in self._where:

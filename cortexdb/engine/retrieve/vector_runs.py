@@ -1,0 +1,240 @@
+"""Flat vector runs: sealed rows of a vector index kept in a file, out of the process's memory.
+
+With a directory (an engine with a data dir) a ``VectorIndex`` seals its exact delta every
+``run_rows`` vectors into a *run*: the rows exactly as the delta held them (float16, float32, or
+int8 with its per-row scales, which stay in memory at 4 bytes a row) written to a file of
+``<data dir>/vector-segments/``.  The file is unlinked as soon as it is written and open (the
+descriptor keeps it; nothing is left behind after a crash or a restart, when the index is rebuilt
+from the stored vectors as before).  A search reads the rows in blocks with ``pread`` and scores
+them with the delta's own kernels (``scores``): a run answers what the delta answered, bit for
+bit.  The pages live in the kernel's page cache, shared, reclaimable and re-read on demand; they
+are never mapped into the process, so its resident set does not grow with them
+(docs/decisions.md, "Soak memory").  Runs merge like the annoy segments (``VectorIndex``), and
+once a merge reaches ``segment_size`` rows it becomes an annoy segment as before.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+
+import numpy as np
+
+BLOCK_ROWS = 4096  # rows read (and written) at a time
+# a search reads each block into one reused buffer per thread (at most BLOCK_ROWS rows: 3 MiB for
+# 384-d float16), instead of a fresh allocation the kernel has to zero and map every time
+_BUFFERS = threading.local()
+
+
+def _buffer(size: int) -> bytearray:
+    buffer = getattr(_BUFFERS, "buffer", None)
+    if buffer is None or len(buffer) < size:
+        buffer = _BUFFERS.buffer = bytearray(size)
+    return buffer
+
+
+def _simsimd():
+    try:
+        import simsimd
+    except ImportError:  # pragma: no cover - a dependency; numpy scores the same, slower
+        return None
+    return simsimd
+
+
+def scores(rows: np.ndarray, scales: np.ndarray | None, query: np.ndarray, dtype: str) -> np.ndarray:
+    """Cosines of a unit query with ``rows`` (float32 in numpy's BLAS; float16 and int8 in
+    SimSIMD's kernels, which read the small rows as they are)."""
+    if dtype == "float32":
+        return rows @ query
+    query = np.asarray(query, dtype=np.float32)
+    simsimd = _simsimd()
+    if dtype == "float16":
+        if simsimd is None:
+            return rows.astype(np.float32) @ query
+        out = simsimd.cdist(query.astype(np.float16)[None, :], rows, metric="dot")
+        return np.asarray(out, dtype=np.float64)[0]
+    peak = float(np.max(np.abs(query))) if len(query) else 0.0
+    if simsimd is None or not peak:
+        return (rows.astype(np.float32) @ query) * scales
+    quantized = np.rint(query * (127.0 / peak)).astype(np.int8)
+    out = np.asarray(simsimd.cdist(quantized[None, :], rows, metric="dot"), dtype=np.float64)
+    return out[0] * (peak / 127.0) * scales
+
+
+def encode(vector: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
+    """A float32 vector as a row of ``dtype`` and its scale (int8's; 1.0 otherwise)."""
+    if dtype != "int8":
+        return np.asarray(vector, dtype=dtype), 1.0
+    vector = np.asarray(vector, dtype=np.float32)
+    peak = float(np.max(np.abs(vector))) if len(vector) else 0.0
+    scale = peak / 127.0 if peak else 1.0
+    return np.rint(vector / scale).astype(np.int8), scale
+
+
+class FlatRun:
+    """``count`` rows of ``dimension`` in an unlinked file, read by block (see the module)."""
+
+    def __init__(self, fd: int, count: int, dimension: int, dtype: str, scales: np.ndarray | None) -> None:
+        self.fd, self.count, self.dimension, self.dtype = fd, count, dimension, dtype
+        self.scales = scales
+        self.row_bytes = dimension * np.dtype(dtype).itemsize
+
+    @classmethod
+    def write(cls, directory: str, dimension: int, dtype: str, rows) -> FlatRun:
+        """A run of ``rows`` (``len`` and ``block(start, stop) -> (rows of dtype, scales)``),
+        written a block at a time (in a worker thread)."""
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"{uuid.uuid4().hex}.run")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.unlink(path)  # the descriptor keeps the file; its name is never needed again
+            count = len(rows)
+            scales = np.empty(count, dtype=np.float32) if dtype == "int8" else None
+            offset = 0
+            for start in range(0, count, BLOCK_ROWS):
+                block, block_scales = rows.block(start, min(count, start + BLOCK_ROWS))
+                data = np.ascontiguousarray(block, dtype=dtype).tobytes()
+                while data:
+                    written = os.pwrite(fd, data, offset)
+                    offset += written
+                    data = data[written:]
+                if scales is not None:
+                    scales[start : start + len(block)] = block_scales
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, count, dimension, dtype, scales)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start`` to ``stop`` as stored (a fresh buffer: nothing of the file stays mapped)."""
+        size = (stop - start) * self.row_bytes
+        data = os.pread(self.fd, size, start * self.row_bytes)
+        if len(data) != size:
+            raise OSError(f"vector run: short read ({len(data)} of {size} bytes)")
+        return np.frombuffer(data, dtype=self.dtype).reshape(stop - start, self.dimension)
+
+    def block(self, positions: list[int]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The stored rows (and scales) at ``positions`` (ascending), read as one span."""
+        first, last = positions[0], positions[-1] + 1
+        rows = self.read(first, last)[np.asarray(positions) - first]
+        scales = self.scales[positions] if self.scales is not None else None
+        return rows, scales
+
+    def get_item_vector(self, position: int) -> np.ndarray:
+        row = self.read(position, position + 1)[0].astype(np.float32)
+        if self.scales is not None:
+            row *= self.scales[position]
+        return row
+
+    def _view(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start`` to ``stop`` read into this thread's buffer (valid until the next read)."""
+        size = (stop - start) * self.row_bytes
+        view = memoryview(_buffer(BLOCK_ROWS * self.row_bytes))[:size]
+        if os.preadv(self.fd, [view], start * self.row_bytes) != size:
+            raise OSError("vector run: short read")
+        return np.frombuffer(view, dtype=self.dtype).reshape(stop - start, self.dimension)
+
+    def nearest(self, query: np.ndarray, limit: int, skip: np.ndarray | None) -> list[tuple[int, float]]:
+        """The ``limit`` best (position, cosine) pairs, exact, positions in ``skip`` left out."""
+        best: list[tuple[int, float]] = []
+        for start in range(0, self.count, BLOCK_ROWS):
+            stop = min(self.count, start + BLOCK_ROWS)
+            scales = self.scales[start:stop] if self.scales is not None else None
+            found = np.asarray(scores(self._view(start, stop), scales, query, self.dtype), dtype=np.float64)
+            if skip is not None and len(skip):
+                inside = skip[(skip >= start) & (skip < stop)] - start
+                found[inside] = -np.inf
+            take = min(limit, stop - start)
+            top = np.argpartition(-found, take - 1)[:take] if take < stop - start else np.arange(stop - start)
+            best += [(start + int(p), float(found[p])) for p in top.tolist() if found[p] != -np.inf]
+        best.sort(key=lambda item: -item[1])
+        return best[:limit] if len(best) > limit else best
+
+    def unload(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self) -> None:  # a run dropped without unload (an index let go) closes its file
+        try:
+            self.unload()
+        except OSError:
+            pass
+
+
+class DeltaRows:
+    """Rows of the delta to seal, decoded to float32 one at a time (in the build's thread)."""
+
+    def __init__(self, rows: np.ndarray, scales: np.ndarray, positions: list[int], dtype: str) -> None:
+        self._rows, self._scales = rows, scales  # the arrays of the moment (a grow replaces them)
+        self._positions = positions
+        self._dtype = dtype
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        position = self._positions[i]
+        row = self._rows[position].astype(np.float32)
+        if self._dtype == "int8":
+            row *= self._scales[position]
+        return row
+
+    def block(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Rows ``start`` to ``stop`` as the delta stores them (a run keeps them so)."""
+        positions = self._positions[start:stop]
+        return self._rows[positions], self._scales[positions] if self._dtype == "int8" else None
+
+
+
+
+class EncodedRows:
+    """Merged rows for a run: ``block`` in the index's dtype (``SegmentRows.block``)."""
+
+    def __init__(self, rows: SegmentRows, dtype: str) -> None:
+        self._rows, self._dtype = rows, dtype
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def block(self, start: int, stop: int):
+        return self._rows.block(start, stop, self._dtype)
+
+
+class SegmentRows:
+    """Rows of two segments to merge, read from annoy one at a time (in the build's thread)."""
+
+    def __init__(self, sources: list[tuple[object, int]]) -> None:
+        self._sources = sources
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+    def __getitem__(self, i: int) -> list[float]:
+        index, position = self._sources[i]
+        return index.get_item_vector(position)
+
+    def block(self, start: int, stop: int, dtype: str = "float32") -> tuple[np.ndarray, np.ndarray | None]:
+        """Rows ``start`` to ``stop`` as ``dtype`` (and int8 scales): a run's read as stored, a
+        span at a time; an annoy segment's encoded one by one."""
+        rows, scales, i = [], [], start
+        while i < stop:
+            index = self._sources[i][0]
+            j = i
+            while j < stop and self._sources[j][0] is index:
+                j += 1
+            positions = [position for _, position in self._sources[i:j]]
+            if isinstance(index, FlatRun) and index.dtype == dtype:
+                block, block_scales = index.block(positions)
+                rows.append(block)
+                scales.append(block_scales if block_scales is not None else np.ones(len(positions), np.float32))
+            else:
+                encoded = [encode(index.get_item_vector(p), dtype) for p in positions]
+                rows.append(np.stack([row for row, _ in encoded]))
+                scales.append(np.array([scale for _, scale in encoded], dtype=np.float32))
+            i = j
+        return np.concatenate(rows), np.concatenate(scales) if dtype == "int8" else None
