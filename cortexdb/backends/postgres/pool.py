@@ -134,8 +134,10 @@ class Held:
 
 
 def _driver_errors(call: Callable[[psycopg.Connection], T], conn: psycopg.Connection) -> T:
-    """Run ``call``; a failure of the server or the connection is ``WalUnavailable`` (503)."""
+    """Run ``call``; any failure of the server, the connection or a statement is
+    ``WalUnavailable`` (503, retriable): the store holds only bytes, so an error is never the
+    caller's input."""
     try:
         return call(conn)
-    except (psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.AdminShutdown) as exc:
-        raise WalUnavailable(f"PostgreSQL failed: {exc}") from exc
+    except psycopg.Error as exc:
+        raise WalUnavailable(f"PostgreSQL failed: {type(exc).__name__}: {exc}") from exc
