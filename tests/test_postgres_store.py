@@ -202,3 +202,49 @@ async def test_bad_settings_are_refused(dsn):
         await PostgresStore.open(dsn, table="Robert'); DROP TABLE students;--")
     with pytest.raises(WalUnavailable):
         await PostgresStore.open("host=/nonexistent-socket-dir port=1 user=nobody connect_timeout=2")
+
+
+class _BlobFactory:
+    """Handles on one postgres store's blobs, each through a newly opened store (a restart)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.stores: list[PostgresStore] = []
+
+    async def open(self):
+        store = await PostgresStore.open(self.dsn, table="kv")
+        self.stores.append(store)
+        return store.blob_store
+
+
+@pytest.fixture
+async def blob_factory(dsn):
+    factory = _BlobFactory(dsn)
+    yield factory
+    for store in factory.stores:
+        await store.close()
+
+
+from cortexdb.testing.blob_conformance import *  # noqa: E402,F401,F403
+
+
+async def test_an_upload_left_by_a_crash_is_deleted_once_stale(dsn):
+    store = await PostgresStore.open(dsn, table="kv")
+    upload = await store.blob_store.begin()
+    await upload.write(b"x" * (3 << 20))  # three chunks staged, never committed
+    await store.close()
+
+    def staged() -> int:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            return conn.execute("SELECT count(*) FROM kv_uploads").fetchone()[0]
+
+    assert staged() == 3
+    young = await PostgresStore.open(dsn, table="kv")  # another node's upload may be this young
+    await young.close()
+    assert staged() == 3
+    stale = await PostgresStore.open(dsn, table="kv", stale_upload_seconds=0)
+    try:
+        assert staged() == 0
+        assert [d async for d in stale.blob_store.digests()] == []
+    finally:
+        await stale.close()

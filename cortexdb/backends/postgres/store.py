@@ -29,6 +29,7 @@ from psycopg import sql
 
 from ...engine.spi.kv import Delete, Op, Put, scan_bounds
 from ...errors import StoreClosed
+from .blobs import STALE_UPLOAD_SECONDS, PostgresBlobStore
 from .pool import Held, Pool
 
 DEFAULT_TABLE = "cortexdb_kv"
@@ -36,7 +37,7 @@ DEFAULT_POOL_SIZE = 8
 DEFAULT_MAX_HELD = 64
 INLINE_ITEMS = 256  # a scan's first query asks for this many (+1 to see whether there is more)
 CHUNK_ITEMS = 4096  # a long scan fetches its cursor in chunks of this many
-_TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,49}")  # the blob tables add up to 12 characters
 _cursor_ids = itertools.count(1)
 
 
@@ -202,6 +203,7 @@ class PostgresStore(_Reader):
         self._pool = pool
         self.table = table
         self._sql = _Sql(table)
+        self.blob_store = PostgresBlobStore(pool, table)  # blobs beside the keys (blobs.py)
         self.closed = False
         self._compacting = trio.Lock()
         self._no_held = False  # while compacting, new snapshots and long scans wait
@@ -210,11 +212,13 @@ class PostgresStore(_Reader):
 
     @classmethod
     async def open(cls, dsn: str, *, table: str = DEFAULT_TABLE, pool_size: int = DEFAULT_POOL_SIZE,
-                   max_held: int = DEFAULT_MAX_HELD, async_commit: bool = True) -> PostgresStore:  # fmt: skip
-        """Connect, and create ``table`` if it is missing.  ``async_commit=False`` for servers
-        without the ``synchronous_commit`` setting (every batch then waits for its flush)."""
+                   max_held: int = DEFAULT_MAX_HELD, async_commit: bool = True,
+                   stale_upload_seconds: float = STALE_UPLOAD_SECONDS) -> PostgresStore:  # fmt: skip
+        """Connect, and create ``table`` (and its blob tables) if missing.  ``async_commit=False``
+        for servers without the ``synchronous_commit`` setting (every batch then waits for its
+        flush); ``stale_upload_seconds``: blob uploads older than this were left by a crash."""
         if not _TABLE_NAME.fullmatch(table):
-            raise ValueError(f"table name {table!r}: lowercase letters, digits and _, at most 63")
+            raise ValueError(f"table name {table!r}: lowercase letters, digits and _, at most 50")
         pool = Pool(dsn, size=pool_size, max_held=max_held, async_commit=async_commit)
         store = cls(pool, table)
         create = store._sql.create
@@ -227,6 +231,7 @@ class PostgresStore(_Reader):
 
         try:
             await pool.run(call)
+            await store.blob_store.setup(stale_upload_seconds)
         except BaseException:
             await pool.close()
             raise
