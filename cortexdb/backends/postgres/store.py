@@ -28,8 +28,9 @@ import trio
 from psycopg import sql
 
 from ...engine.spi.kv import Delete, Op, Put, scan_bounds
-from ...errors import StoreClosed
+from ...errors import LeaseLost, StoreClosed
 from .blobs import STALE_UPLOAD_SECONDS, PostgresBlobStore
+from .leases import Lease, Leases
 from .pool import Held, Pool
 
 DEFAULT_TABLE = "cortexdb_kv"
@@ -76,6 +77,10 @@ def _validate(ops: Sequence[Op]) -> dict[bytes, bytes | None]:
         else:
             final[op.key] = None
     return final
+
+
+class _Fenced(Exception):
+    """Raised inside a fenced write's transaction (rolling it back) when the lease is stale."""
 
 
 class _Reader:
@@ -204,6 +209,7 @@ class PostgresStore(_Reader):
         self.table = table
         self._sql = _Sql(table)
         self.blob_store = PostgresBlobStore(pool, table)  # blobs beside the keys (blobs.py)
+        self.leases = Leases(pool, table)  # scope-partition leases (leases.py)
         self.closed = False
         self._compacting = trio.Lock()
         self._no_held = False  # while compacting, new snapshots and long scans wait
@@ -232,6 +238,7 @@ class PostgresStore(_Reader):
         try:
             await pool.run(call)
             await store.blob_store.setup(stale_upload_seconds)
+            await store.leases.setup()
         except BaseException:
             await pool.close()
             raise
@@ -265,12 +272,9 @@ class PostgresStore(_Reader):
         await held.release()
         self._held_closed()
 
-    async def write(self, ops: Sequence[Op], *, sync: bool = False) -> None:
-        self._check()
+    def _statements(self, ops: Sequence[Op]) -> list:
+        """The batch as at most two statements: the deletes, then the upserts."""
         final = _validate(ops)
-        if not final:
-            await trio.lowlevel.checkpoint()
-            return
         deletes = [key for key, value in final.items() if value is None]
         puts = [(key, value) for key, value in final.items() if value is not None]
         statements = []
@@ -278,6 +282,14 @@ class PostgresStore(_Reader):
             statements.append((self._sql.delete, (deletes,)))
         if puts:
             statements.append((self._sql.upsert, ([k for k, _ in puts], [v for _, v in puts])))
+        return statements
+
+    async def write(self, ops: Sequence[Op], *, sync: bool = False) -> None:
+        self._check()
+        statements = self._statements(ops)
+        if not statements:
+            await trio.lowlevel.checkpoint()
+            return
         synced = sync and self._pool.async_commit
 
         def call(conn):
@@ -291,6 +303,30 @@ class PostgresStore(_Reader):
                     conn.execute(statement, params, binary=True)
 
         await self._pool.run(call)
+
+    async def write_fenced(self, lease: Lease, ops: Sequence[Op], *, sync: bool = False) -> None:
+        """``write``, applied only while ``lease`` is current: its transaction first locks the
+        lease row (``FOR SHARE``) and checks owner, token and expiry, so a takeover waits for
+        the batch to commit.  ``LeaseLost`` (and nothing written) otherwise (leases.py)."""
+        self._check()
+        statements = self._statements(ops)
+        check, args = self.leases.sql.check, {"part": lease.part, "owner": lease.owner, "token": lease.token}
+        synced = sync and self._pool.async_commit
+
+        def call(conn):
+            with conn.transaction():
+                if synced:
+                    conn.execute("SET LOCAL synchronous_commit TO on")
+                if conn.execute(check, args).fetchone() is None:
+                    raise _Fenced
+                for statement, params in statements:
+                    conn.execute(statement, params, binary=True)
+
+        try:
+            await self._pool.run(call)
+        except _Fenced:
+            raise LeaseLost("the lease of this partition is no longer current: nothing was written",
+                            details={"partition": lease.part, "token": lease.token}) from None
 
     async def snapshot(self) -> PostgresSnapshot:
         self._check()
