@@ -119,6 +119,8 @@ class Held:
 
     async def run(self, call: Callable[[psycopg.Connection], T]) -> T:
         self._pool._check()
+        if self.released:  # the connection is back in the pool: someone else's now
+            raise StoreClosed("this snapshot or scan is closed")
         return await trio.to_thread.run_sync(_driver_errors, call, self.conn)
 
     async def release(self) -> None:
