@@ -248,3 +248,21 @@ async def test_an_upload_left_by_a_crash_is_deleted_once_stale(dsn):
         assert [d async for d in stale.blob_store.digests()] == []
     finally:
         await stale.close()
+
+
+async def test_a_scan_outliving_its_snapshot_stops_and_leaves_the_pool_alone(store):
+    from cortexdb.errors import StoreClosed
+
+    keys = [f"k{i:06d}".encode() for i in range(CHUNK_ITEMS + 100)]
+    await store.write([Put(k, b"v") for k in keys])
+    snap = await store.snapshot()
+    scan = snap.scan(prefix=b"k")
+    for _ in range(CHUNK_ITEMS):  # the whole first chunk of the cursor
+        await scan.__anext__()
+    await snap.close()  # its connection goes back to the pool
+    with pytest.raises(StoreClosed):
+        await scan.__anext__()
+    await scan.aclose()
+    assert len([pair async for pair in store.scan(prefix=b"k")]) == len(keys)
+    await store.write([Put(b"after", b"1")], sync=True)
+    assert await store.get(b"after") == b"1"
