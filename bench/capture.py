@@ -1,6 +1,12 @@
-"""Capture throughput and latency, embedded, on both backends, against raw plyvel in the same run.
+"""Capture throughput and latency, embedded, on each backend, against raw plyvel in the same run.
 
     python bench/capture.py [--events 30000] [--writers 4] [--trials 3] [--backends memory,leveldb]
+                            [--dsn DSN]
+
+``--backends ...,postgres`` adds the PostgreSQL backend: on ``--dsn`` (each run in a schema of
+its own), else on a throwaway server started from the local PostgreSQL binaries
+(``cortexdb.testing.pgserver``, fsync off); its rows also give the ratio to LevelDB's in the
+same run (list leveldb before postgres).
 
 For each backend it prints the median (and best) of ``--trials`` runs of:
 - ``Engine.experience`` with ``wait`` omitted: N events into one scope from W concurrent writers,
@@ -83,16 +89,31 @@ def raw_plyvel(n: int, value_size: int) -> float:
         shutil.rmtree(path, ignore_errors=True)
 
 
+PG: dict = {"dsn": None, "schemas": 0}
+
+
+def pg_dsn() -> str:
+    """A DSN on a new schema of the postgres server (``--dsn`` or a throwaway one)."""
+    import psycopg
+
+    PG["schemas"] += 1
+    schema = f"bench_{os.getpid()}_{PG['schemas']}"
+    with psycopg.connect(PG["dsn"], autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return f"{PG['dsn']} options='-c search_path={schema}'"
+
+
 class DataDir:
     def __init__(self, backend: str) -> None:
-        self.path = tempfile.mkdtemp(prefix="bench-capture-") if backend == "leveldb" else None
+        self.dir = tempfile.mkdtemp(prefix="bench-capture-") if backend == "leveldb" else None
+        self.path = pg_dsn() if backend == "postgres" else self.dir
 
     def __enter__(self):
         return self.path
 
     def __exit__(self, *exc):
-        if self.path:
-            shutil.rmtree(self.path, ignore_errors=True)
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 async def write_concurrently(
@@ -185,7 +206,25 @@ async def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--derive-events", type=int, default=10_000)
     parser.add_argument("--backends", default="memory,leveldb")
+    parser.add_argument("--dsn", help="the postgres backend's server (default: a throwaway one)")
     args = parser.parse_args()
+    server = None
+    if "postgres" in args.backends.split(","):
+        if args.dsn:
+            PG["dsn"] = args.dsn
+        else:
+            from cortexdb.testing.pgserver import TemporaryPostgres
+
+            server = TemporaryPostgres()
+            PG["dsn"] = server.start()
+    try:
+        await measure(args)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+async def measure(args) -> None:
 
     value_size = len(str(body(1))) + 250  # an event record is about this large on disk
     baseline = raw_plyvel(max(args.events, 10_000), value_size)
@@ -194,6 +233,15 @@ async def main() -> None:
         f"events={args.events} writers={args.writers} trials={args.trials} scope=1 cpu_count={os.cpu_count()}"
     )
     print("median of trials (best in brackets)")
+    leveldb: dict[str, float] = {}  # label -> LevelDB's median in this run
+
+    def versus(backend: str, label: str, rate: float) -> str:
+        if backend == "leveldb":
+            leveldb[label] = rate
+        elif label in leveldb:
+            return f"  ratio to leveldb {rate / leveldb[label]:.3f}"
+        return ""
+
     for backend in args.backends.split(","):
         for label, writers, wait, keyed in (
             ("wait omitted, keyed  ", args.writers, None, True),
@@ -210,11 +258,13 @@ async def main() -> None:
                 f"{backend:8s} {label}: {median['rate']:>8,.0f} captures/s [{best:,.0f}]  "
                 f"p50 {median['p50']:.3f} ms  p99 {median['p99']:.3f} ms  "
                 f"ratio to raw plyvel {median['rate'] / baseline:.3f}"
+                + versus(backend, label, median["rate"])
             )
         runs = [await derivation_run(backend, args.derive_events) for _ in range(args.trials)]
         median, best = summary(runs)
         print(
             f"{backend:8s} derivation (backlog drain): {median['rate']:>8,.0f} events/s [{best:,.0f}]"
+            + versus(backend, "derivation", median["rate"])
         )
         runs = [
             await sustained_run(backend, args.derive_events, args.writers)
@@ -224,6 +274,7 @@ async def main() -> None:
         print(
             f"{backend:8s} sustained capture+derivation: {median['rate']:>8,.0f} events/s [{best:,.0f}] "
             f"(captures acknowledged at {median['capture_rate']:,.0f}/s)"
+            + versus(backend, "sustained", median["rate"])
         )
 
 

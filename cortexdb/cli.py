@@ -7,7 +7,7 @@
     cortexdb reembed --data DIR [--embedder hash|minilm|best]  re-embed every stored vector with
                                                                 another embedder (EMBEDDER_MISMATCH)
 
-    cortexdb serve [--preset P] [--data DIR] [--backend B] [--bind HOST:PORT] [--issuer-keys DIR]
+    cortexdb serve [--preset P] [--data DIR] [--backend B] [--dsn DSN] [--bind HOST:PORT] [--issuer-keys DIR]
                    [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR] [--tenant T]
                    [--tenant-admin ACTOR] [--allow-origin ORIGIN]
                    [--embedder hash|minilm|best] [--http-server cortex|hypercorn]
@@ -15,7 +15,7 @@
                    [--max-body-bytes N] [--max-head-bytes N] [--head-timeout S]
                    [--max-connections N] [--max-ws-message-bytes N] [--max-blob-bytes N]
                    [--max-import-bytes N]
-    cortexdb mcp --actor ACTOR [--token TOKEN] [--preset P] [--data DIR] [--backend B] [--tenant T]
+    cortexdb mcp --actor ACTOR [--token TOKEN] [--preset P] [--data DIR] [--backend B] [--dsn DSN] [--tenant T]
                  [--issuer-keys DIR] [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR]
                  [--tenant-admin ACTOR] [--embedder hash|minilm|best] [--token-leeway SECONDS]
                    the Model Context Protocol over stdio, as ACTOR (docs/mcp.md)
@@ -67,16 +67,18 @@ def _settings(args, **extra):
             raise SystemExit("cortexdb: --jwt-issuer takes ISS=PATH (a PEM public key or a JWKS file)")
         jwt_issuers.append((iss, path))
     try:
-        return ServerSettings.from_env(
-            preset=args.preset, data_dir=args.data, backend=args.backend, tenant=args.tenant,
+        settings = ServerSettings.from_env(
+            preset=args.preset, data_dir=args.data, backend=args.backend, dsn=args.dsn, tenant=args.tenant,
             issuer_dirs=args.issuer_keys or None, jwt_issuers=jwt_issuers or None,
             operators=tuple(args.operator) if args.operator else None,
             tenant_admins=tuple(args.tenant_admin) if args.tenant_admin else None,
             embedder=args.embedder or os.environ.get("CORTEX_EMBEDDER") or "best",
             token_leeway=args.token_leeway, **extra,
         )  # fmt: skip
+        settings.store_location()  # the postgres backend needs a DSN: say so now
     except ValueError as exc:
         raise SystemExit(f"cortexdb: {exc}") from None
+    return settings
 
 
 def _logging() -> None:
@@ -228,7 +230,8 @@ def _engine_options(command) -> None:
     """The options ``serve`` and ``mcp`` share: the store, the preset, identity and trust."""
     command.add_argument("--preset", help="on_prem_enterprise | cloud_shared_saas | cloud_private | dev_local | a YAML path")
     command.add_argument("--data", help="data directory (default ./data)")
-    command.add_argument("--backend", choices=("leveldb", "memory"))
+    command.add_argument("--backend", choices=("leveldb", "memory", "postgres"))
+    command.add_argument("--dsn", help="the postgres backend's connection string or URI (or CORTEX_PG_DSN)")
     command.add_argument("--tenant", help="the tenant this deployment binds (token aud cortexdb:tenant:T)")
     command.add_argument("--tenant-admin", action="append", metavar="ACTOR",
                          help="a tenant admin: owner of every scope, editor of the tenant policy (repeatable)")

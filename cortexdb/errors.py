@@ -338,6 +338,10 @@ class StoreClosed(WalUnavailable):
     default_retriable = False
 
 
+class LeaseLost(WalUnavailable):  # a write fenced by a stale lease: nothing written (postgres/leases.py)
+    default_retriable = False
+
+
 class DataDirLocked(CortexError):
     """Another process (or another open engine) already holds this data directory."""
     error_code = "DATA_DIR_LOCKED"

@@ -83,6 +83,7 @@ async def test_requests_queued_behind_a_crash_fail_retriably(engine_factory, mon
     assert sorted(outcomes) == [("first", True), ("queued", True)]
 
 
+@pytest.mark.inline_storage
 async def test_mailbox_backpressure_is_observable(engine_factory, monkeypatch):
     """A stalled actor with a full mailbox makes senders wait; statistics() shows it."""
     stall = trio.Event()
@@ -109,6 +110,7 @@ async def test_mailbox_backpressure_is_observable(engine_factory, monkeypatch):
         assert engine.statistics().scopes[ALICE].senders_waiting == 0
 
 
+@pytest.mark.inline_storage
 async def test_idle_actors_are_evicted_and_reload_from_storage(engine_factory, autojump_clock):
     config = EngineConfig(idle_timeout=30.0, default_caller="user:alice", episode_idle_check=3600.0)
     async with engine_factory(config=config) as engine:
@@ -121,8 +123,8 @@ async def test_idle_actors_are_evicted_and_reload_from_storage(engine_factory, a
         assert engine.statistics().actors == 1
 
 
-async def test_shutdown_leaves_no_task_running(backend, tmp_path, clock):
-    kwargs = {"path": str(tmp_path / "d")} if backend == "leveldb" else {}
+async def test_shutdown_leaves_no_task_running(backend, tmp_path, clock, pg_dsn):
+    kwargs = {"path": pg_dsn or str(tmp_path / "d")} if backend != "memory" else {}
     before = _task_count()
     async with cortexdb.open_engine(backend, clock=clock, id_seed=1, **kwargs) as engine:
         for i in range(20):

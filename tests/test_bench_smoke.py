@@ -157,3 +157,18 @@ def test_versions_benchmark_runs_on_a_slice():
     assert re.search(r"derivation, one event per commit: [\d,]+ events/s", result.stdout)
     assert re.search(r"closed versions: [\d,]+ rows, [\d,]+ bytes = [\d.]+% of the derived tables", result.stdout)
     assert re.search(r"LevelDB table files once compacted: [\d,]+ bytes", result.stdout)
+
+
+def test_capture_benchmark_runs_on_postgres_with_its_ratio_to_leveldb(pg_server):
+    if pg_server is None:
+        import pytest
+
+        pytest.skip("NO POSTGRESQL SERVER (see the summary at the end of the run)")
+    result = subprocess.run(
+        [sys.executable, "bench/capture.py", "--events", "200", "--trials", "1", "--derive-events", "100",
+         "--backends", "leveldb,postgres", "--dsn", pg_server.dsn()],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"postgres\s+wait omitted, keyed\s+:\s+[\d,]+ captures/s .* ratio to leveldb \d", result.stdout)
+    assert re.search(r"postgres\s+sustained capture\+derivation:\s+[\d,]+ events/s .* ratio to leveldb \d", result.stdout)

@@ -28,8 +28,8 @@ async def test_set_recall_mode_switches_the_signals_and_nothing_else(engine):
     assert info.value.details == {"field": "recall_mode"}
 
 
-async def test_pause_derivation_parks_a_backlog_until_reopen(backend, tmp_path, clock):
-    kwargs = {"store": MemoryStore()} if backend == "memory" else {"path": str(tmp_path / "d")}
+async def test_pause_derivation_parks_a_backlog_until_reopen(backend, tmp_path, clock, pg_dsn):
+    kwargs = {"store": MemoryStore()} if backend == "memory" else {"path": pg_dsn or str(tmp_path / "d")}
     config = EngineConfig(default_caller="user:alice", episode_idle_check=3600.0)
 
     def opened():

@@ -153,10 +153,10 @@ async def test_a_release_runs_again_without_changing_anything(engine):
     assert (await stored_rows(engine, alice.id))["record"] is False
 
 
-async def test_entities_of_a_data_dir_from_before_mentions_are_kept(backend, tmp_path):
+async def test_entities_of_a_data_dir_from_before_mentions_are_kept(backend, tmp_path, pg_dsn):
     with open(FIXTURE) as handle:
         fixture = json.load(handle)
-    store, _ = await _opened(backend, tmp_path, fixture["pairs"])
+    store, _ = await _opened(backend, tmp_path, fixture["pairs"], pg_dsn)
     try:
         async with cortexdb.open_engine(store=store, clock=ManualClock(fixture["now"]), id_seed=8,
                                         config=OLD_CONFIG) as engine:  # fmt: skip

@@ -60,6 +60,7 @@ async def test_events_of_other_scopes_consolidated_into_the_erased_scope_say_red
     bob = envelope("I live in Berlin.", scope=TEAM, directives={"consolidate_into": ALICE})
     bobs = (await engine.experience(bob, caller="user:bob", wait="consolidated")).event_id
     await engine.flush(ALICE)
+    await engine.flush(TEAM)  # the target hands what it derived back to bob's event in TEAM
     before = (await engine.get_event(TEAM, bobs))["derives"]
     into_alice = {f["id"] for f in (await engine.facts(ALICE, include_superseded=True))["items"]} & set(before)
     assert into_alice  # bob's note made a fact in alice's scope
@@ -94,14 +95,14 @@ async def test_an_event_captured_after_the_plan_is_derived_again(engine):
     assert (await engine.recall({"scope": ALICE, "query": "Rome"}))["layers"]["events"][0]["id"] == late[0]
 
 
-async def test_the_counts_of_a_drop_survive_a_crash_in_it(backend, tmp_path, clock, monkeypatch):
+async def test_the_counts_of_a_drop_survive_a_crash_in_it(backend, tmp_path, clock, monkeypatch, pg_dsn):
     config = EngineConfig(default_caller="user:alice", episode_idle_check=3600.0)
     store = await open_store("memory") if backend == "memory" else None
 
     def opened(seed: int):
         if store is not None:
             return cortexdb.open_engine(store=store, clock=clock, id_seed=seed, config=config)
-        return cortexdb.open_engine("leveldb", path=str(tmp_path / "data"), clock=clock, id_seed=seed, config=config)
+        return cortexdb.open_engine(backend, path=pg_dsn or str(tmp_path / "data"), clock=clock, id_seed=seed, config=config)
 
     real_drop = ops.drop_scope
     dropped = trio.Event()

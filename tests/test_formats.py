@@ -167,10 +167,10 @@ def fixture():
         return json.load(handle)
 
 
-async def _opened(backend, tmp_path, pairs):
+async def _opened(backend, tmp_path, pairs, pg_dsn=None):
     from cortexdb.backends import open_store
 
-    path = str(tmp_path / "old") if backend == "leveldb" else None
+    path = {"leveldb": str(tmp_path / "old"), "postgres": pg_dsn}.get(backend)
     store = await open_store(backend, path)
     decoded = [(base64.b64decode(k), base64.b64decode(v)) for k, v in pairs]
     from cortexdb.engine.spi.kv import Put
@@ -179,8 +179,8 @@ async def _opened(backend, tmp_path, pairs):
     return store, decoded
 
 
-async def test_an_old_data_dir_answers_as_it_did(backend, tmp_path, fixture):
-    store, _ = await _opened(backend, tmp_path, fixture["pairs"])
+async def test_an_old_data_dir_answers_as_it_did(backend, tmp_path, fixture, pg_dsn):
+    store, _ = await _opened(backend, tmp_path, fixture["pairs"], pg_dsn)
     try:
         async with cortexdb.open_engine(store=store, clock=ManualClock(fixture["now"]), id_seed=8,
                                         config=CONFIG) as engine:  # fmt: skip

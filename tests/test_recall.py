@@ -400,6 +400,7 @@ async def test_indexes_are_restored_after_a_restart(tmp_path, clock):
         ], layer
 
 
+@pytest.mark.inline_storage
 async def test_a_slow_scope_misses_the_deadline_and_degrades_the_pack(
     engine_factory, monkeypatch, autojump_clock
 ):

@@ -9,7 +9,8 @@ from ..engine.spi.kv import KVStore
 
 
 async def open_store(backend: str, path: str | None = None) -> KVStore:
-    """Open a backend by name: ``memory`` or ``leveldb`` (which needs ``path``)."""
+    """Open a backend by name: ``memory``, ``leveldb`` (``path``: its data directory) or
+    ``postgres`` (``path``: a libpq connection string or URI, docs/scale-out.md)."""
     if backend == "memory":
         from .memory import MemoryStore
 
@@ -20,7 +21,13 @@ async def open_store(backend: str, path: str | None = None) -> KVStore:
         from .leveldb import LevelDBStore
 
         return await LevelDBStore.open(path)
-    raise ValueError(f"unknown backend {backend!r}; expected 'memory' or 'leveldb'")
+    if backend == "postgres":
+        if not path:
+            raise ValueError("the postgres backend needs a DSN (a libpq connection string or URI)")
+        from .postgres import PostgresStore
+
+        return await PostgresStore.open(path)
+    raise ValueError(f"unknown backend {backend!r}; expected 'memory', 'leveldb' or 'postgres'")
 
 
 def open_blob_store(store: KVStore) -> BlobStore:

@@ -125,7 +125,7 @@ async def run_server(settings: ServerSettings, *,
     (default: SIGINT/SIGTERM), and report the bound addresses through ``task_status``
     (``nursery.start`` returns them)."""
     config = engine_config or config_of(settings)
-    path = settings.data_dir if settings.backend == "leveldb" else None
+    path = settings.store_location()
     async with open_engine(settings.backend, path, config=config, clock=clock, id_seed=id_seed,
                            policy=RequestPolicyHook(), llm=llm) as engine:  # fmt: skip
         app = create_app(engine, settings)
@@ -168,6 +168,6 @@ async def run_server(settings: ServerSettings, *,
             binds = await nursery.start(serve)
             log.info("CortexDB serving on %s (preset %s, %s backend%s, %s HTTP server)", ", ".join(binds),
                      state.policy.preset.name, settings.backend,
-                     f" at {settings.data_dir}" if path else "", settings.http_server)  # fmt: skip
+                     f" at {settings.data_dir}" if settings.backend == "leveldb" else "", settings.http_server)  # fmt: skip
             task_status.started(binds)
     log.info("CortexDB stopped cleanly")

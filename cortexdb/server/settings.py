@@ -19,7 +19,9 @@ _positive = attrs.validators.gt(0)
 class ServerSettings:
     preset: str = "dev_local"  # a preset name or the path of a custom YAML file
     data_dir: str = "./data"
-    backend: str = "leveldb"
+    backend: str = "leveldb"  # leveldb | memory | postgres
+    # the postgres backend's libpq connection string or URI (CORTEX_PG_DSN / --dsn); never logged
+    dsn: str | None = None
     bind: str = DEFAULT_BIND
     tenant: str = "default"
     issuer_dirs: list[str] = attrs.field(factory=list)  # `cortexdb token keygen` directories
@@ -98,6 +100,14 @@ class ServerSettings:
         """The body limit of a blob upload route: a blob plus its multipart framing and fields."""
         return self.max_blob_bytes + UPLOAD_FRAMING
 
+    def store_location(self) -> str | None:
+        """What ``open_engine`` takes as ``path``: LevelDB's data directory, postgres's DSN."""
+        if self.backend == "postgres":
+            if not self.dsn:
+                raise ValueError("the postgres backend needs --dsn or CORTEX_PG_DSN (a libpq connection string or URI)")
+            return self.dsn
+        return self.data_dir if self.backend == "leveldb" else None
+
     def upload_limit(self, path: str) -> int:
         """The body limit of an upload route by its path: an import's source, else a blob's."""
         if path.startswith("/v1/import/"):
@@ -114,6 +124,8 @@ class ServerSettings:
             values["data_dir"] = env["CORTEX_DATA_DIR"]
         if env.get("CORTEX_BACKEND"):
             values["backend"] = env["CORTEX_BACKEND"]
+        if env.get("CORTEX_PG_DSN"):
+            values["dsn"] = env["CORTEX_PG_DSN"]
         if env.get("CORTEX_BIND"):
             values["bind"] = env["CORTEX_BIND"]
         if env.get("CORTEX_TENANT"):

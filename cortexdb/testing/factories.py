@@ -43,3 +43,17 @@ class FileBlobFactory:
 
     async def open(self):
         return FileBlobStore(self.path)
+
+
+@attrs.define
+class PostgresFactory:
+    """The PostgreSQL store on ``dsn``, in a table of its own (the same table on every open)."""
+
+    dsn: str
+    table: str
+    persistent = True
+
+    async def open(self):
+        from ..backends.postgres import PostgresStore
+
+        return await PostgresStore.open(self.dsn, table=self.table)

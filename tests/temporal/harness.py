@@ -53,18 +53,24 @@ class World:
     def at(self, when: str) -> None:
         self.clock.set(parse_rfc3339(stamp(when)))
 
-    # -- writes (each waits until its beliefs are revised) --------------------------------------
+    # -- writes (each waits until its beliefs are revised and its episode joined: the stages
+    # after ``consolidated`` run at the clock of the write, whatever the backend's speed) ------
+    async def _write(self, body: dict) -> str:
+        event_id = (await self.engine.experience(body, caller=ALICE, wait="consolidated")).event_id
+        await self.engine.flush(body["scope"])
+        return event_id
+
     async def say(self, text: str, observed: str, *, scope: str = SCOPE, **extra: Any) -> str:
         body = {"scope": scope, "modality": "conversation", "context": {"observed_at": stamp(observed)},
                 "content": {"kind": "message", "role": "user", "text": text}, **extra}  # fmt: skip
-        return (await self.engine.experience(body, caller=ALICE, wait="consolidated")).event_id
+        return await self._write(body)
 
     async def triple(self, subject: str, predicate: str, obj: Any, observed: str, *, scope: str = SCOPE,
                      **options: Any) -> str:  # fmt: skip
         body = {"scope": scope, "modality": "conversation", "context": {"observed_at": stamp(observed)},
                 "content": {"kind": "triple", "subject": subject, "predicate": predicate, "object": obj,
                             **options}}  # fmt: skip
-        return (await self.engine.experience(body, caller=ALICE, wait="consolidated")).event_id
+        return await self._write(body)
 
     async def seal(self) -> None:
         await self.engine.flush(SCOPE, seal=True)
@@ -111,13 +117,13 @@ class World:
 
 
 @pytest.fixture
-def world_factory(backend, tmp_path):
+def world_factory(backend, tmp_path, pg_dsn):
     """Worlds on the parametrised backend with settings of their own (``EngineConfig`` fields)."""
 
     @contextlib.asynccontextmanager
     async def factory(**settings: Any):
         clock = ManualClock("2026-05-01T00:00:00Z")
-        where = {"path": str(tmp_path / "data")} if backend == "leveldb" else {}
+        where = {"path": pg_dsn or str(tmp_path / "data")} if backend != "memory" else {}
         config = attrs.evolve(CONFIG, **settings)
         async with cortexdb.open_engine(backend, clock=clock, id_seed=15, config=config, **where) as engine:
             yield World(engine, clock)

@@ -48,7 +48,7 @@ async def run_stdio(settings: ServerSettings, actor: str, token: str | None = No
                     stdin=None, stdout=None) -> None:  # fmt: skip
     """Open the engine, serve MCP on stdin/stdout (or the given anyio text streams) until the
     host closes stdin, then close the engine cleanly."""
-    path = settings.data_dir if settings.backend == "leveldb" else None
+    path = settings.store_location()
     async with open_engine(settings.backend, path, config=config_of(settings),
                            policy=RequestPolicyHook()) as engine:  # fmt: skip
         state = build_state(engine, settings)
@@ -57,7 +57,7 @@ async def run_stdio(settings: ServerSettings, actor: str, token: str | None = No
         caller = authenticate(state, identity)
         server = build_server(state, lambda ctx: identity)
         log.info("CortexDB MCP on stdio as %s (preset %s, %s backend%s)", caller, state.policy.preset.name,
-                 settings.backend, f" at {path}" if path else "")  # fmt: skip
+                 settings.backend, f" at {path}" if settings.backend == "leveldb" else "")  # fmt: skip
         async with stdio_server(stdin, stdout) as (read, write):
             await server.run(read, write, server.create_initialization_options())
     log.info("CortexDB MCP stopped cleanly")

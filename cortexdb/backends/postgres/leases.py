@@ -1,0 +1,102 @@
+"""Scope-partition leases with fencing tokens, in a table beside the KV table.
+
+``t_leases (part text PRIMARY KEY, owner text, token bigint, expires_at timestamptz)``: one row
+per partition, kept forever so that its token only ever grows.  Time is the database server's
+``now()`` alone, so the nodes' clocks never have to agree.
+
+- ``acquire(part, owner, ttl)``: the lease if the partition is free, expired, or already this
+  owner's (then renewed, same token); a new owner gets the next token.  None if another owner
+  holds it unexpired.  One statement (``INSERT ... ON CONFLICT DO UPDATE ... WHERE``): of
+  concurrent acquirers exactly one wins.
+- ``renew(lease, ttl)``: pushes the expiry on while the lease is still this token's and
+  unexpired; None once it is lost (the owner must stop writing).
+- ``release(lease)``: expires it now; the next owner gets the next token.
+- ``write_fenced`` (``PostgresStore``): a write batch whose transaction first locks the lease row
+  ``FOR SHARE`` and checks owner, token and expiry; a takeover's update of that row waits for the
+  batch to commit, so a batch lands only while its token is current (else ``LeaseLost``, and
+  nothing of it is written).
+
+This is the store's half of multi-node placement; nothing in the engine takes leases yet
+(docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import attrs
+from psycopg import sql
+
+from .pool import Pool
+
+
+@attrs.frozen
+class Lease:
+    part: str
+    owner: str
+    token: int
+    expires_at: datetime.datetime  # the database server's clock
+
+
+class LeaseSql:
+    def __init__(self, table: str) -> None:
+        t = sql.Identifier(f"{table}_leases")
+        self.create = sql.SQL("CREATE TABLE IF NOT EXISTS {} (part text PRIMARY KEY, owner text NOT NULL, "
+                              "token bigint NOT NULL, expires_at timestamptz NOT NULL)").format(t)  # fmt: skip
+        self.acquire = sql.SQL(
+            "INSERT INTO {t} AS l (part, owner, token, expires_at) VALUES (%(part)s, %(owner)s, 1, now() + make_interval(secs => %(ttl)s)) "
+            "ON CONFLICT (part) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at, "
+            "token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > now() THEN l.token ELSE l.token + 1 END "
+            "WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner "
+            "RETURNING token, expires_at"
+        ).format(t=t)
+        self.renew = sql.SQL(
+            "UPDATE {} SET expires_at = now() + make_interval(secs => %(ttl)s) "
+            "WHERE part = %(part)s AND owner = %(owner)s AND token = %(token)s AND expires_at > now() "
+            "RETURNING expires_at"
+        ).format(t)
+        self.release = sql.SQL("UPDATE {} SET expires_at = '-infinity' WHERE part = %(part)s AND owner = %(owner)s "
+                               "AND token = %(token)s").format(t)  # fmt: skip
+        self.check = sql.SQL("SELECT 1 FROM {} WHERE part = %(part)s AND owner = %(owner)s AND token = %(token)s "
+                             "AND expires_at > now() FOR SHARE").format(t)  # fmt: skip
+        self.holder = sql.SQL("SELECT owner, token, expires_at, expires_at > now() FROM {} WHERE part = %s").format(t)
+
+
+class Leases:
+    """The lease table of one KV table (``PostgresStore.leases``)."""
+
+    def __init__(self, pool: Pool, table: str) -> None:
+        self._pool = pool
+        self.sql = LeaseSql(table)
+
+    async def setup(self) -> None:
+        create = self.sql.create
+        await self._pool.run(lambda conn: conn.execute(create))
+
+    async def acquire(self, part: str, owner: str, ttl: float) -> Lease | None:
+        if ttl <= 0:
+            raise ValueError("a lease's ttl must be positive (seconds)")
+        query, args = self.sql.acquire, {"part": part, "owner": owner, "ttl": ttl}
+        row = await self._pool.run(lambda conn: conn.execute(query, args).fetchone())
+        return None if row is None else Lease(part, owner, row[0], row[1])
+
+    async def renew(self, lease: Lease, ttl: float) -> Lease | None:
+        if ttl <= 0:
+            raise ValueError("a lease's ttl must be positive (seconds)")
+        query, args = self.sql.renew, {**_args(lease), "ttl": ttl}
+        row = await self._pool.run(lambda conn: conn.execute(query, args).fetchone())
+        return None if row is None else attrs.evolve(lease, expires_at=row[0])
+
+    async def release(self, lease: Lease) -> None:
+        query, args = self.sql.release, _args(lease)
+        await self._pool.run(lambda conn: conn.execute(query, args))
+
+    async def holder(self, part: str) -> tuple[str, int, bool] | None:
+        """(owner, token, still valid?) of a partition's lease row, or None if never leased."""
+        query = self.sql.holder
+        row = await self._pool.run(lambda conn: conn.execute(query, (part,)).fetchone())
+        return None if row is None else (row[0], row[1], row[3])
+
+
+def _args(lease: Lease) -> dict:
+    return {"part": lease.part, "owner": lease.owner, "token": lease.token}
