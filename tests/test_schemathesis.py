@@ -26,7 +26,7 @@ from cortexdb.server.serve import run_server
 from cortexdb.server.settings import ServerSettings
 from tests.server_support import START, TENANT
 
-EXAMPLES = 12  # per operation and generation mode (79 operations: ~1,900 requests)
+EXAMPLES = 8  # per operation and generation mode (79 operations: ~1,300 requests)
 ACTOR = {"X-Cortex-Actor": "user:alice"}
 
 schema = schemathesis.openapi.from_dict(document(declared()))

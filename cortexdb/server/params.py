@@ -75,7 +75,7 @@ QUERY: dict[str, dict[str, Any]] = {
     "topic": {"type": "string"},
     "depth": {"type": "integer", "minimum": 0},
     "relation": {"type": "string", "description": "a vocabulary relation label"},
-    "wait": {"enum": ["captured", "extracted", "indexed", "consolidated"],
+    "wait": {"enum": ["captured", "indexed", "consolidated"],
              "description": "answer once the write reached this stage (default: captured, 202)"},
     "filename": {"type": "string", "description": "the blob's file name (raw uploads)"},
     "scope_template": {"type": "string", "description": "the scopes to write, e.g. org:acme/user:{user_id}"},
