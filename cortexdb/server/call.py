@@ -25,8 +25,8 @@ from ..engine.model.fields import shape_at, unknown_field
 from ..engine.policy.hook import ALLOWED, Verdict
 from ..errors import InvalidBody, UnknownField
 from .audit import AuditLog
-from .declare import shape_of
 from .auth import Revocations, Verifier
+from .declare import shape_of
 from .frames import FrameCache
 from .gate import Gate
 from .observe import Metrics

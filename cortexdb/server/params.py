@@ -7,6 +7,7 @@ from typing import Any
 
 from ..engine import cursor as cursors
 from ..engine.scopes import canonical_scope
+from ..engine.stages import WAIT_MODES
 from ..errors import InvalidBody, InvalidQuery, MissingRequiredField
 from .call import current_call, current_request
 
@@ -75,7 +76,7 @@ QUERY: dict[str, dict[str, Any]] = {
     "topic": {"type": "string"},
     "depth": {"type": "integer", "minimum": 0},
     "relation": {"type": "string", "description": "a vocabulary relation label"},
-    "wait": {"enum": ["captured", "indexed", "consolidated"],
+    "wait": {"enum": [str(mode) for mode in WAIT_MODES if mode is not None],
              "description": "answer once the write reached this stage (default: captured, 202)"},
     "filename": {"type": "string", "description": "the blob's file name (raw uploads)"},
     "scope_template": {"type": "string", "description": "the scopes to write, e.g. org:acme/user:{user_id}"},

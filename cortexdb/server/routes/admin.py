@@ -14,8 +14,8 @@ from quart import Response
 from ... import __version__
 from ...engine.policy import capabilities as cap
 from ..call import Blueprint, Call, ServerState
-from ..openapi import document
 from ..declare import BOOLEAN, obj
+from ..openapi import document
 from ..params import scope_param
 
 api = Blueprint()

@@ -6,8 +6,8 @@ from ...engine.model import to_wire
 from ...engine.policy import capabilities as cap
 from ...errors import InvalidBody, NotFound
 from ..call import Blueprint, Call, current_request
-from ..gate import CLAIM
 from ..declare import array, engine_checked, obj, ref
+from ..gate import CLAIM
 from ..params import decode_cursor, encode_cursor, page_limit, query_args, scope_param, to_bool
 from ..responses import json_response
 
