@@ -216,6 +216,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("version", help="print the version")
+    openapi = commands.add_parser("openapi", help="print the OpenAPI document (or, --markdown, docs/api.md)")
+    openapi.add_argument("--markdown", action="store_true", help="the API reference in Markdown (docs/api.md)")
     cli_store.add_parsers(commands)  # rebuild, inspect, reembed
     cli_transfer.add_parsers(commands)  # import
     cli_export.add_parsers(commands)  # export
@@ -310,11 +312,24 @@ def _erase_parser(commands) -> None:
     erase.add_argument("--note", help="the audit note, e.g. 'DSR #1234'")
 
 
+def _openapi(args: argparse.Namespace) -> None:
+    import json
+
+    from .server import apidoc, openapi, routes
+
+    if args.markdown:
+        sys.stdout.write(apidoc.generate())
+    else:
+        print(json.dumps(openapi.document(routes.declared()), indent=2, ensure_ascii=False))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "version":
             print(__version__)
+        elif args.command == "openapi":
+            _openapi(args)
         elif args.command in ("rebuild", "inspect", "reembed"):
             cli_store.run(args)
         elif args.command == "serve":

@@ -129,3 +129,13 @@ async def test_a_cancelled_event_stays_out_of_episodes(tmp_path):
                                            caller="user:alice")  # fmt: skip
             assert "Zorblax" not in str(recall["layers"]) and "Zorblax" not in recall["context_block"]
             await h.engine.rebuild(SCOPE)
+
+
+@pytest.mark.parametrize("cascade", [[None, None], {"mode": "derived_only"}, 1])
+async def test_a_cascade_that_is_not_a_word_is_a_4xx_not_a_crash(tmp_path, cascade):
+    """Found by schemathesis (tests/test_schemathesis.py): an unhashable cascade was looked up in
+    a dict, by the route and by the engine's selector, and answered 500."""
+    async with server(tmp_path) as h:
+        response, error = await h.call("POST", "/v1/forget", json={"scope": "org:acme/user:alice", "layers": ["facts"],
+                                                                     "selector": {}, "cascade": cascade})  # fmt: skip
+        assert response.status_code == 422 and error["details"]["field"] == "cascade", error

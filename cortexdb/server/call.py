@@ -26,6 +26,7 @@ from ..engine.policy.hook import ALLOWED, Verdict
 from ..errors import InvalidBody, UnknownField
 from .audit import AuditLog
 from .auth import Revocations, Verifier
+from .declare import shape_of
 from .frames import FrameCache
 from .gate import Gate
 from .observe import Metrics
@@ -44,7 +45,7 @@ class Route:
     rate: str | None  # "read" | "write" | None (not rate limited)
     summary: str
     open: bool  # no authentication (version, openapi)
-    request_schema: str | None = None
+    request_schema: str | dict[str, Any] | None = None  # the JSON body's schema (``Blueprint(body=)``)
     response_schema: str | None = None
     status: int = 200
     stream: bool = False
@@ -59,6 +60,11 @@ class Route:
     # the fields its JSON body may carry, at every depth (``model.fields``): ``Call.json`` refuses
     # any other with 422 ``UNKNOWN_FIELD``; None: the engine's validator checks the body
     fields: Any = None
+    # the query parameters it takes (``params.QUERY`` names; the pipeline refuses any other) and
+    # those of them it requires
+    query: tuple[str, ...] = ()
+    required_query: tuple[str, ...] = ()
+    body_required: bool = True  # when it has a body (``request_schema``): whether one must be sent
 
 
 Handler = Callable[..., Awaitable[Any]]  # (call, **path params) -> JSON data or a Response
@@ -74,11 +80,31 @@ class Blueprint:
         self.websockets: list[tuple[Route, WebSocketHandler]] = []
 
     def __call__(self, method: str, path: str, *, tier: str = "stable", rate: str | None = "read",
-                 summary: str = "", open: bool = False, request_schema: str | None = None,
-                 response_schema: str | None = None, status: int = 200, stream: bool = False,
-                 access: str = "scope", upload: bool = False, fields: Any = None) -> Callable[[Handler], Handler]:  # fmt: skip
-        route = Route(method, path, tier, rate, summary, open, request_schema, response_schema,
-                      status, stream, "open" if open else access, not upload, upload, fields)  # fmt: skip
+                 summary: str = "", open: bool = False, body: str | dict[str, Any] | None = None,
+                 body_required: bool = True, query: tuple[str, ...] = (), response_schema: str | None = None,
+                 status: int = 200, stream: bool = False, access: str = "scope", upload: bool = False,
+                 fields: Any = None, request_schema: str | dict[str, Any] | None = None) -> Callable[[Handler], Handler]:  # fmt: skip
+        """Declare a route.  What it takes is declared here once, and the OpenAPI document
+        (``openapi.py``), the pipeline's query check and ``Call.json``'s unknown-field check all
+        read it from here:
+
+        - ``body``: its JSON body's schema — the name of a shipped schema (``cortexdb/schemas``)
+          or an inline JSON Schema (``declare.obj``); a closed inline schema (``additionalProperties:
+          false`` at every depth it names) also gives ``fields``, the unknown-field check.
+          ``body_required=False``: the body may be empty.  Every POST and PUT declares one (or
+          ``upload=True``); ``tests/test_openapi.py`` fails otherwise.
+        - ``query``: the names of the query parameters it takes (``params.QUERY`` gives their
+          schema), ``"scope!"`` when required; any other is refused with 400 before the handler.
+        """
+        schema = body if body is not None else request_schema
+        if fields is None and isinstance(schema, dict):
+            fields = shape_of(schema)
+        names = tuple(n.rstrip("!") for n in query)
+        route = Route(method, path, tier, rate, summary, open, request_schema=schema,
+                      response_schema=response_schema, status=status, stream=stream,
+                      access="open" if open else access, json_body=not upload, upload=upload, fields=fields,
+                      query=names, required_query=tuple(n[:-1] for n in query if n.endswith("!")),
+                      body_required=body_required)  # fmt: skip
 
         def register(handler: Handler) -> Handler:
             self.routes.append((route, handler))
@@ -86,8 +112,9 @@ class Blueprint:
 
         return register
 
-    def websocket(self, path: str, *, summary: str, access: str):
-        route = Route("GET", path, "stable", None, summary, False, access=access)
+    def websocket(self, path: str, *, summary: str, access: str, query: tuple[str, ...] = ()):
+        route = Route("GET", path, "stable", None, summary, False, access=access,
+                      query=tuple(n.rstrip("!") for n in query))  # fmt: skip
 
         def register(handler: WebSocketHandler) -> WebSocketHandler:
             self.websockets.append((route, handler))
@@ -232,6 +259,14 @@ def handling(request: Any) -> Iterator[Any]:
         yield request
     finally:
         _request.reset(token)
+
+
+def current_call() -> Call:
+    """The call being handled (``current``)."""
+    call = _current.get()
+    if call is None:
+        raise RuntimeError("no call is being handled")
+    return call
 
 
 def current_request() -> Any:

@@ -7,8 +7,9 @@ from typing import Any
 
 from ..engine import cursor as cursors
 from ..engine.scopes import canonical_scope
+from ..engine.stages import WAIT_MODES
 from ..errors import InvalidBody, InvalidQuery, MissingRequiredField
-from .call import current_request
+from .call import current_call, current_request
 
 TEMPORAL_PARAMS = ("as_of", "valid_during", "recorded_during", "natural", "reference_date")
 COMMON_PARAMS = ("scope", "view", "limit", "cursor")
@@ -23,18 +24,101 @@ BOOL_PARAMS = ("include_excluded", "include_superseded", "include_deprecated", "
 VIEWS = ("local", "holistic", "descend")
 
 
-def query_args(allowed: tuple[str, ...]) -> dict[str, str]:
-    args = {}
-    request = current_request()
-    for name in request.args:
+STRING = {"type": "string"}
+INSTANT = {"type": "string", "description": "RFC 3339 or YYYY-MM-DD"}
+BOOLEAN = {"type": "boolean"}
+INTERVAL = {"type": "string", "description": "FROM..TO (RFC 3339 or YYYY-MM-DD; either end may be empty)"}
+
+# Every query parameter a route may declare (``Blueprint(query=...)``), by name, with its schema in
+# the OpenAPI document: a name means the same thing wherever it is taken.  A route declaring a
+# name missing here fails ``tests/test_openapi.py``.
+QUERY: dict[str, dict[str, Any]] = {
+    "scope": {"type": "string", "description": "a scope path, e.g. org:acme/user:alice"},
+    "view": {"enum": list(VIEWS), "description": "local (this scope), holistic (and its ancestors), descend (and its descendants)"},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "items per page"},
+    "cursor": {"type": "string", "description": "the next_cursor of the previous page"},
+    "as_of": {**INSTANT, "description": "what was known at that instant (RFC 3339 or YYYY-MM-DD)"},
+    "valid_during": {**INTERVAL, "description": "records valid during FROM..TO"},
+    "recorded_during": {**INTERVAL, "description": "records recorded during FROM..TO"},
+    "natural": {"type": "string", "description": "a time phrase such as \"last 30 days\""},
+    "reference_date": {**INSTANT, "description": "the anchor of natural (default now)"},
+    "since": {**INSTANT, "description": "observed (events) or written (audit) at or after"},
+    "until": {**INSTANT, "description": "observed before"},
+    "recorded_since": {**INSTANT, "description": "recorded at or after"},
+    "recorded_until": {**INSTANT, "description": "recorded before"},
+    "observed_actor": {"type": "string", "description": "the actor who was observed (type:id)"},
+    "modality": {"type": "string", "description": "conversation, observation, action, ..."},
+    "include_excluded": {**BOOLEAN, "description": "include events cancelled from recall"},
+    "actor": {"type": "string", "description": "an actor (type:id)"},
+    "overlapping": {**INTERVAL, "description": "episodes overlapping FROM..TO"},
+    "with_causal_chain": {**BOOLEAN, "description": "include each episode's causal chain"},
+    "include_superseded": {**BOOLEAN, "description": "include superseded versions"},
+    "include_deprecated": {**BOOLEAN, "description": "include closed and contradicted beliefs"},
+    "subject": {"type": "string", "description": "a fact's subject (an entity id or name)"},
+    "predicate": {"type": "string", "description": "a fact's predicate"},
+    "min_confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    "about": {"type": "string", "description": "the subject a belief is about"},
+    "belief_id": {"type": "string"},
+    "path": {"type": "string", "description": "a scope path"},
+    "prefix": {"type": "string", "description": "scope paths starting with it"},
+    "auto_provisioned": {**BOOLEAN, "description": "only scopes created by a first write (or only registered ones)"},
+    "records": {"enum": ["keep"], "description": "what becomes of the scope's records: kept"},
+    "since_lifecycle_id": {"type": "string", "description": "lifecycle records after this id"},
+    "event_id": {"type": "string"},
+    "batch_id": {"type": "string"},
+    "job_id": {"type": "string"},
+    "import_id": {"type": "string"},
+    "export_id": {"type": "string"},
+    "erasure_id": {"type": "string"},
+    "events": {"type": "string", "description": "comma-separated stage names"},
+    "capability": {"type": "string", "description": "a capability name, e.g. scope.read.local"},
+    "decision": {"enum": ["allow", "deny"]},
+    "topic": {"type": "string"},
+    "depth": {"type": "integer", "minimum": 0},
+    "relation": {"type": "string", "description": "a vocabulary relation label"},
+    "wait": {"enum": [str(mode) for mode in WAIT_MODES if mode is not None],
+             "description": "answer once the write reached this stage (default: captured, 202)"},
+    "filename": {"type": "string", "description": "the blob's file name (raw uploads)"},
+    "scope_template": {"type": "string", "description": "the scopes to write, e.g. org:acme/user:{user_id}"},
+    "format": {"type": "string", "description": "the source's format (detected when absent)"},
+    "ordering": {"enum": ["strict_temporal", "batch_throughput"]},
+    "on_error": {"enum": ["skip", "abort"]},
+    "observed_at": {**INSTANT, "description": "observed_at of records that carry none"},
+    "user_id": {"type": "string"},
+    "branches": {"type": "string"},
+    "include_hidden": BOOLEAN,
+    "agent_name": {"type": "string"},
+    "agent_id": {"type": "string"},
+    "group_id": {"type": "string"},
+    "graph_id": {"type": "string"},
+    "thread_id": {"type": "string"},
+    "extract_facts": BOOLEAN,
+}  # fmt: skip
+
+
+def declared(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A route's ``query=`` declaration (``"scope!"``: required) as (names, required names)."""
+    return tuple(n.rstrip("!") for n in names), tuple(n[:-1] for n in names if n.endswith("!"))
+
+
+def check_query(allowed: tuple[str, ...], args: Any) -> dict[str, str]:
+    """The query parameters of a request, each one its route declares, given once."""
+    out = {}
+    for name in args:
         if name not in allowed:
             raise InvalidQuery(f"unknown query parameter {name!r}",
-                                    details={"field": name, "allowed": sorted(allowed)})  # fmt: skip
-        values = request.args.getlist(name)
+                               details={"field": name, "allowed": sorted(allowed)})  # fmt: skip
+        values = args.getlist(name)
         if len(values) > 1:
             raise InvalidQuery(f"query parameter {name!r} given more than once", details={"field": name})
-        args[name] = values[0]
-    return args
+        out[name] = values[0]
+    return out
+
+
+def query_args() -> dict[str, str]:
+    """The current request's query parameters: only those its route declares (``query=``); the
+    pipeline refused any other before the handler ran."""
+    return check_query(current_call().route.query, current_request().args)
 
 
 def required(args: dict[str, Any], name: str) -> str:

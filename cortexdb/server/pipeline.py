@@ -3,7 +3,7 @@ arrives (``dispatch.DirectDispatch`` or a Quart view), in this order:
 
 request id → admission (``Gate.admit``: content type, origin) → authentication (§4.3) → rate
 limit (§6.5) → stability (the experimental gate: a caller who is not authenticated hears 401,
-not that the surface is off) → the handler, with the call current for the engine's policy hook
+not that the surface is off) → the query parameters (only those the route declares) → the handler, with the call current for the engine's policy hook
 → the guard (a route that touches a scope must have asked the gate about one) → the audit row of
 every policy-gated call (§14) → the envelope and headers.
 
@@ -24,6 +24,7 @@ from werkzeug.exceptions import HTTPException
 
 from ..errors import CortexError, ExperimentalDisabled, HttpError, Internal, RateLimited
 from .call import Call, Handler, Route, ServerState, current, handling
+from .params import check_query
 from .policy import Decision, Principal
 from .responses import HTTP_CODES, envelope_response, http_error, json_response
 
@@ -52,6 +53,7 @@ async def handle(state: ServerState, route: Route, handler: Handler, params: dic
             call = Call(state, route, authenticate(state, route, req.headers), rid, raw)
             rate_limit(state, call)
             check_stability(state, route)
+            check_query(route.query, req.args)  # only the parameters the route declares
             with current(call):
                 result = await handler(call, **params)
             guard(call)

@@ -127,7 +127,7 @@ def parse(request: Any, *, max_memory_ids: int) -> ForgetSpec:
     if not isinstance(request["scope"], str):
         raise InvalidForget("scope", "must be a scope path")
     cascade = request.get("cascade") or "derived_only"
-    if cascade not in CASCADES:
+    if not isinstance(cascade, str) or cascade not in CASCADES:
         why = "true erasure of events goes through /v1/erasures" if cascade == "events_too" else ""
         raise InvalidForget("cascade", f"must be derived_only or redact_events {why}".strip())
     confirm = request.get("confirm_all", False)

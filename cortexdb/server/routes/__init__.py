@@ -35,3 +35,16 @@ BLUEPRINTS = (experience.api, recall.api, answer.api, forget.api, layers.api, un
               scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
               transfer.api, feeds.api,
               admin.openapi_api, unbuilt.api)  # fmt: skip  (unbuilt last: the fallback)
+
+
+def declared() -> list:
+    """Every route ``create_app`` installs, in its order (an unbuilt surface's 501 only where no
+    family declares it): what the OpenAPI document describes (``docs/api.md`` is made from it)."""
+    out = []
+    for blueprint in BLUEPRINTS:
+        for route, handler in blueprint.routes:
+            if getattr(handler, "fallback", False) and any((r.method, r.path) == (route.method, route.path) for r in out):
+                continue
+            out.append(route)
+        out.extend(route for route, _ in blueprint.websockets)
+    return out

@@ -14,6 +14,7 @@ from quart import Response
 from ... import __version__
 from ...engine.policy import capabilities as cap
 from ..call import Blueprint, Call, ServerState
+from ..declare import BOOLEAN, obj
 from ..openapi import document
 from ..params import scope_param
 
@@ -62,7 +63,7 @@ async def metrics(call: Call):
     return Response(text, content_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-@api("POST", "/v1/admin/flush-views", tier="experimental", rate="write", access="tenant", fields={"scope": None, "seal": None},
+@api("POST", "/v1/admin/flush-views", tier="experimental", rate="write", access="tenant", body=obj({"scope": {"type": ["string", "null"]}, "seal": BOOLEAN}), body_required=False,
      summary="Wait for queued derivations (seal=true also seals open episodes)")
 async def flush_views(call: Call):
     call.check(cap.ADMIN_FLUSH)
@@ -74,7 +75,7 @@ async def flush_views(call: Call):
 
 
 @api("POST", "/v1/admin/compact", tier="experimental", rate="write", access="tenant", summary="Compact the store",
-     fields={})
+     body=obj({}), body_required=False)
 async def compact(call: Call):
     """Compact the store and say how much it took off the disk: the data dir's bytes and files
     before and after (LevelDB's tables, logs and manifests; the compaction ends by reopening the

@@ -8,13 +8,24 @@ from __future__ import annotations
 from ...engine.policy import capabilities as cap
 from ...errors import NotFound
 from ..call import Blueprint, Call, current_request
+from ..declare import engine_checked, obj, properties_of
 from .recall import event_stream, read_checks, strip_diagnostics
 
 api = Blueprint()
+# recall's fields (what to read) and the answer's own; use_pack_id reuses a pack instead
+ANSWER = engine_checked(obj({
+    **properties_of("recall_request", without=("query", "stream", "idempotency_key")),
+    "question": {"type": "string", "minLength": 1, "maxLength": 8192},
+    "answer_model": {"type": ["string", "null"]},
+    "answer_max_tokens": {"type": ["integer", "null"], "minimum": 1},
+    "use_pack_id": {"type": ["string", "null"], "description": "answer from this earlier pack"},
+    "stream": {"type": "boolean", "description": "Server-Sent Events, token by token"},
+    "idempotency_key": {"type": ["string", "null"], "minLength": 1, "maxLength": 64},
+}, required=("question",)))  # fmt: skip
 
 
 @api("POST", "/v1/answer", summary="Answer a question from memory: recall + LLM, with citations (stream=true for SSE)",
-     response_schema="answer_response")  # fmt: skip
+     response_schema="answer_response", body=ANSWER)  # fmt: skip
 async def answer(call: Call):
     body = call.json()
     engine, caller, tenant = call.state.engine, call.principal.actor, call.principal.tenant

@@ -9,14 +9,16 @@ from ...engine.policy import capabilities as cap
 from ...engine.temporal import parse_rfc3339
 from ...errors import InvalidQuery, MissingRequiredField, NotFound
 from ..call import Blueprint, Call
+from ..declare import STRING, obj
 from ..params import decode_cursor, encode_cursor, page_limit, query_args
 
 api = Blueprint()
 
 
-@api("GET", "/v1/audit", summary="Query the audit log", access="tenant", response_schema="page:audit_row")
+@api("GET", "/v1/audit", summary="Query the audit log", access="tenant", response_schema="page:audit_row",
+     query=("scope", "actor", "capability", "decision", "since", "limit", "cursor"))
 async def audit_query(call: Call):
-    args = query_args(("scope", "actor", "capability", "decision", "since", "limit", "cursor"))
+    args = query_args()
     call.check(cap.AUDIT_READ)
     actor = args.get("actor")
     if actor != call.principal.actor:
@@ -53,7 +55,8 @@ async def audit_get(call: Call, audit_id: str):
 
 
 @api("POST", "/v1/audit/verify", access="tenant", summary="Check a request body against an audit row's hash",
-     fields={"audit_id": None, "body": None})
+     body=obj({"audit_id": STRING, "body": {"type": "string", "description": "the raw request body"}},
+              required=("audit_id", "body")))
 async def audit_verify(call: Call):
     body = call.json()
     audit_id, raw = body.get("audit_id"), body.get("body")

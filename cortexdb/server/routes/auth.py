@@ -8,12 +8,14 @@ from ...engine.policy import capabilities as cap
 from ...errors import InvalidBody, MissingRequiredField, PolicyDenied
 from ..auth import MAX_SERVICE_TTL, is_numeric_date
 from ..call import Blueprint, Call
+from ..declare import STRING, obj
 
 api = Blueprint()
 
 
 @api("POST", "/v1/auth/revoke", rate="write", status=204, access="tenant", summary="Revoke a token by jti",
-     fields={"jti": None, "exp": None, "reason": None})
+     body=obj({"jti": STRING, "exp": {"type": ["number", "null"], "description": "the token's expiry (Unix time)"},
+               "reason": {"type": ["string", "null"]}}, required=("jti",)))
 async def revoke(call: Call):
     state, body = call.state, call.json()
     jti = body.get("jti")

@@ -36,9 +36,9 @@ HEAD_BYTES = 4 * SLICE  # the decoder's buffer: a part's head (or the preamble) 
 
 
 @api("POST", "/v1/blobs", rate="write", status=201, upload=True,
-     summary="Upload a blob (multipart field `file`, or the raw body) into ?scope=")  # fmt: skip
+     query=("scope!", "filename"), summary="Upload a blob (multipart field `file`, or the raw body) into ?scope=")  # fmt: skip
 async def upload(call: Call):
-    args = query_args(("scope", "filename"))
+    args = query_args()
     scope = scope_param(required(args, "scope"))
     call.primary = cap.BLOB_UPLOAD
     call.check(cap.BLOB_UPLOAD, scope)
@@ -63,7 +63,6 @@ async def upload(call: Call):
 
 @api("GET", "/v1/blobs/{blob_id}", summary="A blob's bytes, with its original Content-Type", response_schema="bytes")
 async def read(call: Call, blob_id: str):
-    query_args(())
     record, chunks = await call.state.engine.blobs.open(blob_id, caller=call.principal.actor,
                                                         tenant_id=call.principal.tenant)  # fmt: skip
     call.check(cap.BLOB_READ, record["scope"])  # asked by the engine already: recorded once

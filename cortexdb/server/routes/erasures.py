@@ -11,10 +11,21 @@ from typing import Any
 from ...engine.policy import capabilities as cap
 from ...errors import InvalidPolicy
 from ..call import Blueprint, Call, current_request
+from ..declare import NOTE, array, engine_checked, obj, ref
 from ..params import page_limit, query_args, scope_param
 from ..responses import json_response
 
 api = Blueprint()
+ERASURE = {
+    "scope": ref("common", "/$defs/scope_path"),
+    "audit_note": NOTE,
+    "subjects": array({"type": "string", "description": "type:id"}, description="the data subjects (default: the scope's)"),
+    "cross_workspace": {"type": "boolean", "description": "propagate into the workspaces they wrote (default true)"},
+}  # fmt: skip
+PREVIEW = engine_checked(obj(ERASURE, required=("scope",)))
+EXECUTE = engine_checked(obj({**ERASURE, "from_preview_id": {"type": "string"},
+                              "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 64}},
+                             required=("scope",)))  # fmt: skip
 
 DRIFT_SETTING = "erasure.drift_threshold"  # tenant default: events tolerated since the preview
 FACTOR_SETTING = "confidence_after_full_redaction_factor"  # tenant default (§11.3 phase 5)
@@ -37,7 +48,7 @@ def overrides(call: Call) -> dict[str, Any]:
     return {"drift_threshold": threshold, "redaction_factor": factor}
 
 
-@api("POST", "/v1/erasures/preview", tier="experimental", rate="write",
+@api("POST", "/v1/erasures/preview", tier="experimental", rate="write", body=PREVIEW,
      summary="Dry-run a GDPR erasure: refcounts, cross-scope propagation, manifest")
 async def erasure_preview(call: Call):
     body = call.json()
@@ -48,7 +59,7 @@ async def erasure_preview(call: Call):
 
 
 async def manifest_page(call: Call, manifest_id: str) -> dict[str, Any]:
-    args = query_args(("limit", "cursor"))
+    args = query_args()
     page = await call.state.engine.erasures.manifest(manifest_id, limit=page_limit(args.get("limit"), 1000),
                                                      cursor=args.get("cursor"))  # fmt: skip
     call.check(cap.FORGET_GDPR, page["scope"])
@@ -56,12 +67,12 @@ async def manifest_page(call: Call, manifest_id: str) -> dict[str, Any]:
 
 
 @api("GET", "/v1/erasures/preview/{preview_id}/manifest", tier="experimental",
-     summary="The full plan of a preview, line by line (expires after 24 h)")
+     summary="The full plan of a preview, line by line (expires after 24 h)", query=("limit", "cursor"))
 async def erasure_preview_manifest(call: Call, preview_id: str):
     return await manifest_page(call, preview_id)
 
 
-@api("POST", "/v1/erasures", tier="experimental", rate="write", status=202,
+@api("POST", "/v1/erasures", tier="experimental", rate="write", status=202, body=EXECUTE,
      summary="Execute a GDPR erasure (an asynchronous job)")
 async def erasure_execute(call: Call):
     body = call.json()
@@ -96,13 +107,13 @@ async def erasure_status(call: Call, erasure_id: str):
 
 
 @api("GET", "/v1/erasures/{erasure_id}/manifest", tier="experimental",
-     summary="What an erasure deletes and redacts, line by line")
+     summary="What an erasure deletes and redacts, line by line", query=("limit", "cursor"))
 async def erasure_manifest(call: Call, erasure_id: str):
     await erasure_status_checked(call, erasure_id)
     return await manifest_page(call, erasure_id)
 
 
-@api("POST", "/v1/erasures/{erasure_id}/cancel", tier="experimental", rate="write", fields={"audit_note": None},
+@api("POST", "/v1/erasures/{erasure_id}/cancel", tier="experimental", rate="write", body=obj({"audit_note": NOTE}), body_required=False,
      summary="Cancel an erasure at its next phase boundary (best effort)")
 async def erasure_cancel(call: Call, erasure_id: str):
     if call.raw.strip():

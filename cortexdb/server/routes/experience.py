@@ -8,10 +8,20 @@ from ...engine.policy import capabilities as cap
 from ...engine.scopes import canonical_scope
 from ...engine.stages import Stage
 from ..call import Blueprint, Call, current_request
+from ..declare import array, engine_checked, obj, ref
 from ..params import query_args
 from ..responses import json_response
 
 api = Blueprint()
+ITEM = {"type": "object", "description": "an experience envelope; its scope, when absent, the request's"}
+BULK = engine_checked(obj({
+    "scope": ref("common", "/$defs/scope_path"),
+    "actor": {"type": "string", "description": "the observed actor of every item (type:id)"},
+    "observed_actor": {"type": "string", "description": "the observed actor of every item (type:id)"},
+    "subject": {"type": "object"}, "directives": {"type": "object"},
+    "ordering": {"enum": ["strict_temporal", "batch_throughput"]},
+    "items": array(ITEM, minItems=1, maxItems=1000),
+}, required=("items",)))  # fmt: skip
 
 
 def authorise_write(call: Call, body: dict[str, Any]) -> None:
@@ -30,13 +40,13 @@ def authorise_write(call: Call, body: dict[str, Any]) -> None:
 
 
 @api("POST", "/v1/experience", rate="write", status=202, summary="Capture one experience",
-     request_schema="experience_envelope", response_schema="experience_result")
+     body="experience_envelope", response_schema="experience_result", query=("wait",))
 async def experience(call: Call):
     body = call.json()
     header_key = current_request().headers.get("X-Cortex-Idempotency-Key")
     if header_key and "idempotency_key" not in body:
         body = {**body, "idempotency_key": header_key}
-    wait = query_args(("wait",)).get("wait")
+    wait = query_args().get("wait")
     authorise_write(call, body)
     result = await call.state.engine.experience(body, caller=call.principal.actor, tenant_id=call.principal.tenant,
                                                 wait=wait)  # fmt: skip
@@ -47,7 +57,7 @@ async def experience(call: Call):
     return json_response(result.to_wire(), 200 if wait in (Stage.INDEXED, Stage.CONSOLIDATED) else 202)
 
 
-@api("POST", "/v1/experience/bulk", rate="write", status=202, summary="Capture up to 1000 experiences")
+@api("POST", "/v1/experience/bulk", rate="write", status=202, summary="Capture up to 1000 experiences", body=BULK)
 async def experience_bulk(call: Call):
     body = call.json()
     authorise_write(call, body)

@@ -24,10 +24,10 @@ LIFECYCLE_PARAMS = ("scope", "since_lifecycle_id", "event_id", "batch_id", "job_
                     "export_id", "erasure_id", "events")  # fmt: skip
 
 
-@api("GET", "/v1/lifecycle/stream", summary="Lifecycle events as Server-Sent Events", stream=True,
+@api("GET", "/v1/lifecycle/stream", summary="Lifecycle events as Server-Sent Events", stream=True, query=LIFECYCLE_PARAMS,
      access="filtered")
 async def lifecycle_stream(call: Call):
-    args = query_args(LIFECYCLE_PARAMS)
+    args = query_args()
     scope, since, filters = await subscription_args(call, args, current_request().headers.get("Last-Event-ID"))
     state = call.state
     return lifecycle_sse(state, state.frames, lifecycle_batches(state, call.principal, scope, since, filters))
@@ -54,7 +54,8 @@ async def subscription_args(call: Call, args: dict[str, str], last_event_id: str
     return scope, since, filters
 
 
-@api.websocket("/v1/lifecycle/ws", summary="Lifecycle events over a WebSocket (JSON frames)", access="filtered")
+@api.websocket("/v1/lifecycle/ws", summary="Lifecycle events over a WebSocket (JSON frames)", access="filtered",
+               query=LIFECYCLE_PARAMS)  # fmt: skip
 async def lifecycle_ws(state: ServerState, route: Route) -> None:
     request_id = websocket.headers.get("X-Cortex-Request-ID") or state.engine.new_id("req")
     call = None

@@ -16,7 +16,7 @@ CAPABILITY = {"derived_only": cap.FORGET_CASCADE_DERIVED_ONLY, "redact_events": 
 
 
 @api("POST", "/v1/forget", rate="write", summary="Forget records of the named layers (selective forget)",
-     request_schema="forget_request")
+     body="forget_request")
 async def forget(call: Call):
     body = call.json()
     header_key = current_request().headers.get("X-Cortex-Idempotency-Key")
@@ -24,7 +24,9 @@ async def forget(call: Call):
         body = {**body, "idempotency_key": header_key}
     if body.get("cascade") is None:  # the deployment's default (§5.3 ``forget.cascade.default``)
         body = {**body, "cascade": call.state.policy.preset.defaults.get("forget.cascade.default", "derived_only")}
-    call.primary = CAPABILITY.get(body["cascade"], cap.FORGET_CASCADE_DERIVED_ONLY)
+    cascade = body["cascade"]  # not a string: the engine refuses it (422)
+    call.primary = CAPABILITY.get(cascade, cap.FORGET_CASCADE_DERIVED_ONLY) if isinstance(cascade, str) else \
+        cap.FORGET_CASCADE_DERIVED_ONLY  # fmt: skip
     result = await call.state.engine.forget(body, caller=call.principal.actor, tenant_id=call.principal.tenant,
                                             audit_id=call.audit_id)  # fmt: skip
     call.summary = {"deleted": result["deleted"], "cascade": body["cascade"],

@@ -21,11 +21,17 @@ from ..params import (
 )
 
 api = Blueprint()
+RECORD = ("scope!", "as_of")  # one layer record: its scope, and the version held at as_of
+
+
+def listing(layer: str) -> tuple[str, ...]:
+    """The query parameters of a layer's list."""
+    return ("scope!", *COMMON_PARAMS[1:], *LAYER_PARAMS[layer])
 
 
 def scoped(call: Call, capability: str) -> str:
     """The ``?scope=`` of a single-record read (the only parameter it takes), checked."""
-    scope = scope_param(query_args(("scope",)).get("scope"))
+    scope = scope_param(query_args().get("scope"))
     call.check(capability, scope)
     return scope
 
@@ -33,7 +39,7 @@ def scoped(call: Call, capability: str) -> str:
 def record_read(call: Call) -> tuple[str, str | None]:
     """The ``?scope=`` of one layer record, checked, and its ``?as_of=`` (the version held then;
     docs/time.md): the only parameters it takes."""
-    args = query_args(("scope", "as_of"))
+    args = query_args()
     scope = scope_param(args.get("scope"))
     call.check(cap.SCOPE_READ_LOCAL, scope)
     return scope, args.get("as_of")
@@ -43,7 +49,7 @@ async def layer_page(call: Call, layer: str, fetch) -> dict[str, Any]:
     """One page of a layer: ``fetch(scope, limit=, cursor=, **filters)`` on the scope, or on each
     scope of the view in turn (the start scope is checked — a refusal fails the request —, the
     rest is the engine's traversal, which skips the scopes the caller may not read)."""
-    args = query_args(COMMON_PARAMS + LAYER_PARAMS[layer])
+    args = query_args()
     scope = scope_param(args.pop("scope", None))
     view = args.pop("view", "local")
     limit = page_limit(args.pop("limit", None), 50)
@@ -75,7 +81,7 @@ async def layer_page(call: Call, layer: str, fetch) -> dict[str, Any]:
             "has_more": more, "view": view, "scopes_traversed": traversed}  # fmt: skip
 
 
-@api("GET", "/v1/events", summary="List events", response_schema="page:event")
+@api("GET", "/v1/events", summary="List events", response_schema="page:event", query=listing("events"))
 async def events(call: Call):
     return await layer_page(call, "events", call.state.engine.events)
 
@@ -88,26 +94,27 @@ async def event(call: Call, event_id: str):
     return await engine.get_event(scope, event_id)
 
 
-@api("GET", "/v1/episodes", summary="List episodes", response_schema="page:episode")
+@api("GET", "/v1/episodes", summary="List episodes", response_schema="page:episode", query=listing("episodes"))
 async def episodes(call: Call):
     return await layer_page(call, "episodes", call.state.engine.episodes)
 
 
-@api("GET", "/v1/episodes/{episode_id}", summary="One episode", response_schema="episode")
+@api("GET", "/v1/episodes/{episode_id}", summary="One episode", response_schema="episode", query=RECORD)
 async def episode(call: Call, episode_id: str):
     scope, as_of = record_read(call)
     return await call.state.engine.get_episode(scope, episode_id, as_of=as_of)
 
 
-@api("GET", "/v1/facts", summary="List facts", response_schema="page:fact")
+@api("GET", "/v1/facts", summary="List facts", response_schema="page:fact", query=listing("facts"))
 async def facts(call: Call):
     engine, tenant = call.state.engine, call.principal.tenant
     return await layer_page(call, "facts", lambda s, **kw: engine.facts(s, tenant_id=tenant, **kw))
 
 
-@api("GET", "/v1/facts/timeline", summary="The supersession chain of (subject, predicate)")
+@api("GET", "/v1/facts/timeline", summary="The supersession chain of (subject, predicate)",
+     query=("scope!", "subject!", "predicate!"))
 async def facts_timeline(call: Call):
-    args = query_args(("scope", "subject", "predicate"))
+    args = query_args()
     scope = scope_param(args.get("scope"))
     call.check(cap.SCOPE_READ_LOCAL, scope)
     return await call.state.engine.facts_timeline(scope, subject=required(args, "subject"),
@@ -116,39 +123,42 @@ async def facts_timeline(call: Call):
 
 
 @api("GET", "/v1/facts/{fact_id}/supports", summary="Every event supporting a fact (paged)",
-     response_schema="page")
+     response_schema="page", query=("scope!", "limit", "cursor"))
 async def fact_supports(call: Call, fact_id: str):
-    args = query_args(("scope", "limit", "cursor"))
+    args = query_args()
     scope = scope_param(args.get("scope"))
     call.check(cap.SCOPE_READ_LOCAL, scope)
     return await call.state.engine.fact_supports(scope, fact_id, limit=page_limit(args.get("limit")),
                                                  cursor=args.get("cursor"))  # fmt: skip
 
 
-@api("GET", "/v1/facts/{fact_id}", summary="One fact", response_schema="fact")
+@api("GET", "/v1/facts/{fact_id}", summary="One fact", response_schema="fact", query=RECORD)
 async def fact(call: Call, fact_id: str):
     scope, as_of = record_read(call)
     return await call.state.engine.get_fact(scope, fact_id, as_of=as_of)
 
 
-@api("GET", "/v1/beliefs", tier="beta", summary="List beliefs", response_schema="page:belief")
+@api("GET", "/v1/beliefs", tier="beta", summary="List beliefs", response_schema="page:belief",
+     query=listing("beliefs"))
 async def beliefs(call: Call):
     engine, tenant = call.state.engine, call.principal.tenant
     return await layer_page(call, "beliefs", lambda s, **kw: engine.beliefs(s, tenant_id=tenant, **kw))
 
 
-@api("GET", "/v1/beliefs/why", tier="beta", summary="Why a belief is held: its support graph")
+@api("GET", "/v1/beliefs/why", tier="beta", summary="Why a belief is held: its support graph",
+     query=("scope", "belief_id!", "as_of"))
 async def beliefs_why(call: Call):
     """``?belief_id=`` alone finds the belief's scope (the permalink ``why_url``); the caller must
     be able to read that scope like any other (403 otherwise, whether or not it exists there)."""
-    args = query_args(("scope", "belief_id", "as_of"))
+    args = query_args()
     engine, belief_id = call.state.engine, required(args, "belief_id")
     scope = scope_param(args["scope"]) if "scope" in args else await engine.home_scope(belief_id)
     call.check(cap.SCOPE_READ_LOCAL, scope)
     return await engine.beliefs_why(scope, belief_id, as_of=args.get("as_of"))
 
 
-@api("GET", "/v1/beliefs/{belief_id}", tier="beta", summary="One belief", response_schema="belief")
+@api("GET", "/v1/beliefs/{belief_id}", tier="beta", summary="One belief", response_schema="belief",
+     query=RECORD)
 async def belief(call: Call, belief_id: str):
     scope, as_of = record_read(call)
     return await call.state.engine.get_belief(scope, belief_id, as_of=as_of)

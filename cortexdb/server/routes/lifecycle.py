@@ -6,6 +6,7 @@ from __future__ import annotations
 from ...engine.policy import capabilities as cap
 from ...errors import InvalidBody
 from ..call import Blueprint, Call
+from ..declare import NOTE, obj
 from ..params import decode_cursor, encode_cursor, page_limit, query_args, scope_param
 
 api = Blueprint()
@@ -31,7 +32,7 @@ async def memory_event(call: Call, event_id: str):
     return {k: v for k, v in view.items() if k not in ("derives_by_stage", "elapsed_ms")}
 
 
-@api("POST", "/v1/lifecycle/memory-event/{event_id}/cancel", rate="write", fields={"audit_note": None},
+@api("POST", "/v1/lifecycle/memory-event/{event_id}/cancel", rate="write", body=obj({"audit_note": NOTE}), body_required=False,
      summary="Cancel the queued stages of a captured event")
 async def cancel(call: Call, event_id: str):
     body = call.json() if call.raw.strip() else {}
@@ -47,10 +48,10 @@ async def cancel(call: Call, event_id: str):
     return result
 
 
-@api("GET", "/v1/lifecycle", summary="Catch-up list of lifecycle events (lce order)", access="filtered")
+@api("GET", "/v1/lifecycle", summary="Catch-up list of lifecycle events (lce order)", access="filtered",
+     query=("scope", "since_lifecycle_id", "event_id", "batch_id", "job_id", "events", "limit", "cursor"))
 async def lifecycle_list(call: Call):
-    args = query_args(("scope", "since_lifecycle_id", "event_id", "batch_id", "job_id", "events",
-                       "limit", "cursor"))  # fmt: skip
+    args = query_args()
     scope = scope_param(args["scope"]) if args.get("scope") else None
     call.check(cap.LIFECYCLE_SUBSCRIBE, scope)
     if scope:

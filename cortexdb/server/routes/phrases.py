@@ -5,13 +5,16 @@ from __future__ import annotations
 from ...engine.policy import capabilities as cap
 from ...errors import MissingRequiredField
 from ..call import Blueprint, Call
+from ..declare import obj
 from ..responses import json_response
 
 api = Blueprint()
 
 
 @api("POST", "/v1/temporal/phrases", tier="beta", rate="write", status=201, access="tenant",
-     fields={"name": None, "pattern": None, "resolves_to": {"valid_during": None}},
+     body=obj({"name": {"type": "string"}, "pattern": {"type": "string", "description": "a regular expression"},
+               "resolves_to": obj({"valid_during": {"description": "[from, to] or FROM..TO, relative to the match"}})},
+              required=("name", "pattern", "resolves_to")),
      summary="Register a custom temporal phrase")
 async def phrase_add(call: Call):
     body = call.json()

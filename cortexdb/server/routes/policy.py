@@ -10,17 +10,25 @@ from ...engine.policy import capabilities as cap
 from ...engine.scopes import canonical_scope
 from ...errors import NotFound
 from ..call import Blueprint, Call
+from ..declare import array, engine_checked, obj
 from ..params import query_args, scope_param
 from ..policy import Principal
 
 api = Blueprint()
+PATTERNS = array({"type": "string", "description": "a capability, or a pattern such as scope.read.*"})
+POLICY_DOC = engine_checked(obj({
+    "allow": PATTERNS, "deny": PATTERNS,
+    "defaults": {"type": "object", "description": "settings by name, e.g. rate_limit.write"},
+    "preset": {"type": "string"}, "operator_only": PATTERNS, "tenant_defaults": {"type": "object"},
+    "allowed_scope_types": array({"type": "string"}), "experimental_enabled": {"type": "boolean"},
+}, description="a policy document (docs/security.md)"))  # fmt: skip
 
 
 @api("GET", "/v1/policy/effective", summary="Effective capabilities after stacking the tiers",
-     response_schema="capability_set", access="tenant")
+     response_schema="capability_set", access="tenant", query=("actor", "scope"))
 async def policy_effective(call: Call):
     policy = call.state.policy
-    args = query_args(("actor", "scope"))
+    args = query_args()
     scope = scope_param(args["scope"]) if args.get("scope") else None
     principal = call.principal
     actor = args.get("actor") or principal.actor
@@ -40,7 +48,7 @@ async def policy_deployment(call: Call):
 
 
 @api("PUT", "/v1/policy/deployment", tier="experimental", rate="write", access="tenant",
-     summary="Change the deployment policy (keys given replace the current ones)")
+     summary="Change the deployment policy (keys given replace the current ones)", body=POLICY_DOC)
 async def policy_deployment_put(call: Call):
     call.check(cap.POLICY_ADMINISTER_DEPLOYMENT)
     policy = call.state.policy
@@ -63,11 +71,10 @@ def authorise_actor_policy(call: Call, actor: str, scope: str | None) -> None:
 def tier_routes(tier: str, param: str, converter: Any) -> None:
     """``GET`` and ``PUT /v1/policy/{tier}/{target}`` for the tenant, scope and actor tiers."""
     capability = cap.policy_administer(tier)
-    params = ("scope",) if tier == "actor" else ()
 
     def target_of(call: Call, kw: dict[str, Any]) -> tuple[str, str | None]:
         target = converter(kw[param])
-        args = query_args(params)
+        args = query_args()
         scope = scope_param(args["scope"]) if args.get("scope") else None
         if tier == "tenant":
             call.check(capability)
@@ -92,9 +99,10 @@ def tier_routes(tier: str, param: str, converter: Any) -> None:
     put_doc.__name__ = f"policy_{tier}_put"
     path = f"/v1/policy/{tier}/{{{param}{':path' if tier == 'scope' else ''}}}"
     access = "scope" if tier == "scope" else "tenant"
-    api("GET", path, summary=f"Read the {tier} policy", access=access)(get_doc)
+    query = ("scope",) if tier == "actor" else ()
+    api("GET", path, summary=f"Read the {tier} policy", access=access, query=query)(get_doc)
     api("PUT", path, tier="experimental", rate="write", summary=f"Replace the {tier} policy",
-        access=access)(put_doc)  # fmt: skip
+        access=access, query=query, body=POLICY_DOC)(put_doc)  # fmt: skip
 
 
 tier_routes("tenant", "tenant_id", str)

@@ -75,7 +75,7 @@ async def event_stream(call: Call, stream: AsyncIterator[tuple[str, Any]]):
 
 
 @api("POST", "/v1/recall", summary="Recall a stratified pack (stream=true for SSE)",
-     request_schema="recall_request", response_schema="stratified_pack")
+     body="recall_request", response_schema="stratified_pack")
 async def recall(call: Call):
     body = read_checks(call, call.json(), llm=call.json().get("view") == "narrative")
     engine, caller, tenant = call.state.engine, call.principal.actor, call.principal.tenant

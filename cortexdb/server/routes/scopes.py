@@ -6,14 +6,22 @@ from ...engine.model import to_wire
 from ...engine.policy import capabilities as cap
 from ...errors import InvalidBody, NotFound
 from ..call import Blueprint, Call, current_request
+from ..declare import array, engine_checked, obj, ref
 from ..gate import CLAIM
 from ..params import decode_cursor, encode_cursor, page_limit, query_args, scope_param, to_bool
 from ..responses import json_response
 
 api = Blueprint()
+MEMBER = obj({"actor": {"type": "string", "description": "type:id"}, "role": {"enum": ["owner", "writer", "reader"]}},
+             required=("actor", "role"))  # fmt: skip
 
 
-@api("POST", "/v1/scopes", rate="write", status=201, summary="Register a scope", response_schema="scope")
+@api("POST", "/v1/scopes", rate="write", status=201, summary="Register a scope", response_schema="scope",
+     body=engine_checked(obj({
+         "path": ref("common", "/$defs/scope_path"), "members": array(MEMBER),
+         "policies": obj({"consolidation": {}, "conflict_resolution": {}, "inherit_from": array({"type": "string"}),
+                          "audit": {}, "children": {}}, nullable=True),
+         "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 64}}, required=("path",))))
 async def scope_register(call: Call):
     body = call.json()
     path = scope_param(body.get("path"), "path")
@@ -32,10 +40,11 @@ async def scope_register(call: Call):
     return json_response(record, 201)
 
 
-@api("GET", "/v1/scopes", summary="Look up a scope by ?path= or list by ?prefix=", access="filtered")
+@api("GET", "/v1/scopes", summary="Look up a scope by ?path= or list by ?prefix=", access="filtered",
+     query=("path", "prefix", "auto_provisioned", "limit", "cursor"))
 async def scope_get(call: Call):
     registry = call.state.registry
-    args = query_args(("path", "prefix", "auto_provisioned", "limit", "cursor"))
+    args = query_args()
     if "path" in args:
         path = scope_param(args["path"], "path")
         call.check(cap.SCOPE_READ_LOCAL, path)
@@ -57,23 +66,26 @@ async def scope_get(call: Call):
 
 
 @api("PUT", "/v1/scopes/members", rate="write", summary="Replace a scope's member list (atomic diff)",
-     fields={"members": [{"actor": None, "role": None}]})
+     query=("path!",), body=obj({"members": array(MEMBER)}, required=("members",)))
 async def scope_members(call: Call):
-    path = scope_param(query_args(("path",)).get("path"), "path")
+    path = scope_param(query_args().get("path"), "path")
     call.check(cap.POLICY_ADMINISTER_SCOPE, path)  # owners only (the gate's membership rule)
     return await call.state.registry.set_members(call.principal, path, call.json())
 
 
-@api("DELETE", "/v1/scopes", rate="write", summary="Delete a scope registration (?records=keep)")
+@api("DELETE", "/v1/scopes", rate="write", summary="Delete a scope registration (?records=keep)",
+     query=("path!", "records"))
 async def scope_delete(call: Call):
-    args = query_args(("path", "records"))
+    args = query_args()
     path = scope_param(args.get("path"), "path")
     call.check(cap.POLICY_ADMINISTER_SCOPE, path)  # owners only
     return await call.state.registry.delete(path, args.get("records", "keep"), call.check)
 
 
 @api("POST", "/v1/scopes/prune", tier="experimental", rate="write", access="tenant",
-     fields={"older_than": None, "dry_run": None, "prefix": None},
+     body=obj({"older_than": {"type": "string", "description": "an ISO 8601 duration (default P90D)"},
+               "dry_run": {"type": "boolean", "description": "default true: report, remove nothing"},
+               "prefix": {"type": "string"}}),
      summary="Remove idle auto-provisioned scopes (dry_run first)")
 async def scope_prune(call: Call):
     body = call.json()

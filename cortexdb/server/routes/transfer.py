@@ -32,6 +32,7 @@ from ...engine.jsoncodec import encode
 from ...engine.policy import capabilities as cap
 from ...errors import InvalidBody, PolicyDenied, RateLimited
 from ..call import Blueprint, Call, current_request
+from ..declare import array, engine_checked, obj, ref
 from ..params import query_args
 from ..policy import Principal
 from ..ratelimit import parse_rate
@@ -88,7 +89,7 @@ def take_importer_token(call: Call) -> None:
 
 async def read_request(call: Call) -> tuple[dict[str, Any], Any]:
     """(the import request, the source's bytes or chunks)."""
-    args = query_args(QUERY)
+    args = query_args()
     req = current_request()
     if "scope_template" in args:
         options = {name: args[name] for name in QUERY[2:] if name in args}
@@ -133,7 +134,7 @@ def import_route(source: str, capability: str) -> None:
         return json_response(started, 202)
 
     start.__name__ = f"import_{source}"
-    api("POST", f"/v1/import/{source}", tier="beta", rate=None, status=202, upload=True,
+    api("POST", f"/v1/import/{source}", tier="beta", rate=None, status=202, upload=True, query=QUERY,
         summary=f"Import a {source} export (an asynchronous job)")(start)  # fmt: skip
 
 
@@ -152,9 +153,11 @@ async def import_status(call: Call, import_id: str):
     return await import_checked(call, import_id)
 
 
-@api("POST", "/v1/import/{import_id}/cancel", tier="beta", rate="write",
+@api("POST", "/v1/import/{import_id}/cancel", tier="beta", rate="write", body=obj({}), body_required=False,
      summary="Cancel an import at its next window (what it wrote stays)")  # fmt: skip
 async def import_cancel(call: Call, import_id: str):
+    if call.raw.strip():
+        call.json()  # it takes no field: any is refused
     status = await import_checked(call, import_id)
     call.primary = SOURCES[status["source"]]
     return await call.state.engine.imports.cancel(import_id)
@@ -163,13 +166,19 @@ async def import_cancel(call: Call, import_id: str):
 # -- exports (§8.12) ------------------------------------------------------------------------------
 EXPORTS = {"jsonl": cap.EXPORT_FORMAT_JSONL, "mem0": cap.EXPORT_FORMAT_MEM0, "zep": cap.EXPORT_FORMAT_ZEP,
            "letta": cap.EXPORT_FORMAT_LETTA}  # fmt: skip
+EXPORT = engine_checked(obj({
+    "scope": ref("common", "/$defs/scope_path"), "format": {"enum": list(EXPORTS)},
+    "layers": array({"enum": ["events", "facts", "beliefs", "episodes"]}, minItems=1),
+    "as_of": {"type": "string", "description": "RFC 3339: the records as known then"},
+    "view": {"enum": ["descend", "local"], "description": "default descend"},
+    "destination": obj({"kind": {"enum": ["file", "inline"], "description": "default file"}}),
+}, required=("scope", "format")))  # fmt: skip
 CHUNK = 1 << 20  # bytes of an export file per chunk of a download
 
 
-@api("POST", "/v1/export", tier="beta", status=202,
+@api("POST", "/v1/export", tier="beta", status=202, body=EXPORT,
      summary="Export a scope's records as jsonl, mem0, zep or letta (an asynchronous job)")  # fmt: skip
 async def export_start(call: Call):
-    query_args(())
     engine = call.state.engine
     spec = engine.exports.parse(call.json())
     capability = EXPORTS[spec["format"]]
@@ -199,7 +208,6 @@ async def export_checked(call: Call, export_id: str) -> dict[str, Any]:
 @api("GET", "/v1/export/{export_id}", tier="beta",
      summary="Status of an export (a completed inline export's document too)")  # fmt: skip
 async def export_status(call: Call, export_id: str):
-    query_args(())
     await export_checked(call, export_id)
     return await call.state.engine.exports.status(export_id)
 
@@ -207,7 +215,6 @@ async def export_status(call: Call, export_id: str):
 @api("GET", "/v1/export/{export_id}/download", tier="beta", response_schema="bytes",
      summary="A completed export's file, streamed")  # fmt: skip
 async def export_download(call: Call, export_id: str):
-    query_args(())
     await export_checked(call, export_id)
     exports = call.state.engine.exports
     status, path = await exports.download(export_id)
@@ -228,10 +235,11 @@ async def export_download(call: Call, export_id: str):
     return response
 
 
-@api("POST", "/v1/export/{export_id}/cancel", tier="beta", rate="write",
+@api("POST", "/v1/export/{export_id}/cancel", tier="beta", rate="write", body=obj({}), body_required=False,
      summary="Cancel an export (its partial file is removed)")  # fmt: skip
 async def export_cancel(call: Call, export_id: str):
-    query_args(())
+    if call.raw.strip():
+        call.json()  # it takes no field: any is refused
     status = await export_checked(call, export_id)
     if status["caller"] != call.principal.actor:  # someone else's export: the scope's owners only
         call.check(cap.POLICY_ADMINISTER_SCOPE, status["scope"])

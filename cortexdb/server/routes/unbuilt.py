@@ -23,7 +23,9 @@ def unbuilt_route(method: str, path: str, tier: str) -> None:
 
     unbuilt.__name__ = f"unbuilt_{method.lower()}_" + path.strip("/").replace("/", "_").replace("{", "").replace("}", "")
     unbuilt.fallback = True  # type: ignore[attr-defined]  # a declared route of the same name wins
-    api(method, path, tier=tier, summary="Not implemented yet (501)", access="tenant")(unbuilt)
+    body = {"type": "object", "description": "not specified until the route is built"} if method in ("POST", "PUT") else None
+    api(method, path, tier=tier, summary="Not implemented yet (501)", access="tenant", body=body,
+        status=501)(unbuilt)  # fmt: skip
 
 
 for _method, _path, _tier in UNBUILT:

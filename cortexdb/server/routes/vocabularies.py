@@ -5,17 +5,21 @@ from __future__ import annotations
 
 from ...engine.policy import capabilities as cap
 from ..call import Blueprint, Call
-from ..params import query_args
+from ..declare import STRING, array, obj
 from ..responses import json_response
 
 api = Blueprint()
+TERM = obj({"id": STRING, "aliases": array(STRING), "description": STRING,
+            "datatype": {"enum": ["string", "integer", "number", "boolean", "entity", "timestamp"]},
+            "values": {"type": "array"}}, required=("id",))  # fmt: skip
+BODY = obj({"name": STRING, "kind": {"enum": ["predicate", "relation"]}, "description": STRING,
+            "predicates": array(TERM), "relations": array(TERM), "scopes": array(STRING)})  # fmt: skip
 WHY = "a vocabulary applies to the whole tenant's extraction and understanding: only its admins write it"
 
 
 @api("POST", "/v1/vocabularies", tier="beta", rate="write", status=201, access="tenant",
-     summary="Register a predicate or relation vocabulary")  # fmt: skip
+     summary="Register a predicate or relation vocabulary", body=BODY)  # fmt: skip
 async def vocabulary_add(call: Call):
-    query_args(())
     body = call.json()
     call.check(cap.VOCABULARY_WRITE)
     call.require_admin(cap.VOCABULARY_WRITE, WHY)
@@ -24,15 +28,13 @@ async def vocabulary_add(call: Call):
 
 @api("GET", "/v1/vocabularies/{name}", tier="beta", access="tenant", summary="One vocabulary")
 async def vocabulary_get(call: Call, name: str):
-    query_args(())
     call.check(cap.VOCABULARY_READ)
     return await call.state.engine.vocabularies.get(call.principal.tenant, name)
 
 
 @api("PUT", "/v1/vocabularies/{name}", tier="beta", rate="write", access="tenant",
-     summary="Replace a vocabulary (its version goes up)")  # fmt: skip
+     summary="Replace a vocabulary (its version goes up)", body=BODY)  # fmt: skip
 async def vocabulary_put(call: Call, name: str):
-    query_args(())
     body = call.json()
     call.check(cap.VOCABULARY_WRITE)
     call.require_admin(cap.VOCABULARY_WRITE, WHY)
