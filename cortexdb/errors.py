@@ -1,12 +1,7 @@
-"""The CortexError tree: every failure a caller can see, backend-neutral.
-
-Each error carries the reference's UPPER_SNAKE ``error_code`` (§16), the HTTP status the API
-layer will use, whether retrying may succeed, and structured ``details``.  Every error class lives
-here, one class per code (a subclass may refine the status or retriability of its parent's code,
-never invent a second class for it); nothing outside this module invents error codes.  Drivers'
-exceptions are translated at the backend boundary.  Grouped by where they arise: the request and
-the records (400-422), the policy (403, 409), authentication (401), reads, the server, the node.
-"""
+"""The CortexError tree: every failure a caller can see, backend-neutral.  Each error carries the
+reference's ``error_code`` (§16), its HTTP status, whether retrying may succeed, and ``details``.
+One class per code lives here (a subclass may refine its parent's status or retriability); drivers'
+exceptions are translated at the backend boundary.  Grouped by where they arise."""
 
 from __future__ import annotations
 
@@ -47,24 +42,18 @@ class InvalidBody(CortexError):
 
 
 class InvalidScopeRequest(InvalidBody):
-    """A scope registration, member list, deletion or prune request that is malformed: the
-    ``INVALID_BODY`` code with status 422, as the scope endpoints have always answered."""
-
+    """A malformed scope registration, member list, deletion or prune: INVALID_BODY with 422."""
     http_status = 422
 
 
 class UnknownField(InvalidBody):
-    """A request body carries a field its endpoint does not take, at any depth (``details.field``
-    is its path, ``details.allowed`` the fields of the object holding it)."""
-
+    """A body field its endpoint does not take, at any depth (``details.field``: its path)."""
     error_code = "UNKNOWN_FIELD"
     http_status = 422
 
 
 class InvalidQuery(CortexError):
-    """An unknown or malformed query parameter or read filter, a limit out of range, a cursor
-    of another listing."""
-
+    """An unknown or malformed query parameter or read filter, or a limit out of range."""
     error_code = "INVALID_QUERY"
     http_status = 400
 
@@ -127,9 +116,7 @@ class InvalidRecall(CortexError):
 
 
 class InvalidAnswer(InvalidRecall):
-    """An answer request is malformed (§8.4), e.g. an ``answer_model`` not served here
-    (``details.available``); its recall fields fail as a recall's do."""
-
+    """A malformed answer request (§8.4), e.g. an ``answer_model`` not served here."""
     error_code = "INVALID_ANSWER"
 
 
@@ -143,9 +130,7 @@ class InvalidForget(CortexError):
 
 
 class EmptySelectorWithoutConfirmation(CortexError):
-    """A forget whose selector is empty (it would forget every record of the named layers) sent
-    without ``confirm_all: true`` (§8.5, §18.2 item 13)."""
-
+    """A forget with an empty selector sent without ``confirm_all: true`` (§8.5)."""
     error_code = "EMPTY_SELECTOR_WITHOUT_CONFIRMATION"
     http_status = 422
 
@@ -172,9 +157,7 @@ class PolicyDenied(CortexError):
 
 
 class NotAMember(PolicyDenied):
-    """The caller's role on the scope does not allow the operation (the scope tier's ACL, §3.4.4);
-    a ``PolicyDenied``, so whoever handles policy denials handles it too."""
-
+    """The caller's role on the scope does not allow the operation (the scope tier's ACL, §3.4.4)."""
     error_code = "NOT_A_MEMBER"
     http_status = 403
 
@@ -212,10 +195,7 @@ class InvalidTokenSignature(AuthError):
 
 
 class InvalidToken(AuthError):
-    """A verified token whose claims are unusable (missing, wrong type, a non-finite date, iat or
-    nbf in the future beyond the leeway, lifetime over the §4.2/§4.4 maximum).  Not in §16's
-    selected entries; see docs/errors.md."""
-
+    """A verified token whose claims are unusable (missing, non-finite, in the future, too long-lived)."""
     error_code = "INVALID_TOKEN"
 
 
@@ -308,9 +288,7 @@ class RateLimited(CortexError):
 
 
 class Internal(CortexError):
-    """Unexpected failure inside the engine (e.g. a scope actor crashed); retrying may succeed.
-    Its code, ``INTERNAL``, is the base class's."""
-
+    """Unexpected failure inside the engine (e.g. a scope actor crashed); retrying may succeed."""
     http_status = 500
     default_retriable = True
 
@@ -381,18 +359,14 @@ class InvalidMintRequest(CortexError):
 
 # -- the Python SDK only (``cortexdb.client``; never served) ---------------------------------------
 class ConnectionFailed(CortexError):
-    """No answer came: the server could not be reached, the connection broke, or a timeout
-    passed (after the SDK's retries).  The transport's exception is its ``__cause__``."""
-
+    """No answer came (unreachable, broken connection, timeout); the cause is ``__cause__``."""
     error_code = "CONNECTION_FAILED"
     http_status = 503  # what a gateway would answer; no server sends this code
     default_retriable = True
 
 
 class HttpError(CortexError):
-    """A failure at the HTTP layer (unknown route, wrong method, oversize body, malformed request)
-    as an envelope: the status and code are the instance's."""
-
+    """A failure at the HTTP layer as an envelope: the status and code are the instance's."""
     def __init__(self, status: int, code: str, message: str, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.http_status = status  # type: ignore[misc]
