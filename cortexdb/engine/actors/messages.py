@@ -246,14 +246,30 @@ class Candidates:
     include_superseded: bool = False
 
 
+@attrs.frozen(kw_only=True)
+class ReadRelationships:
+    """The relationships reached from ``starts`` (entity ids) within ``depth`` hops; the filters
+    decide which edges the walk may take (docs/relationships.md)."""
+
+    reply: ReplySlot
+    starts: tuple[str, ...]
+    types: tuple[str, ...] = ()  # predicates the walk may follow; () = any
+    direction: str = "both"  # out | in | both
+    depth: int = 1
+    as_of: dt.datetime | None = None
+    min_confidence: float | None = None
+    max_edges: int = 200
+
+
 QUERY_TYPES = (
     ReadEvents, ReadEvent, ReadEventState, ReadFacts, ReadFact, ReadTimeline, ReadFactSupports,
     ReadBeliefs, ReadBelief, ReadWhy, ReadEpisodes, ReadEpisode, CountRecords, LayerCounts, Candidates,
+    ReadRelationships,
 )  # fmt: skip
 Query = (
     ReadEvents | ReadEvent | ReadEventState | ReadFacts | ReadFact | ReadTimeline | ReadFactSupports
     | ReadBeliefs | ReadBelief | ReadWhy | ReadEpisodes | ReadEpisode | CountRecords | LayerCounts
-    | Candidates
+    | Candidates | ReadRelationships
 )  # fmt: skip
 
 

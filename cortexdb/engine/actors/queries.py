@@ -24,7 +24,7 @@ from ..derive.visibility import Clip
 from ..model import Belief, Episode, Event, EventState, Fact, to_wire
 from ..stages import EPISODE_SEALED, LIFECYCLE_STAGES, STAGE_ORDER, Stage
 from ..temporal import format_ts, parse_rfc3339
-from . import candidates, history
+from . import candidates, history, relations
 from .messages import (
     QUERY_TYPES,
     Candidates,
@@ -41,6 +41,7 @@ from .messages import (
     ReadFact,
     ReadFacts,
     ReadFactSupports,
+    ReadRelationships,
     ReadTimeline,
     ReadWhy,
 )
@@ -393,5 +394,6 @@ HANDLERS: dict[type, Callable[[Any, Any], Awaitable[Any]]] = {
     ReadFactSupports: read_fact_supports, ReadBeliefs: read_beliefs, ReadBelief: read_belief,
     ReadWhy: read_why, ReadEpisodes: read_episodes, ReadEpisode: read_episode,
     CountRecords: count_records, LayerCounts: layer_counts, Candidates: recall_candidates,
+    ReadRelationships: relations.walk,
 }  # fmt: skip
 assert set(HANDLERS) == set(QUERY_TYPES)  # the query set is closed: one handler each
