@@ -85,6 +85,12 @@ class EngineConfig:
     # hybrid (default) | bm25 | vector: which candidate sources and signals recall uses
     # (the single-signal modes exist for benchmark arms and diagnosis)
     recall_mode: str = "hybrid"
+    # -- relationships and the query router (docs/relationships.md, docs/router.md) --------------
+    recall_router: bool = True  # False: no routing, no graph expansion (the bench's "off" arm)
+    relationship_max_depth: int = 4  # the deepest walk GET /v1/relationships may ask for
+    relationship_max_edges: int = 200  # edges one walk returns at most (``truncated`` says so)
+    recall_relationships_limit: int = 10  # edges a recall pack's ``relationships`` part holds
+    facets_limit: int = 10  # entries per facet (topics, entities, predicates) of temporal_facets
     # -- GDPR erasure jobs (reference §8.6, §11.3; engine/forget/erasure.py, docs/forget.md) ------
     # a preview's manifest (and a finished erasure's) answers for this long, then 410
     erasure_manifest_ttl_seconds: float = 86_400.0
