@@ -13,10 +13,10 @@ from .call import current_request
 TEMPORAL_PARAMS = ("as_of", "valid_during", "recorded_during", "natural", "reference_date")
 COMMON_PARAMS = ("scope", "view", "limit", "cursor")
 LAYER_PARAMS: dict[str, tuple[str, ...]] = {
-    "events": ("since", "until", "recorded_since", "recorded_until", "observed_actor", "modality",
+    "events": ("since", "until", "recorded_since", "recorded_until", "observed_actor", "modality", "aspect",
                "include_excluded", *TEMPORAL_PARAMS),
     "episodes": ("actor", "overlapping", "with_causal_chain", "include_superseded", *TEMPORAL_PARAMS),
-    "facts": ("subject", "predicate", "min_confidence", "include_superseded", *TEMPORAL_PARAMS),
+    "facts": ("subject", "predicate", "aspect", "min_confidence", "include_superseded", *TEMPORAL_PARAMS),
     "beliefs": ("about", "min_confidence", "include_deprecated", "include_superseded", *TEMPORAL_PARAMS),
 }  # fmt: skip
 BOOL_PARAMS = ("include_excluded", "include_superseded", "include_deprecated", "with_causal_chain")

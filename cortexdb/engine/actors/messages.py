@@ -107,6 +107,7 @@ class ReadEvents:
     recorded_until: dt.datetime | None = None
     observed_actor: str | None = None
     modality: str | None = None
+    aspect: str | None = None  # model.aspects.ASPECTS
     include_excluded: bool = False
     as_of: dt.datetime | None = None
     temporal: Any = None
@@ -133,6 +134,7 @@ class ReadFacts:
     reply: ReplySlot
     subject_id: str | None = None
     predicate: str | None = None
+    aspect: str | None = None  # model.aspects.ASPECTS
     min_confidence: float | None = None
     include_superseded: bool = False
     as_of: dt.datetime | None = None

@@ -61,6 +61,9 @@ class RelationshipService:
         walk = await self.ctx.supervisor.request(scope, lambda reply: ReadRelationships(
             reply=reply, starts=(entity.id,), types=types, direction=direction, depth=depth, as_of=at,
             min_confidence=confidence, max_edges=config.relationship_max_edges))  # fmt: skip
+        for node in walk["nodes"]:
+            if node["id"] == entity.id and node["name"] is None:
+                node["name"] = entity.name  # a start no edge named
         return {"scope": scope, "from": {"id": entity.id, "name": entity.name}, "direction": direction,
                 "depth": depth, "types": list(types), "as_of": format_ts(at) if at else None,
                 "min_confidence": confidence, "items": walk["edges"], "nodes": walk["nodes"],
