@@ -27,6 +27,7 @@ WRITE_FIELDS = {"scope", "from", "type", "to", "confidence", "valid_from", "vali
 # how deep recall walks from the entities a question names, per query type
 RECALL_DEPTH = {"relationship": 2, "entity_lookup": 1}
 _WORD = re.compile(r"[a-z][a-z'-]{3,}")
+_ACTOR = re.compile(r"\b[a-z]+:[\w.-]+")  # an actor id (user:alice) is an entity, not a topic
 _STOP = frozenset("that this with from have were they them their there what when where which about would could "
                   "should been into just also than then some your yours ours mine here very more most".split())
 
@@ -150,7 +151,7 @@ def facets(candidates: list[Any], limit: int) -> dict[str, Any]:
         seen.add(key)
         record = candidate.record
         kinds[aspects.of_record(candidate.layer, record) or candidate.layer] += 1
-        topics.update({w for w in _WORD.findall((candidate.text or "").lower()) if w not in _STOP})
+        topics.update({w for w in _WORD.findall(_ACTOR.sub(" ", (candidate.text or "").lower())) if w not in _STOP})
         if candidate.layer == "facts":
             predicates[record["predicate"]] += 1
             for end in (record["subject"], record["object"]):
