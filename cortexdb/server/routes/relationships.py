@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...engine.policy import capabilities as cap
+from ...engine.stages import Stage
 from ..call import Blueprint, Call
 from ..params import query_args, scope_param
 from ..responses import json_response
@@ -33,7 +34,7 @@ async def relationship_write(call: Call):
     envelope = engine.relationships.envelope(body, engine.clock.now())
     authorise_write(call, envelope)
     result = await engine.experience(envelope, caller=call.principal.actor, tenant_id=call.principal.tenant,
-                                     wait="indexed")  # fmt: skip
+                                     wait=Stage.INDEXED)  # fmt: skip
     call.event_id = result.event_id
     await call.state.registry.note_write(result.scope)
     facts = [d for d in (result.derives or ()) if d.startswith("fact_")]
