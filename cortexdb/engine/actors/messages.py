@@ -210,6 +210,7 @@ class ReadRelationships:
     as_of: dt.datetime | None = None
     min_confidence: float | None = None
     max_edges: int = 200
+    max_examined: int = 0  # facts the walk may load at most (0: no cap); recall's budget
 
 
 QUERY_TYPES = (

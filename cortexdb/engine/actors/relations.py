@@ -37,18 +37,28 @@ def edge_wire(fact: Fact, scope: str, hop: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-async def _edges_of(actor: Any, entity_id: str, query: ReadRelationships) -> list[str]:
-    """The fact ids touching ``entity_id`` in the query's direction (typed: only those types)."""
-    tables, ids = actor.tables, []
-    sides = []
-    if query.direction in ("out", "both"):
-        sides.append(tables.fact_index)
-    if query.direction in ("in", "both"):
-        sides.append(tables.fact_objects)
-    for table in sides:
-        for under in [(entity_id, t) for t in query.types] or [(entity_id,)]:
-            ids += [fact_id async for fact_id in table.ids(under)]
-    return ids
+async def _ids(table: Any, entity_id: str, types: tuple[str, ...]) -> list[str]:
+    return [fact_id for under in ([(entity_id, t) for t in types] or [(entity_id,)])
+            async for fact_id in table.ids(under)]  # fmt: skip
+
+
+async def _hop_ids(actor: Any, frontier: list[str], query: ReadRelationships, first: bool) -> list[str]:
+    """The fact ids touching the frontier in the query's direction (typed: only those types),
+    from the index keys alone: on the first hop, the facts joining two start entities come
+    first; then the newest first (fact ids are time-ordered), which are the likeliest current."""
+    tables, outgoing, incoming = actor.tables, {}, {}
+    for entity_id in frontier:
+        if query.direction in ("out", "both"):
+            outgoing[entity_id] = await _ids(tables.fact_index, entity_id, query.types)
+        if query.direction in ("in", "both"):
+            incoming[entity_id] = await _ids(tables.fact_objects, entity_id, query.types)
+    every = {fact_id for ids in (*outgoing.values(), *incoming.values()) for fact_id in ids}
+    joining: set[str] = set()
+    if first and len(query.starts) > 1:
+        out_ids = {f for ids in outgoing.values() for f in ids}
+        in_ids = {f for ids in incoming.values() for f in ids}
+        joining = out_ids & in_ids  # out of one start and into one: between two named entities
+    return sorted(joining, reverse=True) + sorted(every - joining, reverse=True)
 
 
 def _takes(fact: Fact, query: ReadRelationships) -> bool:
@@ -71,29 +81,26 @@ async def walk(actor: Any, query: ReadRelationships) -> dict[str, Any]:
     frontier, truncated, examined = list(query.starts), False, 0
     for hop in range(1, query.depth + 1):
         following: list[str] = []
-        for entity_id in frontier:
-            for fact_id in await _edges_of(actor, entity_id, query):
-                if fact_id in edges:
-                    continue
-                head = await tables.facts.get(fact_id)
-                if head is None:
-                    continue
-                examined += 1
-                held = clip.select("facts", await history.fact_versions(tables, head, clip))
-                fact = held[-1] if held else None
-                if fact is None or not _takes(fact, query):
-                    continue  # not an edge at that moment, or filtered: the walk does not go through it
-                if len(edges) == query.max_edges:
-                    truncated = True
-                    break
-                edges[fact_id] = edge_wire(fact, actor.scope, hop)
-                for end in (fact.subject, fact.object):
-                    names.setdefault(end.id, end.name)
-                    if end.id not in seen_nodes:
-                        seen_nodes[end.id] = hop
-                        following.append(end.id)
-            if truncated:
+        for fact_id in await _hop_ids(actor, frontier, query, hop == 1):
+            if fact_id in edges:
+                continue
+            if len(edges) == query.max_edges or examined == query.max_examined > 0:
+                truncated = True
                 break
+            head = await tables.facts.get(fact_id)
+            if head is None:
+                continue
+            examined += 1
+            held = clip.select("facts", await history.fact_versions(tables, head, clip))
+            fact = held[-1] if held else None
+            if fact is None or not _takes(fact, query):
+                continue  # not an edge at that moment, or filtered: the walk does not go through it
+            edges[fact_id] = edge_wire(fact, actor.scope, hop)
+            for end in (fact.subject, fact.object):
+                names.setdefault(end.id, end.name)
+                if end.id not in seen_nodes:
+                    seen_nodes[end.id] = hop
+                    following.append(end.id)
         frontier = following
         if truncated or not frontier:
             break

@@ -119,7 +119,8 @@ class RelationshipService:
             try:
                 results[path] = await self.ctx.supervisor.request(path, lambda reply: ReadRelationships(
                     reply=reply, starts=starts, depth=depth, as_of=as_of, min_confidence=min_confidence,
-                    max_edges=config.relationship_max_edges))  # fmt: skip
+                    max_edges=config.recall_relationships_limit,
+                    max_examined=config.recall_relationships_examined))  # fmt: skip
             except CortexError:
                 results[path] = None  # a degraded scope: its candidates said so already
 

@@ -116,15 +116,17 @@ def _entities(candidate: Any) -> set[str]:
 
 def into_pack(config: Any, plan: Any, expansion: dict[str, Any], pack: dict[str, Any],
               candidates: list[Any] | None = None) -> None:  # fmt: skip
-    """The pack's ``relationships`` part (and ``facets`` for temporal_facets); what the limit
-    leaves out is counted in ``diagnostics.relationships_cut``, never dropped silently."""
+    """The pack's ``relationships`` part (and ``facets`` for temporal_facets).  The walk stops at
+    ``recall_relationships_limit`` edges or ``recall_relationships_examined`` facts a scope; when
+    it stopped with more to look at, ``diagnostics.relationships_truncated`` says so (and the
+    ``graph_expand`` phase), never silently."""
     if plan.route is None:
         return
     limit = config.recall_relationships_limit
     edges = expansion["edges"]
     pack["relationships"] = edges[:limit]
     if "diagnostics" in pack:
-        pack["diagnostics"]["relationships_cut"] = max(0, len(edges) - limit)
+        pack["diagnostics"]["relationships_truncated"] = expansion["truncated"] or len(edges) > limit
         pack["diagnostics"]["route"] = plan.route["type"]
     if plan.route["type"] == "temporal_facets" and candidates is not None:
         pack["facets"] = {"window": plan.route["temporal"], **graph.facets(candidates, config.facets_limit)}
