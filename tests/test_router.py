@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cortexdb import schemas
 from cortexdb.engine.model import aspects
 from cortexdb.engine.retrieve.router import TYPES, entity_hints, route
 from cortexdb.errors import CortexError
@@ -86,6 +87,7 @@ async def test_temporal_facets_aggregate_over_the_window(engine, clock):
     assert routed["type"] == "temporal_facets"
     assert routed["temporal"] == {"window": "today", "applied": True,
                                   "valid_during": ["2026-05-13T00:00:00Z", "2026-05-14T00:00:00Z"]}  # fmt: skip
+    schemas.validator("stratified_pack").validate(pack)
     facets = pack["facets"]
     assert facets["records"] > 0 and facets["window"]["window"] == "today"
     topics = {t["value"] for t in facets["topics"]}
