@@ -113,14 +113,16 @@ async def test_a_forgotten_relationship_is_gone_from_both_ends(engine, clock):
                         caller="user:alice")  # fmt: skip
     walk = await engine.relationships.traverse(ALICE, from_="Alice", direction="in")
     assert walk["items"] == []
-    assert ids["mentors"] not in {e["id"] for e in (await engine.relationships.traverse(ALICE, from_="Bob"))["items"]}
+    assert ids["mentors"] not in {e["id"] for e in (await engine.relationships.traverse(ALICE, from_="Alice"))["items"]}
+    with pytest.raises(NotFound):  # Bob's only relationship is gone: no index row names him any more
+        await engine.relationships.traverse(ALICE, from_="Bob")
 
 
 @pytest.mark.parametrize(("params", "field"), [
     ({"from_": ""}, "from"), ({"from_": "Alice", "direction": "sideways"}, "direction"),
     ({"from_": "Alice", "depth": 0}, "depth"), ({"from_": "Alice", "depth": 99}, "depth"),
     ({"from_": "Alice", "min_confidence": 2}, "min_confidence"), ({"from_": "Alice", "as_of": "yesterday"}, "as_of"),
-    ({"from_": "Alice", "type": [""]}, "type"),
+    ({"from_": "Alice", "type": [""]}, "type"), ({"from_": "Alice", "type": ",".join("abcdefghijklmnopqrstuvwxyz0123456789")}, "type"),
 ])  # fmt: skip
 async def test_bad_walks_are_refused(engine, clock, params, field):
     await relate(engine, "Alice", "manages", "Priya")
@@ -129,9 +131,16 @@ async def test_bad_walks_are_refused(engine, clock, params, field):
     assert caught.value.http_status in (400, 422) and caught.value.details["field"] == field
 
 
-async def test_an_unknown_entity_is_not_found(engine):
-    with pytest.raises(NotFound):
+async def test_an_unknown_entity_is_not_found_and_other_scopes_do_not_show(engine):
+    with pytest.raises(NotFound) as unknown:
         await engine.relationships.traverse(ALICE, from_="Nobody")
+    body = {"scope": "org:acme/user:bob", "from": "Zed", "type": "knows", "to": "Yan"}
+    await engine.experience(engine.relationships.envelope(body, engine.clock.now()), caller="user:bob",
+                            wait="indexed")  # fmt: skip
+    with pytest.raises(NotFound) as elsewhere:  # Zed exists, in a scope this read does not cover
+        await engine.relationships.traverse(ALICE, from_="Zed")
+    assert set(unknown.value.details) == set(elsewhere.value.details) == {"from", "scope"}
+    assert (await engine.relationships.traverse("org:acme/user:bob", from_="Zed"))["items"][0]["to"]["name"] == "Yan"
 
 
 async def test_max_edges_truncates_and_says_so(engine_factory, clock):

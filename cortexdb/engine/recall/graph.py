@@ -22,6 +22,7 @@ from ..scopes import canonical_scope
 from ..temporal import format_ts, parse_rfc3339
 
 DIRECTIONS = ("out", "in", "both")
+MAX_TYPES = 32  # predicates one walk's ``type`` may name (each is one index range a hop reads)
 WRITE_FIELDS = {"scope", "from", "type", "to", "confidence", "valid_from", "valid_to", "observed_at",
                 "idempotency_key"}  # fmt: skip
 # how deep recall walks from the entities a question names, per query type
@@ -57,11 +58,14 @@ class RelationshipService:
         confidence = _confidence(min_confidence)
         tenant = tenant_id or config.tenant_id
         entity = await self.ctx.entities.find(tenant, from_.strip())
-        if entity is None:
-            raise NotFound(f"no entity {from_[:64]!r}", details={"from": from_[:64]})
-        walk = await self.ctx.supervisor.request(scope, lambda reply: ReadRelationships(
-            reply=reply, starts=(entity.id,), types=types, direction=direction, depth=depth, as_of=at,
-            min_confidence=confidence, max_edges=config.relationship_max_edges))  # fmt: skip
+        walk = None
+        if entity is not None:
+            walk = await self.ctx.supervisor.request(scope, lambda reply: ReadRelationships(
+                reply=reply, starts=(entity.id,), types=types, direction=direction, depth=depth, as_of=at,
+                min_confidence=confidence, max_edges=config.relationship_max_edges))  # fmt: skip
+        if walk is None or not walk["known"]:  # the same answer whether or not another scope knows it
+            raise NotFound(f"no entity {from_[:64]!r} has relationships in {scope}",
+                           details={"from": from_[:64], "scope": scope})  # fmt: skip
         for node in walk["nodes"]:
             if node["id"] == entity.id and node["name"] is None:
                 node["name"] = entity.name  # a start no edge named
@@ -198,4 +202,6 @@ def _types(value: Any) -> tuple[str, ...]:
     parts = value.split(",") if isinstance(value, str) else value
     if not isinstance(parts, list | tuple) or not all(isinstance(p, str) and p.strip() for p in parts):
         raise InvalidQuery("type must be a predicate or a comma-separated list of predicates", details={"field": "type"})
+    if len(parts) > MAX_TYPES:
+        raise InvalidQuery(f"type names at most {MAX_TYPES} predicates", details={"field": "type", "max": MAX_TYPES})
     return tuple(dict.fromkeys(p.strip() for p in parts))
