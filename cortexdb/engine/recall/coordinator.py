@@ -1,12 +1,15 @@
 """The RecallCoordinator: one recall, from request to stratified pack (reference §8.3, §9, §10.1).
 
 1. validate the request (``request``); classify the query (the plan is the first trail phase);
+   route it (``routing``: one of six query types, each with its handler; the ``route`` phase);
 2. resolve the traversal (``traversal``, the one rule layer reads use too): scopes the caller
    may not read are skipped, named in the ``traverse`` trail phase and, in diagnostics, as denied
    placeholders;
 3. ask every scope actor for candidates concurrently, each under a deadline: a slow or failing
    scope degrades the pack (``DERIVED_LAYER_UNAVAILABLE`` in diagnostics) instead of failing it;
-4. score (signals × plan weights), MMR per layer, per-layer limits, the token knapsack;
+4. walk the relationships of the entities a relationship or entity-lookup question names
+   (``graph_expand``, ``graph``); score (signals × plan weights, then the route's handler), MMR per
+   layer, per-layer limits, the token knapsack;
 5. assemble the pack (``pack``): the view, the context block with citations, the provenance
    trail and citation DAG, diagnostics at the requested level.
 Packs are cached for 60 s by ``pack_id`` (``cache``); an ``idempotency_key`` returns the same pack
@@ -32,10 +35,9 @@ from ..policy.capabilities import SCOPE_READ_LOCAL, scope_read
 from ..retrieve import filters as recall_filters
 from ..retrieve import planner, scoring
 from ..retrieve.temporal_filter import TemporalFilter
-from . import routing
 from ..temporal import format_ts
+from . import graph, routing
 from . import pack as packs
-from . import graph
 from .cache import PackCache
 from .request import LAYERS, RecallSpec, validate
 from .traversal import traverse
