@@ -105,9 +105,10 @@ async def walk(actor: Any, query: ReadRelationships) -> dict[str, Any]:
         if truncated or not frontier:
             break
     nodes = [{"id": node, "name": names.get(node), "hop": hop} for node, hop in seen_nodes.items()]
-    known = False  # whether a start has any relationship row here at all, whatever the filters
+    known = []  # the starts with any relationship row here at all, whatever the filters
     for start in query.starts:
         for table in (tables.fact_index, tables.fact_objects):
-            known = known or bool([i async for i in table.ids((start,), limit=1)])
+            if start not in known and [i async for i in table.ids((start,), limit=1)]:
+                known.append(start)
     return {"scope": actor.scope, "edges": list(edges.values()), "nodes": nodes,
             "edges_examined": examined, "truncated": truncated, "known": known}  # fmt: skip

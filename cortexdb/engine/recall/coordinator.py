@@ -60,6 +60,7 @@ class Plan:
     filters_applied: list[Any]
     warnings: list[str]
     route: dict[str, Any] | None = None  # the router's output (None: recall_router off)
+    starts: list[dict[str, Any]] = attrs.field(factory=list)  # the entities the question names
 
 
 class RecallCoordinator:

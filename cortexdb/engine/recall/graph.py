@@ -102,11 +102,13 @@ class RelationshipService:
 
     # -- recall: graph_expand --------------------------------------------------------------------
     async def resolve(self, names: tuple[str, ...], tenant: str) -> list[dict[str, Any]]:
-        """The entity hints a question names, each with the entity it resolves to (or none)."""
+        """The entities the names a question spells resolve to (tenant-wide: the walk then keeps
+        only those with relationships in a scope the recall reads)."""
         out = []
         for name in names:
             entity = await self.ctx.entities.find(tenant, name)
-            out.append({"name": name, "id": entity.id if entity else None})
+            if entity is not None and all(h["id"] != entity.id for h in out):
+                out.append({"id": entity.id, "name": entity.name})
         return out
 
     async def expand(self, kind: str, hints: list[dict[str, Any]], scopes: list[str], as_of: Any,
@@ -116,7 +118,7 @@ class RelationshipService:
         starts = tuple(h["id"] for h in hints if h["id"])
         depth = RECALL_DEPTH.get(kind, 0)
         if not starts or not depth:
-            return {"edges": [], "nodes": 0, "examined": 0, "truncated": False}
+            return {"edges": [], "nodes": 0, "examined": 0, "truncated": False, "known": []}
         config, results = self.ctx.config, {}
 
         async def ask(path: str) -> None:
@@ -139,9 +141,11 @@ class RelationshipService:
             nodes |= {n["id"] for n in walk["nodes"]} - named
         edges.sort(key=lambda e: (-((e["from"]["id"] in named) + (e["to"]["id"] in named)), e["hop"],
                                   -e["confidence"], e["id"]))  # fmt: skip
+        known = {k for w in results.values() if w for k in w["known"]}
         return {"edges": edges, "nodes": len(nodes),
                 "examined": sum(w["edges_examined"] for w in results.values() if w),
-                "truncated": any(w["truncated"] for w in results.values() if w)}  # fmt: skip
+                "truncated": any(w["truncated"] for w in results.values() if w),
+                "known": [h for h in hints if h["id"] in known]}  # fmt: skip
 
 
 def facets(candidates: list[Any], limit: int) -> dict[str, Any]:

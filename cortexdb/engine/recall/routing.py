@@ -25,7 +25,7 @@ from ..temporal import format_ts
 from . import graph
 
 ASPECT_BONUS = 0.25  # added to the score of a candidate of an asked aspect: above any unasked one's blend
-NO_EXPANSION: dict[str, Any] = {"edges": [], "nodes": 0, "examined": 0, "truncated": False}
+NO_EXPANSION: dict[str, Any] = {"edges": [], "nodes": 0, "examined": 0, "truncated": False, "known": []}
 
 
 async def route(coordinator: Any, spec: Any, plan: Any, tenant: str, now: dt.datetime, custom: Any,
@@ -49,8 +49,9 @@ async def route(coordinator: Any, spec: Any, plan: Any, tenant: str, now: dt.dat
                 plan.temporal = window  # this type's handler: the window the question names
                 plan.filters_applied += window.describe()
                 temporal["applied"] = True
-    plan.route = {"type": found.type, "entity_hints": hints, "temporal": temporal,
-                  "aspects": list(found.aspects), "cues": list(found.cues)}  # fmt: skip
+    plan.starts = hints
+    plan.route = {"type": found.type, "entity_hints": [], "names_found": len(found.entity_hints),
+                  "temporal": temporal, "aspects": list(found.aspects), "cues": list(found.cues)}  # fmt: skip
     trail.phases.append({"phase": "route", **plan.route, "elapsed_ms": trail.lap("route", t)})
 
 
@@ -62,9 +63,15 @@ async def expand(coordinator: Any, spec: Any, plan: Any, scopes: list[str], trai
     if route is None or route["type"] not in graph.RECALL_DEPTH:
         return NO_EXPANSION
     as_of = plan.temporal.as_of
-    expansion = await coordinator.graph.expand(route["type"], route["entity_hints"], scopes, as_of,
+    expansion = await coordinator.graph.expand(route["type"], plan.starts, scopes, as_of,
                                                _floor(spec.filters))  # fmt: skip
     expansion["elapsed_ms"] = trail.lap("graph_expand", t)
+    # the entity hints the trail names: those with relationships in a scope this recall reads
+    # (an entity known only elsewhere in the tenant is not disclosed, nor the question's words)
+    route["entity_hints"] = expansion["known"]
+    for phase in trail.phases:
+        if phase["phase"] == "route":
+            phase["entity_hints"] = expansion["known"]
     return expansion
 
 
@@ -81,7 +88,7 @@ def adjust(plan: Any, candidates: list[Any], expansion: dict[str, Any], trail: A
     route = plan.route
     weight = plan.weights.get("graph", 0.0)
     edge_ids = {e["id"] for e in expansion["edges"]}
-    about = {h["id"] for h in (route or {}).get("entity_hints", []) if h["id"]}
+    about = {h["id"] for h in (route or {}).get("entity_hints", [])}
     boosted = 0
     for candidate in candidates:
         linked = candidate.record.get("id") in edge_ids
