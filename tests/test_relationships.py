@@ -220,3 +220,15 @@ async def test_explicit_writes_are_checked(engine):
         with pytest.raises(InvalidQuery) as caught:
             engine.relationships.envelope(body, engine.clock.now())
         assert caught.value.details["field"] == field
+
+
+async def test_a_cancelled_relationship_is_not_walked(engine):
+    body = {"scope": ALICE, "from": "Alice", "type": "knows", "to": "Bob"}
+    result = await engine.experience(engine.relationships.envelope(body, engine.clock.now()), caller="user:alice",
+                                     wait="consolidated")  # fmt: skip
+    assert [e["type"] for e in (await engine.relationships.traverse(ALICE, from_="Bob"))["items"]] == ["knows"]
+    await engine.cancel(result.event_id, caller="user:alice")
+    walk = await engine.relationships.traverse(ALICE, from_="Bob")
+    assert walk["items"] == [] and [n["name"] for n in walk["nodes"]] == ["Bob"]
+    pack = await engine.recall({"scope": ALICE, "query": "How does Alice know Bob?"}, caller="user:alice")
+    assert pack["relationships"] == []
