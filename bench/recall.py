@@ -9,6 +9,9 @@ LevelDB compacting the bulk load; at 100k the two differ by up to a third).  The
 Baseline in the same run: one BM25 query with rank-bm25's ``BM25Okapi.get_scores`` over the same
 event texts (what a rebuild-per-query approach would cost), and the ratio.
 Target (issue 3): p50 <= 50 ms at 100k events in one scope with the deterministic embedder.
+Router (issue 16), same scope and run: recall p50 with the query router and relationship
+expansion on and off (``EngineConfig.recall_router``), the same questions interleaved, and the
+ratio; goal <= 1.10.
 Streaming (§10.1), same scope and run: per query the time to the first event (``plan``), to the
 first ``layer`` event and to ``done`` (the whole pack), p50 each, and first event / whole pack.
 Memory (this process's /proc/self/status): RSS just before the load, then the growth at its peak
@@ -30,6 +33,7 @@ import sys
 import tempfile
 import time
 
+import attrs
 import trio
 
 # bench/http.py would shadow the stdlib package `http` for a script run from this directory
@@ -177,6 +181,31 @@ async def time_stream(engine, scope: str, rng: random.Random, queries: int) -> d
     return out
 
 
+# the router's own cases, mixed into the bench's questions for the router on/off comparison
+ROUTED_QUERIES = ["How is {name} related to {company}?", "Who does {name} work with?",
+                  "Summarize what we discussed last month", "What are my favorite hobbies?"]  # fmt: skip
+
+
+def set_router(engine, on: bool) -> None:
+    """The query router and graph expansion on or off on the open engine (EngineConfig.recall_router)."""
+    engine.config = engine._ctx.config = attrs.evolve(engine._ctx.config, recall_router=on)
+
+
+async def time_router(engine, scope: str, rng: random.Random, queries: int) -> tuple[list[float], list[float]]:
+    """Recall p50 with the router (and relationship expansion) on and off, the same questions
+    interleaved (on/off, then off/on for the next) on the same engine and data."""
+    on, off = [], []
+    for i in range(queries):
+        query = text(rng, rng.choice(QUERIES + ROUTED_QUERIES))
+        for arm in ((True, False) if i % 2 == 0 else (False, True)):
+            set_router(engine, arm)
+            started = time.perf_counter()
+            await engine.recall({"scope": scope, "query": query, "traversal": "local", "diagnostics": "none"})
+            (on if arm else off).append((time.perf_counter() - started) * 1000)
+    set_router(engine, True)
+    return on, off
+
+
 def rank_bm25_baseline(texts: list[str], rng: random.Random) -> float:
     from rank_bm25 import BM25Okapi
 
@@ -289,6 +318,11 @@ async def main() -> None:
                       f"| ingest {size / ingest:,.0f} events/s captured and derived")  # fmt: skip
                 print(f"{size:>7} events, one scope, second pass: recall p50 {statistics.median(again):6.1f} ms  "
                       f"p95 {pct(again, 0.95):6.1f} ms")  # fmt: skip
+                on, off = await time_router(engine, "org:bench/user:alice", rng, args.queries)
+                ratio = statistics.median(on) / statistics.median(off)
+                print(f"{size:>7} events, one scope, router: recall p50 {statistics.median(on):6.1f} ms with the router and "
+                      f"relationship expansion, {statistics.median(off):6.1f} ms without (ratio {ratio:.3f}; "
+                      f"goal <= 1.10)")  # fmt: skip
                 streamed = await time_stream(engine, "org:bench/user:alice", rng, args.queries)
                 first, layer, done = (statistics.median(streamed[k]) for k in ("first", "layer", "done"))
                 print(f"{size:>7} events, one scope, streaming: first event (plan) p50 {first:6.2f} ms, first layer "

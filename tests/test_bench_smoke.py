@@ -58,6 +58,7 @@ def test_recall_benchmark_runs_on_a_slice():
     assert result.returncode == 0, result.stderr
     assert re.search(r"300 events, one scope: recall p50\s+[\d.]+ ms", result.stdout)
     assert re.search(r"300 events, one scope, second pass: recall p50\s+[\d.]+ ms", result.stdout)
+    assert re.search(r"300 events, one scope, router: recall p50\s+[\d.]+ ms with .* without \(ratio [\d.]+", result.stdout)
     assert re.search(r"300 events, one scope, streaming: first event \(plan\) p50\s+[\d.]+ ms.*first event / whole pack [\d.]+",
                      result.stdout)  # fmt: skip
     assert re.search(r"300 events, holistic over 3 levels: recall p50\s+[\d.]+ ms", result.stdout)

@@ -21,6 +21,8 @@ what a fact, belief or episode says closes its version, kept in ``FV``/``BV``/``
 and the record's row becomes the next version (``version`` 2, ``recorded_from`` the change) —
 here Paris superseded by Berlin, the Paris belief revised, the first episode grown; each belief
 notes its scope (``BS``, new rows).  Those three records' rows are in ``pairs_replaced_since_v0``.
+Issue 16 indexes facts whose object is an entity by that entity (``FO``, new rows: the
+relationship walk's incoming edges; an old data dir finds them after a rebuild).
 
 The answers are v0's except where the meaning of time changed (``answers_replaced_since_v0``,
 [path, value] pairs): a fact superseded in place by v0 (``recorded_to`` on its one row) reads

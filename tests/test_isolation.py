@@ -78,6 +78,10 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("GET", "/v1/facts"): (READ, q("/v1/facts?scope=ws:vault")),
     ("GET", "/v1/facts/timeline"): (READ, q("/v1/facts/timeline?scope=ws:vault&subject={subject}&predicate={predicate}")),
     ("GET", "/v1/facts/{fact_id}/supports"): (READ, q("/v1/facts/{fact_id}/supports?scope=ws:vault")),
+    # relationships: a walk reads the scope; an explicit relationship is a write of it
+    ("GET", "/v1/relationships"): (READ, q("/v1/relationships?scope=ws:vault&from={subject}&depth=2")),
+    ("POST", "/v1/relationships"): (WRITE, with_body("/v1/relationships", lambda c: {
+        "scope": VAULT, "from": f"{SECRET} Quintero", "type": "knows", "to": "Rita"})),
     ("GET", "/v1/facts/{fact_id}"): (READ, q("/v1/facts/{fact_id}?scope=ws:vault")),
     ("GET", "/v1/beliefs"): (READ, q("/v1/beliefs?scope=ws:vault")),
     # the permalink (why_url): the belief id alone, its scope found and checked like any other

@@ -11,6 +11,7 @@ import httpx
 
 from ._admin_ops import Admin, Audit, Auth, Blobs, Erasures, Forgetting, Phrases, Policy, Scopes
 from ._ops import Beliefs, Episodes, Events, Facts, Lifecycle, Writes
+from ._relations import Relationships
 from ._settings import Settings
 from ._transfer import Transfers
 from ._transport import AsyncTransport, SyncTransport
@@ -29,6 +30,7 @@ class _Client(Writes, Forgetting, Transfers):
         self.scopes, self.policy, self.audit = Scopes(transport), Policy(transport), Audit(transport)
         self.auth, self.phrases, self.admin = Auth(transport), Phrases(transport), Admin(transport)
         self.vocabularies = Vocabularies(transport)
+        self.relationships = Relationships(transport)  # client.relationships.walk / .create
 
     @property
     def settings(self) -> Settings:

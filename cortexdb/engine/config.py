@@ -102,6 +102,13 @@ class EngineConfig:
     synthesis_max_running: int = 2  # synthesize jobs running at once; one more is 429 RATE_LIMITED
     vocabulary_max_terms: int = 500  # terms (predicates + relations) in one vocabulary (422 beyond)
     vocabulary_max_aliases: int = 50  # aliases of one term (422 beyond)
+    # -- relationships and the query router (docs/relationships.md, docs/router.md) --------------
+    recall_router: bool = True  # False: no routing, no graph expansion (the bench's "off" arm)
+    relationship_max_depth: int = 4  # the deepest walk GET /v1/relationships may ask for
+    relationship_max_edges: int = 200  # edges one walk returns at most (``truncated`` says so)
+    recall_relationships_limit: int = 10  # edges a recall pack's ``relationships`` part holds
+    recall_relationships_examined: int = 40  # facts one recall's walk may load per scope (its budget)
+    facets_limit: int = 10  # entries per facet (topics, entities, predicates) of temporal_facets
     # -- GDPR erasure jobs (reference §8.6, §11.3; engine/forget/erasure.py, docs/forget.md) ------
     # a preview's manifest (and a finished erasure's) answers for this long, then 410
     erasure_manifest_ttl_seconds: float = 86_400.0

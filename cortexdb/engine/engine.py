@@ -58,6 +58,7 @@ class Engine:
         self._writes = Writes(ctx)
         self._recall = RecallCoordinator(ctx, self._phrases)
         self._answers = AnswerService(ctx, self._recall, ctx.llms)
+        self.relationships = self._recall.graph  # relationships: traverse, envelope (docs/relationships.md)
         self.forget = ForgetService(ctx)  # forget (§8.5): await engine.forget(request, caller=...)
         self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
         self.imports = transfer.ImportService(self, ctx, self.erasures.jobs)  # imports (§8.11): start, status...

@@ -9,6 +9,7 @@ import attrs
 
 from ..errors import InvalidQuery, NotFound
 from .actors.messages import Query
+from .model import aspects
 from .phrases import TemporalPhrases
 from .retrieve.temporal_filter import TemporalFilter, bound
 from .scopes import canonical_scope
@@ -53,6 +54,8 @@ class Reads:
         for flag in FLAGS:
             if flag in query and not isinstance(query[flag], bool):
                 raise InvalidQuery(f"{flag} must be true or false", details={"field": flag})
+        if query.get("aspect") is not None:
+            aspects.check(query["aspect"])
         cursor = query.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidQuery("cursor must be a string", details={"field": "cursor"})

@@ -14,10 +14,10 @@ from .call import current_call, current_request
 TEMPORAL_PARAMS = ("as_of", "valid_during", "recorded_during", "natural", "reference_date")
 COMMON_PARAMS = ("scope", "view", "limit", "cursor")
 LAYER_PARAMS: dict[str, tuple[str, ...]] = {
-    "events": ("since", "until", "recorded_since", "recorded_until", "observed_actor", "modality",
+    "events": ("since", "until", "recorded_since", "recorded_until", "observed_actor", "modality", "aspect",
                "include_excluded", *TEMPORAL_PARAMS),
     "episodes": ("actor", "overlapping", "with_causal_chain", "include_superseded", *TEMPORAL_PARAMS),
-    "facts": ("subject", "predicate", "min_confidence", "include_superseded", *TEMPORAL_PARAMS),
+    "facts": ("subject", "predicate", "aspect", "min_confidence", "include_superseded", *TEMPORAL_PARAMS),
     "beliefs": ("about", "min_confidence", "include_deprecated", "include_superseded", *TEMPORAL_PARAMS),
 }  # fmt: skip
 BOOL_PARAMS = ("include_excluded", "include_superseded", "include_deprecated", "with_causal_chain")
@@ -56,6 +56,8 @@ QUERY: dict[str, dict[str, Any]] = {
     "include_deprecated": {**BOOLEAN, "description": "include closed and contradicted beliefs"},
     "subject": {"type": "string", "description": "a fact's subject (an entity id or name)"},
     "predicate": {"type": "string", "description": "a fact's predicate"},
+    "aspect": {"type": "string", "description": "identity, knowledge, belief, preference, habit, goal, task, "
+               "directive, decision, event, problem or relationship"},
     "min_confidence": {"type": "number", "minimum": 0, "maximum": 1},
     "about": {"type": "string", "description": "the subject a belief is about"},
     "belief_id": {"type": "string"},
@@ -76,6 +78,9 @@ QUERY: dict[str, dict[str, Any]] = {
     "topic": {"type": "string"},
     "depth": {"type": "integer", "minimum": 0},
     "relation": {"type": "string", "description": "a vocabulary relation label"},
+    "from": {"type": "string", "description": "the entity a walk starts from (an id or a name)"},
+    "type": {"type": "string", "description": "a relationship type (a fact predicate)"},
+    "direction": {"enum": ["out", "in", "both"], "description": "which edges a walk follows"},
     "wait": {"enum": [str(mode) for mode in WAIT_MODES if mode is not None],
              "description": "answer once the write reached this stage (default: captured, 202)"},
     "filename": {"type": "string", "description": "the blob's file name (raw uploads)"},

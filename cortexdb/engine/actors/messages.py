@@ -12,7 +12,6 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 import attrs
-import trio
 
 from ...errors import CortexError, Internal
 from .concept_messages import (
@@ -23,56 +22,7 @@ from .concept_messages import (
     Synthesize,
     SynthesizeItem,
 )
-
-
-class ReplySlot:
-    """A one-shot reply: the requester awaits ``wait()``; the actor calls ``set`` or ``fail``.
-
-    Built on ``wait_task_rescheduled`` rather than ``trio.Event``: one reply per capture makes
-    the lighter primitive worth it (see bench/capture.py).
-    """
-
-    __slots__ = ("_done", "_error", "_task", "_value")
-
-    def __init__(self) -> None:
-        self._done = False
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._task = None
-
-    @property
-    def answered(self) -> bool:
-        return self._done
-
-    def _wake(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            trio.lowlevel.reschedule(task)
-
-    def set(self, value: Any) -> None:
-        if not self._done:
-            self._done, self._value = True, value
-            self._wake()
-
-    def fail(self, error: BaseException) -> None:
-        if not self._done:
-            self._done, self._error = True, error
-            self._wake()
-
-    async def wait(self) -> Any:
-        if self._done:
-            await trio.lowlevel.checkpoint()
-        else:
-            self._task = trio.lowlevel.current_task()
-
-            def abort(_raise_cancel):
-                self._task = None
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort)
-        if self._error is not None:
-            raise self._error
-        return self._value
+from .reply import ReplySlot as ReplySlot  # the one-shot reply every request carries
 
 
 @attrs.frozen
@@ -109,6 +59,7 @@ class ReadEvents:
     recorded_until: dt.datetime | None = None
     observed_actor: str | None = None
     modality: str | None = None
+    aspect: str | None = None  # model.aspects.ASPECTS
     include_excluded: bool = False
     as_of: dt.datetime | None = None
     temporal: Any = None
@@ -135,6 +86,7 @@ class ReadFacts:
     reply: ReplySlot
     subject_id: str | None = None
     predicate: str | None = None
+    aspect: str | None = None  # model.aspects.ASPECTS
     min_confidence: float | None = None
     include_superseded: bool = False
     as_of: dt.datetime | None = None
@@ -248,15 +200,30 @@ class Candidates:
     include_superseded: bool = False
 
 
+@attrs.frozen(kw_only=True)
+class ReadRelationships:
+    """The walk from ``starts`` (entity ids), ``depth`` hops (``relations.walk``; docs/relationships.md)."""
+
+    reply: ReplySlot
+    starts: tuple[str, ...]
+    types: tuple[str, ...] = ()  # predicates the walk may follow; () = any
+    direction: str = "both"  # out | in | both
+    depth: int = 1
+    as_of: dt.datetime | None = None
+    min_confidence: float | None = None
+    max_edges: int = 200
+    max_examined: int = 0  # facts the walk may load at most (0: no cap); recall's budget
+
+
 QUERY_TYPES = (
     ReadEvents, ReadEvent, ReadEventState, ReadFacts, ReadFact, ReadTimeline, ReadFactSupports,
     ReadBeliefs, ReadBelief, ReadWhy, ReadEpisodes, ReadEpisode, CountRecords, LayerCounts, Candidates,
-    ReadConcepts, ReadConcept, ReadRelated, ReadCoverage,
+    ReadConcepts, ReadConcept, ReadRelated, ReadCoverage, ReadRelationships,
 )  # fmt: skip
 Query = (
     ReadEvents | ReadEvent | ReadEventState | ReadFacts | ReadFact | ReadTimeline | ReadFactSupports
     | ReadBeliefs | ReadBelief | ReadWhy | ReadEpisodes | ReadEpisode | CountRecords | LayerCounts
-    | Candidates | ReadConcepts | ReadConcept | ReadRelated | ReadCoverage
+    | Candidates | ReadConcepts | ReadConcept | ReadRelated | ReadCoverage | ReadRelationships
 )  # fmt: skip
 
 

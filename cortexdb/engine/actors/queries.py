@@ -21,10 +21,10 @@ from ..derive import visibility, why
 from ..derive.beliefs import calibrated
 from ..derive.versions import split_legacy
 from ..derive.visibility import Clip
-from ..model import Belief, Episode, Event, EventState, Fact, to_wire
+from ..model import Belief, Episode, Event, EventState, Fact, aspects, to_wire
 from ..stages import EPISODE_SEALED, LIFECYCLE_STAGES, STAGE_ORDER, Stage
 from ..temporal import format_ts, parse_rfc3339
-from . import candidates, concept_queries, history
+from . import candidates, concept_queries, history, relations
 from .messages import (
     QUERY_TYPES,
     Candidates,
@@ -102,9 +102,9 @@ def _keep_event(query: ReadEvents) -> Callable[[dict[str, Any]], bool]:
             recorded = parse_rfc3339(wire["context"]["recorded_at"])
             if (rec_since and recorded < rec_since) or (rec_until and recorded >= rec_until):
                 return False
-        if not visibility.event_visible(wire, query.as_of):
+        if query.aspect and aspects.of_record("events", wire) != query.aspect:
             return False
-        return visibility.temporal_keep(query.temporal, "events", wire)
+        return visibility.event_visible(wire, query.as_of) and visibility.temporal_keep(query.temporal, "events", wire)
 
     return keep
 
@@ -183,6 +183,8 @@ def _keep_fact(query: ReadFacts) -> Callable[[Fact], bool]:
         if fact.excluded_from_recall:
             return False
         if query.predicate and fact.predicate != query.predicate:
+            return False
+        if query.aspect and aspects.of_predicate(fact.predicate, fact.object.type) != query.aspect:
             return False
         return query.min_confidence is None or fact.confidence >= query.min_confidence
 
@@ -393,6 +395,6 @@ HANDLERS: dict[type, Callable[[Any, Any], Awaitable[Any]]] = {
     ReadFactSupports: read_fact_supports, ReadBeliefs: read_beliefs, ReadBelief: read_belief,
     ReadWhy: read_why, ReadEpisodes: read_episodes, ReadEpisode: read_episode,
     CountRecords: count_records, LayerCounts: layer_counts, Candidates: recall_candidates,
-    **concept_queries.HANDLERS,
+    **concept_queries.HANDLERS, relations.ReadRelationships: relations.walk,
 }  # fmt: skip
 assert set(HANDLERS) == set(QUERY_TYPES)  # the query set is closed: one handler each

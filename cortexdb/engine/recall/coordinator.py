@@ -1,12 +1,15 @@
 """The RecallCoordinator: one recall, from request to stratified pack (reference §8.3, §9, §10.1).
 
 1. validate the request (``request``); classify the query (the plan is the first trail phase);
+   route it (``routing``: one of six query types, each with its handler; the ``route`` phase);
 2. resolve the traversal (``traversal``, the one rule layer reads use too): scopes the caller
    may not read are skipped, named in the ``traverse`` trail phase and, in diagnostics, as denied
    placeholders;
 3. ask every scope actor for candidates concurrently, each under a deadline: a slow or failing
    scope degrades the pack (``DERIVED_LAYER_UNAVAILABLE`` in diagnostics) instead of failing it;
-4. score (signals × plan weights), MMR per layer, per-layer limits, the token knapsack;
+4. walk the relationships of the entities a relationship or entity-lookup question names
+   (``graph_expand``, ``graph``); score (signals × plan weights, then the route's handler), MMR per
+   layer, per-layer limits, the token knapsack;
 5. assemble the pack (``pack``): the view, the context block with citations, the provenance
    trail and citation DAG, diagnostics at the requested level.
 Packs are cached for 60 s by ``pack_id`` (``cache``); an ``idempotency_key`` returns the same pack
@@ -33,6 +36,7 @@ from ..retrieve import filters as recall_filters
 from ..retrieve import planner, scoring
 from ..retrieve.temporal_filter import TemporalFilter
 from ..temporal import format_ts
+from . import graph, routing
 from . import pack as packs
 from .cache import PackCache
 from .request import LAYERS, RecallSpec, validate
@@ -55,6 +59,8 @@ class Plan:
     temporal: TemporalFilter
     filters_applied: list[Any]
     warnings: list[str]
+    route: dict[str, Any] | None = None  # the router's output (None: recall_router off)
+    starts: list[dict[str, Any]] = attrs.field(factory=list)  # the entities the question names
 
 
 class RecallCoordinator:
@@ -63,6 +69,7 @@ class RecallCoordinator:
         self.phrases = phrases
         self.cache = ctx.packs = PackCache(ctx.config.pack_ttl_seconds, ctx.config.pack_cache_max)
         self.narrator: Any = None  # view=narrative: answer.AnswerService.narrative (set by the engine)
+        self.graph = graph.RelationshipService(ctx)  # relationships: engine.relationships
 
     async def recall(self, request: dict[str, Any], *, caller: str, tenant_id: str) -> dict[str, Any]:
         """The pack; a replay (its ``idempotency_key`` seen within 60 s) says so: ``replayed``."""
@@ -105,12 +112,14 @@ class RecallCoordinator:
         scopes, denied = await self._traverse(spec, caller, capability, trail)
         candidates, traversed, degraded = await self._retrieve(spec, plan, scopes, now, trail)
         traversed += denied
-        ranked = self._rank(spec, plan, candidates, trail)
+        expansion = await routing.expand(self, spec, plan, scopes, trail)
+        ranked = self._rank(spec, plan, candidates, trail, expansion)
         context = packs.Context(plan=plan.plan, filters_applied=plan.filters_applied,
                                 warnings=plan.warnings, traversed=traversed, degraded=degraded,
                                 capability=capability)  # fmt: skip
         pack, layers_out = packs.assemble(spec, request, ranked, context, trail, self.ctx.ids, started)
         pack["as_of"] = format_ts(plan.temporal.as_of or plan.temporal.reference or now)  # the anchor used
+        routing.into_pack(self.ctx.config, plan, expansion, pack, candidates)
         key = (caller, spec.idempotency_key) if spec.idempotency_key else None
         self.cache.put(pack, now, key, epoch, caller, digest)
         for event in packs.events(spec, pack, layers_out, ranked, trail):
@@ -130,7 +139,10 @@ class RecallCoordinator:
         mode = self.ctx.config.recall_mode
         weights = planner.weights_for(plan) if mode == "hybrid" else planner.single_signal(mode)
         trail.phases.append({"phase": "classify", "plan": plan, "elapsed_ms": trail.lap("classify", t)})
-        return Plan(plan, weights, temporal, filters_applied, warnings)
+        chosen = Plan(plan, weights, temporal, filters_applied, warnings)
+        if self.ctx.config.recall_router:
+            await routing.route(self, spec, chosen, tenant_id, now, custom, trail)
+        return chosen
 
     async def _traverse(self, spec: RecallSpec, caller: str, capability: str,
                         trail: packs.Trail) -> tuple[list[str], list[dict[str, Any]]]:  # fmt: skip
@@ -202,13 +214,11 @@ class RecallCoordinator:
         return candidates, traversed, degraded
 
     def _rank(self, spec: RecallSpec, plan: Plan, candidates: list[Candidate],
-              trail: packs.Trail) -> packs.Ranked:  # fmt: skip
+              trail: packs.Trail, expansion: dict[str, Any]) -> packs.Ranked:  # fmt: skip
         """Score, keep each record's best candidate, MMR per layer, then the token knapsack."""
         t = trio.current_time()
         scoring.score_candidates(candidates, plan.weights)
-        linked = sum(1 for c in candidates if c.signals["graph"] > 0)
-        trail.phases.append({"phase": "graph_expand", "linked_candidates": linked, "added_nodes": 0,
-                             "elapsed_ms": 0.0})  # fmt: skip
+        routing.adjust(plan, candidates, expansion, trail)
         trail.phases.append({"phase": "score", "weights": plan.weights, "elapsed_ms": trail.lap("rank", t)})
         t = trio.current_time()
         by_layer: dict[str, list[Candidate]] = {layer: [] for layer in LAYERS}

@@ -1,6 +1,7 @@
 """Recall ``filters``: ``AND`` / ``OR`` trees of ``{field: {op: value}}`` (reference §8.3).
 
-Fields: ``observed_actor``, ``confidence``, ``modality``, ``labels``, ``predicate``, ``subject``.
+Fields: ``observed_actor``, ``confidence``, ``modality``, ``labels``, ``predicate``, ``subject``,
+``aspect`` (the statement aspect of an event, fact or belief: ``model.aspects``).
 Operators: ``in``, ``eq``, ``gte``, ``lte``.  A record lacking a field does not match a condition on
 it (so ``confidence`` filters keep only layers that carry a confidence).
 """
@@ -10,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import InvalidFilter
+from ..model import aspects
 
-FIELDS = ("observed_actor", "confidence", "modality", "labels", "predicate", "subject")
+FIELDS = ("observed_actor", "confidence", "modality", "labels", "predicate", "subject", "aspect")
 OPERATORS = ("in", "eq", "gte", "lte")
 
 
@@ -102,6 +104,7 @@ def field_values(layer: str, record: dict[str, Any]) -> dict[str, Any]:
         values["confidence"] = record.get("confidence")
         values["predicate"] = list(inputs.get("topics", ()))
         values["subject"] = [*inputs.get("subjects", ()), record.get("name")]
+    values["aspect"] = aspects.of_record(layer, record)
     return {k: v for k, v in values.items() if v is not None}
 
 

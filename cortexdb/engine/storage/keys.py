@@ -12,6 +12,7 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | P     | scope, evt_id                               | empty — marks an unfinished pipeline |
 | F     | scope, fact_id                              | Fact                                 |
 | FI    | scope, subject_id, predicate, fact_id       | empty — fact resolution index        |
+| FO    | scope, object entity id, predicate, fact_id | empty — relationships by their target |
 | FS    | scope, fact_id, evt_id                      | empty — every event supporting a fact |
 | B     | scope, belief_id                            | Belief                               |
 | BI    | scope, claim key                            | belief_id                            |
@@ -64,6 +65,7 @@ SEP = b"\x00"
 
 EVENTS, WAL, EVENT_STATES, PENDING = b"E", b"W", b"X", b"P"
 FACTS, FACT_INDEX, FACT_SUPPORTS = b"F", b"FI", b"FS"
+FACT_OBJECTS = b"FO"  # facts whose object is an entity, by that entity (relationships, incoming)
 BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, BELIEF_HOMES = b"B", b"BI", b"BD", b"BS"
 FACT_VERSIONS, BELIEF_VERSIONS, EPISODE_VERSIONS = b"FV", b"BV", b"EV"  # closed versions
 EPISODES, OPEN_EPISODES, FOREIGN_WORK, VECTORS, CONCEPTS = b"EP", b"EO", b"FW", b"V", b"C"
@@ -80,7 +82,7 @@ BLOBS, BLOB_REFERENCES, EVENT_BLOBS, BLOB_CONTENTS = b"BL", b"BR", b"BE", b"BH"
 SCOPED_DERIVED_TABLES = (
     FACTS, FACT_INDEX, FACT_SUPPORTS, BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, EPISODES,
     OPEN_EPISODES, CONCEPTS, VECTORS, FACT_VERSIONS, BELIEF_VERSIONS, EPISODE_VERSIONS,
-    CONCEPT_VERSIONS, CONCEPT_SUBJECTS,
+    CONCEPT_VERSIONS, CONCEPT_SUBJECTS, FACT_OBJECTS,
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
 FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN)

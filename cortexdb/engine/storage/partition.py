@@ -11,6 +11,7 @@ event's scope from it), shared with ``NodeTables``; the partition's actor is the
 | ``pending``        | P     | evt_id                          | marker: pipeline unfinished |
 | ``facts``          | F     | fact_id                         | ``Fact``                    |
 | ``fact_index``     | FI    | (subject_id, predicate, fact_id)| marker                      |
+| ``fact_objects``   | FO    | (object entity id, predicate, fact_id) | marker: relationships by target |
 | ``fact_supports``  | FS    | (fact_id, evt_id)               | marker                      |
 | ``beliefs``        | B     | belief_id                       | ``Belief``                  |
 | ``belief_claims``  | BI    | claim key                       | belief_id                   |
@@ -53,6 +54,7 @@ class Partition:
         self.pending: Table[bool] = table(keys.PENDING, MARK)
         self.facts: Table[Fact] = table(keys.FACTS, Records(Fact))
         self.fact_index: Table[bool] = table(keys.FACT_INDEX, MARK)
+        self.fact_objects: Table[bool] = table(keys.FACT_OBJECTS, MARK)
         self.fact_supports: Table[bool] = table(keys.FACT_SUPPORTS, MARK)
         self.beliefs: Table[Belief] = table(keys.BELIEFS, Records(Belief))
         self.belief_claims: Table[str] = table(keys.BELIEF_CLAIMS, TEXT)

@@ -23,6 +23,7 @@ from . import (
     phrases,
     policy,
     recall,
+    relationships,
     scopes,
     transfer,
     unbuilt,
@@ -33,7 +34,7 @@ from . import (
 BLUEPRINTS = (experience.api, recall.api, answer.api, forget.api, layers.api, understanding.api, vocabularies.api,
               phrases.api,
               scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
-              transfer.api, feeds.api,
+              transfer.api, feeds.api, relationships.api,
               admin.openapi_api, unbuilt.api)  # fmt: skip  (unbuilt last: the fallback)
 
 

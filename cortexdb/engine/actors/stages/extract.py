@@ -285,3 +285,5 @@ def fact_ops(work: StageContext, batch: StageBatch, touched: dict[str, Fact]) ->
         batch.ops += fact_version_ops(work, fact)
         batch.ops.append(tables.facts.put_op(fact.id, fact))
         batch.ops.append(tables.fact_index.put_op((fact.subject.id, fact.predicate, fact.id), True))
+        if fact.object.type == "entity" and fact.object.id:  # a relationship: found from its target too
+            batch.ops.append(tables.fact_objects.put_op((fact.object.id, fact.predicate, fact.id), True))

@@ -84,6 +84,8 @@ async def _delete_fact(work: StageContext, out: Writes, fact_id: str, suppress: 
     out.ops += [tables.fact_supports.delete_op((fact_id, e)) for e in events]
     out.ops += [tables.facts.delete_op(fact_id), tables.fact_index.delete_op((*pair, fact_id)),
                 tables.forgotten.put_op(fact_id, note(work, "facts"))]  # fmt: skip
+    if fact.object.type == "entity" and fact.object.id:
+        out.ops.append(tables.fact_objects.delete_op((fact.object.id, fact.predicate, fact_id)))
     work.index.unindex(out.ops, fact_id)
     result["facts"] += 1
     result["evidence"].update(events)
