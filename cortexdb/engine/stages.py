@@ -73,6 +73,10 @@ IMPORT_PROGRESS = "import_progress"
 IMPORT_COMPLETE = "import_complete"
 EXPORT_PROGRESS = "export_progress"
 EXPORT_COMPLETE = "export_complete"
+#: the lifecycle records of a re-segmentation job (a scope's segment strategy changed): a tick
+#: per chunk of events windowed again, and the end (``payload.status``)
+SEGMENTATION_PROGRESS = "segmentation_progress"
+SEGMENTATION_COMPLETE = "segmentation_complete"
 #: the phases of an import (write the records, then settle) and of an export (write the file)
 IMPORT_PHASES = ("write", "settle")
 EXPORT_PHASES = ("write", "deliver")

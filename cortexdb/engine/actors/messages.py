@@ -3,7 +3,7 @@
 
 - ``MESSAGE_TYPES`` / ``Message``: what the mailbox takes — a capture, the typed queries
   (``QUERY_TYPES`` / ``Query``, served by ``queries.HANDLERS``), cancel, foreign work, flush,
-  rebuild, ping, scope edits, forget, stop (``ScopeActor.handlers``);
+  rebuild, ping, scope edits, forget, resegment, stop (``ScopeActor.handlers``);
 - ``LANE_ITEM_TYPES`` / ``LaneItem``: what the mailbox lane hands the derivation lane
   (``Lane.handlers``).
 
@@ -18,59 +18,9 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 import attrs
-import trio
 
 from ...errors import CortexError, Internal
-
-
-class ReplySlot:
-    """A one-shot reply: the requester awaits ``wait()``; the actor calls ``set`` or ``fail``.
-
-    Built on ``wait_task_rescheduled`` rather than ``trio.Event``: one reply per capture makes
-    the lighter primitive worth it (see bench/capture.py).
-    """
-
-    __slots__ = ("_done", "_error", "_task", "_value")
-
-    def __init__(self) -> None:
-        self._done = False
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._task = None
-
-    @property
-    def answered(self) -> bool:
-        return self._done
-
-    def _wake(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            trio.lowlevel.reschedule(task)
-
-    def set(self, value: Any) -> None:
-        if not self._done:
-            self._done, self._value = True, value
-            self._wake()
-
-    def fail(self, error: BaseException) -> None:
-        if not self._done:
-            self._done, self._error = True, error
-            self._wake()
-
-    async def wait(self) -> Any:
-        if self._done:
-            await trio.lowlevel.checkpoint()
-        else:
-            self._task = trio.lowlevel.current_task()
-
-            def abort(_raise_cancel):
-                self._task = None
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort)
-        if self._error is not None:
-            raise self._error
-        return self._value
+from .reply import ReplySlot
 
 
 @attrs.frozen
@@ -325,13 +275,22 @@ class Forget:
     reply: ReplySlot
 
 
+@attrs.frozen
+class Resegment:
+    """Window the scope's events into episodes again (its segment strategy changed); the reply
+    is what it did.  ``progress(done, total)`` is awaited as it goes (``stages.segment``)."""
+
+    progress: Any
+    reply: ReplySlot
+
+
 MESSAGE_TYPES = (
     Capture, *QUERY_TYPES, CancelEvent, ForeignConsolidate, ForeignDerived, Flush, Rebuild, Ping,
-    EditScope, Forget, Stop,
+    EditScope, Forget, Stop, Resegment,
 )  # fmt: skip
 Message = (
     Capture | Query | CancelEvent | ForeignConsolidate | ForeignDerived | Flush | Rebuild | Ping
-    | EditScope | Forget | Stop
+    | EditScope | Forget | Stop | Resegment
 )  # fmt: skip
 
 
@@ -386,8 +345,16 @@ class ForgetItem:
     reply: ReplySlot
 
 
-LANE_ITEM_TYPES = (CancelItem, ForeignItem, DerivedItem, FlushItem, RebuildItem, ForgetItem)
-LaneItem = CancelItem | ForeignItem | DerivedItem | FlushItem | RebuildItem | ForgetItem
+@attrs.frozen
+class ResegmentItem:
+    """A ``Resegment`` message's work, run once every queued event is derived."""
+
+    progress: Any
+    reply: ReplySlot
+
+
+LANE_ITEM_TYPES = (CancelItem, ForeignItem, DerivedItem, FlushItem, RebuildItem, ForgetItem, ResegmentItem)
+LaneItem = CancelItem | ForeignItem | DerivedItem | FlushItem | RebuildItem | ForgetItem | ResegmentItem
 
 
 def fail_message(message: Message, error: CortexError | None = None) -> None:
