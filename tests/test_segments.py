@@ -150,3 +150,18 @@ def test_idle_sealing_follows_the_strategy():
         assert idle_seals(Segmentation(strategy, dt.timedelta(minutes=30), 500), start, hour, start + hour) is expected
     # a daily window idle for an hour within its day stays open
     assert not idle_seals(Segmentation("daily", dt.timedelta(minutes=30), 500), start - 2 * hour, hour, start)
+
+
+async def test_a_forget_after_resegmenting_reaches_the_retired_episodes_too(engine, clock):
+    ids = await write_turns(engine)
+    held = clock.now()
+    clock.advance(60)
+    await engine.segmentation.wait((await engine.segmentation.set(SCOPE, {"strategy": "daily"}, caller="user:alice"))["job_id"])
+    clock.advance(60)
+    result = await engine.forget({"scope": SCOPE, "layers": ["events", "episodes"], "cascade": "redact_events",
+                                  "selector": {"memory_ids": [ids[2]]}})  # fmt: skip
+    assert result["deleted"]["events"] == 1  # redacted: the episodes holding it are described again without it
+    for read in ({}, {"as_of": held}):
+        assert "What about the hotel" not in str((await engine.episodes(SCOPE, limit=100, **read))["items"])
+    assert len((await engine.episodes(SCOPE, limit=100, as_of=held))["items"]) == 3  # the retired ones, as they were
+    assert len((await engine.episodes(SCOPE, limit=100))["items"]) == 2  # the daily ones
