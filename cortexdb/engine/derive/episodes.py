@@ -66,7 +66,7 @@ def check_settings(value: Any, field: str = "policies.segmentation") -> dict[str
     gap = value.get("gap_seconds")
     if gap is not None:
         if isinstance(gap, bool) or not isinstance(gap, int | float) or not 0 < gap <= MAX_GAP_SECONDS:
-            raise InvalidScopeRequest(f"{field}.gap_seconds must be a number of seconds in (0, {MAX_GAP_SECONDS:g}]",
+            raise InvalidScopeRequest(f"{field}.gap_seconds must be a number of seconds in (0, {MAX_GAP_SECONDS:.0f}]",
                                       details={"field": f"{field}.gap_seconds"})  # fmt: skip
         out["gap_seconds"] = float(gap)
     return out
