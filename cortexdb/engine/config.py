@@ -25,7 +25,7 @@ class EngineConfig:
     idle_timeout: float = 300.0  # seconds without messages or work before an actor stops
     restart_backoff_max: float = 5.0
     shutdown_grace: float = 10.0  # how long a graceful stop waits for actors before cancelling them
-    episode_strategy: str = "time_gap"  # time_gap | session
+    episode_strategy: str = "time_gap"  # time_gap | session | thread | turn_pair | daily (a scope may choose its own)
     episode_gap_seconds: float = 1800.0
     episode_max_events: int = 500
     episode_idle_check: float = 60.0  # how often an idle pipeline checks for episodes to seal
@@ -85,6 +85,10 @@ class EngineConfig:
     # hybrid (default) | bm25 | vector: which candidate sources and signals recall uses
     # (the single-signal modes exist for benchmark arms and diagnosis)
     recall_mode: str = "hybrid"
+    # freshness: how recently memory learned or last revised a record (its recorded time), a
+    # recall signal beside recency (when it happened): its half-life and its weight in the blend
+    freshness_half_life_days: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    freshness_weight: float = attrs.field(default=0.05, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     # -- GDPR erasure jobs (reference §8.6, §11.3; engine/forget/erasure.py, docs/forget.md) ------
     # a preview's manifest (and a finished erasure's) answers for this long, then 410
     erasure_manifest_ttl_seconds: float = 86_400.0

@@ -133,7 +133,8 @@ class RecallCoordinator:
             warnings.append("valid_during_ignored_for_view_raw")  # §18.2 item 17
         plan = planner.classify(spec.query, temporal.active)
         mode = self.ctx.config.recall_mode
-        weights = planner.weights_for(plan) if mode == "hybrid" else planner.single_signal(mode)
+        freshness = self.ctx.config.freshness_weight
+        weights = planner.weights_for(plan, freshness) if mode == "hybrid" else planner.single_signal(mode)
         trail.phases.append({"phase": "classify", "plan": plan, "elapsed_ms": trail.lap("classify", t)})
         return Plan(plan, weights, temporal, filters_applied, warnings)
 

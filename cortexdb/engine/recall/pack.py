@@ -174,6 +174,12 @@ def diagnostics(spec: RecallSpec, ranked: Ranked, context: Context,
         # partial: a scope did not answer, or the token budget dropped items the ranking chose
         "_partial": bool(context.degraded) or ranked.evictions > 0,
     }
+    fresh = [c.signals.get("freshness", 0.0) for c in ranked.kept]
+    report["freshness"] = {  # how recently memory learned what the pack holds (1: just now)
+        "weight": ranked.weights.get("freshness", 0.0),
+        "mean": round(sum(fresh) / len(fresh), 4) if fresh else None,
+        "min": min(fresh) if fresh else None,
+    }
     if report["_partial"]:
         report["_partial_reason"] = "derived_layer_unavailable" if context.degraded else "token_budget_exhausted"
     if context.degraded:
