@@ -69,3 +69,26 @@ def test_the_settings_are_checked():
         EngineConfig(freshness_half_life_days=0)
     with pytest.raises(ValueError):
         EngineConfig(freshness_weight=1.5)
+
+
+async def test_http_and_sdk_packs_carry_freshness(tmp_path):
+    from cortexdb import schemas
+    from cortexdb.client import AsyncCortexClient
+
+    from .sdk_support import NOW, live
+    from .server_support import body, server
+
+    async with server(tmp_path / "http") as h:
+        await h.call("POST", "/v1/experience?wait=indexed", json=body(SAID, scope=SCOPE))
+        response, pack = await h.call("POST", "/v1/recall", json={"scope": SCOPE, "query": "launch",
+                                                                    "diagnostics": "full"})  # fmt: skip
+        assert response.status_code == 200
+        schemas.validator("stratified_pack").validate(pack)
+        assert pack["diagnostics"]["freshness"]["min"] == 1.0  # learned just now
+        assert all("freshness" in item["signals"] for item in pack["diagnostics"]["items"].values())
+    scope = "org:acme/dept:eng/user:alice"
+    async with live(tmp_path / "sdk") as (url, _):
+        async with AsyncCortexClient(url, actor="user:alice", scope=scope, now=lambda: NOW) as sdk:
+            await sdk.experience(SAID, wait="indexed")
+            pack = await sdk.recall("launch review")
+    assert pack.diagnostics["freshness"]["weight"] > 0
