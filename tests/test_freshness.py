@@ -87,8 +87,8 @@ async def test_http_and_sdk_packs_carry_freshness(tmp_path):
         assert pack["diagnostics"]["freshness"]["min"] == 1.0  # learned just now
         assert all("freshness" in item["signals"] for item in pack["diagnostics"]["items"].values())
     scope = "org:acme/dept:eng/user:alice"
-    async with live(tmp_path / "sdk") as (url, _):
-        async with AsyncCortexClient(url, actor="user:alice", scope=scope, now=lambda: NOW) as sdk:
-            await sdk.experience(SAID, wait="indexed")
-            pack = await sdk.recall("launch review")
+    async with live(tmp_path / "sdk") as (url, _), \
+            AsyncCortexClient(url, actor="user:alice", scope=scope, now=lambda: NOW) as sdk:  # fmt: skip
+        await sdk.experience(SAID, wait="indexed")
+        pack = await sdk.recall("launch review")
     assert pack.diagnostics["freshness"]["weight"] > 0
