@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import trio
 
+from cortexdb import schemas
 from cortexdb.client import AsyncCortexClient, CortexClient
 
 from .sdk_support import NOW, live
@@ -44,6 +45,12 @@ async def test_http_set_and_read_the_strategy_and_its_job(tmp_path):
         assert found == EXPECTED["thread"]
         response, scope = await h.call("GET", f"/v1/scopes?path={ALICE}")
         assert scope["policies"]["segmentation"]["strategy"] == "thread"
+        schemas.validator("scope").validate(scope)
+        response, ticks = await h.call("GET", f"/v1/lifecycle?job_id={job['job_id']}&events=segmentation_progress")
+        assert response.status_code == 200, ticks
+        for item in ticks["items"]:
+            schemas.validator("lifecycle_event").validate(item)
+        assert ticks["items"][-1]["payload"]["events_done"] == len(TURNS)
 
 
 async def test_http_refuses_bad_settings(tmp_path):
