@@ -157,3 +157,12 @@ def test_versions_benchmark_runs_on_a_slice():
     assert re.search(r"derivation, one event per commit: [\d,]+ events/s", result.stdout)
     assert re.search(r"closed versions: [\d,]+ rows, [\d,]+ bytes = [\d.]+% of the derived tables", result.stdout)
     assert re.search(r"LevelDB table files once compacted: [\d,]+ bytes", result.stdout)
+
+
+def test_context_document_benchmark_runs_on_a_slice():
+    result = subprocess.run([sys.executable, "bench/context_document.py", "--events", "200", "--queries", "6"],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for form in ("text", "xml"):
+        assert re.search(rf"{form}: p50 [\d.]+ ms, p95 [\d.]+ ms, \d+ chars, [\d.]+ items kept", result.stdout)
+    assert re.search(r"xml / text p50: [\d.]+x", result.stdout)
