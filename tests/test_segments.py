@@ -165,3 +165,17 @@ async def test_a_forget_after_resegmenting_reaches_the_retired_episodes_too(engi
         assert "What about the hotel" not in str((await engine.episodes(SCOPE, limit=100, **read))["items"])
     assert len((await engine.episodes(SCOPE, limit=100, as_of=held))["items"]) == 3  # the retired ones, as they were
     assert len((await engine.episodes(SCOPE, limit=100))["items"]) == 2  # the daily ones
+
+
+def test_thread_falls_back_to_the_time_gap_without_threads():
+    from cortexdb.engine.derive.episodes import closes_window
+
+    at = dt.datetime(2026, 5, 10, 9, 0, tzinfo=dt.UTC)
+    common = {"strategy": "thread", "gap": dt.timedelta(minutes=30), "max_events": 500, "episode_events": 3,
+              "episode_ended_at": at, "episode_session": None, "session": None}  # fmt: skip
+    later = at + dt.timedelta(hours=5)
+    assert not closes_window(**common, observed_at=later, last_thread="A", thread="A")  # a thread pauses
+    assert closes_window(**common, observed_at=at, last_thread="A", thread="B")
+    assert closes_window(**common, observed_at=at, last_thread=None, thread="B")
+    assert closes_window(**common, observed_at=later, last_thread=None, thread=None)  # no thread: the gap
+    assert not closes_window(**common, observed_at=at, last_thread=None, thread=None)

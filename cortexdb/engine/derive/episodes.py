@@ -8,7 +8,8 @@ A scope's events are cut into episodes — contiguous slices that belong togethe
 |-------------|--------------------------------------------------------------------------|
 | ``time_gap`` | it is observed more than ``gap`` after the window's last event (default) |
 | ``session`` | its ``observed_actor.session`` differs from the window's, or on a time gap |
-| ``thread``  | its ``context.thread`` differs from the window's last event's            |
+| ``thread``  | its ``context.thread`` differs from the window's last event's (two events |
+|             | without a thread: on a time gap)                                          |
 | ``turn_pair`` | it is a user turn and the window's last event is not (a reply came)    |
 | ``daily``   | it is observed on another UTC day than the window began                  |
 
@@ -107,8 +108,8 @@ def closes_window(
         return True
     if strategy == "daily":
         return observed_at.astimezone(dt.UTC).date() != (episode_started_at or episode_ended_at).astimezone(dt.UTC).date()
-    if strategy == "thread":
-        return thread != last_thread
+    if strategy == "thread" and (thread is not None or last_thread is not None):
+        return thread != last_thread  # two events without a thread: cut by the time gap below
     if strategy == "turn_pair":
         return is_user_turn(role) and not is_user_turn(last_role)
     if strategy == "session" and session != episode_session:
