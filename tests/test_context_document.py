@@ -86,6 +86,11 @@ async def test_the_budget_bounds_the_document_and_cuts_are_reported(engine):
     assert diagnostics["knapsack_evictions"] == everything - items
     assert diagnostics["_partial"] is True and diagnostics["_partial_reason"] == "token_budget_exhausted"
     assert "dedupe_evictions" in diagnostics and "per_layer_evictions" in diagnostics
+    assert pack["_partial"] is True and pack["_partial_reason"] == "token_budget_exhausted"
+    quiet = await engine.recall({"scope": ALICE, "query": "visited city trip", "format": "xml",
+                                 "budgets": {"max_tokens": budget}, "diagnostics": "none"})  # fmt: skip
+    assert "diagnostics" not in quiet and quiet["_partial"] is True  # said without diagnostics too
+    assert "_partial" not in whole
 
 
 async def test_text_format_is_unchanged_and_errors_are_clear(engine):
@@ -169,6 +174,7 @@ def test_renderer_cuts_parts_past_the_budget_and_reports_them():
     assert pack["diagnostics"]["document_evictions"] == {"signals": 1, "relationships": 1}
     assert pack["diagnostics"]["_partial"] is True
     assert pack["diagnostics"]["_partial_reason"] == "token_budget_exhausted"
+    assert pack["_partial"] is True and pack["_partial_reason"] == "token_budget_exhausted"
 
 
 def test_escaping_covers_every_hostile_character():

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..retrieve import document
 from ..retrieve.scoring import estimate_tokens
+from .partial import mark_partial
 
 ORDER = ("beliefs", "facts", "episodes", "events", "understanding")  # as the context block states them
 
@@ -85,10 +86,7 @@ def attach(pack: dict[str, Any], records: dict[str, list[dict[str, Any]]], head:
         pack["provenance"]["markers"] = markers
     pack["provenance"]["trail"].append({"phase": "render_document", "format": "xml",
                                         "budget_tokens": max_tokens, **report})  # fmt: skip
-    diagnostics = pack.get("diagnostics")
-    if diagnostics is None:
-        return
-    diagnostics["document_evictions"] = report["document_evictions"]
-    if any(report["document_evictions"].values()) and not diagnostics.get("_partial"):
-        diagnostics["_partial"] = True
-        diagnostics["_partial_reason"] = "token_budget_exhausted"
+    if pack.get("diagnostics") is not None:
+        pack["diagnostics"]["document_evictions"] = report["document_evictions"]
+    if any(report["document_evictions"].values()):
+        mark_partial(pack, "token_budget_exhausted")

@@ -12,6 +12,7 @@ import trio
 
 from ..model import Candidate
 from ..retrieve import render
+from .partial import mark_partial
 from .request import LAYERS, RecallSpec
 
 STRIPPED = ("content", "summary", "opening", "closing")  # what ``exclude_content`` leaves out
@@ -103,7 +104,10 @@ def assemble(spec: RecallSpec, request: dict[str, Any], ranked: Ranked, context:
     report = diagnostics(spec, ranked, context, trail)
     if report is not None:
         pack["diagnostics"] = report
+    if context.degraded or ranked.evictions:  # said at every diagnostics level, "none" too
+        mark_partial(pack, "derived_layer_unavailable" if context.degraded else "token_budget_exhausted")
     return pack, layers_out
+
 
 
 def kept(ranked: Ranked) -> dict[str, list[Candidate]]:
