@@ -32,9 +32,9 @@ Progress = Callable[[int, int], Awaitable[None]]
 
 
 async def resegment(work: StageContext, progress: Progress) -> dict[str, Any]:
-    """Retire the scope's episodes and window its events again: ``{retired, episodes, events}``."""
+    """Retire the scope's episodes and window its events again: ``{retired, episodes, events,
+    strategy}``."""
     state, ctx = work.state, work.ctx
-    record = await ctx.tables.scopes.get(work.scope)
     state.segmentation = None  # the setting just stored is read afresh
     segmentation = await state.segments(ctx, work.scope)
     now = ctx.clock.now()
@@ -54,8 +54,7 @@ async def resegment(work: StageContext, progress: Progress) -> dict[str, Any]:
         await work.index.index_documents(batch.ops, {e.id: episode_text(e) for e in dirty.values()})
         await work.commit(batch)
         await progress(min(start + CHUNK, len(members)), len(members))
-    return {"retired": retired, "episodes": len(created), "events": len(members),
-            "strategy": segmentation.strategy, "policies": bool(record and record.policies)}  # fmt: skip
+    return {"retired": retired, "episodes": len(created), "events": len(members), "strategy": segmentation.strategy}
 
 
 async def _retire(work: StageContext, now: Any) -> int:
