@@ -173,3 +173,10 @@ def test_capture_benchmark_runs_on_postgres_with_its_ratio_to_leveldb(pg_server)
     assert result.returncode == 0, result.stderr
     assert re.search(r"postgres\s+wait omitted, keyed\s+:\s+[\d,]+ captures/s .* ratio to leveldb \d", result.stdout)
     assert re.search(r"postgres\s+sustained capture\+derivation:\s+[\d,]+ events/s .* ratio to leveldb \d", result.stdout)
+def test_context_document_benchmark_runs_on_a_slice():
+    result = subprocess.run([sys.executable, "bench/context_document.py", "--events", "200", "--queries", "6"],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for form in ("text", "xml"):
+        assert re.search(rf"{form}: p50 [\d.]+ ms, p95 [\d.]+ ms, \d+ chars, [\d.]+ items kept", result.stdout)
+    assert re.search(r"xml / text p50: [\d.]+x", result.stdout)

@@ -104,6 +104,9 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("PUT", "/v1/scopes/members"): (OWN, with_body("/v1/scopes/members?path=ws:vault", lambda c: {"members": MEMBERS})),
     ("DELETE", "/v1/scopes"): (OWN, q("/v1/scopes?path=ws:vault")),
     ("POST", "/v1/scopes/prune"): (ADMIN, with_body("/v1/scopes/prune", lambda c: {"older_than": "P1D"})),
+    ("GET", "/v1/scopes/segmentation"): (READ, q("/v1/scopes/segmentation?path=ws:vault")),
+    ("PUT", "/v1/scopes/segmentation"): (OWN, with_body("/v1/scopes/segmentation?path=ws:vault",
+                                                        lambda c: {"strategy": "daily"})),
     # lifecycle
     ("GET", "/v1/lifecycle/event/{lce_id}"): (READ, q("/v1/lifecycle/event/{lce_id}")),
     ("GET", "/v1/lifecycle/memory-event/{event_id}"): (READ, q("/v1/lifecycle/memory-event/{event_id}")),

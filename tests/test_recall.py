@@ -251,6 +251,7 @@ async def test_citation_modes_and_diagnostic_levels(engine):
         "recency",
         "importance",
         "confidence",
+        "freshness",
     }
     assert full["diagnostics"]["policy"]["capability"] == "scope.read.holistic"
 

@@ -149,6 +149,21 @@ class Scopes(Namespace):
         body = {"older_than": older_than, "dry_run": dry_run, **({"prefix": prefix} if prefix else {})}
         return self.run(Call("POST", "/v1/scopes/prune", json=body, parse=record(Record), safe=dry_run))
 
+    def segmentation(self, path: str | None = None) -> Any:
+        """The scope's episode segment strategy (``strategy``, ``gap_seconds``, ``source``: scope
+        or engine) and its latest re-segmentation ``job`` (docs/episodes.md)."""
+        params = {"path": self.resolve_scope(path)}
+        return self.run(Call("GET", "/v1/scopes/segmentation", params=params, parse=record(Record)))
+
+    def set_segmentation(self, strategy: str, path: str | None = None, *, gap_seconds: float | None = None) -> Any:
+        """Set the scope's segment strategy (``time_gap``, ``session``, ``thread``, ``turn_pair``,
+        ``daily``): its episodes are re-segmented from the WAL by a job, whose status this is
+        (``job_id``, ``progress``; ``segmentation()`` shows it later).  Setting the same strategy
+        again is safe: it re-segments to the same episodes."""
+        body = {"strategy": strategy, **({"gap_seconds": gap_seconds} if gap_seconds is not None else {})}
+        params = {"path": self.resolve_scope(path)}
+        return self.run(Call("PUT", "/v1/scopes/segmentation", params=params, json=body, parse=record(Record), safe=True))
+
 
 class Policy(Namespace):
     """Effective capabilities and each tier's policy document (§5.5)."""

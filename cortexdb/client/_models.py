@@ -138,7 +138,8 @@ class Pack(Record):
     scope: str | None = None
     view: str | None = None
     traversal: str | None = None
-    context_block: str = ""
+    context_block: str = ""  # format xml: the <cortex-context> document
+    format: str | None = None  # "xml" when the recall asked for the context document
     layers: Layers = attrs.field(factory=Layers, metadata={"record": Layers, "many": False, "wire": None})
     provenance: dict[str, Any] = attrs.field(factory=dict)
     diagnostics: dict[str, Any] | None = None

@@ -42,6 +42,10 @@ SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 SEARCHABLE = "indexed"  # the ``wait=`` stage after which recall finds a write (§8.1)
 
 
+def _context_block(response: httpx.Response) -> str:
+    return response.json()["context_block"]
+
+
 def record(kind: type[Record]) -> Callable[[httpx.Response], Any]:
     """Read the answer as a ``kind`` record (``replay`` from ``X-Cortex-Replay`` where it has one)."""
 
@@ -285,6 +289,14 @@ class Writes(Namespace):
         ``filters``, ``budgets``, ``citation_mode``, ``diagnostics``, ``exclude_content``..."""
         body = self._recall_body(query, scope, request)
         return self.run(Call("POST", "/v1/recall", json=body, parse=record(Pack), safe=True))
+
+    def context_document(self, query: str = "", *, scope: str | None = None, **request: Any) -> Any:
+        """The recall as a ``<cortex-context>`` XML document (``format: "xml"``), as a string:
+        reminders, active context, signals, relationships and conflicts, each element with its
+        citation id, under ``budgets.max_tokens`` like the context block.  ``recall(...,
+        format="xml")`` gives the whole pack (its ``context_block`` is the document)."""
+        body = {**self._recall_body(query, scope, request), "format": "xml"}
+        return self.run(Call("POST", "/v1/recall", json=body, parse=_context_block, safe=True))
 
     def search(self, query: str, *, scope: str | None = None, **request: Any) -> Any:
         """``recall(query)``: what memory holds about ``query``; ``str(pack)`` is its context block."""

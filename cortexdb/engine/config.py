@@ -28,7 +28,7 @@ class EngineConfig:
     idle_timeout: float = 300.0  # seconds without messages or work before an actor stops
     restart_backoff_max: float = 5.0
     shutdown_grace: float = 10.0  # how long a graceful stop waits for actors before cancelling them
-    episode_strategy: str = "time_gap"  # time_gap | session
+    episode_strategy: str = "time_gap"  # time_gap | session | thread | turn_pair | daily (a scope may choose its own)
     episode_gap_seconds: float = 1800.0
     episode_max_events: int = 500
     episode_idle_check: float = 60.0  # how often an idle pipeline checks for episodes to seal
@@ -109,6 +109,10 @@ class EngineConfig:
     recall_relationships_limit: int = 10  # edges a recall pack's ``relationships`` part holds
     recall_relationships_examined: int = 40  # facts one recall's walk may load per scope (its budget)
     facets_limit: int = 10  # entries per facet (topics, entities, predicates) of temporal_facets
+    # freshness: how recently memory learned or last revised a record (its recorded time), a
+    # recall signal beside recency (when it happened): its half-life and its weight in the blend
+    freshness_half_life_days: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    freshness_weight: float = attrs.field(default=0.05, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     # -- GDPR erasure jobs (reference §8.6, §11.3; engine/forget/erasure.py, docs/forget.md) ------
     # a preview's manifest (and a finished erasure's) answers for this long, then 410
     erasure_manifest_ttl_seconds: float = 86_400.0

@@ -36,6 +36,7 @@ from .recall.coordinator import RecallCoordinator
 from .recall.traversal import traverse
 from .results import BulkResult, ExperienceResult, Traversal
 from .scopes import canonical_scope
+from .segmentation import SegmentationService
 from .storage import NodeTables
 from .understanding import Understanding
 from .writes import Writes
@@ -65,6 +66,7 @@ class Engine:
         self.exports = transfer.ExportService(self, ctx, self.erasures.jobs)  # exports (§8.12): start, status...
         self.concepts = Understanding(self, ctx, self._reads, self.erasures.jobs)  # list, get, related, synthesize...
         self.vocabularies = ctx.vocabularies  # vocabularies (§8.14): create, replace, get
+        self.segmentation = SegmentationService(self, ctx, self.erasures.jobs)  # segment strategies: get, set, wait
         self.blobs = ctx.blobs  # blobs (§8.13): engine/blobs.py's BlobService: put, stat, open, read, release
         self.embedder = ctx.embedder  # its name and dimension are recorded per data dir (M embedder)
 

@@ -39,7 +39,7 @@ ENVELOPE_SHAPE = {
                               "content_type", "filename", "size_bytes", "caption", "alt", "title",
                               "description", "valid_from", "valid_to"), ANY),
     "context": dict.fromkeys(("observed_at", "source_recorded_at", "recorded_at", "location", "preceded_by",
-                              "intent", "labels"), ANY),
+                              "intent", "labels", "thread"), ANY),
     "directives": dict.fromkeys(("extract", "consolidate_into", "confidence_floor", "ttl_for_belief_layer",
                                  "embed"), ANY),
     "idempotency_key": ANY,
@@ -238,6 +238,7 @@ def validate_context(context: Any, field: str = "context") -> dict:
         else:
             _fail(f"{field}.labels", "must be an array of strings or an object of scalars")
     _string(context.get("intent"), f"{field}.intent", max_len=256)
+    _string(context.get("thread"), f"{field}.thread", max_len=256)  # the ``thread`` segment strategy's key
     return context
 
 

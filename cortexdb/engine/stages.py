@@ -77,6 +77,10 @@ EXPORT_COMPLETE = "export_complete"
 #: and its end (``payload.status``: completed, cancelled or failed)
 SYNTHESIS_PROGRESS = "synthesis_progress"
 SYNTHESIS_COMPLETE = "synthesis_complete"
+#: the lifecycle records of a re-segmentation job (a scope's segment strategy changed): a tick
+#: per chunk of events windowed again, and the end (``payload.status``)
+SEGMENTATION_PROGRESS = "segmentation_progress"
+SEGMENTATION_COMPLETE = "segmentation_complete"
 #: the phases of an import (write the records, then settle) and of an export (write the file)
 IMPORT_PHASES = ("write", "settle")
 EXPORT_PHASES = ("write", "deliver")

@@ -36,7 +36,7 @@ from .policy import PolicyEngine, Principal, scope_type
 
 ROLES = ("owner", "writer", "reader")
 WRITE_ROLES = ("owner", "writer")
-POLICY_FIELDS = ("consolidation", "conflict_resolution", "inherit_from", "audit", "children")
+POLICY_FIELDS = ("consolidation", "conflict_resolution", "inherit_from", "audit", "children", "segmentation")
 
 
 
@@ -153,6 +153,8 @@ class ScopeRegistry:
             if not isinstance(inherit, list):
                 raise InvalidScopeRequest("policies.inherit_from must be a list", details={"field": "policies.inherit_from"})
             policies["inherit_from"] = [canonical_scope(p) for p in inherit]
+        if "segmentation" in policies:  # the segment strategy (docs/episodes.md)
+            policies["segmentation"] = self.engine.segmentation.check(policies["segmentation"])
         kind = scope_type(path)
         if kind not in self.policy.preset.allowed_scope_types:
             try:

@@ -16,7 +16,7 @@ from ..model import Belief, Candidate, Episode, EventState, Fact, from_wire, to_
 from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
 from ..retrieve import passages, render
-from ..retrieve.scoring import estimate_tokens, recency
+from ..retrieve.scoring import estimate_tokens, learned_at, recency
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
 from . import concept_queries, history
@@ -154,6 +154,9 @@ def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, flo
     candidate.bm25 = lexical
     candidate.semantic = cosine
     candidate.recency = recency((query.reference - when).total_seconds() / 86400.0)
+    learned = try_parse_rfc3339(learned_at(candidate.layer, candidate.record) or "") or when
+    half_life = actor.ctx.config.freshness_half_life_days
+    candidate.freshness = recency((query.reference - learned).total_seconds() / 86400.0, half_life)
     candidate.vector = stored
     candidate.tokens_estimate = estimate_tokens(render.rendered_text(candidate.layer, candidate.record))
     if stored is None:  # MMR falls back to token overlap only without vectors

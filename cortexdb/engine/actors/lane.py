@@ -37,9 +37,10 @@ from .messages import (
     LaneItem,
     RebuildItem,
     ReplySlot,
+    ResegmentItem,
     SynthesizeItem,
 )
-from .stages import compress, consolidate, control, extract, forget_run, index, understanding
+from .stages import compress, consolidate, control, extract, forget_run, index, segment, understanding
 from .stages.common import StageBatch, StageContext
 from .state import PartitionState
 
@@ -74,7 +75,7 @@ class Lane:
         self._flush_waiters: list[ReplySlot] = []
         handlers = {CancelItem: self._cancel, ForeignItem: self._foreign, DerivedItem: self._derived,
                     FlushItem: self._flush, RebuildItem: self._rebuild, ForgetItem: self._forget,
-                    SynthesizeItem: self._synthesize}  # fmt: skip
+                    SynthesizeItem: self._synthesize, ResegmentItem: self._resegment}  # fmt: skip
         assert set(handlers) == set(LANE_ITEM_TYPES)  # the item set is closed: one handler each
         self.handlers = handlers
 
@@ -280,6 +281,11 @@ class Lane:
     def _clear_queue(self) -> None:
         self.queue.clear()
         self.batches.clear()
+
+    async def _resegment(self, item: ResegmentItem) -> None:
+        """Window this scope's events into episodes again, once every queued event is derived."""
+        await self._drain_queue()
+        item.reply.set(await segment.resegment(self.work, item.progress))
 
     async def _rebuild(self, item: RebuildItem) -> None:
         """Replay this scope's events into fresh derived layers."""

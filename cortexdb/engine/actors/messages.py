@@ -1,9 +1,15 @@
 """The closed set of messages a ScopeActor accepts (frozen attrs records), like tractor's
 ``msg/types.py``: each set is one list and one union, and every type has exactly one handler.
-``MESSAGE_TYPES``/``Message``: what the mailbox takes (``ScopeActor.handlers``; the typed queries
-``QUERY_TYPES``/``Query`` are served by ``queries.HANDLERS``); ``LANE_ITEM_TYPES``/``LaneItem``:
-what the mailbox lane hands the derivation lane (``Lane.handlers``).  A request carries its
-``reply`` slot, answered once with a value or a ``CortexError`` (``concept_messages``: concepts)."""
+
+- ``MESSAGE_TYPES`` / ``Message``: what the mailbox takes — a capture, the typed queries
+  (``QUERY_TYPES`` / ``Query``, served by ``queries.HANDLERS``), cancel, foreign work, flush,
+  rebuild, ping, scope edits, forget, resegment, synthesize, stop (``ScopeActor.handlers``);
+- ``LANE_ITEM_TYPES`` / ``LaneItem``: what the mailbox lane hands the derivation lane
+  (``Lane.handlers``).
+
+A request carries its ``reply`` slot; the actor answers it exactly once, with a value or a
+``CortexError`` (``concept_messages``: concepts).  Nothing else is ever put in a mailbox.
+"""
 
 from __future__ import annotations
 
@@ -295,13 +301,22 @@ class Forget:
     reply: ReplySlot
 
 
+@attrs.frozen
+class Resegment:
+    """Window the scope's events into episodes again (its segment strategy changed); the reply
+    is what it did.  ``progress(done, total)`` is awaited as it goes (``stages.segment``)."""
+
+    progress: Any
+    reply: ReplySlot
+
+
 MESSAGE_TYPES = (
     Capture, *QUERY_TYPES, CancelEvent, ForeignConsolidate, ForeignDerived, Flush, Rebuild, Ping,
-    EditScope, Forget, Synthesize, Stop,
+    EditScope, Forget, Synthesize, Stop, Resegment,
 )  # fmt: skip
 Message = (
     Capture | Query | CancelEvent | ForeignConsolidate | ForeignDerived | Flush | Rebuild | Ping
-    | EditScope | Forget | Synthesize | Stop
+    | EditScope | Forget | Synthesize | Stop | Resegment
 )  # fmt: skip
 
 
@@ -356,8 +371,18 @@ class ForgetItem:
     reply: ReplySlot
 
 
-LANE_ITEM_TYPES = (CancelItem, ForeignItem, DerivedItem, FlushItem, RebuildItem, ForgetItem, SynthesizeItem)
-LaneItem = CancelItem | ForeignItem | DerivedItem | FlushItem | RebuildItem | ForgetItem | SynthesizeItem
+@attrs.frozen
+class ResegmentItem:
+    """A ``Resegment`` message's work, run once every queued event is derived."""
+
+    progress: Any
+    reply: ReplySlot
+
+
+LANE_ITEM_TYPES = (CancelItem, ForeignItem, DerivedItem, FlushItem, RebuildItem, ForgetItem, ResegmentItem,
+                   SynthesizeItem)
+LaneItem = (CancelItem | ForeignItem | DerivedItem | FlushItem | RebuildItem | ForgetItem | ResegmentItem
+            | SynthesizeItem)
 
 
 def fail_message(message: Message, error: CortexError | None = None) -> None:

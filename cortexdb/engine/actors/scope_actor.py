@@ -46,6 +46,8 @@ from .messages import (
     Rebuild,
     RebuildItem,
     ReplySlot,
+    Resegment,
+    ResegmentItem,
     Stop,
     Synthesize,
     SynthesizeItem,
@@ -87,6 +89,7 @@ class ScopeActor:
             Ping: self._ping, Flush: self._flush, Rebuild: self._rebuild, CancelEvent: self._cancel,
             ForeignConsolidate: self._foreign, EditScope: self._edit_scope, ForeignDerived: self._derived,
             Forget: self._forget, Synthesize: self._synthesize,
+            Forget: self._forget, Resegment: self._resegment,
             **{query: self._query for query in QUERY_TYPES},  # served by queries.HANDLERS
         }  # fmt: skip
         assert set(self.handlers) | {Capture, Stop} == set(MESSAGE_TYPES)
@@ -181,6 +184,10 @@ class ScopeActor:
 
     async def _rebuild(self, message: Rebuild) -> None:
         self.lane.submit(RebuildItem(message.reply))
+
+    async def _resegment(self, message: Resegment) -> None:
+        self.episode_cache.clear()  # recall's decoded episodes: the episodes are replaced
+        self.lane.submit(ResegmentItem(message.progress, message.reply))
 
     async def _derived(self, message: ForeignDerived) -> None:
         self.lane.submit(DerivedItem(message.event_id, tuple(message.derives)))
@@ -337,6 +344,7 @@ class ScopeActor:
         else:
             await scopes.put(self.scope, updated, sync=True)
             self._scope_known, self._scope_record = True, updated
+        self.lane.state.segmentation = None  # its segment strategy is read again
         message.reply.set(updated)
 
     async def _foreign(self, message: ForeignConsolidate) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 
 import attrs
 
+from ..derive import episodes as episode_rules
 from ..model import Belief, Episode, Event, Fact
 from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
 from ..storage import Partition
@@ -81,6 +82,7 @@ class PartitionState:
     last_sealed: str | None = None
     previous_turn: tuple[str | None, str, str] | None = None
     suppressing: bool | None = None
+    segmentation: Any = None  # derive.episodes.Segmentation, read from the scope record once
 
     @classmethod
     def fresh(cls, ctx: Any, tables: Partition) -> PartitionState:
@@ -212,6 +214,13 @@ class PartitionState:
                     self.fact_ids.pop(pair, None)
                     self.current.pop(pair, None)
         return dropped
+    async def segments(self, ctx: Any, scope: str) -> Any:
+        """How this scope cuts its events into episodes (its scope record's policy, else the
+        engine's); cached until the record changes (``ScopeActor._edit_scope`` clears it)."""
+        if self.segmentation is None:
+            record = await ctx.tables.scopes.get(scope)
+            self.segmentation = episode_rules.resolve(record.policies if record else None, ctx.config)
+        return self.segmentation
 
     async def event(self, event_id: str) -> Event | None:
         event = self.events.get(event_id)

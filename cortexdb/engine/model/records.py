@@ -349,6 +349,7 @@ class Candidate:
     bm25: float = 0.0
     semantic: float = 0.0
     recency: float = 0.0
+    freshness: float = 0.0  # decay of when memory learned or last revised it (scoring.learned_at)
     vector: Any = None  # its unit embedding (numpy), when the scope's vector index has one
     tokens: set[str] | None = None  # its text's tokens, when it has no vector
     tokens_estimate: int = 0

@@ -42,7 +42,7 @@ from .request import DIAGNOSTICS, LAYERS, MAX_QUERY_CHARS, REQUEST_FIELDS, REQUE
 
 FAMILY = "/v1/answer"  # the idempotency family
 OWN_FIELDS = {"question", "answer_model", "answer_max_tokens", "use_pack_id", "stream", "idempotency_key"}
-RECALL_FIELDS = REQUEST_FIELDS - {"query", "stream", "idempotency_key"}
+RECALL_FIELDS = REQUEST_FIELDS - {"query", "stream", "idempotency_key", "format"}
 SHAPE = {**dict.fromkeys(OWN_FIELDS, ANY), **{k: REQUEST_SHAPE[k] for k in RECALL_FIELDS}}  # every depth
 VIEWS = ("holistic", "granular", "raw", "local", "descend")  # the packs an answer can read
 

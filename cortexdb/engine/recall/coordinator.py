@@ -32,11 +32,11 @@ from ..actors.messages import Candidates
 from ..model import Candidate
 from ..phrases import TemporalPhrases
 from ..policy.capabilities import SCOPE_READ_LOCAL, scope_read
+from ..retrieve import document, planner, scoring
 from ..retrieve import filters as recall_filters
-from ..retrieve import planner, scoring
 from ..retrieve.temporal_filter import TemporalFilter
 from ..temporal import format_ts
-from . import graph, routing
+from . import contextdoc, graph, routing
 from . import pack as packs
 from .cache import PackCache
 from .request import LAYERS, RecallSpec, validate
@@ -113,13 +113,17 @@ class RecallCoordinator:
         candidates, traversed, degraded = await self._retrieve(spec, plan, scopes, now, trail)
         traversed += denied
         expansion = await routing.expand(self, spec, plan, scopes, trail)
-        ranked = self._rank(spec, plan, candidates, trail, expansion)
+        as_of = format_ts(plan.temporal.as_of or plan.temporal.reference or now)  # the anchor used
+        head = contextdoc.header(spec.scope, as_of)
+        ranked = self._rank(spec, plan, candidates, trail, expansion, head)
         context = packs.Context(plan=plan.plan, filters_applied=plan.filters_applied,
                                 warnings=plan.warnings, traversed=traversed, degraded=degraded,
                                 capability=capability)  # fmt: skip
         pack, layers_out = packs.assemble(spec, request, ranked, context, trail, self.ctx.ids, started)
-        pack["as_of"] = format_ts(plan.temporal.as_of or plan.temporal.reference or now)  # the anchor used
+        pack["as_of"] = as_of
         routing.into_pack(self.ctx.config, plan, expansion, pack, candidates)
+        if spec.format == "xml":  # last, over the whole pack (its signals and relationships parts too)
+            contextdoc.attach(pack, packs.kept_records(ranked), head, spec.max_tokens, spec.citation_mode)
         key = (caller, spec.idempotency_key) if spec.idempotency_key else None
         self.cache.put(pack, now, key, epoch, caller, digest)
         for event in packs.events(spec, pack, layers_out, ranked, trail):
@@ -137,7 +141,8 @@ class RecallCoordinator:
             warnings.append("valid_during_ignored_for_view_raw")  # §18.2 item 17
         plan = planner.classify(spec.query, temporal.active)
         mode = self.ctx.config.recall_mode
-        weights = planner.weights_for(plan) if mode == "hybrid" else planner.single_signal(mode)
+        freshness = self.ctx.config.freshness_weight
+        weights = planner.weights_for(plan, freshness) if mode == "hybrid" else planner.single_signal(mode)
         trail.phases.append({"phase": "classify", "plan": plan, "elapsed_ms": trail.lap("classify", t)})
         chosen = Plan(plan, weights, temporal, filters_applied, warnings)
         if self.ctx.config.recall_router:
@@ -213,8 +218,8 @@ class RecallCoordinator:
         traversed = [{"scope": path, "items": len(results.get(path, []))} for path in scopes]
         return candidates, traversed, degraded
 
-    def _rank(self, spec: RecallSpec, plan: Plan, candidates: list[Candidate],
-              trail: packs.Trail, expansion: dict[str, Any]) -> packs.Ranked:  # fmt: skip
+    def _rank(self, spec: RecallSpec, plan: Plan, candidates: list[Candidate], trail: packs.Trail,
+              expansion: dict[str, Any], head: dict[str, Any]) -> packs.Ranked:  # fmt: skip
         """Score, keep each record's best candidate, MMR per layer, then the token knapsack."""
         t = trio.current_time()
         scoring.score_candidates(candidates, plan.weights)
@@ -241,8 +246,14 @@ class RecallCoordinator:
         trail.phases.append({"phase": "mmr", "lambda": MMR_LAMBDA, "per_layer_evictions": capped,
                              "elapsed_ms": trail.lap("mmr", t)})  # fmt: skip
         t = trio.current_time()
-        kept, evictions = scoring.knapsack([c for layer in LAYERS for c in chosen[layer]], spec.max_tokens)
-        trail.phases.append({"phase": "knapsack", "budget_tokens": spec.max_tokens,
+        pool, budget = [c for layer in LAYERS for c in chosen[layer]], spec.max_tokens
+        if spec.format == "xml":  # the budget bounds the document: items cost their elements
+            budget = contextdoc.item_budget(spec.max_tokens, head)
+            for candidate in pool:
+                candidate.tokens_estimate = document.item_cost(candidate.layer, candidate.record)
+        kept, evictions = scoring.knapsack(pool, budget)
+        trail.phases.append({"phase": "knapsack", "budget_tokens": budget,
                              "tokens_used": sum(c.tokens_estimate for c in kept),
                              "knapsack_evictions": evictions, "elapsed_ms": trail.lap("knapsack", t)})  # fmt: skip
-        return packs.Ranked(chosen, kept, evictions, layer_ms, plan.weights, capped)
+        return packs.Ranked(chosen, kept, evictions, layer_ms, plan.weights, capped,
+                            deduplicated=len(candidates) - len(best), budget=budget)  # fmt: skip

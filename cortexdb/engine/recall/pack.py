@@ -12,6 +12,7 @@ import trio
 
 from ..model import Candidate
 from ..retrieve import render
+from .partial import mark_partial
 from .request import LAYERS, RecallSpec
 
 STRIPPED = ("content", "summary", "opening", "closing")  # what ``exclude_content`` leaves out
@@ -42,6 +43,8 @@ class Ranked:
     layer_ms: dict[str, float]  # per layer: ms since the recall began when its items were final
     weights: dict[str, float]
     capped: dict[str, int] = attrs.field(factory=dict)  # per requested layer: left out by its limit
+    deduplicated: int = 0  # candidates dropped as another passage of a record already chosen
+    budget: int | None = None  # what the knapsack spent on items (format xml: less the skeleton)
 
 
 @attrs.define
@@ -73,15 +76,12 @@ def assemble(spec: RecallSpec, request: dict[str, Any], ranked: Ranked, context:
     ``trail`` gets its last timings (``render_context_block``, ``total``)."""
     kept_ids = {c.id for c in ranked.kept}
     layers_out: dict[str, list[dict[str, Any]]] = {}
-    records: dict[str, list[dict[str, Any]]] = {}
-    for layer in LAYERS:
-        items = [c for c in ranked.chosen[layer] if c.id in kept_ids]
-        items.sort(key=lambda c: (-c.score, c.id))
-        records[layer] = [c.record for c in items]
+    for layer, items in kept(ranked).items():
         layers_out[layer] = [item(c, position, spec.exclude_content) for position, c in enumerate(items, 1)]
+    records = kept_records(ranked)
     t = trio.current_time()
     context_text, markers = ("", [])
-    if spec.shape == "holistic":
+    if spec.shape == "holistic" and spec.format == "text":  # xml: contextdoc, once the pack is whole
         context_text, markers = render.context_block(records, spec.citation_mode)
     trail.lap("render_context_block", t)
     provenance: dict[str, Any] = {"trail": trail.phases, "citations": citations(ranked.chosen, kept_ids)}
@@ -104,7 +104,23 @@ def assemble(spec: RecallSpec, request: dict[str, Any], ranked: Ranked, context:
     report = diagnostics(spec, ranked, context, trail)
     if report is not None:
         pack["diagnostics"] = report
+    if context.degraded or ranked.evictions:  # said at every diagnostics level, "none" too
+        mark_partial(pack, "derived_layer_unavailable" if context.degraded else "token_budget_exhausted")
     return pack, layers_out
+
+
+
+def kept(ranked: Ranked) -> dict[str, list[Candidate]]:
+    """Per layer, the candidates the knapsack kept, best first."""
+    kept_ids = {c.id for c in ranked.kept}
+    out = {}
+    for layer in LAYERS:
+        out[layer] = sorted((c for c in ranked.chosen[layer] if c.id in kept_ids), key=lambda c: (-c.score, c.id))
+    return out
+
+
+def kept_records(ranked: Ranked) -> dict[str, list[dict[str, Any]]]:
+    return {layer: [c.record for c in items] for layer, items in kept(ranked).items()}
 
 
 def events(spec: RecallSpec, pack: dict[str, Any], layers_out: dict[str, list], ranked: Ranked,
@@ -158,8 +174,15 @@ def diagnostics(spec: RecallSpec, ranked: Ranked, context: Context,
         "time_ms": trail.timings,
         "knapsack_evictions": ranked.evictions,
         "per_layer_evictions": ranked.capped,
+        "dedupe_evictions": ranked.deduplicated,
         # partial: a scope did not answer, or the token budget dropped items the ranking chose
         "_partial": bool(context.degraded) or ranked.evictions > 0,
+    }
+    fresh = [c.signals.get("freshness", 0.0) for c in ranked.kept]
+    report["freshness"] = {  # how recently memory learned what the pack holds (1: just now)
+        "weight": ranked.weights.get("freshness", 0.0),
+        "mean": round(sum(fresh) / len(fresh), 4) if fresh else None,
+        "min": min(fresh) if fresh else None,
     }
     if report["_partial"]:
         report["_partial_reason"] = "derived_layer_unavailable" if context.degraded else "token_budget_exhausted"

@@ -8,8 +8,9 @@ import attrs
 
 from ...errors import InvalidBody, InvalidRecall
 from ..model.fields import ANY, unknown_field
-from ..retrieve import render
+from ..retrieve import document, render
 from ..scopes import canonical_scope
+from .contextdoc import minimum_tokens
 
 LAYERS = ("events", "episodes", "facts", "beliefs", "understanding")
 SHAPES = ("raw", "granular", "holistic", "structured", "narrative")
@@ -24,7 +25,7 @@ TEMPORAL_SHAPE = {"as_of": ANY, "valid_during": ANY, "recorded_during": ANY, "na
 REQUEST_SHAPE = {
     "scope": ANY, "view": ANY, "traversal": ANY, "query": ANY, "include": ANY, "exclude_content": ANY,
     "temporal": TEMPORAL_SHAPE, "filters": ANY, "budgets": {"max_tokens": ANY, "per_layer_limits": ANY},
-    "citation_mode": ANY, "diagnostics": ANY, "stream": ANY, "idempotency_key": ANY,
+    "citation_mode": ANY, "diagnostics": ANY, "stream": ANY, "idempotency_key": ANY, "format": ANY,
 }  # fmt: skip
 REQUEST_FIELDS = set(REQUEST_SHAPE)
 
@@ -44,6 +45,7 @@ class RecallSpec:
     temporal: Any  # the request's temporal block, checked by TemporalFilter.from_query
     filters: Any  # the filter tree, checked by retrieve.filters.validate
     idempotency_key: str | None
+    format: str = "text"  # text | xml (the context block as a <cortex-context> document)
 
 
 def validate(request: Any) -> RecallSpec:
@@ -73,11 +75,12 @@ def validate(request: Any) -> RecallSpec:
     key = request.get("idempotency_key")
     if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 64):
         raise InvalidRecall("idempotency_key", "must be a string of 1 to 64 characters")
+    format_ = _format(request, shape, scope, max_tokens)
     return RecallSpec(
         scope=scope, shape=shape, traversal=traversal, query=query, layers=layers, limits=limits,
         max_tokens=max_tokens, citation_mode=citation_mode, diagnostics=diagnostics,
         exclude_content=exclude_content, temporal=request.get("temporal"),
-        filters=request.get("filters"), idempotency_key=key,
+        filters=request.get("filters"), idempotency_key=key, format=format_,
     )  # fmt: skip
 
 
@@ -129,3 +132,18 @@ def _budgets(request: dict[str, Any], shape: str) -> tuple[int | None, dict[str,
             raise InvalidRecall(field, f"must be an integer from 0 to {MAX_LAYER_LIMIT}")
         limits[layer] = value
     return max_tokens, limits
+
+
+def _format(request: dict[str, Any], shape: str, scope: str, max_tokens: int | None) -> str:
+    """``format``: ``text`` (default) or ``xml``, which a structured or narrative view cannot
+    take, and whose budget must at least fit the document's empty skeleton."""
+    format_ = request.get("format") or "text"
+    if format_ not in document.FORMATS:
+        raise InvalidRecall("format", f"must be one of {list(document.FORMATS)}")
+    if format_ == "xml":
+        if shape in ("structured", "narrative"):
+            raise InvalidRecall("format", f"xml renders a context block, which view {shape} has none of")
+        least = minimum_tokens(scope)
+        if max_tokens is not None and max_tokens < least:
+            raise InvalidRecall("budgets.max_tokens", f"must be at least {least} with format xml (the empty document)")
+    return format_

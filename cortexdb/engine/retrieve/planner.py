@@ -21,6 +21,7 @@ DEFAULT_WEIGHTS = {
     "recency": 0.05,
     "importance": 0.05,
     "confidence": 0.05,
+    "freshness": 0.05,  # EngineConfig.freshness_weight replaces it
 }
 
 _TEMPORAL = re.compile(
@@ -53,8 +54,11 @@ def classify(query: str, has_temporal_block: bool = False) -> str:
     return "EXPLORATORY_HYBRID"
 
 
-def weights_for(plan: str) -> dict[str, float]:
+def weights_for(plan: str, freshness: float | None = None) -> dict[str, float]:
+    """The plan's signal weights, normalised to 1 (``freshness``: its weight before that)."""
     weights = dict(DEFAULT_WEIGHTS)
+    if freshness is not None:
+        weights["freshness"] = freshness
     if plan == "TEMPORAL_SCAN":
         weights.update(recency=0.1, semantic=0.375, bm25=0.375)
     elif plan == "RELATIONSHIP_EXPAND":

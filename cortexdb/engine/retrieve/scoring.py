@@ -3,8 +3,11 @@
 Candidates are ``model.Candidate`` records.  Signals per candidate, each in [0, 1]: ``semantic``
 (cosine, min-max normalised over the candidates), ``bm25`` (divided by the best BM25 score of the
 recall), ``graph`` (how many of its ``supports``/``derives`` neighbours are candidates too),
-``recency`` (half-life decay from the reference time), ``importance`` and ``confidence`` (from the
-record).  The score is their weighted sum; the weights are in the trail.
+``recency`` (half-life decay of when it happened — valid or observed time — from the reference
+time), ``freshness`` (half-life decay of when memory learned or last revised it — its recorded
+time — from the reference time: a fact recorded long ago and never confirmed since is stale even
+if it is about yesterday), ``importance`` and ``confidence`` (from the record).  The score is
+their weighted sum; the weights are in the trail.
 """
 
 from __future__ import annotations
@@ -19,8 +22,18 @@ HALF_LIFE_DAYS = 30.0
 TOKEN_OVERHEAD = 2  # per item: its citation marker and line break in the rendered context
 
 
-def recency(age_days: float) -> float:
-    return math.exp(-math.log(2) * max(0.0, age_days) / HALF_LIFE_DAYS)
+def recency(age_days: float, half_life_days: float = HALF_LIFE_DAYS) -> float:
+    return math.exp(-math.log(2) * max(0.0, age_days) / half_life_days)
+
+
+def learned_at(layer: str, record: dict) -> str | None:
+    """When memory learned or last revised a record (RFC 3339): a fact's or an episode's current
+    version's ``recorded_from``, a belief's ``last_revised_at``, an event's ``recorded_at``."""
+    if layer == "events":
+        return (record.get("context") or {}).get("recorded_at")
+    if layer == "beliefs":
+        return record.get("last_revised_at") or record.get("recorded_from")
+    return record.get("recorded_from")
 
 
 def score_candidates(candidates: list[Candidate], weights: dict[str, float]) -> None:
@@ -42,9 +55,10 @@ def score_candidates(candidates: list[Candidate], weights: dict[str, float]) -> 
             "recency": c.recency,
             "importance": c.importance,
             "confidence": c.confidence,
+            "freshness": c.freshness,
         }
         c.signals = {k: round(v, 4) for k, v in signals.items()}
-        c.score = round(sum(weights[k] * v for k, v in signals.items()), 6)
+        c.score = round(sum(weights.get(k, 0.0) * v for k, v in signals.items()), 6)
 
 
 def _matrix(pool: list[Candidate]) -> np.ndarray | None:

@@ -98,3 +98,25 @@ async def scope_prune(call: Call):
         raise InvalidBody("prefix must be a string", details={"field": "prefix"})
     return await call.state.registry.prune(older_than=body.get("older_than", "P90D"), dry_run=dry_run,
                                            now=call.state.engine.clock.now(), prefix=body.get("prefix", ""))  # fmt: skip
+
+
+# -- segment strategies (docs/episodes.md) ----------------------------------------------------------
+@api("GET", "/v1/scopes/segmentation", summary="A scope's episode segment strategy and its latest re-segmentation",
+     query=("path!",))
+async def scope_segmentation(call: Call):
+    path = scope_param(query_args().get("path"), "path")
+    call.check(cap.SCOPE_READ_LOCAL, path)
+    return await call.state.engine.segmentation.get(path, caller=call.principal.actor)
+
+
+@api("PUT", "/v1/scopes/segmentation", rate="write", status=202, query=("path!",),
+     body=engine_checked(obj({"strategy": {"enum": ["time_gap", "session", "thread", "turn_pair", "daily"]},
+                              "gap_seconds": {"type": "number", "exclusiveMinimum": 0}}, required=("strategy",))),
+     summary="Set a scope's segment strategy: its episodes are re-segmented from the WAL (a job)")  # fmt: skip
+async def scope_segmentation_set(call: Call):
+    path = scope_param(query_args().get("path"), "path")
+    call.primary = cap.POLICY_ADMINISTER_SCOPE
+    call.check(cap.POLICY_ADMINISTER_SCOPE, path)  # owners only (the gate's membership rule)
+    job = await call.state.engine.segmentation.set(path, call.json(), caller=call.principal.actor)
+    await call.state.registry.note_write(path)
+    return json_response(job, 202)

@@ -6,6 +6,7 @@ what the ``compressed`` lifecycle record announces.  An idle window seals after
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from ...derive import episodes as episode_rules
 from ...model import CausalLink, Episode, Event, EventState
@@ -42,8 +43,8 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
             batch.ops.append(work.tables.pending.delete_op(event.id))
             continue
         text = clip(content_text(event.content), work.config.passage_max_chars)
-        episode = _window(work, batch, event, text, now, dirty)
-        _join(episode, event, state, text)
+        episode = await window(work, batch, event, text, now, dirty)
+        join(episode, event, state, text)
         dirty[episode.id] = episode
         state.episode_id = episode.id
         state.set_stage_derives(Stage.EPISODE_JOINED.value, [episode.id])
@@ -61,20 +62,30 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
     await work.commit(batch)
 
 
-def _window(work: StageContext, batch: StageBatch, event: Event, text: str,
-            now: dt.datetime, dirty: dict[str, Episode]) -> Episode:  # fmt: skip
+async def closes(work: StageContext, segmentation: Any, episode: Episode, event: Event) -> bool:
+    """Whether ``event`` closes the open window ``episode`` (its scope's segment strategy)."""
+    last = None
+    if segmentation.strategy in ("thread", "turn_pair") and episode.events:
+        last = await work.state.event(episode.events[-1])
+    return episode_rules.closes_window(
+        strategy=segmentation.strategy, gap=segmentation.gap, max_events=segmentation.max_events,
+        episode_events=len(episode.events), episode_started_at=episode.started_at,
+        episode_ended_at=episode.ended_at, episode_session=episode.session,
+        observed_at=parse_rfc3339(event.context["observed_at"]), session=event.observed_actor.get("session"),
+        last_role=(last.content.get("role") if last is not None else None), role=event.content.get("role"),
+        last_thread=(last.context.get("thread") if last is not None else None), thread=event.context.get("thread"),
+    )  # fmt: skip
+
+
+async def window(work: StageContext, batch: StageBatch, event: Event, text: str,
+                  now: dt.datetime, dirty: dict[str, Episode]) -> Episode:  # fmt: skip
     """The episode the event joins: the open window, or a new one when there is none or the
     event closes it (the closed window is sealed)."""
-    config = work.config
+    segmentation = await work.state.segments(work.ctx, work.scope)
     observed = parse_rfc3339(event.context["observed_at"])
     session = event.observed_actor.get("session")
     episode = work.state.episode
-    if episode is not None and episode_rules.closes_window(
-        strategy=config.episode_strategy, gap=dt.timedelta(seconds=config.episode_gap_seconds),
-        max_events=config.episode_max_events, episode_events=len(episode.events),
-        episode_ended_at=episode.ended_at, episode_session=episode.session, observed_at=observed,
-        session=session,
-    ):  # fmt: skip
+    if episode is not None and await closes(work, segmentation, episode, event):
         seal(work, batch, episode, now)
         dirty[episode.id] = episode
         predecessor = episode.id
@@ -86,7 +97,7 @@ def _window(work: StageContext, batch: StageBatch, event: Event, text: str,
             id=work.ctx.ids.new("ep"), scope=work.scope,
             name=episode_rules.title(text, event.context.get("intent"), f"{event.modality} episode"),
             summary="", events=[], supports=[], started_at=observed, ended_at=observed,
-            valid_from=observed, recorded_from=now, strategy=config.episode_strategy,
+            valid_from=observed, recorded_from=now, strategy=segmentation.strategy,
             session=session, causal_predecessor=predecessor or work.state.last_sealed,
             opening=text or None, partial=True, partial_reason="episode_open",
         )  # fmt: skip
@@ -95,7 +106,7 @@ def _window(work: StageContext, batch: StageBatch, event: Event, text: str,
     return episode
 
 
-def _join(episode: Episode, event: Event, state: EventState, text: str) -> None:
+def join(episode: Episode, event: Event, state: EventState, text: str) -> None:
     observed = parse_rfc3339(event.context["observed_at"])
     episode.events.append(event.id)
     episode.supports.append(event.id)
@@ -158,8 +169,9 @@ async def seal_if_idle(work: StageContext) -> None:
     state = work.state
     if state.episode is None or state.last_activity is None:
         return
-    idle = work.ctx.clock.now() - state.last_activity
-    if idle > dt.timedelta(seconds=work.config.episode_gap_seconds):
+    now = work.ctx.clock.now()
+    segmentation = await state.segments(work.ctx, work.scope)
+    if episode_rules.idle_seals(segmentation, state.episode.started_at, now - state.last_activity, now):
         await seal_open_episode(work)
 
 
