@@ -124,6 +124,19 @@ async def test_a_same_as_that_ends_splits_the_concept(engine, clock):
     assert later["version"] == acme["version"] + 1 and later["derived_from"] == [merged["id"]]
 
 
+async def test_forgetting_the_same_as_fact_splits_the_concept(engine):
+    await say(engine, ("Acme", "seat_count", 200), ("Acme Corp", "industry", "software"),
+              ("Acme Corp", "same_as", "ent:Acme"))
+    merged = (await engine.understanding(SCOPE))["items"]
+    assert len(merged) == 1
+    await engine.forget({"scope": SCOPE, "layers": ["facts", "beliefs"], "selector": {"predicate": "same_as"}})
+    halves = (await engine.understanding(SCOPE))["items"]
+    assert sorted(c["name"] for c in halves) == ["Acme", "Acme Corp"]
+    assert all(c["derived_from"] == [merged[0]["id"]] for c in halves)
+    old = await engine.get_concept(SCOPE, merged[0]["id"])
+    assert old["stance"] == "deprecated" and old["valid_to"] is not None
+
+
 async def test_a_cancel_rewrites_the_concepts_that_cited_it(engine, clock):
     await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"))
     first = await concept_named(engine, "Acme")
