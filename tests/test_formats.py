@@ -33,7 +33,10 @@ superseded ones there too); ``include_superseded`` now lists closed versions.  I
 belief's stored fields; the records are unchanged and ``_calibrated`` adds it to v0's answers.
 And a cancel of an event whose episode window is still open lists ``compressed`` among the
 stages it cancelled (as ``GET /v1/lifecycle/memory-event`` does): the cancelled event's state is
-replaced.  Every other row is v0's, byte for byte.
+replaced.  Issue 15's understanding layer adds the concepts of the scenario's subjects: their
+rows (``C``), the subject table (``CS``) and their vectors (``V``) are in
+``pairs_added_since_v0``; a concept's id is its entity's uuid, so synthesis draws no id and every
+other id stays v0's.  Every other row is v0's, byte for byte.
 """
 
 from __future__ import annotations

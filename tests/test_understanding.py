@@ -124,6 +124,19 @@ async def test_a_same_as_that_ends_splits_the_concept(engine, clock):
     assert later["version"] == acme["version"] + 1 and later["derived_from"] == [merged["id"]]
 
 
+async def test_forgetting_the_same_as_fact_splits_the_concept(engine):
+    await say(engine, ("Acme", "seat_count", 200), ("Acme Corp", "industry", "software"),
+              ("Acme Corp", "same_as", "ent:Acme"))
+    merged = (await engine.understanding(SCOPE))["items"]
+    assert len(merged) == 1
+    await engine.forget({"scope": SCOPE, "layers": ["facts", "beliefs"], "selector": {"predicate": "same_as"}})
+    halves = (await engine.understanding(SCOPE))["items"]
+    assert sorted(c["name"] for c in halves) == ["Acme", "Acme Corp"]
+    assert all(c["derived_from"] == [merged[0]["id"]] for c in halves)
+    old = await engine.get_concept(SCOPE, merged[0]["id"])
+    assert old["stance"] == "deprecated" and old["valid_to"] is not None
+
+
 async def test_a_cancel_rewrites_the_concepts_that_cited_it(engine, clock):
     await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"))
     first = await concept_named(engine, "Acme")
@@ -142,17 +155,22 @@ async def test_a_cancel_rewrites_the_concepts_that_cited_it(engine, clock):
     assert "Zanzibar" not in str(pack["layers"])
 
 
-async def test_synthesize_job_scores_support_loss_after_a_forget(engine):
+async def test_a_forget_rewrites_concepts_and_the_synthesize_job_scores_them(engine):
     await say(engine, ("Acme", "seat_count", 200), ("Acme", "deal_stage", "signed"))
     acme = await concept_named(engine, "Acme")
     await engine.forget({"scope": SCOPE, "layers": ["facts"], "selector": {"predicate": "seat_count"}})
-    started = await engine.concepts.start({"scope": SCOPE}, caller="user:alice", tenant_id="default")
+    # the forget re-synthesized the concept without what it deleted, history included
+    now = await engine.get_concept(SCOPE, acme["id"])
+    assert now["supported_by"]["facts"] and "seat count" not in now["summary"]
+    assert now["version"] == 1 and now["support_loss_fraction"] == 0.0
+    assert "seat count" not in str(await engine.get_concept(SCOPE, acme["id"], as_of=acme["recorded_from"]))
+    started = await engine.concepts.start({"scope": SCOPE, "force": True}, caller="user:alice", tenant_id="default")
     done = await engine.concepts.wait(started["job_id"])
     assert done["status"] == "completed" and done["progress"]["scopes_done"] == 1, done
-    now = await engine.get_concept(SCOPE, acme["id"])
-    # re-synthesis consulted what is left; nothing it cites is missing any more
-    assert now["supported_by"]["facts"] and now["support_loss_fraction"] == 0.0
-    assert now["version"] > acme["version"] and "seat count" not in now["summary"]
+    forced = await engine.get_concept(SCOPE, acme["id"])
+    # force: a new version though nothing changed; nothing it cites is missing
+    assert forced["version"] == 2 and forced["support_loss_fraction"] == 0.0
+    assert forced["summary"] == now["summary"]
     coverage = await engine.understanding_coverage(SCOPE)
     assert coverage["concept_count"] == 1 and coverage["coverage_score"] == 1.0 and coverage["_partial"] is False
     assert coverage["by_topic"][0]["concepts"] == 1

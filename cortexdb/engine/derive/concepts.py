@@ -218,6 +218,14 @@ def retired(concept: Concept, now: dt.datetime) -> Concept:
     return attrs.evolve(concept, stance="deprecated", valid_to=now, recorded_from=now, last_synthesized_at=now)
 
 
+def concept_id_of(subject_id: str) -> str | None:
+    """A subject entity's first concept id: ``concept_`` and the entity's own (time-ordered)
+    uuid, so a concept's id is as old as its entity and synthesis draws no id (None for a
+    subject that is not an ``ent_`` id).  A split gives its subjects new ids."""
+    prefix, _, rest = subject_id.partition("_")
+    return f"concept_{rest}" if prefix == "ent" and rest else None
+
+
 def canonical_of(concept_ids: list[str]) -> str:
     """Which of coalescing concepts stays: the oldest (ids are time-ordered)."""
     return min(concept_ids)

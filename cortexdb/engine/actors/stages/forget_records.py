@@ -10,8 +10,9 @@
 - an **episode** goes; its members leave it, and the next episode's ``causal_predecessor``
   skips it.
 Each is suppressed (``suppress``) against re-derivation, leaves a note (410 on lookup), and the
-``derives`` of the events behind it say ``redacted:<id>``.  Understanding (concepts) is never
-written yet: nothing to delete.
+``derives`` of the events behind it say ``redacted:<id>``.  The concepts of the subjects whose
+facts or beliefs went are re-synthesized without them, their history rewritten
+(``understanding.refresh``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ...derive.suppression import claim_hash, fact_hash
 from ...model import Episode, Fact, TypedRef, TypedValue
 from ...model.text import belief_text
 from ..state import EPISODE_WINDOW
+from . import understanding
 from .common import StageContext
 from .consolidate import Summary, revise_beliefs
 from .extract import fact_ops
@@ -53,6 +55,9 @@ async def delete(work: StageContext, out: Writes, item: DeleteRecords, result: d
     if pairs:
         await out.flush()  # the suppressions are stored before revision looks for them
         await revise_without(work, out, pairs, gone, result)
+        await out.flush()  # the concepts are re-synthesized from what is stored now
+        tenant = await understanding.tenant_of(work, sorted(result["evidence"]))
+        await understanding.refresh(work, out, sorted({subject for subject, _ in pairs}), tenant)
 
 
 async def supporters(work: StageContext, fact: Fact) -> list[str]:

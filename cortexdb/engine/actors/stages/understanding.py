@@ -4,7 +4,8 @@ consolidation stage, and the re-synthesis and scoring of the ``synthesize`` job.
 The consolidation stage re-synthesizes the concepts of the subjects its events' facts touched
 (``state.touched``), inside the stage's own batch: a write that waited for ``consolidated`` reads
 its concepts.  Each subject entity has one concept (table ``CS`` names it; the id is assigned the
-first time the subject is seen, as a concept's own or as the target of an edge).  A subject with a
+first time the subject is seen, as a concept's own or as the target of an edge: the entity's own
+uuid, ``synth.concept_id_of``).  A subject with a
 current ``same_as`` fact to another entity shares one concept with it: the older concept is
 canonical and the other becomes its deprecated alias (``canonical_id``).
 
@@ -55,7 +56,7 @@ class Synthesis:
             if found is None:
                 if not allocate:
                     return None
-                found = self.work.ctx.ids.new("concept")
+                found = synth.concept_id_of(subject_id) or self.work.ctx.ids.new("concept")
                 self.batch.ops.append(self.work.tables.concept_subjects.put_op(subject_id, found))
             self.ids[subject_id] = found
         return self.ids[subject_id]
@@ -216,12 +217,12 @@ def _name(subject_id: str, facts: list[Fact], beliefs: list[Belief]) -> str:
     return subject_id
 
 
-async def synthesize(work: StageContext, batch: StageBatch, subject_ids: list[str],
-                     tenant: str) -> dict[str, Concept]:  # fmt: skip
+async def synthesize(work: StageContext, batch: Any, subject_ids: list[str],
+                     tenant: str | None) -> dict[str, Concept]:  # fmt: skip
     """Re-synthesize the concepts of ``subject_ids`` in ``batch``; the concepts written, by id."""
     if not work.config.understanding_enabled or not subject_ids:
         return {}
-    relations = await work.ctx.vocabularies.relations(tenant)
+    relations = await work.ctx.vocabularies.relations(tenant) if tenant is not None else {}
     synthesis = Synthesis(work, batch, relations)
     for subject_id in sorted(set(subject_ids)):
         if subject_id not in synthesis.done:
@@ -229,7 +230,18 @@ async def synthesize(work: StageContext, batch: StageBatch, subject_ids: list[st
     return dict(synthesis.written)
 
 
-async def refresh(work: StageContext, batch: StageBatch, subject_ids: list[str], tenant: str) -> None:
+async def tenant_of(work: StageContext, event_ids: list[str]) -> str | None:
+    """The tenant of the scope (whose relation vocabularies label edges), as its events say."""
+    for event_id in event_ids:
+        event = await work.tables.events.get(event_id)
+        if event is not None:
+            return event.tenant_id
+    async for _, event in work.tables.events.scan(limit=1):
+        return event.tenant_id
+    return None
+
+
+async def refresh(work: StageContext, batch: Any, subject_ids: list[str], tenant: str | None) -> None:
     """Re-synthesize the concepts of ``subject_ids`` in ``batch`` and (un)index them: what a
     cancel withdrew leaves the concepts that cited it (``control.cancel``)."""
     written = await synthesize(work, batch, subject_ids, tenant)
