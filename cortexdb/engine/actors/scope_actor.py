@@ -88,8 +88,7 @@ class ScopeActor:
         self.handlers = {
             Ping: self._ping, Flush: self._flush, Rebuild: self._rebuild, CancelEvent: self._cancel,
             ForeignConsolidate: self._foreign, EditScope: self._edit_scope, ForeignDerived: self._derived,
-            Forget: self._forget, Synthesize: self._synthesize,
-            Forget: self._forget, Resegment: self._resegment,
+            Forget: self._forget, Synthesize: self._synthesize, Resegment: self._resegment,
             **{query: self._query for query in QUERY_TYPES},  # served by queries.HANDLERS
         }  # fmt: skip
         assert set(self.handlers) | {Capture, Stop} == set(MESSAGE_TYPES)
