@@ -115,3 +115,18 @@ def test_docs_api_md_is_the_generated_reference():
 
     committed = (Path(__file__).parent.parent / "docs" / "api.md").read_text()
     assert committed == generate(), "docs/api.md is stale: run python -m cortexdb.server.apidoc > docs/api.md"
+
+
+def test_a_handler_still_naming_its_parameters_is_told_to_declare_them():
+    from types import SimpleNamespace
+
+    from werkzeug.datastructures import MultiDict
+
+    from cortexdb.server.call import current, handling
+    from cortexdb.server.params import query_args
+
+    route = next(r for r in ROUTES if (r.method, r.path) == ("GET", "/v1/facts/timeline"))
+    with current(SimpleNamespace(route=route)), handling(SimpleNamespace(args=MultiDict([("subject", "x")]))):
+        assert query_args() == {"subject": "x"}
+        with pytest.raises(TypeError, match=r"declare its query parameters on the route"):
+            query_args(("scope", "subject"))

@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# A bare interpreter loads ~70 modules and httpx ~140 more (~210 more when its optional CLI
-# packages, click/rich/pygments, happen to be installed: httpx imports them if present); the SDK
-# and what it needs beyond httpx (attrs, httpx_sse, the stdlib) are ~40.  So the bound is on
-# what the SDK adds to httpx.  (Before the split, ``import cortexdb.client`` loaded the engine
-# and the server: 550+ modules.)
-SDK_MODULE_BOUND = 70
+# A bare interpreter loads ~70 modules and httpx ~140 more; the SDK itself is a dozen.  (Before
+# the split, ``import cortexdb.client`` loaded the engine and the server: 550+ modules.)
+MODULE_BOUND = 280
+# httpx imports its command-line client at import time when click, rich and pygments are all
+# installed (rich comes with the dev extra's schemathesis): its weight, not the SDK's, so it is
+# not counted
+HTTPX_CLI = ("httpx._main", "click", "rich", "pygments")
 HEAVY = ("cortexdb.engine", "cortexdb.server", "cortexdb.backends", "quart", "trio", "hypercorn", "numpy", "plyvel")
 
 
@@ -29,9 +30,8 @@ def test_importing_the_sdk_loads_neither_engine_nor_server():
     out = json.loads(run("import cortexdb.client, json, sys; print(json.dumps(sorted(sys.modules)))"))
     heavy = [name for name in out if any(name == h or name.startswith(h + ".") for h in HEAVY)]
     assert heavy == []
-    baseline = json.loads(run("import httpx, json, sys; print(json.dumps(sorted(sys.modules)))"))
-    added = len(set(out) - set(baseline))
-    assert added < SDK_MODULE_BOUND, f"import cortexdb.client loaded {added} modules beyond httpx's"
+    ours = [name for name in out if not any(name == h or name.startswith(h + ".") for h in HTTPX_CLI)]
+    assert len(ours) < MODULE_BOUND, f"import cortexdb.client loaded {len(ours)} modules (httpx's CLI aside)"
     assert "cortexdb.client._transport" in out and "httpx" in out  # it did import the SDK
 
 

@@ -126,12 +126,13 @@ def operation(path: str, method: str, op: dict[str, Any], doc: dict[str, Any]) -
     body = op.get("requestBody")
     if body:
         content = body["content"]
+        if "*/*" in content:
+            lines += ["Body: the file, as `multipart/form-data` (field `file`) or as the raw bytes"
+                      + (", or a JSON request holding it:" if "application/json" in content else "."), ""]  # fmt: skip
+        elif not body.get("required"):
+            lines += ["The body is optional.", ""]
         if "application/json" in content:
-            if not body.get("required"):
-                lines += ["The body is optional.", ""]
             lines += fields_table(content["application/json"]["schema"], doc)
-        else:
-            lines += ["Body: the file, as `multipart/form-data` (field `file`) or as the raw bytes.", ""]
     answers = []
     for status, response in op["responses"].items():
         if status == "default":

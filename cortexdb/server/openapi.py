@@ -97,9 +97,12 @@ def parameters(route: Any) -> list[dict[str, Any]]:
 
 def request_body(route: Any) -> dict[str, Any] | None:
     if route.upload:  # docs/blobs.md, docs/import-export.md: a file in the field `file`, or raw bytes
-        return {"required": True, "content": {
-            "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {"file": BYTES}}},
-            "*/*": {"schema": BYTES}}}  # fmt: skip
+        content = {"multipart/form-data": {"schema": {"type": "object", "required": ["file"],
+                                                      "properties": {"file": BYTES}}}}  # fmt: skip
+        if route.request_schema is not None:  # an import's JSON request, the file inside it
+            content["application/json"] = {"schema": _schema(route.request_schema)}
+        content["*/*"] = {"schema": BYTES}
+        return {"required": True, "content": content}
     if route.request_schema is None:
         return None
     return {"required": route.body_required,

@@ -120,10 +120,14 @@ def check_query(allowed: tuple[str, ...], args: Any) -> dict[str, str]:
     return out
 
 
-def query_args() -> dict[str, str]:
+def query_args(*undeclared: Any) -> dict[str, str]:
     """The current request's query parameters: only those its route declares (``query=``); the
     pipeline refused any other before the handler ran."""
-    return check_query(current_call().route.query, current_request().args)
+    route = current_call().route
+    if undeclared:  # the old ``query_args(("scope", ...))``: the names belong on the route now
+        raise TypeError(f"{route.method} {route.path}: declare its query parameters on the route "
+                        f"(Blueprint(query={tuple(undeclared[0])!r})) and call query_args() without them")  # fmt: skip
+    return check_query(route.query, current_request().args)
 
 
 def required(args: dict[str, Any], name: str) -> str:

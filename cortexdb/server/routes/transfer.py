@@ -46,6 +46,15 @@ SOURCES = {"mem0": cap.IMPORT_FROM_MEM0, "zep": cap.IMPORT_FROM_ZEP, "letta": ca
 QUERY = ("scope_template", "format", "ordering", "on_error", "observed_at", "user_id", "branches", "include_hidden",
          "agent_name", "agent_id", "group_id", "graph_id", "thread_id", "extract_facts")  # fmt: skip
 IMPORTER_SETTING = "rate_limit.importer"
+# the JSON request (without ?scope_template=): the file travels in source.inline
+IMPORT = engine_checked(obj({
+    "scope_template": {"type": "string", "description": "the scopes to write, e.g. org:acme/user:{user_id}"},
+    "source": obj({"format": {"type": "string"},
+                   "inline": {"description": "the file: a string, or the JSON document itself"},
+                   "url": {"type": "null", "description": "not supported: nothing is fetched"}}),
+    "format": {"type": "string", "description": "the source's format (detected when absent)"},
+    "options": {"type": "object", "description": "ordering, on_error, observed_at, and the template's variables"},
+}, required=("scope_template", "source")))  # fmt: skip
 
 
 def principal_of(call: Call) -> dict[str, Any]:
@@ -134,7 +143,7 @@ def import_route(source: str, capability: str) -> None:
         return json_response(started, 202)
 
     start.__name__ = f"import_{source}"
-    api("POST", f"/v1/import/{source}", tier="beta", rate=None, status=202, upload=True, query=QUERY,
+    api("POST", f"/v1/import/{source}", tier="beta", rate=None, status=202, upload=True, query=QUERY, body=IMPORT,
         summary=f"Import a {source} export (an asynchronous job)")(start)  # fmt: skip
 
 
