@@ -87,6 +87,14 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("GET", "/v1/understanding/coverage"): (READ, q("/v1/understanding/coverage?scope=ws:vault")),
     ("GET", "/v1/understanding/{concept_id}"): (READ, q("/v1/understanding/concept_x?scope=ws:vault")),
     ("GET", "/v1/understanding/{concept_id}/related"): (READ, q("/v1/understanding/concept_x/related?scope=ws:vault")),
+    # signals live in their scope: writers record, readers read snapshots; type settings are tenant-wide
+    ("POST", "/v1/signals"): (WRITE, with_body("/v1/signals", lambda c: {
+        "scope": VAULT, "subject": "user:alice", "type": "frustration", "intensity": 0.5})),
+    ("GET", "/v1/signals"): (READ, q("/v1/signals?scope=ws:vault&subject=user:alice")),
+    ("GET", "/v1/signals/types"): (ANY, q("/v1/signals/types")),
+    ("PUT", "/v1/signals/types/{name}"): (ADMIN, with_body("/v1/signals/types/frustration",
+                                                           lambda c: {"half_life_seconds": 3600})),
+    ("DELETE", "/v1/signals/types/{name}"): (ADMIN, q("/v1/signals/types/frustration")),
     # tenant-wide phrases: everyone reads, admins write
     ("POST", "/v1/temporal/phrases"): (ADMIN, with_body("/v1/temporal/phrases", lambda c: {
         "name": "q9", "pattern": "fiscal Q9", "resolves_to": {"valid_during": ["2026-07-01", "2026-10-01"]}})),

@@ -54,7 +54,8 @@ FACE_MODULES = {
     "cortexdb", "cortexdb.engine", "cortexdb.engine.engine", "cortexdb.engine.writes",
     "cortexdb.engine.reads", "cortexdb.engine.results", "cortexdb.engine.context",
     "cortexdb.engine.lifecycle", "cortexdb.engine.phrases", "cortexdb.engine.jobs", "cortexdb.engine.blobs",
-    "cortexdb.engine.blob_holds",
+    "cortexdb.engine.blob_holds", "cortexdb.engine.signals", "cortexdb.engine.proposals",
+    "cortexdb.engine.intake",
 }  # fmt: skip
 FACE_PACKAGES = ("cortexdb.engine.recall", "cortexdb.engine.forget", "cortexdb.engine.transfer")
 # storage, and the adapters of other outside systems: the LLM providers (one speaks HTTP)

@@ -139,3 +139,14 @@ class EngineConfig:
     # once it is this old by the engine's clock: 24 h leaves an upload time for the capture that
     # will refer to it
     blob_orphan_grace_seconds: float = 86_400.0
+    # -- signals (engine/signals.py, docs/signals.md) -------------------------------------------
+    # a trajectory compares a type's level now with its level this many seconds ago
+    signal_window_seconds: float = 7 * 86_400.0
+    signal_trajectory_threshold: float = 0.1  # a smaller change of the level is "stable"
+    signal_floor: float = 0.05  # levels under it count as fully decayed ("neutral")
+    signal_custom_half_life_seconds: float = 3 * 86_400.0  # a custom type without settings
+    # deployment overrides of the built-in types, and settings of custom ones:
+    # ((type, half_life_seconds, "positive" | "negative"), ...); a tenant's own settings win
+    signal_types: tuple[tuple[str, float, str], ...] = ()
+    signal_snapshot_max: int = 10_000  # signals one snapshot reads in a scope (422 beyond: narrow it)
+    recall_signals_max: int = 20  # signals a recall pack carries (the rest counted in diagnostics)

@@ -10,7 +10,7 @@ NAMES = (
     "common", "experience_envelope", "event", "episode", "fact", "belief", "concept",
     "lifecycle_event", "error_envelope", "experience_result", "stratified_pack", "scope",
     "capability_set", "audit_row", "token_claims", "page", "recall_request", "forget_request",
-    "answer_response",
+    "answer_response", "signal_request", "signal", "signal_snapshot",
 )  # fmt: skip
 
 

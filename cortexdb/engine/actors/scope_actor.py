@@ -46,6 +46,7 @@ from .messages import (
     Rebuild,
     RebuildItem,
     ReplySlot,
+    ScopeRecords,
     Stop,
     fail_message,
 )
@@ -84,7 +85,7 @@ class ScopeActor:
         self.handlers = {
             Ping: self._ping, Flush: self._flush, Rebuild: self._rebuild, CancelEvent: self._cancel,
             ForeignConsolidate: self._foreign, EditScope: self._edit_scope, ForeignDerived: self._derived,
-            Forget: self._forget,
+            Forget: self._forget, ScopeRecords: self._records,
             **{query: self._query for query in QUERY_TYPES},  # served by queries.HANDLERS
         }  # fmt: skip
         assert set(self.handlers) | {Capture, Stop} == set(MESSAGE_TYPES)
@@ -333,6 +334,12 @@ class ScopeActor:
             await scopes.put(self.scope, updated, sync=True)
             self._scope_known, self._scope_record = True, updated
         message.reply.set(updated)
+
+    async def _records(self, message: ScopeRecords) -> None:
+        try:
+            message.reply.set(await message.work(self.tables))
+        except CortexError as exc:
+            message.reply.fail(exc)
 
     async def _foreign(self, message: ForeignConsolidate) -> None:
         """Accept consolidation work from another scope: persist it, queue it, acknowledge."""

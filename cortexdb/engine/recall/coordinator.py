@@ -28,7 +28,7 @@ from .. import jsoncodec
 from ..actors.messages import Candidates
 from ..model import Candidate
 from ..phrases import TemporalPhrases
-from ..policy.capabilities import SCOPE_READ_LOCAL, scope_read
+from ..policy.capabilities import SCOPE_READ_LOCAL, SIGNAL_READ, scope_read
 from ..retrieve import filters as recall_filters
 from ..retrieve import planner, scoring
 from ..retrieve.temporal_filter import TemporalFilter
@@ -111,10 +111,25 @@ class RecallCoordinator:
                                 capability=capability)  # fmt: skip
         pack, layers_out = packs.assemble(spec, request, ranked, context, trail, self.ctx.ids, started)
         pack["as_of"] = format_ts(plan.temporal.as_of or plan.temporal.reference or now)  # the anchor used
+        await self._signals(pack, scopes, plan, now, caller, tenant_id)
         key = (caller, spec.idempotency_key) if spec.idempotency_key else None
         self.cache.put(pack, now, key, epoch, caller, digest)
         for event in packs.events(spec, pack, layers_out, ranked, trail):
             yield event
+
+    async def _signals(self, pack: dict[str, Any], scopes: list[str], plan: Plan, now: dt.datetime,
+                       caller: str, tenant: str) -> None:  # fmt: skip
+        """The ``signals`` pack part (engine/signals.py: decayed to the pack's anchor, of the
+        traversed scopes whose ``signal.read`` the caller holds); a cut is counted in diagnostics."""
+        moment = plan.temporal.as_of or plan.temporal.reference or now
+        policy = self.ctx.policy
+        pack["signals"], evicted = await self.ctx.signals.for_recall(
+            scopes, moment, tenant, plan.temporal.as_of, lambda scope: policy.verdict(caller, SIGNAL_READ, scope).allowed)
+        report = pack.get("diagnostics")
+        if report is not None:
+            report["signals_evicted"] = evicted
+            if evicted and not report["_partial"]:
+                report["_partial"], report["_partial_reason"] = True, "signals_capped"
 
     async def _classify(self, spec: RecallSpec, tenant_id: str, now: dt.datetime,
                         trail: packs.Trail) -> Plan:  # fmt: skip

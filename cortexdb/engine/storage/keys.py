@@ -47,6 +47,10 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | BR    | blob_id, evt_id                             | scope — an event referring to a blob |
 | BE    | evt_id, blob_id                             | empty — the blobs an event refers to |
 | BH    | sha256, blob_id                             | empty — the blob ids of a content    |
+| SG    | scope, sig_id                               | JSON: a signal (``engine/signals.py``) |
+| SGT   | tenant, signal type                         | JSON: a tenant's signal type settings |
+| PR    | scope, prp_id                               | JSON: a memory write proposal (``engine/proposals.py``) |
+| IQ    | scope, intake item id                       | JSON: an intake result awaiting acknowledgement |
 
 A table of the storage layer (``table.Table``) is a prefix — the table name and, for a per-scope
 table, the scope — and its rows' keys are that prefix followed by their remaining parts
@@ -71,6 +75,7 @@ POLICY_DOCS, REVOKED, AUDIT_ROWS, PEPPERS = b"PO", b"RV", b"AU", b"PP"
 JOBS, ERASURE_MANIFESTS = b"J", b"EM"
 SUPPRESSIONS, FORGOTTEN = b"FG", b"FD"  # forget: never emptied by rebuild
 BLOBS, BLOB_REFERENCES, EVENT_BLOBS, BLOB_CONTENTS = b"BL", b"BR", b"BE", b"BH"
+SIGNALS, SIGNAL_TYPES, PROPOSALS, INTAKE_QUEUE = b"SG", b"SGT", b"PR", b"IQ"  # primary, not derived
 
 #: the per-scope tables of derived records (``rebuild`` empties them)
 SCOPED_DERIVED_TABLES = (
@@ -78,7 +83,8 @@ SCOPED_DERIVED_TABLES = (
     OPEN_EPISODES, CONCEPTS, VECTORS, FACT_VERSIONS, BELIEF_VERSIONS, EPISODE_VERSIONS,
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
-FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN)
+FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN, SIGNALS,
+                 PROPOSALS, INTAKE_QUEUE)
 #: the node tables a forget of events compacts whole (one range: no other table sorts between
 #: them): entities go with their last mention
 FORGET_ENTITY_TABLES = (ENTITIES, ENTITY_ALIASES, ENTITY_MENTIONS, EVENT_ENTITIES)

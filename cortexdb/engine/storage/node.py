@@ -30,6 +30,7 @@ tables — the server never builds a key.  A scope actor's tables come from ``pa
 | ``event_blobs``    | BE    | (evt_id, blob_id)                    | mark             |
 | ``blob_contents``  | BH    | (sha256, blob_id)                    | mark             |
 | ``belief_homes``   | BS    | belief_id                            | scope            |
+| ``signal_types``   | SGT   | (tenant, signal type)                | JSON             |
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ class NodeTables:
         self.event_blobs = table(keys.EVENT_BLOBS, MARK)
         self.blob_contents = table(keys.BLOB_CONTENTS, MARK)
         self.belief_homes: Table[str] = table(keys.BELIEF_HOMES, TEXT)  # belief id -> its scope
+        self.signal_types = table(keys.SIGNAL_TYPES, JSON)  # a tenant's signal type overrides
         self._pending = table(keys.PENDING, MARK)
         self._all_beliefs = table(keys.BELIEFS, MARK)  # (scope, belief_id): every scope's
         self._foreign_work = table(keys.FOREIGN_WORK, JSON)

@@ -24,6 +24,7 @@ from . import (
     policy,
     recall,
     scopes,
+    signals,
     transfer,
     unbuilt,
     understanding,
@@ -31,5 +32,5 @@ from . import (
 
 BLUEPRINTS = (experience.api, recall.api, answer.api, forget.api, layers.api, understanding.api, phrases.api,
               scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
-              transfer.api, feeds.api,
+              transfer.api, feeds.api, signals.api,
               admin.openapi_api, unbuilt.api)  # fmt: skip  (unbuilt last: the fallback)
