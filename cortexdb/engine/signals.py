@@ -67,8 +67,10 @@ class SignalService:
         return existed
 
     # -- writing -------------------------------------------------------------------------------
-    async def record(self, request: dict[str, Any], *, caller: str, tenant: str) -> dict[str, Any]:
+    async def record(self, request: dict[str, Any], *, caller: str | None = None,
+                     tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
         """Record one signal; the answer is the stored signal with its effective intensity now."""
+        caller, tenant = caller or self.ctx.config.default_caller, tenant or self.ctx.config.tenant_id
         signal = self._checked(request, caller)
         self.ctx.policy.check(caller, SIGNAL_WRITE, signal["scope"])
         subject = signal["subject"]
@@ -126,13 +128,14 @@ class SignalService:
         found.sort(key=lambda s: (s["observed_at"], s["id"]))
         return found
 
-    async def snapshot(self, scope: str, *, caller: str, tenant: str, subject: str | None = None,
+    async def snapshot(self, scope: str, *, caller: str | None = None, tenant: str | None = None, subject: str | None = None,
                        kind: str | None = None, as_of: str | None = None, window_seconds: float | None = None,
                        limit: int | None = None) -> dict[str, Any]:  # fmt: skip
         """Per subject and type: the level now (effective intensity), the trajectory over the
         window and the subject's overall trajectory; and the signals themselves, newest first
         (at most ``limit``: ``total`` counts them all)."""
         scope = canonical_scope(scope)
+        caller, tenant = caller or self.ctx.config.default_caller, tenant or self.ctx.config.tenant_id
         self.ctx.policy.check(caller, SIGNAL_READ, scope)
         if subject is not None:
             rules.check_subject(subject)
