@@ -95,6 +95,15 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("PUT", "/v1/signals/types/{name}"): (ADMIN, with_body("/v1/signals/types/frustration",
                                                            lambda c: {"half_life_seconds": 3600})),
     ("DELETE", "/v1/signals/types/{name}"): (ADMIN, q("/v1/signals/types/frustration")),
+    # proposals are held writes of their scope: writers propose, readers read, owners review
+    ("POST", "/v1/proposals"): (WRITE, with_body("/v1/proposals", lambda c: {
+        "scope": VAULT, "experience": body("a proposed note", scope=VAULT)})),
+    ("GET", "/v1/proposals"): (READ, q("/v1/proposals?scope=ws:vault")),
+    ("GET", "/v1/proposals/{proposal_id}"): (READ, q("/v1/proposals/{proposal_id}?scope=ws:vault")),
+    ("POST", "/v1/proposals/{proposal_id}/approve"): (OWN, with_body("/v1/proposals/{proposal_id}/approve",
+                                                                     lambda c: {"scope": VAULT})),
+    ("POST", "/v1/proposals/{proposal_id}/reject"): (OWN, with_body("/v1/proposals/{proposal_id}/reject",
+                                                                    lambda c: {"scope": VAULT, "note": "no"})),
     # tenant-wide phrases: everyone reads, admins write
     ("POST", "/v1/temporal/phrases"): (ADMIN, with_body("/v1/temporal/phrases", lambda c: {
         "name": "q9", "pattern": "fiscal Q9", "resolves_to": {"valid_during": ["2026-07-01", "2026-10-01"]}})),
@@ -217,6 +226,9 @@ async def _seed(h) -> dict[str, Any]:
     ctx["import_id"] = (await h.engine.imports.wait(started["import_id"]))["import_id"]
     started = await h.engine.exports.start({"scope": VAULT, "format": "jsonl"}, caller="user:alice", tenant_id=TENANT)
     ctx["export_id"] = (await h.engine.exports.wait(started["export_id"]))["export_id"]
+    proposed = await h.engine.proposals.propose({"scope": VAULT, "experience": body(f"{SECRET} proposes", scope=VAULT)},
+                                                caller="user:wendy", tenant=TENANT)  # fmt: skip
+    ctx["proposal_id"] = proposed["id"]
     return ctx
 
 

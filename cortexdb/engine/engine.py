@@ -36,7 +36,7 @@ from .recall.coordinator import RecallCoordinator
 from .recall.traversal import traverse
 from .results import BulkResult, ExperienceResult, Traversal
 from .scopes import canonical_scope
-from .signals import SignalService
+from .signals import agent_services
 from .storage import NodeTables
 from .writes import Writes
 
@@ -63,7 +63,7 @@ class Engine:
         self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
         self.imports = transfer.ImportService(self, ctx, self.erasures.jobs)  # imports (§8.11): start, status...
         self.exports = transfer.ExportService(self, ctx, self.erasures.jobs)  # exports (§8.12): start, status...
-        self.signals = ctx.signals = SignalService(ctx)  # signals: record, snapshot, types (docs/signals.md)
+        self.signals, self.proposals = agent_services(self, ctx)  # docs/signals.md, docs/proposals.md
         self.blobs = ctx.blobs  # blobs (§8.13): engine/blobs.py's BlobService: put, stat, open, read, release
         self.embedder = ctx.embedder  # its name and dimension are recorded per data dir (M embedder)
 

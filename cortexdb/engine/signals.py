@@ -20,6 +20,7 @@ from ..errors import InvalidRequest, UnknownField
 from .actors.messages import ScopeRecords
 from .derive import signals as rules
 from .policy.capabilities import SIGNAL_READ, SIGNAL_WRITE
+from .proposals import ProposalService
 from .scopes import canonical_scope
 from .temporal import format_ts, parse_rfc3339
 
@@ -245,3 +246,10 @@ class SignalService:
             return len(ops)
 
         return await self._ask(canonical_scope(scope), delete)
+
+
+def agent_services(engine: Any, ctx: Any) -> tuple[SignalService, ProposalService]:
+    """The engine's signal and proposal services (``Engine.signals``, ``Engine.proposals``);
+    ``ctx.signals`` is how recall, forget and erasure reach signals, ``ctx.proposals`` proposals."""
+    ctx.signals, ctx.proposals = SignalService(ctx), ProposalService(engine, ctx)
+    return ctx.signals, ctx.proposals

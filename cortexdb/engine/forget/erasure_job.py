@@ -190,8 +190,9 @@ class ErasureSteps:
             inside = (await self._manifests.head(run.id, live=False))["summary"]["inside_scopes"]
             count = 0  # data subject in the other scopes the erasure touches (docs/signals.md)
             for scope in sorted(set(inside) | set(state["touched_scopes"])):
-                if scope in inside:
+                if scope in inside:  # its held writes go too (docs/proposals.md)
                     count += await self._ctx.signals.forget(scope, everything=True)
+                    await self._ctx.proposals.drop(scope)
                 for subject in params["subjects"]:
                     count += await self._ctx.signals.forget(scope, subject=subject)
             run.progress["erased_signals"] = count

@@ -22,6 +22,7 @@ from . import (
     lifecycle,
     phrases,
     policy,
+    proposals,
     recall,
     scopes,
     signals,
@@ -32,5 +33,5 @@ from . import (
 
 BLUEPRINTS = (experience.api, recall.api, answer.api, forget.api, layers.api, understanding.api, phrases.api,
               scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
-              transfer.api, feeds.api, signals.api,
+              transfer.api, feeds.api, signals.api, proposals.api,
               admin.openapi_api, unbuilt.api)  # fmt: skip  (unbuilt last: the fallback)
