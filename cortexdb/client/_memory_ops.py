@@ -56,5 +56,34 @@ class Signals(Namespace):
         return self.run(Call("DELETE", f"/v1/signals/types/{segment(name)}", parse=record(Record)))
 
 
-def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}
+class Proposals(Namespace):
+    """Memory write proposals (docs/proposals.md): held until a scope owner approves or rejects them."""
+
+    def propose(self, experience: Mapping[str, Any], *, scope: str | None = None, rationale: str | None = None) -> Any:
+        """Hold an experience envelope for review; the answer is the pending proposal."""
+        body: dict[str, Any] = {"scope": self.resolve_scope(scope), "experience": dict(experience)}
+        if rationale is not None:
+            body["rationale"] = rationale
+        return self.run(Call("POST", "/v1/proposals", json=body, parse=record(Record)))
+
+    def list(self, scope: str | None = None, *, status: str | None = None, limit: int | None = None,
+             cursor: str | None = None) -> Any:  # fmt: skip
+        params = {"scope": self.resolve_scope(scope), "status": status, "limit": limit, "cursor": cursor}
+        return self.run(Call("GET", "/v1/proposals", params=params, parse=record(Record)))
+
+    def get(self, proposal_id: str, *, scope: str | None = None) -> Any:
+        return self.run(Call("GET", f"/v1/proposals/{segment(proposal_id)}", params={"scope": self.resolve_scope(scope)},
+                              parse=record(Record)))  # fmt: skip
+
+    def approve(self, proposal_id: str, *, scope: str | None = None, note: str | None = None,
+                wait: str | None = None) -> Any:  # fmt: skip
+        """Approve: the write commits as the caller; ``committed`` is its experience result."""
+        return self._review(proposal_id, "approve", scope, note, {"wait": wait})
+
+    def reject(self, proposal_id: str, *, scope: str | None = None, note: str | None = None) -> Any:
+        return self._review(proposal_id, "reject", scope, note, {})
+
+    def _review(self, proposal_id: str, verb: str, scope: str | None, note: str | None, params: dict) -> Any:
+        body = {"scope": self.resolve_scope(scope), **({"note": note} if note is not None else {})}
+        return self.run(Call("POST", f"/v1/proposals/{segment(proposal_id)}/{verb}", json=body, params=params,
+                             parse=record(Record)))  # fmt: skip
