@@ -20,6 +20,7 @@ from ..errors import InvalidRequest, UnknownField
 from .actors.messages import ScopeRecords
 from .derive import signals as rules
 from .policy.capabilities import SIGNAL_READ, SIGNAL_WRITE
+from .intake import IntakeService
 from .proposals import ProposalService
 from .scopes import canonical_scope
 from .temporal import format_ts, parse_rfc3339
@@ -248,8 +249,8 @@ class SignalService:
         return await self._ask(canonical_scope(scope), delete)
 
 
-def agent_services(engine: Any, ctx: Any) -> tuple[SignalService, ProposalService]:
-    """The engine's signal and proposal services (``Engine.signals``, ``Engine.proposals``);
-    ``ctx.signals`` is how recall, forget and erasure reach signals, ``ctx.proposals`` proposals."""
-    ctx.signals, ctx.proposals = SignalService(ctx), ProposalService(engine, ctx)
-    return ctx.signals, ctx.proposals
+def agent_services(engine: Any, ctx: Any) -> tuple[SignalService, ProposalService, IntakeService]:
+    """The engine's signal, proposal and intake services (``Engine.signals``, ``.proposals``,
+    ``.intake``); recall, forget and erasure reach them through ``ctx``."""
+    ctx.signals, ctx.proposals, ctx.intake = SignalService(ctx), ProposalService(engine, ctx), IntakeService(ctx)
+    return ctx.signals, ctx.proposals, ctx.intake

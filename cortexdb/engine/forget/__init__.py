@@ -83,6 +83,7 @@ class ForgetService:
             # blob cascade (issue 12): once i12-blobs is merged, the blobs only blanked events
             # referred to go here: ``await blobs.release_blobs_of(ctx, blanked)`` (ctx.blobs is
             # the BlobService), before the scrub below compacts the store
+        await ctx.intake.forget(scope, event_ids=blanked, record_ids=derived)  # their hints quote them
         if "signals" in spec.layers:  # primary records: only when named (docs/signals.md)
             deleted["signals"] = await self._signals(spec)
         await ops.scrub(ctx, scopes=[scope], event_ids=blanked, record_ids=derived)

@@ -27,7 +27,7 @@ event's scope from it), shared with ``NodeTables``; the partition's actor is the
 | ``forgotten``      | FD    | record id                       | JSON note: 410 on lookup    |
 | ``signals``        | SG    | sig_id                          | JSON: a signal (primary: rebuild keeps it) |
 | ``proposals``      | PR    | prp_id                          | JSON: a memory write proposal |
-| ``intake_queue``   | IQ    | intake item id                  | JSON: an intake result to acknowledge |
+| ``intake_queue``   | IQ    | intk_id                         | JSON: an intake result to acknowledge (derived) |
 """
 
 from __future__ import annotations
