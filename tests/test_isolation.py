@@ -104,6 +104,9 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
                                                                      lambda c: {"scope": VAULT})),
     ("POST", "/v1/proposals/{proposal_id}/reject"): (OWN, with_body("/v1/proposals/{proposal_id}/reject",
                                                                     lambda c: {"scope": VAULT, "note": "no"})),
+    # intake results belong to the caller who wrote the event: readers list (their own: none), writers acknowledge
+    ("GET", "/v1/intake/pending"): (READ, q("/v1/intake/pending?scope=ws:vault")),
+    ("POST", "/v1/intake/{item_id}/ack"): (WRITE, with_body("/v1/intake/{intake_id}/ack", lambda c: {"scope": VAULT})),
     # tenant-wide phrases: everyone reads, admins write
     ("POST", "/v1/temporal/phrases"): (ADMIN, with_body("/v1/temporal/phrases", lambda c: {
         "name": "q9", "pattern": "fiscal Q9", "resolves_to": {"valid_during": ["2026-07-01", "2026-10-01"]}})),
@@ -229,6 +232,10 @@ async def _seed(h) -> dict[str, Any]:
     proposed = await h.engine.proposals.propose({"scope": VAULT, "experience": body(f"{SECRET} proposes", scope=VAULT)},
                                                 caller="user:wendy", tenant=TENANT)  # fmt: skip
     ctx["proposal_id"] = proposed["id"]
+    response, data = await h.call("POST", "/v1/experience?wait=consolidated",
+                                  json=body(f"He lives in {SECRET}ville.", scope=VAULT))  # fmt: skip
+    assert response.status_code == 200, data
+    ctx["intake_id"] = (await h.engine.intake.pending(VAULT, caller="user:alice"))["items"][0]["id"]
     return ctx
 
 

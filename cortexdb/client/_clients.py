@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from ._admin_ops import Admin, Audit, Auth, Blobs, Erasures, Forgetting, Phrases, Policy, Scopes
-from ._memory_ops import Proposals, Signals
+from ._memory_ops import Intake, Proposals, Signals
 from ._ops import Beliefs, Episodes, Events, Facts, Lifecycle, Understanding, Writes
 from ._settings import Settings
 from ._transfer import Transfers
@@ -28,7 +28,7 @@ class _Client(Writes, Forgetting, Transfers):
         self.lifecycle, self.erasures, self.blobs = Lifecycle(transport), Erasures(transport), Blobs(transport)
         self.scopes, self.policy, self.audit = Scopes(transport), Policy(transport), Audit(transport)
         self.auth, self.phrases, self.admin = Auth(transport), Phrases(transport), Admin(transport)
-        self.signals, self.proposals = Signals(transport), Proposals(transport)
+        self.signals, self.proposals, self.intake = Signals(transport), Proposals(transport), Intake(transport)
 
     @property
     def settings(self) -> Settings:

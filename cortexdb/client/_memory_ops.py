@@ -87,3 +87,17 @@ class Proposals(Namespace):
         body = {"scope": self.resolve_scope(scope), **({"note": note} if note is not None else {})}
         return self.run(Call("POST", f"/v1/proposals/{segment(proposal_id)}/{verb}", json=body, params=params,
                              parse=record(Record)))  # fmt: skip
+
+
+class Intake(Namespace):
+    """The pending intake results of the caller's writes (docs/intake.md)."""
+
+    def pending(self, scope: str | None = None, *, status: str | None = None, limit: int | None = None,
+                cursor: str | None = None) -> Any:  # fmt: skip
+        """A page (``items``, ``next_cursor``, ``has_more``) of results awaiting acknowledgement."""
+        params = {"scope": self.resolve_scope(scope), "status": status, "limit": limit, "cursor": cursor}
+        return self.run(Call("GET", "/v1/intake/pending", params=params, parse=record(Record)))
+
+    def ack(self, item_id: str, *, scope: str | None = None) -> Any:
+        return self.run(Call("POST", f"/v1/intake/{segment(item_id)}/ack", json={"scope": self.resolve_scope(scope)},
+                             parse=record(Record)))  # fmt: skip

@@ -36,7 +36,7 @@ from ..temporal import format_ts
 from . import pack as packs
 from .cache import PackCache
 from .request import LAYERS, RecallSpec, validate
-from .traversal import traverse
+from .traversal import traverse, verdict
 
 MMR_LAMBDA = 0.7
 
@@ -124,7 +124,7 @@ class RecallCoordinator:
         moment = plan.temporal.as_of or plan.temporal.reference or now
         policy = self.ctx.policy
         pack["signals"], evicted = await self.ctx.signals.for_recall(
-            scopes, moment, tenant, plan.temporal.as_of, lambda scope: policy.verdict(caller, SIGNAL_READ, scope).allowed)
+            scopes, moment, tenant, plan.temporal.as_of, lambda scope: verdict(policy, caller, SIGNAL_READ, scope).allowed)
         report = pack.get("diagnostics")
         if report is not None:
             report["signals_evicted"] = evicted

@@ -18,6 +18,7 @@ from . import (
     experience,
     feeds,
     forget,
+    intake,
     layers,
     lifecycle,
     phrases,
@@ -33,5 +34,5 @@ from . import (
 
 BLUEPRINTS = (experience.api, recall.api, answer.api, forget.api, layers.api, understanding.api, phrases.api,
               scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
-              transfer.api, feeds.api, signals.api, proposals.api,
+              transfer.api, feeds.api, signals.api, proposals.api, intake.api,
               admin.openapi_api, unbuilt.api)  # fmt: skip  (unbuilt last: the fallback)
