@@ -7,6 +7,7 @@ import pytest
 
 from cortexdb.client import AsyncCortexClient
 from cortexdb.errors import NotFound
+from cortexdb.schemas import validator
 
 from .sdk_support import live
 from .server_support import body, server
@@ -21,12 +22,14 @@ async def test_pending_and_ack(tmp_path):
         response, page = await h.call("GET", f"/v1/intake/pending?scope={SCOPE}")
         assert response.status_code == 200, page
         (item,) = page["items"]
+        validator("intake_item").validate(item)
         assert item["status"] == "needs_clarification" and item["event_id"] == data["event_id"]
         assert item["questions"] == ['Does "He" in "He lives in Oslo." mean Bob or Carl?'] and item["surfacing_hint"]
         response, page = await h.call("GET", f"/v1/intake/pending?scope={SCOPE}&status=conflict_detected")
         assert page["items"] == []
         response, done = await h.call("POST", f"/v1/intake/{item['id']}/ack", json={"scope": SCOPE})
         assert response.status_code == 200 and done["acknowledged_by"] == "user:alice", done
+        validator("intake_item").validate(done)
         response, again = await h.call("POST", f"/v1/intake/{item['id']}/ack", json={"scope": SCOPE})
         assert response.status_code == 404, again
         response, page = await h.call("GET", f"/v1/intake/pending?scope={SCOPE}")

@@ -34,6 +34,10 @@ class EngineConfig:
     belief_min_evidence_delta: float = 0.05
     belief_cooldown: str = "PT0S"
     belief_max_revisions_per_hour: int = 3600
+    # how a belief's confidence follows from its evidence: "beta_posterior" (the posterior mean) or
+    # "min_input" (the same, never above its weakest supporting fact's confidence; docs/extraction.md)
+    belief_confidence_rule: str = attrs.field(default="beta_posterior",
+                                              validator=attrs.validators.in_(("beta_posterior", "min_input")))
     lifecycle_window_seconds: float = 3600.0
     subscriber_buffer: int = 10_000
     idempotency_ttl_seconds: float = 86_400.0

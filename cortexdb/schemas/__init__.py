@@ -11,7 +11,7 @@ NAMES = (
     "lifecycle_event", "error_envelope", "experience_result", "stratified_pack", "scope",
     "capability_set", "audit_row", "token_claims", "page", "recall_request", "forget_request",
     "answer_response", "signal_request", "signal", "signal_snapshot",
-    "proposal_request", "proposal",
+    "proposal_request", "proposal", "intake_item",
 )  # fmt: skip
 
 

@@ -24,7 +24,7 @@ async def intake_pending(call: Call):
                                                   limit=page_limit(args.get("limit")), cursor=args.get("cursor"))  # fmt: skip
 
 
-@api("POST", "/v1/intake/{item_id}/ack", tier="beta", rate="write", fields={"scope": None},
+@api("POST", "/v1/intake/{item_id}/ack", tier="beta", rate="write", fields={"scope": None}, response_schema="intake_item",
      summary="Acknowledge a pending intake result")
 async def intake_ack(call: Call, item_id: str):
     body = call.json()
