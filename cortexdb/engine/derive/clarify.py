@@ -27,6 +27,8 @@ _NAME = re.compile(r"\b([A-Z][a-z]+(?: [A-Z][a-z]+)*)\b")
 _NOT_NAMES = {"I", "He", "She", "They", "It", "We", "You", "The", "A", "An", "My", "Our", "This", "That", "Yesterday",
               "Today", "Tomorrow", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}  # fmt: skip
 MAX_QUESTIONS = 10  # pronoun questions one event may raise (the rest are counted)
+#: the fields of an intake entry that quote the event's text (a redaction strips them)
+QUOTING = ("predicate", "surfacing_hint", "sentence", "questions", "candidates", "name", "pronoun")
 
 
 def _either(names: list[str]) -> str:
