@@ -22,8 +22,8 @@ and the record's row becomes the next version (``version`` 2, ``recorded_from`` 
 here Paris superseded by Berlin, the Paris belief revised, the first episode grown; each belief
 notes its scope (``BS``, new rows).  Those three records' rows are in ``pairs_replaced_since_v0``.
 Issue 16 (docs/intake.md) reports noise: an event whose text yields nothing now says so in its
-intake report (``rejected``, ``not_assertion_worthy``), so its state and its ``extracted``
-lifecycle row are in ``pairs_replaced_since_v0`` too.
+intake report (``rejected``, ``not_assertion_worthy``), so its state and its ``extracted`` and
+``consolidated`` lifecycle rows (whose intake counts include it) are in ``pairs_replaced_since_v0`` too.
 
 The answers are v0's except where the meaning of time changed (``answers_replaced_since_v0``,
 [path, value] pairs): a fact superseded in place by v0 (``recorded_to`` on its one row) reads
