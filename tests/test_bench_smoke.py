@@ -157,3 +157,13 @@ def test_versions_benchmark_runs_on_a_slice():
     assert re.search(r"derivation, one event per commit: [\d,]+ events/s", result.stdout)
     assert re.search(r"closed versions: [\d,]+ rows, [\d,]+ bytes = [\d.]+% of the derived tables", result.stdout)
     assert re.search(r"LevelDB table files once compacted: [\d,]+ bytes", result.stdout)
+
+
+def test_signals_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/signals.py", "--events", "60", "--signals", "0,5", "--queries", "5"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"signals=\s+5\s+recall p50\s+[\d.]+ ms \(off:\s+[\d.]+\)\s+ratio\s+[\d.]+", result.stdout)
+    assert re.search(r"record p50 [\d.]+ ms\s+snapshot .* p50 [\d.]+ ms", result.stdout)

@@ -153,7 +153,7 @@ class EngineConfig:
     # ((type, half_life_seconds, "positive" | "negative"), ...); a tenant's own settings win
     signal_types: tuple[tuple[str, float, str], ...] = ()
     signal_snapshot_max: int = 10_000  # signals one snapshot reads in a scope (422 beyond: narrow it)
-    recall_signals_max: int = 20  # signals a recall pack carries (the rest counted in diagnostics)
+    recall_signals_max: int = 20  # signals a recall pack carries (the rest counted in diagnostics; 0: none read)
     # -- intake results (docs/intake.md) ----------------------------------------------------------
     # the intake statuses queued for the writing agent to read and acknowledge (GET /v1/intake/pending)
     intake_queue_statuses: tuple[str, ...] = ("conflict_detected", "needs_clarification")

@@ -200,8 +200,12 @@ class SignalService:
         """The ``signals`` pack part: the scopes' signals the caller may read (``allowed(scope)``),
         each with its decayed intensity and its type's trajectory, strongest first, at most
         ``recall_signals_max``; and how many more there were (diagnostics' ``signals_evicted``).
-        Signals decayed under the floor are left out (they are noise, not evictions)."""
+        Signals decayed under the floor are left out (they are noise, not evictions).
+        ``recall_signals_max`` 0 turns the part off: no signal is read."""
         items: list[dict[str, Any]] = []
+        cap = self.ctx.config.recall_signals_max
+        if cap == 0:
+            return [], 0
         kinds = await self.types(tenant)
         for scope in scopes:
             if not allowed(scope):
@@ -213,7 +217,6 @@ class SignalService:
                 if item["effective_intensity"] >= self.settings.floor and signal["observed_at"] <= format_ts(moment):
                     items.append(item)
         items.sort(key=lambda i: (-i["effective_intensity"], i["id"]))
-        cap = self.ctx.config.recall_signals_max
         return items[:cap], max(0, len(items) - cap)
 
     # -- forgetting ----------------------------------------------------------------------------
