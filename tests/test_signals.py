@@ -248,3 +248,19 @@ async def test_erasure_removes_signals(engine):
     assert (await engine.signals.snapshot(SCOPE))["total"] == 0
     left = (await engine.signals.snapshot("org:acme/ws:team"))["items"]
     assert [i["subject"] for i in left] == ["user:carol"]
+
+
+async def test_readings_order_by_time_not_by_text_and_future_ones_wait(engine, clock):
+    # "…09.5Z" sorts before "…09Z" as text; the level must be the later reading's
+    await engine.signals.record(signal(intensity=0.9, observed_at="2026-05-13T15:42:08.5Z"))
+    await engine.signals.record(signal(intensity=0.2, observed_at="2026-05-13T15:42:09Z"))
+    later = await engine.signals.record(signal(kind="trust", intensity=0.7, observed_at="2026-05-14T15:42:09Z"))
+    snap = await engine.signals.snapshot(SCOPE)
+    rows = {row["type"]: row for row in snap["subjects"][0]["types"]}
+    assert rows["frustration"]["effective_intensity"] == pytest.approx(0.2) and rows["frustration"]["observations"] == 2
+    assert rows["trust"]["observations"] == 0 and rows["trust"]["trajectory"] == "neutral"  # not yet observed
+    pack = await engine.recall({"scope": SCOPE, "query": "x"})
+    assert later["id"] not in [s["id"] for s in pack["signals"]]
+    clock.advance(DAY)
+    pack = await engine.recall({"scope": SCOPE, "query": "x"})
+    assert later["id"] in [s["id"] for s in pack["signals"]]

@@ -127,7 +127,7 @@ class SignalService:
             return out
 
         found = await self._ask(scope, read)
-        found.sort(key=lambda s: (s["observed_at"], s["id"]))
+        found.sort(key=lambda s: (parse_rfc3339(s["observed_at"]), s["id"]))  # RFC 3339 text does not sort
         return found
 
     async def snapshot(self, scope: str, *, caller: str | None = None, tenant: str | None = None, subject: str | None = None,
@@ -214,7 +214,7 @@ class SignalService:
             _, trajectories = self._subjects(found, kinds, moment, self.settings)
             for signal in found:
                 item = self._item(signal, kinds, moment, trajectories)
-                if item["effective_intensity"] >= self.settings.floor and signal["observed_at"] <= format_ts(moment):
+                if item["effective_intensity"] >= self.settings.floor:  # a reading after the moment is 0
                     items.append(item)
         items.sort(key=lambda i: (-i["effective_intensity"], i["id"]))
         return items[:cap], max(0, len(items) - cap)
