@@ -74,9 +74,9 @@ async def main(args) -> None:
                         held += 1
                     await timed_recalls(engine, 20)  # warm
                     out[count] = await timed_recalls(engine, args.queries)
-                if fill is False:
+                if not fill:
                     record, snap = [], []
-                    for i in range(200):
+                    for _ in range(200):
                         started = time.perf_counter()
                         await engine.signals.record({"scope": SCOPE, "subject": "user:u0", "type": "trust",
                                                      "intensity": 0.4})  # fmt: skip

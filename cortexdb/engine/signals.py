@@ -19,8 +19,8 @@ from typing import Any
 from ..errors import InvalidRequest, UnknownField
 from .actors.messages import ScopeRecords
 from .derive import signals as rules
-from .policy.capabilities import SIGNAL_READ, SIGNAL_WRITE
 from .intake import IntakeService
+from .policy.capabilities import SIGNAL_READ, SIGNAL_WRITE
 from .proposals import ProposalService
 from .scopes import canonical_scope
 from .temporal import format_ts, parse_rfc3339
