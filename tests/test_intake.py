@@ -32,6 +32,8 @@ def test_pronoun_questions_name_the_candidates():
     assert clarify.pronoun_questions("I live in Paris. The weather is nice.") == []
     many = clarify.pronoun_questions(" ".join(["He likes tea."] * 12))
     assert len(many) == clarify.MAX_QUESTIONS + 1 and many[-1]["count"] == 2  # the rest counted, not dropped
+    fewer = clarify.pronoun_questions(" ".join(["He likes tea."] * 12), limit=3)  # intake_max_questions
+    assert len(fewer) == 4 and fewer[-1]["count"] == 9
 
 
 def test_ambiguity_needs_two_candidates_and_hints_read_well():

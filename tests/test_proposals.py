@@ -85,6 +85,15 @@ async def test_bad_proposals_are_refused(engine, request_, error, field):
         assert caught.value.details["field"] == field
 
 
+async def test_the_text_limit_is_a_setting(engine_factory):
+    from cortexdb import EngineConfig
+
+    async with engine_factory(config=EngineConfig(default_caller="user:alice", proposal_text_max_chars=5)) as engine:
+        with pytest.raises(InvalidRequest) as caught:
+            await engine.proposals.propose(proposal(rationale="too long"))
+        assert caught.value.details == {"field": "rationale", "limit": 5}
+
+
 async def test_unknown_proposals_and_bad_listings(engine):
     with pytest.raises(NotFound):
         await engine.proposals.get(SCOPE, "prp_nope")

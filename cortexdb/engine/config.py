@@ -154,6 +154,10 @@ class EngineConfig:
     signal_types: tuple[tuple[str, float, str], ...] = ()
     signal_snapshot_max: int = 10_000  # signals one snapshot reads in a scope (422 beyond: narrow it)
     recall_signals_max: int = 20  # signals a recall pack carries (the rest counted in diagnostics; 0: none read)
+    signal_note_max_chars: int = 1000  # a signal's note (422 beyond)
+    proposal_text_max_chars: int = 2000  # a proposal's rationale, a review's note (422 beyond)
     # -- intake results (docs/intake.md) ----------------------------------------------------------
     # the intake statuses queued for the writing agent to read and acknowledge (GET /v1/intake/pending)
     intake_queue_statuses: tuple[str, ...] = ("conflict_detected", "needs_clarification")
+    intake_max_questions: int = 10  # pronoun questions listed per event (the rest counted in one entry)
+    intake_name_candidates: int = 20  # entities a one-word name is compared with (ambiguous_entity)

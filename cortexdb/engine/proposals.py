@@ -32,13 +32,13 @@ from .temporal import format_ts
 FIELDS = {"scope", "experience", "rationale"}
 STATUSES = ("pending", "approved", "rejected")
 SOURCES = ("agent", "require_review")
-TEXT_MAX = 2000
 
 
-def _text(body: dict[str, Any], field: str) -> str | None:
+def _text(body: dict[str, Any], field: str, most: int) -> str | None:
     value = body.get(field)
-    if value is not None and (not isinstance(value, str) or len(value) > TEXT_MAX):
-        raise InvalidRequest(f"{field} must be a string of at most {TEXT_MAX} characters", details={"field": field})
+    if value is not None and (not isinstance(value, str) or len(value) > most):
+        raise InvalidRequest(f"{field} must be a string of at most {most} characters (proposal_text_max_chars)",
+                             details={"field": field, "limit": most})  # fmt: skip
     return value
 
 
@@ -92,7 +92,7 @@ class ProposalService:
         proposal = {
             "id": self.ctx.ids.new("prp"), "scope": scope, "status": "pending", "source": source,
             "proposed_by": caller, "proposed_at": format_ts(self.ctx.clock.now()), "tenant_id": tenant,
-            "experience": envelope, "rationale": _text(request, "rationale"),
+            "experience": envelope, "rationale": _text(request, "rationale", self.ctx.config.proposal_text_max_chars),
             "reviewed_by": None, "reviewed_at": None, "review_note": None, "committed": None,
         }  # fmt: skip
 
@@ -150,14 +150,14 @@ class ProposalService:
                      note: str | None = None) -> dict[str, Any]:  # fmt: skip
         scope, caller = canonical_scope(scope), self._who(caller, None)[0]
         self.ctx.policy.check(caller, PROPOSAL_REVIEW, scope)
-        return await self._review(scope, proposal_id, "rejected", caller, _text({"note": note}, "note"))
+        return await self._review(scope, proposal_id, "rejected", caller, _text({"note": note}, "note", self.ctx.config.proposal_text_max_chars))
 
     async def approve(self, scope: str, proposal_id: str, *, caller: str | None = None, tenant: str | None = None,
                       note: str | None = None, wait: str | None = None) -> dict[str, Any]:  # fmt: skip
         """Approve and commit the write as ``caller``; a failed commit leaves it pending again."""
         scope, (caller, tenant) = canonical_scope(scope), self._who(caller, tenant)
         self.ctx.policy.check(caller, PROPOSAL_REVIEW, scope)
-        proposal = await self._review(scope, proposal_id, "approved", caller, _text({"note": note}, "note"))
+        proposal = await self._review(scope, proposal_id, "approved", caller, _text({"note": note}, "note", self.ctx.config.proposal_text_max_chars))
         try:
             result = await self.engine.experience(provenance(proposal["experience"], proposal, caller),
                                                   caller=caller, tenant_id=tenant, wait=wait)  # fmt: skip

@@ -26,7 +26,6 @@ from .scopes import canonical_scope
 from .temporal import format_ts, parse_rfc3339
 
 FIELDS = {"scope", "subject", "type", "intensity", "confidence", "observed_at", "note"}
-NOTE_MAX = 1000
 
 
 def _decimal(value: float) -> float:
@@ -96,9 +95,10 @@ class SignalService:
         now = self.ctx.clock.now()
         observed = request.get("observed_at")
         observed_at = now if observed is None else parse_rfc3339(observed, field="observed_at")
-        note = request.get("note")
-        if note is not None and (not isinstance(note, str) or len(note) > NOTE_MAX):
-            raise InvalidRequest(f"note must be a string of at most {NOTE_MAX} characters", details={"field": "note"})
+        note, most = request.get("note"), self.ctx.config.signal_note_max_chars
+        if note is not None and (not isinstance(note, str) or len(note) > most):
+            raise InvalidRequest(f"note must be a string of at most {most} characters (signal_note_max_chars)",
+                                 details={"field": "note", "limit": most})  # fmt: skip
         return {
             "id": self.ctx.ids.new("sig"), "scope": canonical_scope(request["scope"]),
             "subject": rules.check_subject(request["subject"]), "type": rules.check_type_name(request["type"]),

@@ -26,7 +26,7 @@ _ASSERTING = re.compile(
 _NAME = re.compile(r"\b([A-Z][a-z]+(?: [A-Z][a-z]+)*)\b")
 _NOT_NAMES = {"I", "He", "She", "They", "It", "We", "You", "The", "A", "An", "My", "Our", "This", "That", "Yesterday",
               "Today", "Tomorrow", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}  # fmt: skip
-MAX_QUESTIONS = 10  # pronoun questions one event may raise (the rest are counted)
+MAX_QUESTIONS = 10  # pronoun questions one event lists by default (EngineConfig.intake_max_questions)
 #: the fields of an intake entry that quote the event's text (a redaction strips them)
 QUOTING = ("predicate", "surfacing_hint", "sentence", "questions", "candidates", "name", "pronoun")
 
@@ -35,15 +35,16 @@ def _either(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
-def pronoun_questions(text: str) -> list[dict[str, Any]]:
-    """``needs_clarification`` entries for the sentences whose subject is a bare pronoun."""
+def pronoun_questions(text: str, limit: int = MAX_QUESTIONS) -> list[dict[str, Any]]:
+    """``needs_clarification`` entries for the sentences whose subject is a bare pronoun: at most
+    ``limit`` listed, the rest counted in one entry."""
     out: list[dict[str, Any]] = []
     seen: list[str] = []
     skipped = 0
     for sentence in (s.strip() for s in _SENTENCES.split(text or "")):
         match = _ASSERTING.match(sentence)
         if match:
-            if len(out) >= MAX_QUESTIONS:
+            if len(out) >= limit:
                 skipped += 1
             else:
                 out.append(_pronoun_entry(sentence, match.group("pronoun"), match.group("rest"), list(seen)))

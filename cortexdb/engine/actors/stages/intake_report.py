@@ -18,7 +18,6 @@ from ...temporal import format_ts
 from .common import StageContext
 
 READ_KINDS = ("text", "message")
-NAME_CANDIDATES = 20  # entities a one-word name is compared with
 
 
 async def complete(work: StageContext, event: Event, intake: list[dict[str, Any]], touched: dict[str, Fact],
@@ -31,7 +30,7 @@ async def complete(work: StageContext, event: Event, intake: list[dict[str, Any]
             entry["surfacing_hint"] = clarify.conflict_hint(fact_text(touched[entry["fact_id"]]),
                                                             [fact_text(o) for o in olds])  # fmt: skip
     text_read = read and event.content.get("kind") in READ_KINDS
-    added = clarify.pronoun_questions(content_text(event.content)) if text_read else []
+    added = clarify.pronoun_questions(content_text(event.content), work.config.intake_max_questions) if text_read else []
     for entry in list(intake):
         fact = touched.get(entry.get("fact_id")) if entry.get("status") in ("accepted", "conflict_detected") else None
         if fact is not None:
@@ -50,7 +49,7 @@ async def _ambiguous(work: StageContext, tenant: str, fact: Fact, ref: Any) -> d
     others: set[str] = set()
     tables = work.ctx.tables
     async for _, other_id in tables.entity_aliases.scan((tenant,), starting_with=normalise_alias(name) + " ",
-                                                         limit=NAME_CANDIDATES):  # fmt: skip
+                                                         limit=work.config.intake_name_candidates):  # fmt: skip
         if other_id != entity_id:
             others.add(other_id)
     names = [entity.name for entity in [await tables.entities.get((tenant, i)) for i in sorted(others)] if entity]
