@@ -185,6 +185,20 @@ async def test_recall_caps_signals_and_says_so(engine_factory):
         assert pack["diagnostics"]["signals_evicted"] == 2 and pack["diagnostics"]["_partial"] is True
 
 
+async def test_recall_goes_on_past_a_scope_with_too_many_signals(engine_factory):
+    config = EngineConfig(default_caller="user:alice", signal_snapshot_max=3)
+    async with engine_factory(config=config) as engine:
+        for i in range(4):
+            await engine.signals.record(signal(subject=f"user:u{i}"))
+        pack = await engine.recall({"scope": SCOPE, "query": "anything", "diagnostics": "summary"})
+        assert pack["signals"] == [] and pack["diagnostics"]["signals_unread_scopes"] == [SCOPE]
+        assert pack["diagnostics"]["_partial"] is True
+        with pytest.raises(InvalidRequest) as caught:
+            await engine.signals.snapshot(SCOPE)
+        assert caught.value.details == {"field": "subject", "limit": 3}
+        assert (await engine.signals.snapshot(SCOPE, subject="user:u1"))["total"] == 1
+
+
 async def test_recall_as_of_sees_the_signals_recorded_then(engine, clock):
     first = await engine.signals.record(signal(intensity=0.8))
     clock.advance(DAY)

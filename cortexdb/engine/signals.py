@@ -196,28 +196,34 @@ class SignalService:
         return item
 
     async def for_recall(self, scopes: list[str], moment: dt.datetime, tenant: str, as_of: dt.datetime | None,
-                         allowed: Any) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+                         allowed: Any) -> tuple[list[dict[str, Any]], int, list[str]]:  # fmt: skip
         """The ``signals`` pack part: the scopes' signals the caller may read (``allowed(scope)``),
         each with its decayed intensity and its type's trajectory, strongest first, at most
         ``recall_signals_max``; and how many more there were (diagnostics' ``signals_evicted``).
         Signals decayed under the floor are left out (they are noise, not evictions).
-        ``recall_signals_max`` 0 turns the part off: no signal is read."""
+        ``recall_signals_max`` 0 turns the part off: no signal is read.  A scope holding more than
+        ``signal_snapshot_max`` signals is not read (the recall goes on): it is in the third list."""
         items: list[dict[str, Any]] = []
+        unread: list[str] = []
         cap = self.ctx.config.recall_signals_max
         if cap == 0:
-            return [], 0
+            return [], 0, unread
         kinds = await self.types(tenant)
         for scope in scopes:
             if not allowed(scope):
                 continue
-            found = await self._read(scope, None, None, as_of)
+            try:
+                found = await self._read(scope, None, None, as_of)
+            except InvalidRequest:
+                unread.append(scope)
+                continue
             _, trajectories = self._subjects(found, kinds, moment, self.settings)
             for signal in found:
                 item = self._item(signal, kinds, moment, trajectories)
                 if item["effective_intensity"] >= self.settings.floor:  # a reading after the moment is 0
                     items.append(item)
         items.sort(key=lambda i: (-i["effective_intensity"], i["id"]))
-        return items[:cap], max(0, len(items) - cap)
+        return items[:cap], max(0, len(items) - cap), unread
 
     # -- forgetting ----------------------------------------------------------------------------
     async def forget(self, scope: str, *, subject: str | None = None, entity: str | None = None,

@@ -123,12 +123,14 @@ class RecallCoordinator:
         traversed scopes whose ``signal.read`` the caller holds); a cut is counted in diagnostics."""
         moment = plan.temporal.as_of or plan.temporal.reference or now
         policy = self.ctx.policy
-        pack["signals"], evicted = await self.ctx.signals.for_recall(
+        pack["signals"], evicted, unread = await self.ctx.signals.for_recall(
             scopes, moment, tenant, plan.temporal.as_of, lambda scope: verdict(policy, caller, SIGNAL_READ, scope).allowed)
         report = pack.get("diagnostics")
         if report is not None:
             report["signals_evicted"] = evicted
-            if evicted and not report["_partial"]:
+            if unread:  # more signals than signal_snapshot_max: not read, said so
+                report["signals_unread_scopes"] = unread
+            if (evicted or unread) and not report["_partial"]:
                 report["_partial"], report["_partial_reason"] = True, "signals_capped"
 
     async def _classify(self, spec: RecallSpec, tenant_id: str, now: dt.datetime,
