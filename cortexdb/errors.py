@@ -52,6 +52,10 @@ class UnknownField(InvalidBody):
     http_status = 422
 
 
+class InvalidRequest(InvalidBody):  # a malformed signal, proposal or review: details.field, details.reason
+    error_code, http_status = "INVALID_REQUEST", 422
+
+
 class InvalidQuery(CortexError):
     """An unknown or malformed query parameter or read filter, or a limit out of range."""
     error_code = "INVALID_QUERY"

@@ -180,3 +180,11 @@ def test_context_document_benchmark_runs_on_a_slice():
     for form in ("text", "xml"):
         assert re.search(rf"{form}: p50 [\d.]+ ms, p95 [\d.]+ ms, \d+ chars, [\d.]+ items kept", result.stdout)
     assert re.search(r"xml / text p50: [\d.]+x", result.stdout)
+def test_signals_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/signals.py", "--events", "60", "--signals", "0,5", "--queries", "5"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"signals=\s+5\s+recall p50\s+[\d.]+ ms \(off:\s+[\d.]+\)\s+ratio\s+[\d.]+", result.stdout)
+    assert re.search(r"record p50 [\d.]+ ms\s+snapshot .* p50 [\d.]+ ms", result.stdout)

@@ -23,6 +23,9 @@ here Paris superseded by Berlin, the Paris belief revised, the first episode gro
 notes its scope (``BS``, new rows).  Those three records' rows are in ``pairs_replaced_since_v0``.
 Issue 16 indexes facts whose object is an entity by that entity (``FO``, new rows: the
 relationship walk's incoming edges; an old data dir finds them after a rebuild).
+Issue 16 (docs/intake.md) reports noise: an event whose text yields nothing now says so in its
+intake report (``rejected``, ``not_assertion_worthy``), so its state and its ``extracted`` and
+``consolidated`` lifecycle rows (whose intake counts include it) are in ``pairs_replaced_since_v0`` too.
 
 The answers are v0's except where the meaning of time changed (``answers_replaced_since_v0``,
 [path, value] pairs): a fact superseded in place by v0 (``recorded_to`` on its one row) reads

@@ -93,6 +93,26 @@ SPECS: dict[tuple[str, str], tuple[frozenset[str], Build]] = {
     ("GET", "/v1/understanding/{concept_id}/related"): (READ, q("/v1/understanding/{concept_id}/related?scope=ws:vault")),
     # re-synthesis is administering the scope (understanding.synthesize, §8.7.11)
     ("POST", "/v1/understanding/synthesize"): (OWN, with_body("/v1/understanding/synthesize", lambda c: {"scope": VAULT})),
+    # signals live in their scope: writers record, readers read snapshots; type settings are tenant-wide
+    ("POST", "/v1/signals"): (WRITE, with_body("/v1/signals", lambda c: {
+        "scope": VAULT, "subject": "user:alice", "type": "frustration", "intensity": 0.5})),
+    ("GET", "/v1/signals"): (READ, q("/v1/signals?scope=ws:vault&subject=user:alice")),
+    ("GET", "/v1/signals/types"): (ANY, q("/v1/signals/types")),
+    ("PUT", "/v1/signals/types/{name}"): (ADMIN, with_body("/v1/signals/types/frustration",
+                                                           lambda c: {"half_life_seconds": 3600})),
+    ("DELETE", "/v1/signals/types/{name}"): (ADMIN, q("/v1/signals/types/frustration")),
+    # proposals are held writes of their scope: writers propose, readers read, owners review
+    ("POST", "/v1/proposals"): (WRITE, with_body("/v1/proposals", lambda c: {
+        "scope": VAULT, "experience": body("a proposed note", scope=VAULT)})),
+    ("GET", "/v1/proposals"): (READ, q("/v1/proposals?scope=ws:vault")),
+    ("GET", "/v1/proposals/{proposal_id}"): (READ, q("/v1/proposals/{proposal_id}?scope=ws:vault")),
+    ("POST", "/v1/proposals/{proposal_id}/approve"): (OWN, with_body("/v1/proposals/{proposal_id}/approve",
+                                                                     lambda c: {"scope": VAULT})),
+    ("POST", "/v1/proposals/{proposal_id}/reject"): (OWN, with_body("/v1/proposals/{proposal_id}/reject",
+                                                                    lambda c: {"scope": VAULT, "note": "no"})),
+    # intake results belong to the caller who wrote the event: readers list (their own: none), writers acknowledge
+    ("GET", "/v1/intake/pending"): (READ, q("/v1/intake/pending?scope=ws:vault")),
+    ("POST", "/v1/intake/{item_id}/ack"): (WRITE, with_body("/v1/intake/{intake_id}/ack", lambda c: {"scope": VAULT})),
     # tenant-wide phrases: everyone reads, admins write
     ("POST", "/v1/temporal/phrases"): (ADMIN, with_body("/v1/temporal/phrases", lambda c: {
         "name": "q9", "pattern": "fiscal Q9", "resolves_to": {"valid_during": ["2026-07-01", "2026-10-01"]}})),
@@ -223,6 +243,13 @@ async def _seed(h) -> dict[str, Any]:
     ctx["import_id"] = (await h.engine.imports.wait(started["import_id"]))["import_id"]
     started = await h.engine.exports.start({"scope": VAULT, "format": "jsonl"}, caller="user:alice", tenant_id=TENANT)
     ctx["export_id"] = (await h.engine.exports.wait(started["export_id"]))["export_id"]
+    proposed = await h.engine.proposals.propose({"scope": VAULT, "experience": body(f"{SECRET} proposes", scope=VAULT)},
+                                                caller="user:wendy", tenant=TENANT)  # fmt: skip
+    ctx["proposal_id"] = proposed["id"]
+    response, data = await h.call("POST", "/v1/experience?wait=consolidated",
+                                  json=body(f"He lives in {SECRET}ville.", scope=VAULT))  # fmt: skip
+    assert response.status_code == 200, data
+    ctx["intake_id"] = (await h.engine.intake.pending(VAULT, caller="user:alice"))["items"][0]["id"]
     return ctx
 
 

@@ -55,7 +55,8 @@ FACE_MODULES = {
     "cortexdb.engine.reads", "cortexdb.engine.results", "cortexdb.engine.context",
     "cortexdb.engine.lifecycle", "cortexdb.engine.phrases", "cortexdb.engine.jobs", "cortexdb.engine.blobs",
     "cortexdb.engine.blob_holds", "cortexdb.engine.understanding", "cortexdb.engine.vocabularies",
-    "cortexdb.engine.segmentation",
+    "cortexdb.engine.segmentation", "cortexdb.engine.signals", "cortexdb.engine.proposals",
+    "cortexdb.engine.intake",
 }  # fmt: skip
 FACE_PACKAGES = ("cortexdb.engine.recall", "cortexdb.engine.forget", "cortexdb.engine.transfer")
 # storage, and the adapters of other outside systems: the LLM providers (one speaks HTTP)

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from ._admin_ops import Admin, Audit, Auth, Blobs, Erasures, Forgetting, Phrases, Policy, Scopes
+from ._memory_ops import Intake, Proposals, Signals
 from ._ops import Beliefs, Episodes, Events, Facts, Lifecycle, Writes
 from ._relations import Relationships
 from ._settings import Settings
@@ -31,6 +32,7 @@ class _Client(Writes, Forgetting, Transfers):
         self.auth, self.phrases, self.admin = Auth(transport), Phrases(transport), Admin(transport)
         self.vocabularies = Vocabularies(transport)
         self.relationships = Relationships(transport)  # client.relationships.walk / .create
+        self.signals, self.proposals, self.intake = Signals(transport), Proposals(transport), Intake(transport)
 
     @property
     def settings(self) -> Settings:

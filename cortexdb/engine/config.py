@@ -37,6 +37,10 @@ class EngineConfig:
     belief_min_evidence_delta: float = 0.05
     belief_cooldown: str = "PT0S"
     belief_max_revisions_per_hour: int = 3600
+    # how a belief's confidence follows from its evidence: "beta_posterior" (the posterior mean) or
+    # "min_input" (the same, never above its weakest supporting fact's confidence; docs/extraction.md)
+    belief_confidence_rule: str = attrs.field(default="beta_posterior",
+                                              validator=attrs.validators.in_(("beta_posterior", "min_input")))
     lifecycle_window_seconds: float = 3600.0
     subscriber_buffer: int = 10_000
     idempotency_ttl_seconds: float = 86_400.0
@@ -167,3 +171,21 @@ class EngineConfig:
     # once it is this old by the engine's clock: 24 h leaves an upload time for the capture that
     # will refer to it
     blob_orphan_grace_seconds: float = 86_400.0
+    # -- signals (engine/signals.py, docs/signals.md) -------------------------------------------
+    # a trajectory compares a type's level now with its level this many seconds ago
+    signal_window_seconds: float = 7 * 86_400.0
+    signal_trajectory_threshold: float = 0.1  # a smaller change of the level is "stable"
+    signal_floor: float = 0.05  # levels under it count as fully decayed ("neutral")
+    signal_custom_half_life_seconds: float = 3 * 86_400.0  # a custom type without settings
+    # deployment overrides of the built-in types, and settings of custom ones:
+    # ((type, half_life_seconds, "positive" | "negative"), ...); a tenant's own settings win
+    signal_types: tuple[tuple[str, float, str], ...] = ()
+    signal_snapshot_max: int = 10_000  # signals one snapshot reads in a scope (422 beyond: narrow it)
+    recall_signals_max: int = 20  # signals a recall pack carries (the rest counted in diagnostics; 0: none read)
+    signal_note_max_chars: int = 1000  # a signal's note (422 beyond)
+    proposal_text_max_chars: int = 2000  # a proposal's rationale, a review's note (422 beyond)
+    # -- intake results (docs/intake.md) ----------------------------------------------------------
+    # the intake statuses queued for the writing agent to read and acknowledge (GET /v1/intake/pending)
+    intake_queue_statuses: tuple[str, ...] = ("conflict_detected", "needs_clarification")
+    intake_max_questions: int = 10  # pronoun questions listed per event (the rest counted in one entry)
+    intake_name_candidates: int = 20  # entities a one-word name is compared with (ambiguous_entity)

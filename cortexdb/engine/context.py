@@ -55,6 +55,9 @@ class NodeContext:
     cpu_limiter: trio.CapacityLimiter | None = None
     cpu_workers: str = "thread"
     cpu_processes: Any = None
+    signals: Any = None  # the SignalService (``Engine.signals``): recall and forget read signals through it
+    proposals: Any = None  # the ProposalService (``Engine.proposals``): erasure drops a scope's proposals
+    intake: Any = None  # the IntakeService (``Engine.intake``): a forget deletes the results of what it took
     packs: Any = None  # the recall pack cache (recall.cache.PackCache): a forget purges it
     llms: Any = None  # the LLM providers by model id (llm.LLMRouter): answers and narratives
     stage_observer: Any = None  # Engine.observe_stages: e.g. the server's latency histograms

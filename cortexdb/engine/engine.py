@@ -37,6 +37,7 @@ from .recall.traversal import traverse
 from .results import BulkResult, ExperienceResult, Traversal
 from .scopes import canonical_scope
 from .segmentation import SegmentationService
+from .signals import agent_services
 from .storage import NodeTables
 from .understanding import Understanding
 from .writes import Writes
@@ -67,6 +68,7 @@ class Engine:
         self.concepts = Understanding(self, ctx, self._reads, self.erasures.jobs)  # list, get, related, synthesize...
         self.vocabularies = ctx.vocabularies  # vocabularies (§8.14): create, replace, get
         self.segmentation = SegmentationService(self, ctx, self.erasures.jobs)  # segment strategies: get, set, wait
+        self.signals, self.proposals, self.intake = agent_services(self, ctx)  # docs/signals.md, proposals.md, intake.md
         self.blobs = ctx.blobs  # blobs (§8.13): engine/blobs.py's BlobService: put, stat, open, read, release
         self.embedder = ctx.embedder  # its name and dimension are recorded per data dir (M embedder)
 

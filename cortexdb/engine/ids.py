@@ -18,6 +18,7 @@ PREFIXES = frozenset(
     {
         "evt", "ep", "fact", "belief", "concept", "ent", "lce", "job", "batch", "imp", "exp",
         "ervw", "erasure", "pack", "audit", "blob", "concept_alias", "req", "tok",
+        "sig", "prp", "intk",
     }
 )  # fmt: skip
 

@@ -11,6 +11,7 @@ NAMES = (
     "lifecycle_event", "error_envelope", "experience_result", "stratified_pack", "scope",
     "capability_set", "audit_row", "token_claims", "page", "recall_request", "forget_request",
     "answer_response", "relationship", "relationship_page", "relationship_write",
+    "signal_request", "signal", "signal_snapshot", "proposal_request", "proposal", "intake_item",
 )  # fmt: skip
 
 

@@ -36,7 +36,8 @@ from .policy import PolicyEngine, Principal, scope_type
 
 ROLES = ("owner", "writer", "reader")
 WRITE_ROLES = ("owner", "writer")
-POLICY_FIELDS = ("consolidation", "conflict_resolution", "inherit_from", "audit", "children", "segmentation")
+POLICY_FIELDS = ("consolidation", "conflict_resolution", "inherit_from", "audit", "children", "segmentation",
+                 "require_review")  # fmt: skip
 
 
 
@@ -49,6 +50,7 @@ class Acl:
 
     auto: bool
     members: dict[str, str]  # actor -> owner | writer | reader
+    review: bool = False  # policies.require_review: non-owners' writes are held as proposals
 
 
 def _members(value: Any, field: str = "members") -> list[dict[str, str]]:
@@ -92,8 +94,8 @@ class ScopeRegistry:
             for member in previous.members:
                 self.writers.get(member["actor"], set()).discard(previous.path)
         if record is not None:
-            self.acls[record.path] = Acl(record.auto_provisioned,
-                                         {m["actor"]: m["role"] for m in record.members})  # fmt: skip
+            self.acls[record.path] = Acl(record.auto_provisioned, {m["actor"]: m["role"] for m in record.members},
+                                         record.policies.get("require_review") is True)  # fmt: skip
             for member in record.members:
                 if member["role"] in WRITE_ROLES:
                     self.writers.setdefault(member["actor"], set()).add(record.path)
@@ -155,6 +157,9 @@ class ScopeRegistry:
             policies["inherit_from"] = [canonical_scope(p) for p in inherit]
         if "segmentation" in policies:  # the segment strategy (docs/episodes.md)
             policies["segmentation"] = self.engine.segmentation.check(policies["segmentation"])
+        if not isinstance(policies.get("require_review", False), bool):
+            raise InvalidScopeRequest("policies.require_review must be true or false",
+                                      details={"field": "policies.require_review"})  # fmt: skip
         kind = scope_type(path)
         if kind not in self.policy.preset.allowed_scope_types:
             try:

@@ -51,9 +51,8 @@ class Capture:
 
 
 # -- queries: reads a ScopeActor serves as child tasks, each by its one function (queries.py) -----
-# ``as_of`` and the ``since``/``until`` bounds are aware datetimes, ``temporal`` a
-# ``retrieve.temporal_filter.TemporalFilter`` (its valid/recorded windows), ``limit`` None for
-# the configured default; list queries page with an opaque ``cursor``.
+# ``as_of``, ``since``/``until``: aware datetimes; ``temporal``: a ``retrieve.temporal_filter.TemporalFilter``
+# (its valid/recorded windows); ``limit`` None: the configured default; lists page with a ``cursor``.
 
 
 @attrs.frozen(kw_only=True)
@@ -279,9 +278,8 @@ class Ping:
 
 @attrs.frozen
 class EditScope:
-    """Read-modify-write the scope's registration record inside its actor (so it never races
-    the actor's own ``last_write_at`` updates).  ``edit(record or None)`` returns the new record,
-    or None to delete it; it may raise a CortexError, which is the reply."""
+    """Read-modify-write the scope's registration inside its actor (never racing its ``last_write_at``
+    updates): ``edit(record or None)`` returns the new record, None (delete it) or raises the reply."""
 
     edit: Any
     reply: ReplySlot
@@ -294,8 +292,7 @@ class Stop:
 
 @attrs.frozen
 class Forget:
-    """Deletion work for the scope's lane (``stages.forget``: delete records, redact or delete
-    events, ...); the reply is what it did (counts)."""
+    """Deletion work for the scope's lane (``stages.forget``); the reply is what it did (counts)."""
 
     work: Any
     reply: ReplySlot
@@ -310,13 +307,19 @@ class Resegment:
     reply: ReplySlot
 
 
+@attrs.frozen
+class ScopeRecords:  # signals, proposals, intake results: the actor awaits ``work(partition)``
+    work: Any
+    reply: ReplySlot
+
+
 MESSAGE_TYPES = (
     Capture, *QUERY_TYPES, CancelEvent, ForeignConsolidate, ForeignDerived, Flush, Rebuild, Ping,
-    EditScope, Forget, Synthesize, Stop, Resegment,
+    EditScope, Forget, Synthesize, Stop, Resegment, ScopeRecords,
 )  # fmt: skip
 Message = (
     Capture | Query | CancelEvent | ForeignConsolidate | ForeignDerived | Flush | Rebuild | Ping
-    | EditScope | Forget | Synthesize | Stop | Resegment
+    | EditScope | Forget | Synthesize | Stop | Resegment | ScopeRecords
 )  # fmt: skip
 
 

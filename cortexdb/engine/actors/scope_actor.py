@@ -48,6 +48,7 @@ from .messages import (
     ReplySlot,
     Resegment,
     ResegmentItem,
+    ScopeRecords,
     Stop,
     Synthesize,
     SynthesizeItem,
@@ -89,6 +90,7 @@ class ScopeActor:
             Ping: self._ping, Flush: self._flush, Rebuild: self._rebuild, CancelEvent: self._cancel,
             ForeignConsolidate: self._foreign, EditScope: self._edit_scope, ForeignDerived: self._derived,
             Forget: self._forget, Synthesize: self._synthesize, Resegment: self._resegment,
+            ScopeRecords: self._records,
             **{query: self._query for query in QUERY_TYPES},  # served by queries.HANDLERS
         }  # fmt: skip
         assert set(self.handlers) | {Capture, Stop} == set(MESSAGE_TYPES)
@@ -345,6 +347,12 @@ class ScopeActor:
             self._scope_known, self._scope_record = True, updated
         self.lane.state.segmentation = None  # its segment strategy is read again
         message.reply.set(updated)
+
+    async def _records(self, message: ScopeRecords) -> None:
+        try:
+            message.reply.set(await message.work(self.tables))
+        except CortexError as exc:
+            message.reply.fail(exc)
 
     async def _foreign(self, message: ForeignConsolidate) -> None:
         """Accept consolidation work from another scope: persist it, queue it, acknowledge."""

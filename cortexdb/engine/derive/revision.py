@@ -13,6 +13,12 @@ positively):
 | some, a belief whose confidence moves by ``min_evidence_delta`` or whose stance changes | **revised** — unless the policy's cooldown or hourly rate is spent: then **deferred** (``partial``, ``revision_in_progress``) |
 | the supporting facts were all superseded      | the belief is closed: ``valid_to`` = when the last of them ended |
 
+A belief's confidence is the Beta posterior mean of its evidence (``confidence_rule:
+beta_posterior``, the default).  Under the policy's ``confidence_rule: min_input`` it is never
+above the confidence of its weakest supporting fact (derived knowledge is no more confident than
+its weakest input): the mean and the interval are capped there, the stance follows the capped
+mean, and the floor is judged against it.
+
 Evidence *for* a claim is the weight of its live positive facts; *against* it, its live negative
 facts and, for a single-valued predicate, the live positive facts of rival objects.  Rival claims
 of a single-valued predicate then list each other in ``contradicts`` with their ``tension`` and
@@ -93,6 +99,22 @@ class _Evidence:
     stance: str
 
 
+CONFIDENCE_RULES = ("beta_posterior", "min_input")
+
+
+def capped(evidence: _Evidence, policy: RevisionPolicy) -> _Evidence:
+    """The evidence as the policy's ``confidence_rule`` reads it (``min_input``: no more
+    confident than the weakest supporting fact)."""
+    if policy.confidence_rule != "min_input" or not evidence.supporting:
+        return evidence
+    weakest = min(f.confidence for f in evidence.supporting)
+    if evidence.mean <= weakest:
+        return evidence
+    mean = weakest
+    return attrs.evolve(evidence, mean=mean, lower=min(evidence.lower, mean), upper=min(evidence.upper, mean),
+                        stance=belief_math.stance(mean, evidence.weight_against))  # fmt: skip
+
+
 def claims_of(subject_id: str, predicate: str, facts: list[Fact]) -> dict[str, Fact]:
     """Claim key -> the fact that represents it: the latest positive assertion of each object
     (excluded ones still name their claim, so a belief that rested only on them is revisited and
@@ -137,7 +159,7 @@ def revise_pair(
             before[belief.id] = belief
         if belief is None and claim in suppressed:
             continue
-        evidence = evidence_of(claim[skip:])
+        evidence = capped(evidence_of(claim[skip:]), belief.revision_policy if belief is not None else policy)
         if not evidence.supporting and (belief is None or belief.valid_to is not None):
             continue  # no live evidence: nothing to create, or history already closed
         if belief_math.should_delete(evidence.mean, evidence.stance, floor, evidence.weight_for,

@@ -10,7 +10,8 @@ key, then, in the scope's lane:
    when ``events`` is named — the records of the named layers resting only on those go too —;
    what survives citing a blanked event is marked ``supporting_evidence_redacted``, and the
    entities that no other event mentions any more are deleted (``ops.release_entities_of``);
-4. scrubs what lies outside the scope (``ops.scrub``: pack cache, compaction).
+4. deletes the scope's signals the selector matches when ``signals`` is named (docs/signals.md);
+5. scrubs what lies outside the scope (``ops.scrub``: pack cache, compaction).
 
 The answer is §8.5's ``deleted`` counts (``events``: the events blanked) and ``audit_id`` (the
 server's row for the call; None when embedded).  A repeated idempotency key within its 24 hours
@@ -82,8 +83,18 @@ class ForgetService:
             # blob cascade (issue 12): once i12-blobs is merged, the blobs only blanked events
             # referred to go here: ``await blobs.release_blobs_of(ctx, blanked)`` (ctx.blobs is
             # the BlobService), before the scrub below compacts the store
+        await ctx.intake.forget(scope, event_ids=blanked, record_ids=derived)  # their hints quote them
+        if "signals" in spec.layers:  # primary records: only when named (docs/signals.md)
+            deleted["signals"] = await self._signals(spec)
         await ops.scrub(ctx, scopes=[scope], event_ids=blanked, record_ids=derived)
         return deleted
+
+    async def _signals(self, spec: selector.ForgetSpec) -> int:
+        chosen = spec.selector
+        return await self.context.signals.forget(
+            spec.scope, subject=chosen.get("about_subject") or None, entity=chosen.get("about_entity") or None,
+            predicate=chosen.get("predicate") or None, ids=[i for i in spec.memory_ids if i.startswith("sig_")] if spec.memory_ids else None,
+            valid=spec.valid, recorded=spec.recorded, everything=not spec.filtered and not spec.memory_ids)  # fmt: skip
 
     async def _home(self, event_id: str) -> str | None:
         state = await self.context.tables.event_states.get(event_id)

@@ -45,7 +45,7 @@ LINE_ACTIONS = {"delete": ("delete_event", ("scope", "event_id")),
                 "demote": ("demote_belief", ("scope", "belief_id")),
                 "blobs": ("delete_blob", ("scope", "blob_id"))}  # fmt: skip
 PROGRESS = ("deleted_events", "redacted_events", "demoted_beliefs", "deleted_beliefs", "deleted_facts",
-            "deleted_episodes", "deleted_understanding", "marked_records", "released_blobs")  # fmt: skip
+            "deleted_episodes", "deleted_understanding", "marked_records", "released_blobs", "erased_signals")  # fmt: skip
 
 
 class ErasureService:

@@ -186,6 +186,17 @@ class ErasureSteps:
             run.progress["released_blobs"] = await release_blobs_of(self._engine, event_ids, scopes=inside)
             state["blobs_released"] = True
             await run.tick(0.5)
+        if not state.get("signals_erased"):  # every signal of an inside scope, and those about a
+            inside = (await self._manifests.head(run.id, live=False))["summary"]["inside_scopes"]
+            count = 0  # data subject in the other scopes the erasure touches (docs/signals.md)
+            for scope in sorted(set(inside) | set(state["touched_scopes"])):
+                if scope in inside:  # its held writes go too (docs/proposals.md)
+                    count += await self._ctx.signals.forget(scope, everything=True)
+                    await self._ctx.proposals.drop(scope)
+                for subject in params["subjects"]:
+                    count += await self._ctx.signals.forget(scope, subject=subject)
+            run.progress["erased_signals"] = count
+            state["signals_erased"] = True
         if not state.get("entities_released"):  # the names only these events mentioned
             state["released_entities"] = await ops.release_entities_of(self._engine, event_ids)
             state["entities_released"] = True

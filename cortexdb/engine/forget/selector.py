@@ -25,7 +25,7 @@ from ..policy.capabilities import FORGET_CASCADE_DERIVED_ONLY, FORGET_CASCADE_RE
 from ..retrieve.temporal_filter import TemporalFilter, parse_interval
 from ..scopes import canonical_scope
 
-LAYERS = ("events", "episodes", "facts", "beliefs", "understanding")
+LAYERS = ("events", "episodes", "facts", "beliefs", "understanding", "signals")  # signals: only when named
 DERIVED_LAYERS = ("episodes", "facts", "beliefs", "understanding")
 CASCADES = {"derived_only": FORGET_CASCADE_DERIVED_ONLY, "redact_events": FORGET_CASCADE_REDACT_EVENTS}
 FIELDS = {"scope", "layers", "selector", "cascade", "confirm_all", "audit_note", "idempotency_key"}
@@ -89,8 +89,10 @@ def _memory_ids(value: Any, layers: frozenset[str], limit: int) -> tuple[str, ..
     for position, record_id in enumerate(value):
         field = f"selector.memory_ids[{position}]"
         layer = layer_of(record_id) if isinstance(record_id, str) else None
+        if isinstance(record_id, str) and record_id.startswith("sig_"):
+            layer = "signals"
         if layer is None:
-            raise InvalidForget(field, "must be an evt_, ep_, fact_, belief_ or concept_ id")
+            raise InvalidForget(field, "must be an evt_, ep_, fact_, belief_, concept_ or sig_ id")
         if layer not in layers:
             raise InvalidForget(field, f"is a record of {layer}, which layers does not name")
     return tuple(dict.fromkeys(value))

@@ -40,6 +40,11 @@ converter.register_unstructure_hook(
     ),
 )
 
+# a revision policy's ``confidence_rule`` is stored (and answered) only when it is not the default
+# ``beta_posterior``: beliefs of the default rule keep the bytes they always had (docs/confidence.md)
+converter.register_unstructure_hook(records.RevisionPolicy, make_dict_unstructure_fn(
+    records.RevisionPolicy, converter, confidence_rule=override(omit_if_default=True)))
+
 # ``version`` is stored (and answered) only from 2: a record never revised keeps the bytes it
 # always had, and an old data dir's records read as version 1
 _VERSIONED = {"version": override(omit_if_default=True)}

@@ -114,6 +114,9 @@ class RevisionPolicy:
     min_evidence_delta: float = 0.05
     cooldown: str = "PT0S"
     max_revisions_per_hour: int = 3600
+    # beta_posterior: the posterior mean of the evidence; min_input: that, but never above the
+    # confidence of the weakest supporting fact (derive/revision.py, docs/extraction.md)
+    confidence_rule: str = "beta_posterior"
 
 
 @attrs.define(kw_only=True)

@@ -59,6 +59,13 @@ POLICY_ADMINISTER_SCOPE = "policy.administer.scope"
 POLICY_ADMINISTER_ACTOR = "policy.administer.actor"
 BLOB_UPLOAD = "blob.upload"
 BLOB_READ = "blob.read"
+SIGNAL_WRITE = "signal.write"  # record a signal; tenant signal type settings (with tenant admin)
+SIGNAL_READ = "signal.read"  # signal snapshots, and signals in recall packs
+PROPOSAL_CREATE = "proposal.create"  # propose a memory write for review (Cognitive Core)
+PROPOSAL_READ = "proposal.read"
+PROPOSAL_REVIEW = "proposal.review"  # approve or reject a proposal (with the scope's ownership)
+INTAKE_READ = "intake.read"  # the pending intake results of the caller's writes
+INTAKE_ACK = "intake.ack"
 ADMIN_FLUSH = "admin.flush"
 ADMIN_COMPACT = "admin.compact"
 ADMIN_HEALTH = "admin.health"
@@ -98,4 +105,5 @@ CAPABILITIES: tuple[str, ...] = (
     VOCABULARY_READ, VOCABULARY_WRITE, POLICY_ADMINISTER_DEPLOYMENT,
     POLICY_ADMINISTER_TENANT, POLICY_ADMINISTER_SCOPE, POLICY_ADMINISTER_ACTOR,
     BLOB_UPLOAD, BLOB_READ, ADMIN_FLUSH, ADMIN_COMPACT, ADMIN_HEALTH,
+    SIGNAL_WRITE, SIGNAL_READ, PROPOSAL_CREATE, PROPOSAL_READ, PROPOSAL_REVIEW, INTAKE_READ, INTAKE_ACK,
 )  # fmt: skip

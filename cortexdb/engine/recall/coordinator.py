@@ -31,7 +31,7 @@ from .. import jsoncodec
 from ..actors.messages import Candidates
 from ..model import Candidate
 from ..phrases import TemporalPhrases
-from ..policy.capabilities import SCOPE_READ_LOCAL, scope_read
+from ..policy.capabilities import SCOPE_READ_LOCAL, SIGNAL_READ, scope_read
 from ..retrieve import document, planner, scoring
 from ..retrieve import filters as recall_filters
 from ..retrieve.temporal_filter import TemporalFilter
@@ -40,7 +40,7 @@ from . import contextdoc, graph, routing
 from . import pack as packs
 from .cache import PackCache
 from .request import LAYERS, RecallSpec, validate
-from .traversal import traverse
+from .traversal import traverse, verdict
 
 MMR_LAMBDA = 0.7
 
@@ -122,12 +122,29 @@ class RecallCoordinator:
         pack, layers_out = packs.assemble(spec, request, ranked, context, trail, self.ctx.ids, started)
         pack["as_of"] = as_of
         routing.into_pack(self.ctx.config, plan, expansion, pack, candidates)
+        await self._signals(pack, scopes, plan, now, caller, tenant_id)
         if spec.format == "xml":  # last, over the whole pack (its signals and relationships parts too)
             contextdoc.attach(pack, packs.kept_records(ranked), head, spec.max_tokens, spec.citation_mode)
         key = (caller, spec.idempotency_key) if spec.idempotency_key else None
         self.cache.put(pack, now, key, epoch, caller, digest)
         for event in packs.events(spec, pack, layers_out, ranked, trail):
             yield event
+
+    async def _signals(self, pack: dict[str, Any], scopes: list[str], plan: Plan, now: dt.datetime,
+                       caller: str, tenant: str) -> None:  # fmt: skip
+        """The ``signals`` pack part (engine/signals.py: decayed to the pack's anchor, of the
+        traversed scopes whose ``signal.read`` the caller holds); a cut is counted in diagnostics."""
+        moment = plan.temporal.as_of or plan.temporal.reference or now
+        policy = self.ctx.policy
+        pack["signals"], evicted, unread = await self.ctx.signals.for_recall(
+            scopes, moment, tenant, plan.temporal.as_of, lambda scope: verdict(policy, caller, SIGNAL_READ, scope).allowed)
+        report = pack.get("diagnostics")
+        if report is not None:
+            report["signals_evicted"] = evicted
+            if unread:  # more signals than signal_snapshot_max: not read, said so
+                report["signals_unread_scopes"] = unread
+            if (evicted or unread) and not report["_partial"]:
+                report["_partial"], report["_partial_reason"] = True, "signals_capped"
 
     async def _classify(self, spec: RecallSpec, tenant_id: str, now: dt.datetime,
                         trail: packs.Trail) -> Plan:  # fmt: skip

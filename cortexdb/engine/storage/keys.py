@@ -51,6 +51,10 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | BR    | blob_id, evt_id                             | scope — an event referring to a blob |
 | BE    | evt_id, blob_id                             | empty — the blobs an event refers to |
 | BH    | sha256, blob_id                             | empty — the blob ids of a content    |
+| SG    | scope, sig_id                               | JSON: a signal (``engine/signals.py``) |
+| SGT   | tenant, signal type                         | JSON: a tenant's signal type settings |
+| PR    | scope, prp_id                               | JSON: a memory write proposal (``engine/proposals.py``) |
+| IQ    | scope, intk_id                              | JSON: an intake result awaiting acknowledgement (derived) |
 
 A table of the storage layer (``table.Table``) is a prefix — the table name and, for a per-scope
 table, the scope — and its rows' keys are that prefix followed by their remaining parts
@@ -77,15 +81,17 @@ POLICY_DOCS, REVOKED, AUDIT_ROWS, PEPPERS = b"PO", b"RV", b"AU", b"PP"
 JOBS, ERASURE_MANIFESTS = b"J", b"EM"
 SUPPRESSIONS, FORGOTTEN = b"FG", b"FD"  # forget: never emptied by rebuild
 BLOBS, BLOB_REFERENCES, EVENT_BLOBS, BLOB_CONTENTS = b"BL", b"BR", b"BE", b"BH"
+SIGNALS, SIGNAL_TYPES, PROPOSALS = b"SG", b"SGT", b"PR"  # primary records: rebuild keeps them
+INTAKE_QUEUE = b"IQ"  # derived from the events' intake reports
 
 #: the per-scope tables of derived records (``rebuild`` empties them)
 SCOPED_DERIVED_TABLES = (
     FACTS, FACT_INDEX, FACT_SUPPORTS, BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, EPISODES,
     OPEN_EPISODES, CONCEPTS, VECTORS, FACT_VERSIONS, BELIEF_VERSIONS, EPISODE_VERSIONS,
-    CONCEPT_VERSIONS, CONCEPT_SUBJECTS, FACT_OBJECTS,
+    CONCEPT_VERSIONS, CONCEPT_SUBJECTS, FACT_OBJECTS, INTAKE_QUEUE,
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
-FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN)
+FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN, SIGNALS, PROPOSALS)
 #: the node tables a forget of events compacts whole (one range: no other table sorts between
 #: them): entities go with their last mention
 FORGET_ENTITY_TABLES = (ENTITIES, ENTITY_ALIASES, ENTITY_MENTIONS, EVENT_ENTITIES)

@@ -31,6 +31,7 @@ tables — the server never builds a key.  A scope actor's tables come from ``pa
 | ``blob_contents``  | BH    | (sha256, blob_id)                    | mark             |
 | ``belief_homes``   | BS    | belief_id                            | scope            |
 | ``vocabularies``   | VO    | (tenant, name)                       | JSON             |
+| ``signal_types``   | SGT   | (tenant, signal type)                | JSON             |
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ class NodeTables:
         self.blob_contents = table(keys.BLOB_CONTENTS, MARK)
         self.belief_homes: Table[str] = table(keys.BELIEF_HOMES, TEXT)  # belief id -> its scope
         self.vocabularies = table(keys.VOCABULARIES, JSON)  # (tenant, name) -> vocabulary (§8.14)
+        self.signal_types = table(keys.SIGNAL_TYPES, JSON)  # a tenant's signal type overrides
         self._pending = table(keys.PENDING, MARK)
         self._all_beliefs = table(keys.BELIEFS, MARK)  # (scope, belief_id): every scope's
         self._foreign_work = table(keys.FOREIGN_WORK, JSON)

@@ -28,6 +28,9 @@ event's scope from it), shared with ``NodeTables``; the partition's actor is the
 | ``episode_versions`` | EV  | (ep_id, closed at)              | JSON: a closed version (``derive.versions``) |
 | ``suppressions``   | FG    | ("fact", evt_id, key) / ("claim", key) / ("episode", evt_id) | JSON: what a forget suppressed |
 | ``forgotten``      | FD    | record id                       | JSON note: 410 on lookup    |
+| ``signals``        | SG    | sig_id                          | JSON: a signal (primary: rebuild keeps it) |
+| ``proposals``      | PR    | prp_id                          | JSON: a memory write proposal |
+| ``intake_queue``   | IQ    | intk_id                         | JSON: an intake result to acknowledge (derived) |
 """
 
 from __future__ import annotations
@@ -73,6 +76,9 @@ class Partition:
         self.episode_versions: Versions[Any] = Versions(store, keys.prefix(keys.EPISODE_VERSIONS, scope), JSON)
         self.suppressions = table(keys.SUPPRESSIONS, JSON)
         self.forgotten = table(keys.FORGOTTEN, JSON)
+        self.signals = table(keys.SIGNALS, JSON)
+        self.proposals = table(keys.PROPOSALS, JSON)
+        self.intake_queue = table(keys.INTAKE_QUEUE, JSON)
         self._store = store
 
     def derived(self) -> list[Table[Any]]:

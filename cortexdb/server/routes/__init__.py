@@ -18,13 +18,16 @@ from . import (
     experience,
     feeds,
     forget,
+    intake,
     layers,
     lifecycle,
     phrases,
     policy,
+    proposals,
     recall,
     relationships,
     scopes,
+    signals,
     transfer,
     unbuilt,
     understanding,
@@ -34,7 +37,7 @@ from . import (
 BLUEPRINTS = (experience.api, recall.api, answer.api, forget.api, layers.api, understanding.api, vocabularies.api,
               phrases.api,
               scopes.api, lifecycle.api, erasures.api, auth.api, policy.api, audit.api, admin.api, blobs.api,
-              transfer.api, feeds.api, relationships.api,
+              transfer.api, feeds.api, relationships.api, signals.api, proposals.api, intake.api,
               admin.openapi_api, unbuilt.api)  # fmt: skip  (unbuilt last: the fallback)
 
 

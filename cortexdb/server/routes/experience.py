@@ -7,6 +7,7 @@ from typing import Any
 from ...engine.policy import capabilities as cap
 from ...engine.scopes import canonical_scope
 from ...engine.stages import Stage
+from ...errors import InvalidRequest
 from ..call import Blueprint, Call, current_request
 from ..declare import array, engine_checked, obj, ref
 from ..params import query_args
@@ -39,6 +40,15 @@ def authorise_write(call: Call, body: dict[str, Any]) -> None:
         call.check(governing, scope)
 
 
+def held_for_review(call: Call, body: dict[str, Any]) -> bool:
+    """The scope is registered with ``policies.require_review`` and the caller does not own it."""
+    if not isinstance(body.get("scope"), str):
+        return False
+    scope = canonical_scope(body["scope"])
+    acl = call.state.registry.acl(scope)
+    return acl is not None and acl.review and call.state.gate.role(call.principal, scope) != "owner"
+
+
 @api("POST", "/v1/experience", rate="write", status=202, summary="Capture one experience",
      body="experience_envelope", response_schema="experience_result", query=("wait",))
 async def experience(call: Call):
@@ -48,6 +58,13 @@ async def experience(call: Call):
         body = {**body, "idempotency_key": header_key}
     wait = query_args().get("wait")
     authorise_write(call, body)
+    if held_for_review(call, body):  # docs/proposals.md: a proposal instead of a capture
+        proposal = await call.state.engine.proposals.propose(
+            {"scope": body["scope"], "experience": body}, caller=call.principal.actor,
+            tenant=call.principal.tenant, source="require_review")  # fmt: skip
+        call.summary = {"proposal_id": proposal["id"], "status": "pending"}
+        return json_response({"status": "pending_review", "proposal_id": proposal["id"],
+                              "scope": proposal["scope"]}, 202)  # fmt: skip
     result = await call.state.engine.experience(body, caller=call.principal.actor, tenant_id=call.principal.tenant,
                                                 wait=wait)  # fmt: skip
     call.event_id = result.event_id
@@ -61,6 +78,9 @@ async def experience(call: Call):
 async def experience_bulk(call: Call):
     body = call.json()
     authorise_write(call, body)
+    if held_for_review(call, body):
+        raise InvalidRequest("this scope holds its non-owners' writes for review (policies.require_review): "
+                             "send them one at a time, or as proposals", details={"field": "scope", "reason": "require_review"})  # fmt: skip
     result = await call.state.engine.experience_bulk(body, caller=call.principal.actor,
                                                      tenant_id=call.principal.tenant)  # fmt: skip
     await call.state.registry.note_write(result.scope)

@@ -179,6 +179,7 @@ def default_policy(config) -> RevisionPolicy:
         min_evidence_delta=config.belief_min_evidence_delta,
         cooldown=config.belief_cooldown,
         max_revisions_per_hour=config.belief_max_revisions_per_hour,
+        confidence_rule=config.belief_confidence_rule,
     )
 
 

@@ -29,7 +29,7 @@ from ...temporal import parse_rfc3339
 from ..indexer import SLICE_DOCUMENTS
 from ..services import EntityResolver
 from ..workers import OFF_LOOP_CHARS, handover, off_loop
-from . import suppress
+from . import intake_report, suppress
 from .common import Assertion, StageBatch, StageContext
 from .versioning import close_fact, fact_version_ops
 
@@ -96,6 +96,9 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
             state.passages = [list(span) for span in spans]
         intake, entity_ids = await _intake(work, event, selection, touched, batch.entity_ids,
                                            batch.stamp(work.ctx.clock))  # fmt: skip
+        wanted = (event.directives or {}).get("extract")
+        batch.ops += await intake_report.complete(work, event, intake, touched, read=not selection.unread and (
+            wanted is None or "facts" in wanted), derived_anything=bool(selection.steps or entity_ids))  # fmt: skip
         batch.ops += work.ctx.tables.mention_ops(event.id, event.tenant_id, work.scope, sorted(entity_ids))
         fact_ids = [item["fact_id"] for item in intake if "fact_id" in item]
         for fact_id in fact_ids:

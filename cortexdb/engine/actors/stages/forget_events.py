@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from ...derive.clarify import QUOTING
 from ...derive.facts import object_key
 from ...derive.revision import claim_key
 from ...model import Belief, Event, EventState, Fact
@@ -67,7 +68,7 @@ def scrub_state(state: EventState) -> None:
     state.passages = None
     state.touched = None
     if state.intake:
-        state.intake = [{k: v for k, v in i.items() if k != "predicate"} for i in state.intake]
+        state.intake = [{k: v for k, v in i.items() if k not in QUOTING} for i in state.intake]
     for error in state.errors:
         error["message"] = "redacted"
 
@@ -106,7 +107,7 @@ async def _scrub_lifecycle(work: StageContext, out: Writes, lifecycle_ids: list[
         row = await table.get(lifecycle_id)
         if row is None or not isinstance(row.payload.get("intake"), list):
             continue
-        intake = [{k: v for k, v in i.items() if k != "predicate"} for i in row.payload["intake"]]
+        intake = [{k: v for k, v in i.items() if k not in QUOTING} for i in row.payload["intake"]]
         if intake != row.payload["intake"]:
             out.ops.append(table.put_op(lifecycle_id, attrs.evolve(row, payload={**row.payload, "intake": intake})))
 

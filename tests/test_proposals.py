@@ -1,0 +1,128 @@
+"""Memory write proposals (docs/proposals.md) on both backends: propose, list, read, approve
+(committed through the normal write path with provenance), reject, one review per proposal, a
+failed commit leaving the proposal pending, persistence, erasure; and the pure provenance rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from cortexdb.engine.proposals import provenance
+from cortexdb.errors import InvalidEnvelope, InvalidRequest, NotFound, UnknownField
+from cortexdb.schemas import validator
+
+from .conftest import envelope
+
+SCOPE = "org:acme/user:alice"
+
+
+def proposal(text="I live in Lisbon.", **extra):
+    return {"scope": SCOPE, "experience": {k: v for k, v in envelope(text).items() if k != "scope"}, **extra}
+
+
+def test_provenance_labels_an_object_or_a_list():
+    held = {"id": "prp_1", "proposed_by": "agent:bot"}
+    as_object = provenance({"context": {"observed_at": "x", "labels": {"topic": "home"}}}, held, "user:alice")
+    assert as_object["context"]["labels"] == {"topic": "home", "proposal_id": "prp_1", "proposed_by": "agent:bot",
+                                               "approved_by": "user:alice"}  # fmt: skip
+    assert as_object["idempotency_key"] == "proposal-prp_1"
+    as_list = provenance({"context": {"labels": ["home"]}}, held, "user:alice")
+    assert as_list["context"]["labels"] == ["home", "proposal_id=prp_1", "proposed_by=agent:bot",
+                                            "approved_by=user:alice"]  # fmt: skip
+
+
+async def test_propose_then_approve_commits_with_provenance(engine):
+    held = await engine.proposals.propose(proposal(rationale="the user said so"), caller="agent:bot")
+    validator("proposal").validate(held)
+    assert held["status"] == "pending" and held["source"] == "agent" and held["proposed_by"] == "agent:bot"
+    assert (await engine.facts(SCOPE))["items"] == []  # nothing is written while it is held
+    page = await engine.proposals.list(SCOPE, status="pending")
+    assert [p["id"] for p in page["items"]] == [held["id"]]
+    done = await engine.proposals.approve(SCOPE, held["id"], caller="user:alice", note="ok", wait="consolidated")
+    validator("proposal").validate(done)
+    assert done["status"] == "approved" and done["reviewed_by"] == "user:alice" and done["review_note"] == "ok"
+    event = await engine.get_event(SCOPE, done["committed"]["event_id"])
+    assert event["context"]["labels"] == {"proposal_id": held["id"], "proposed_by": "agent:bot",
+                                          "approved_by": "user:alice"}  # fmt: skip
+    assert event["caller"] == "user:alice"
+    assert [f["predicate"] for f in (await engine.facts(SCOPE))["items"]] == ["lives_in"]
+    assert (await engine.proposals.get(SCOPE, held["id"]))["committed"] == done["committed"]
+    assert (await engine.proposals.list(SCOPE, status="pending"))["items"] == []
+
+
+async def test_reject_writes_nothing_and_a_second_review_is_refused(engine):
+    held = await engine.proposals.propose(proposal())
+    rejected = await engine.proposals.reject(SCOPE, held["id"], note="not true")
+    assert rejected["status"] == "rejected" and rejected["committed"] is None
+    with pytest.raises(InvalidRequest) as caught:
+        await engine.proposals.approve(SCOPE, held["id"])
+    assert caught.value.details == {"field": "proposal_id", "reason": "not_pending", "status": "rejected"}
+    assert (await engine.events(SCOPE))["items"] == []
+
+
+async def test_a_failed_commit_leaves_the_proposal_pending(engine):
+    held = await engine.proposals.propose(proposal())
+    with pytest.raises(InvalidEnvelope):
+        await engine.proposals.approve(SCOPE, held["id"], wait="eventually")
+    assert (await engine.proposals.get(SCOPE, held["id"]))["status"] == "pending"
+    done = await engine.proposals.approve(SCOPE, held["id"])
+    assert done["committed"]["status"] == "captured"
+
+
+@pytest.mark.parametrize("request_, error, field", [
+    ({"scope": SCOPE}, InvalidRequest, "experience"),
+    ({"experience": {}}, InvalidRequest, "scope"),
+    ({**proposal(), "extra": 1}, UnknownField, "extra"),
+    ({**proposal(), "rationale": 5}, InvalidRequest, "rationale"),
+    ({"scope": SCOPE, "experience": "text"}, InvalidRequest, "experience"),
+    ({"scope": SCOPE, "experience": {"modality": "conversation"}}, InvalidEnvelope, None),
+    ({"scope": SCOPE, "experience": {**envelope(), "scope": "org:acme/user:bob"}}, InvalidRequest, "experience.scope"),
+])  # fmt: skip
+async def test_bad_proposals_are_refused(engine, request_, error, field):
+    with pytest.raises(error) as caught:
+        await engine.proposals.propose(request_)
+    assert 400 <= caught.value.http_status < 500
+    if field:
+        assert caught.value.details["field"] == field
+
+
+async def test_the_text_limit_is_a_setting(engine_factory):
+    from cortexdb import EngineConfig
+
+    async with engine_factory(config=EngineConfig(default_caller="user:alice", proposal_text_max_chars=5)) as engine:
+        with pytest.raises(InvalidRequest) as caught:
+            await engine.proposals.propose(proposal(rationale="too long"))
+        assert caught.value.details == {"field": "rationale", "limit": 5}
+
+
+async def test_unknown_proposals_and_bad_listings(engine):
+    with pytest.raises(NotFound):
+        await engine.proposals.get(SCOPE, "prp_nope")
+    with pytest.raises(NotFound):
+        await engine.proposals.approve(SCOPE, "prp_nope")
+    with pytest.raises(InvalidRequest):
+        await engine.proposals.list(SCOPE, status="maybe")
+
+
+async def test_listing_pages(engine):
+    ids = [(await engine.proposals.propose(proposal(f"Note {i}.")))["id"] for i in range(5)]
+    first = await engine.proposals.list(SCOPE, limit=2)
+    assert [p["id"] for p in first["items"]] == ids[:2] and first["has_more"] is True
+    rest = await engine.proposals.list(SCOPE, limit=10, cursor=first["next_cursor"])
+    assert [p["id"] for p in rest["items"]] == ids[2:] and rest["has_more"] is False
+
+
+async def test_proposals_survive_reopen(engine_factory, backend):
+    async with engine_factory() as engine:
+        held = await engine.proposals.propose(proposal())
+    if backend == "leveldb":
+        async with engine_factory() as engine:
+            assert (await engine.proposals.get(SCOPE, held["id"]))["status"] == "pending"
+
+
+async def test_erasure_drops_the_scopes_proposals(engine):
+    await engine.experience(envelope(), wait="consolidated")
+    await engine.proposals.propose(proposal())
+    accepted = await engine.erasures.execute({"scope": SCOPE})
+    async with engine.subscribe(job_id=accepted["erasure_id"], events="erasure_complete", since_lifecycle_id="") as ended:
+        await ended.__anext__()
+    assert (await engine.proposals.list(SCOPE))["items"] == []
