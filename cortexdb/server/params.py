@@ -78,6 +78,8 @@ QUERY: dict[str, dict[str, Any]] = {
     "topic": {"type": "string"},
     "depth": {"type": "integer", "minimum": 0},
     "relation": {"type": "string", "description": "a vocabulary relation label"},
+    "window": {"type": "string", "description": "an ISO 8601 duration (e.g. P7D): the trajectory's window"},
+    "status": {"type": "string", "description": "only items in this status"},
     "from": {"type": "string", "description": "the entity a walk starts from (an id or a name)"},
     "type": {"type": "string", "description": "a relationship type (a fact predicate)"},
     "direction": {"enum": ["out", "in", "both"], "description": "which edges a walk follows"},

@@ -6,15 +6,17 @@ from __future__ import annotations
 from ...engine.policy import capabilities as cap
 from ...errors import InvalidRequest
 from ..call import Blueprint, Call
+from ..declare import STRING, obj
 from ..params import page_limit, query_args, scope_param
 
 api = Blueprint()
 STATUSES = ("accepted", "reinforced", "conflict_detected", "needs_clarification", "rejected")
 
 
-@api("GET", "/v1/intake/pending", tier="beta", summary="The caller's pending intake results in a scope")
+@api("GET", "/v1/intake/pending", tier="beta", summary="The caller's pending intake results in a scope",
+     query=("scope!", "status", "limit", "cursor"))
 async def intake_pending(call: Call):
-    args = query_args(("scope", "status", "limit", "cursor"))
+    args = query_args()
     scope = scope_param(args.get("scope"))
     call.check(cap.INTAKE_READ, scope)
     status = args.get("status")
@@ -24,7 +26,7 @@ async def intake_pending(call: Call):
                                                   limit=page_limit(args.get("limit")), cursor=args.get("cursor"))  # fmt: skip
 
 
-@api("POST", "/v1/intake/{item_id}/ack", tier="beta", rate="write", fields={"scope": None}, response_schema="intake_item",
+@api("POST", "/v1/intake/{item_id}/ack", tier="beta", rate="write", body=obj({"scope": STRING}, required=("scope",)), response_schema="intake_item",
      summary="Acknowledge a pending intake result")
 async def intake_ack(call: Call, item_id: str):
     body = call.json()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ...engine.policy import capabilities as cap
 from ...errors import InvalidRequest
 from ..call import Blueprint, Call
+from ..declare import STRING, engine_checked, obj
 from ..params import page_limit, query_args, scope_param
 from ..responses import json_response
 
@@ -14,7 +15,7 @@ api = Blueprint()
 
 
 @api("POST", "/v1/proposals", tier="beta", rate="write", status=201, summary="Propose a memory write for review",
-     request_schema="proposal_request", response_schema="proposal")
+     body="proposal_request", response_schema="proposal")
 async def proposal_create(call: Call):
     body = call.json()
     scope = scope_param(body.get("scope"))
@@ -25,20 +26,25 @@ async def proposal_create(call: Call):
     return json_response(proposal, 201)
 
 
-@api("GET", "/v1/proposals", tier="beta", summary="A page of a scope's proposals")
+@api("GET", "/v1/proposals", tier="beta", summary="A page of a scope's proposals",
+     query=("scope!", "status", "limit", "cursor"))
 async def proposal_list(call: Call):
-    args = query_args(("scope", "status", "limit", "cursor"))
+    args = query_args()
     scope = scope_param(args.get("scope"))
     call.check(cap.PROPOSAL_READ, scope)
     return await call.state.engine.proposals.list(scope, caller=call.principal.actor, status=args.get("status"),
                                                   limit=page_limit(args.get("limit")), cursor=args.get("cursor"))  # fmt: skip
 
 
-@api("GET", "/v1/proposals/{proposal_id}", tier="beta", summary="One proposal", response_schema="proposal")
+@api("GET", "/v1/proposals/{proposal_id}", tier="beta", summary="One proposal", response_schema="proposal",
+     query=("scope!",))
 async def proposal_get(call: Call, proposal_id: str):
-    scope = scope_param(query_args(("scope",)).get("scope"))
+    scope = scope_param(query_args().get("scope"))
     call.check(cap.PROPOSAL_READ, scope)
     return await call.state.engine.proposals.get(scope, proposal_id, caller=call.principal.actor)
+
+
+REVIEW = engine_checked(obj({"scope": STRING, "note": STRING}, required=("scope",)))
 
 
 def review_body(call: Call) -> tuple[str, str | None]:
@@ -52,9 +58,9 @@ def review_body(call: Call) -> tuple[str, str | None]:
 
 
 @api("POST", "/v1/proposals/{proposal_id}/approve", tier="beta", rate="write", response_schema="proposal",
-     summary="Approve a proposal: its write commits through the normal pipeline")
+     summary="Approve a proposal: its write commits through the normal pipeline", query=("wait",), body=REVIEW)
 async def proposal_approve(call: Call, proposal_id: str):
-    wait = query_args(("wait",)).get("wait")
+    wait = query_args().get("wait")
     scope, note = review_body(call)
     call.check(cap.SCOPE_WRITE, scope)  # the approver commits the write
     proposal = await call.state.engine.proposals.approve(scope, proposal_id, caller=call.principal.actor,
@@ -66,7 +72,7 @@ async def proposal_approve(call: Call, proposal_id: str):
 
 
 @api("POST", "/v1/proposals/{proposal_id}/reject", tier="beta", rate="write", response_schema="proposal",
-     summary="Reject a proposal: nothing is written")
+     summary="Reject a proposal: nothing is written", body=REVIEW)
 async def proposal_reject(call: Call, proposal_id: str):
     scope, note = review_body(call)
     proposal = await call.state.engine.proposals.reject(scope, proposal_id, caller=call.principal.actor, note=note)

@@ -8,6 +8,7 @@ from ...engine.policy import capabilities as cap
 from ...engine.temporal import parse_duration
 from ...errors import InvalidRequest
 from ..call import Blueprint, Call
+from ..declare import STRING, engine_checked, obj
 from ..params import page_limit, query_args, scope_param
 from ..responses import json_response
 
@@ -26,9 +27,9 @@ async def signal_record(call: Call):
 
 
 @api("GET", "/v1/signals", tier="beta", summary="A snapshot of a scope's signals, with trajectories",
-     response_schema="signal_snapshot")
+     response_schema="signal_snapshot", query=("scope!", "subject", "type", "as_of", "window", "limit"))
 async def signal_snapshot(call: Call):
-    args = query_args(("scope", "subject", "type", "as_of", "window", "limit"))
+    args = query_args()
     scope = scope_param(args.get("scope"))
     call.check(cap.SIGNAL_READ, scope)
     window = None
@@ -51,7 +52,8 @@ async def signal_types(call: Call):
 
 
 @api("PUT", "/v1/signals/types/{name}", tier="beta", rate="write", access="tenant",
-     fields={"half_life_seconds": None, "polarity": None}, summary="Set a signal type's half-life and polarity")
+     body=engine_checked(obj({"half_life_seconds": {"type": "number"}, "polarity": STRING})),
+     summary="Set a signal type's half-life and polarity")
 async def signal_type_set(call: Call, name: str):
     body = call.json()
     call.check(cap.SIGNAL_WRITE)
