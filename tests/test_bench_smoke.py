@@ -166,7 +166,7 @@ def test_capture_benchmark_runs_on_postgres_with_its_ratio_to_leveldb(pg_server)
 
         pytest.skip("NO POSTGRESQL SERVER (see the summary at the end of the run)")
     result = subprocess.run(
-        [sys.executable, "bench/capture.py", "--events", "200", "--trials", "1", "--derive-events", "100",
+        [sys.executable, "bench/capture.py", "--events", "100", "--trials", "1", "--derive-events", "50",
          "--backends", "leveldb,postgres", "--dsn", pg_server.dsn()],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip

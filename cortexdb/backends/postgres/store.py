@@ -28,7 +28,7 @@ import trio
 from psycopg import sql
 
 from ...engine.spi.kv import Delete, Op, Put, scan_bounds
-from ...errors import LeaseLost, StoreClosed
+from ...errors import LeaseLost, StoreClosed, WalUnavailable
 from .blobs import STALE_UPLOAD_SECONDS, PostgresBlobStore
 from .leases import Lease, Leases
 from .pool import Held, Pool
@@ -167,7 +167,7 @@ class _Reader:
                 if cursor is not None and not own and not held.conn.closed:
                     try:
                         await held.run(lambda conn: cursor.close())
-                    except (psycopg.Error, StoreClosed):
+                    except WalUnavailable:  # closed, or the connection broke: nothing left to close
                         pass
                 await self._cursor_done(held, own)
 
