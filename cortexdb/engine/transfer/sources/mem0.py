@@ -94,6 +94,20 @@ def _history_row(path: str, first: str) -> bool:
 
 
 def read(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
+    """The file's records; a document that breaks (truncated, malformed) ends with an
+    ``invalid_json`` record where it breaks, after every record before it."""
+    position = -1
+    try:
+        for item in _records(fh, fmt, options):
+            position = item.position
+            yield item
+    except ijson.JSONError as exc:
+        reason = (str(exc).strip().splitlines() or ["malformed JSON"])[0][:200]
+        yield failed(position + 1, "record", RecordError(
+            "invalid_json", f"the JSON breaks at or after record {position + 1}: {reason}"))  # fmt: skip
+
+
+def _records(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
     state: dict[str, Any] = {}
     if fmt == "mem0_export_v3":
         for number, line in enumerate(fh, start=1):
