@@ -340,7 +340,7 @@ def report(args, sizes: list[int], work: str) -> None:
                   f" {run['cpu_rate'] / near['cpu_rate']:>9.2f} {load:>5.1f}   {rss}")  # fmt: skip
     print(f"baseline for mem0: the same records as the importer maps them, bulk-written (read back lazily from a "
           f"file of envelopes), measured before the first mem0 row: {same['rate']:,.0f} items/s "
-          f"({same['cpu_rate']:,.0f} per CPU-second)")
+          f"({same['cpu_rate']:,.0f} per CPU-second), peak RSS {same['peak_rss_mb']:.0f} MB")
     print("the importers' reading alone (no engine; one window at a time, as the job reads):")
     for fmt in ("jsonl", "mem0"):
         for ordering in ORDERINGS:

@@ -141,10 +141,14 @@ def test_import_benchmark_runs_on_a_slice():
     result = subprocess.run([sys.executable, "bench/import.py", "--items", "1200", "--small", "300"],
                             capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert re.search(r"baseline bulk write .*:\s+[\d,]+ items/s\s+peak RSS 300: \d+ MB 1,200: \d+ MB", result.stdout)
+    assert re.search(r"baseline bulk write .*:\s+[\d,]+ items/s \([\d,]+ per CPU-second\)\s+peak RSS 300: \d+ MB "
+                     r"1,200: \d+ MB", result.stdout)  # fmt: skip
     for source in ("jsonl", "mem0"):
         for ordering in ("strict_temporal", "batch_throughput"):
-            assert re.search(rf"{source}\s+{ordering}\s+[\d,]+\s+[\d.]+\s+300: \d+ MB \([+-]\d+\)", result.stdout)
+            # baseline just before, the import, ratio, CPU ratio, load average, peak RSS by size
+            assert re.search(rf"{source}\s+{ordering}\s+[\d,]+\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+300: \d+ MB "
+                             r"\([+-]\d+\)", result.stdout)  # fmt: skip
+    assert re.search(r"baseline for mem0: .*: [\d,]+ items/s \([\d,]+ per CPU-second\), peak RSS \d+ MB", result.stdout)
     assert re.search(r"jsonl\s+strict_temporal\s+[\d,]+ records/s parsed\s+peak RSS 300: \d+ MB  1,200: \d+ MB",
                      result.stdout)  # fmt: skip
 

@@ -197,3 +197,29 @@ async def test_a_source_over_the_import_limit_is_413_and_its_partial_spool_file_
         with pytest.raises(PayloadTooLarge):  # a caller's smaller limit (the server's setting) wins
             await engine.imports.start("jsonl", lines_of(20), {"scope_template": "org:acme"}, max_bytes=500)
         assert list(tmp_path.iterdir()) == [] and engine.imports.jobs.running("import") == 0
+
+
+async def test_a_truncated_mem0_document_keeps_what_came_before_and_names_where_it_breaks():
+    """The job reads the next window while it writes one: what came before the break is written
+    whole, the break is a record error (not an internal one), and abort fails the job on it."""
+    import orjson
+
+    from cortexdb import EngineConfig
+
+    memories = [{"id": f"m{i}", "memory": f"fact {i}", "user_id": "alice", "created_at": f"2026-01-01T00:00:{i:02d}Z"}
+                for i in range(7)]  # fmt: skip
+    document = orjson.dumps({"results": memories})
+    cut = document[: document.index(b'"id":"m5"')]
+    request = {"scope_template": "org:acme/user:{user_id}", "options": {"ordering": "batch_throughput"}}
+    async with open_engine("memory", id_seed=1, config=EngineConfig(bulk_max_items=2)) as engine:
+        _, status = await run_import(engine, "mem0", cut, **request)
+        assert status["status"] == "completed", status
+        assert status["items"] == {"read": 6, "written": 5, "replayed": 0, "skipped": 0, "failed": 1}
+        (error,) = status["errors"]
+        assert error["record"] == 5 and error["error"] == "invalid_json", error
+        assert error["detail"].startswith("the JSON breaks at or after record 5")
+        texts = {e["content"]["text"] for e in (await engine.events("org:acme/user:alice", limit=100))["items"]}
+        assert texts == {f"fact {i}" for i in range(5)}
+        _, aborted = await run_import(engine, "mem0", cut, **{**request, "options": {"on_error": "abort"}})
+        assert aborted["status"] == "failed" and aborted["error"]["error_code"] == "INVALID_BODY", aborted
+        assert "record 5: invalid_json" in aborted["error"]["message"]

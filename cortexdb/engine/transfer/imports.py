@@ -3,7 +3,8 @@
 ``start`` spools the source to ``<transfer dir>/<import id>.src`` as it arrives, names its format
 (``sources/<system>.sniff``: 422 ``UNSUPPORTED_FORMAT`` for a version no importer reads) and
 submits an ``import`` job on the engine's job runner (``jobs.py``).  Its ``write`` phase parses
-the file incrementally, a window at a time (in a thread), and writes each window through the
+the file incrementally, a window at a time, in a thread that reads the next window while the
+current one is written (two windows in memory: docs/decisions.md), and writes each window through the
 engine's bulk write path (``experience_bulk``: validation, limits, policy and derivation apply),
 one scope and ``bulk_max_items`` items per call.  After each window the job records how many
 records it has committed (``state.committed``), with its counts, in one write: a job resumed

@@ -45,6 +45,7 @@ from ..mapping import (
     scalar,
     timestamp,
 )
+from .mem0_categories import categories_label, categories_of
 
 FORMATS = ("mem0_v1_list", "mem0_results", "mem0_page", "mem0_history", "mem0_export_v3")
 PAGE_KEYS = {"count", "next", "previous"}
@@ -94,6 +95,20 @@ def _history_row(path: str, first: str) -> bool:
 
 
 def read(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
+    """The file's records; a document that breaks (truncated, malformed) ends with an
+    ``invalid_json`` record where it breaks, after every record before it."""
+    position = -1
+    try:
+        for item in _records(fh, fmt, options):
+            position = item.position
+            yield item
+    except ijson.JSONError as exc:
+        reason = (str(exc).strip().splitlines() or ["malformed JSON"])[0][:200]
+        yield failed(position + 1, "record", RecordError(
+            "invalid_json", f"the JSON breaks at or after record {position + 1}: {reason}"))  # fmt: skip
+
+
+def _records(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
     state: dict[str, Any] = {}
     if fmt == "mem0_export_v3":
         for number, line in enumerate(fh, start=1):
@@ -162,28 +177,6 @@ def memory(item: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[st
     if user:
         envelope["subject"] = {"id": actor("user", user)["id"], "type": "user"}
     return envelope
-
-
-def categories_label(categories: Any) -> str:
-    """``categories`` as one label: joined at commas (``travel,food``), or as a JSON array when a
-    category holds a comma itself (it would come back split) or the value is not a list."""
-    if isinstance(categories, list) and all(isinstance(c, str) and "," not in c for c in categories) \
-            and not (categories and categories[0].startswith("[")):  # fmt: skip
-        return ",".join(categories)
-    return orjson.dumps(categories if isinstance(categories, list) else [categories]).decode()
-
-
-def categories_of(label: Any) -> list[Any]:
-    """The categories a ``mem0_categories`` label holds (``categories_label``'s inverse)."""
-    text = str(label)
-    if text.startswith("["):
-        try:
-            found = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            found = None
-        if isinstance(found, list):
-            return found
-    return text.split(",")
 
 
 LABEL_NAMES = tuple((name, f"mem0_{name}") for name in LABELLED)
