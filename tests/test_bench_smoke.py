@@ -157,3 +157,13 @@ def test_versions_benchmark_runs_on_a_slice():
     assert re.search(r"derivation, one event per commit: [\d,]+ events/s", result.stdout)
     assert re.search(r"closed versions: [\d,]+ rows, [\d,]+ bytes = [\d.]+% of the derived tables", result.stdout)
     assert re.search(r"LevelDB table files once compacted: [\d,]+ bytes", result.stdout)
+
+
+def test_memprobe_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/memprobe.py", "--writes", "90", "--every", "30", "--tracemalloc"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"per write after 60: VmRSS -?[\d.]+ KB, anonymous -?[\d.]+ KB", result.stdout)
+    assert len(re.findall(r"^\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+$", result.stdout, re.M)) == 3
