@@ -91,6 +91,8 @@ def test_stall_benchmark_runs_on_a_slice():
         assert re.search(rf"{phase}:\s+\d+ requests\s+p50\s+([\d.]+|nan) ms\s+p99\s+([\d.]+|nan) ms", out)
     assert re.search(r"consolidation: [\d.]+ s", out)
     assert "recall with a 500-token budget: planted sentence found (passage" in out
+
+
 def test_soak_benchmark_runs_on_a_slice():
     result = subprocess.run(
         [sys.executable, "bench/soak.py", "--duration", "5", "--writes-per-s", "10", "--recalls-per-s", "2",
@@ -177,6 +179,8 @@ def test_capture_benchmark_runs_on_postgres_with_its_ratio_to_leveldb(pg_server)
     assert result.returncode == 0, result.stderr
     assert re.search(r"postgres\s+wait omitted, keyed\s+:\s+[\d,]+ captures/s .* ratio to leveldb \d", result.stdout)
     assert re.search(r"postgres\s+sustained capture\+derivation:\s+[\d,]+ events/s .* ratio to leveldb \d", result.stdout)
+
+
 def test_context_document_benchmark_runs_on_a_slice():
     result = subprocess.run([sys.executable, "bench/context_document.py", "--events", "200", "--queries", "6"],
                             capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
@@ -184,6 +188,8 @@ def test_context_document_benchmark_runs_on_a_slice():
     for form in ("text", "xml"):
         assert re.search(rf"{form}: p50 [\d.]+ ms, p95 [\d.]+ ms, \d+ chars, [\d.]+ items kept", result.stdout)
     assert re.search(r"xml / text p50: [\d.]+x", result.stdout)
+
+
 def test_signals_benchmark_runs_on_a_slice():
     result = subprocess.run(
         [sys.executable, "bench/signals.py", "--events", "60", "--signals", "0,5", "--queries", "5"],
@@ -192,3 +198,13 @@ def test_signals_benchmark_runs_on_a_slice():
     assert result.returncode == 0, result.stderr
     assert re.search(r"signals=\s+5\s+recall p50\s+[\d.]+ ms \(off:\s+[\d.]+\)\s+ratio\s+[\d.]+", result.stdout)
     assert re.search(r"record p50 [\d.]+ ms\s+snapshot .* p50 [\d.]+ ms", result.stdout)
+
+
+def test_memprobe_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/memprobe.py", "--writes", "90", "--every", "30", "--tracemalloc"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"per write after 60: VmRSS -?[\d.]+ KB, anonymous -?[\d.]+ KB", result.stdout)
+    assert len(re.findall(r"^\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+$", result.stdout, re.M)) == 3

@@ -20,6 +20,11 @@ can drop them under memory pressure and read them again.  The file is unlinked a
 mapped (the mapping keeps it alive; nothing is left behind on a crash or restart, when the
 segments are rebuilt from the stored vectors as before).  Without a directory (the memory
 backend) segments stay in anonymous memory.
+
+With a directory and ``run_rows``, the delta is sealed every ``run_rows`` vectors into a flat
+*run* instead (vector_runs.py: the rows as stored, in an unlinked file read with pread and scored
+exactly), runs merge like segments, and a merge reaching ``segment_size`` builds an annoy
+segment: the delta stays small and sealed vectors leave the heap (decisions.md, "Soak memory").
 """
 
 from __future__ import annotations
@@ -274,7 +279,8 @@ class VectorIndex:
                 self._sealing = False
 
     def _build(self, rows):
-        """An annoy index of ``rows`` (float32 vectors by position), built in a file of
+        """A flat run of ``rows`` while they are fewer than ``segment_size`` and runs are on;
+        else an annoy index of them (float32 vectors by position), built in a file of
         ``directory`` and served memory-mapped from it when there is one (in a worker thread)."""
         if self.run_rows is not None and len(rows) < self.segment_size:  # a flat run (exact)
             source = rows if isinstance(rows, DeltaRows) else EncodedRows(rows, self.dtype)
