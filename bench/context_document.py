@@ -26,9 +26,10 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 sys.path.insert(0, os.path.join(_HERE, ".."))
 sys.path.insert(0, _HERE)
 
+from recall import QUERIES, load, text  # noqa: E402  (bench/recall.py)
+
 import cortexdb  # noqa: E402
 from cortexdb import EngineConfig  # noqa: E402
-from recall import QUERIES, load, text  # noqa: E402  (bench/recall.py)
 
 SCOPE = "org:bench/user:ada"
 

@@ -40,7 +40,16 @@ from .messages import (
     ResegmentItem,
     SynthesizeItem,
 )
-from .stages import compress, consolidate, control, extract, forget_run, index, segment, understanding
+from .stages import (
+    compress,
+    consolidate,
+    control,
+    extract,
+    forget_run,
+    index,
+    segment,
+    understanding,
+)
 from .stages.common import StageBatch, StageContext
 from .state import PartitionState
 
