@@ -113,6 +113,36 @@ async def test_temporal_questions_report_their_window(engine):
     assert routed["temporal"]["applied"] is False and "facets" not in pack
 
 
+async def test_temporal_questions_rank_what_happened_in_their_window_first(engine):
+    said = [("I fixed the billing bug in the invoice service.", "2026-05-06T09:00:00Z"),
+            ("I fixed the login bug in the auth service.", "2026-05-13T09:00:00Z"),
+            ("I fixed the search bug in the index service.", "2026-05-12T09:00:00Z"),
+            ("I fixed the upload bug in the storage service.", "2026-04-20T09:00:00Z")]  # fmt: skip
+    for text, when in said:
+        await engine.experience(envelope(text, observed_at=when), caller="user:alice", wait="indexed")
+    pack = await recall(engine, "Which bug did I fix last week?")
+    routed = phase(pack, "route")
+    assert routed["type"] == "temporal" and routed["temporal"]["applied"] is False
+    assert routed["temporal"]["valid_during"] == ["2026-05-04T00:00:00Z", "2026-05-11T00:00:00Z"]
+    assert routed["temporal"]["preferred"] is True
+    assert routed["temporal"]["in_window"] >= 1 and routed["temporal"]["outside_window"] >= 3
+    events = pack["layers"]["events"]
+    assert events[0]["content"]["text"] == said[0][0]  # the one in the window first
+    assert {e["content"]["text"] for e in events} == {text for text, _ in said}  # the others kept after
+    pack = await recall(engine, "Which bug did I fix yesterday?")
+    assert pack["layers"]["events"][0]["content"]["text"] == said[2][0]
+    assert phase(pack, "route")["temporal"]["in_window"] >= 1
+    # a window the resolver does not read: reported, nothing preferred, the recall still answers
+    pack = await recall(engine, "Which bug did I fix lately?")
+    routed = phase(pack, "route")
+    assert routed["type"] == "temporal" and routed["temporal"]["window"] == "lately"
+    assert routed["temporal"]["valid_during"] is None and routed["temporal"]["preferred"] is False
+    assert "in_window" not in routed["temporal"] and len(pack["layers"]["events"]) == 4
+    # a temporal question naming no window ("when ...") has nothing to prefer either
+    routed = phase(await recall(engine, "When did I fix the billing bug?"), "route")
+    assert routed["type"] == "temporal" and routed["temporal"]["preferred"] is False
+
+
 async def test_aspect_questions_rank_their_aspect_first(engine):
     await seed(engine)
     pack = await recall(engine, "What are my preferences?")
