@@ -191,3 +191,18 @@ async def test_aspect_filters_on_layer_reads_and_in_recall(engine):
     with pytest.raises(CortexError) as caught:
         await engine.facts(ALICE, aspect="mood")
     assert caught.value.http_status == 400 and caught.value.details["field"] == "aspect"
+
+
+async def test_aspect_filter_on_belief_reads(engine):
+    for text in ("I like green tea.", "I live in Lisbon.", "My sister is Priya."):
+        await engine.experience(envelope(text), caller="user:alice", wait="consolidated")
+    every = (await engine.beliefs(ALICE))["items"]
+    assert len(every) == 3
+    for aspect in ("preference", "identity", "relationship"):
+        kept = (await engine.beliefs(ALICE, aspect=aspect))["items"]
+        assert len(kept) == 1 and aspects.of_record("beliefs", kept[0]) == aspect
+    assert (await engine.beliefs(ALICE, aspect="decision"))["items"] == []
+    with pytest.raises(CortexError) as caught:
+        await engine.beliefs(ALICE, aspect="mood")
+    assert caught.value.http_status == 400 and caught.value.details["field"] == "aspect"
+
