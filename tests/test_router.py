@@ -206,3 +206,25 @@ async def test_aspect_filter_on_belief_reads(engine):
         await engine.beliefs(ALICE, aspect="mood")
     assert caught.value.http_status == 400 and caught.value.details["field"] == "aspect"
 
+
+
+async def test_streamed_recall_carries_the_relationships_and_signals_parts(engine):
+    await seed(engine)
+    await engine.signals.record({"scope": ALICE, "subject": "user:alice", "type": "frustration", "intensity": 0.8})
+    request = {"scope": ALICE, "query": "Where does Priya live?", "idempotency_key": "stream-1"}
+    streamed = [event async for event in engine.recall_stream(request, caller="user:alice")]
+    names = [name for name, _ in streamed]
+    last_layer = max(i for i, name in enumerate(names) if name == "layer")
+    assert names[last_layer + 1:last_layer + 4] == ["relationships", "signals", "context_block"]
+    data = dict(streamed)
+    pack = await recall(engine, request["query"])  # the same recall, not streamed
+    assert data["relationships"]["items"] == pack["relationships"] and pack["relationships"]
+    assert [s["type"] for s in data["signals"]["items"]] == [s["type"] for s in pack["signals"]] == ["frustration"]
+    # a replay (the same idempotency key) streams them too, from the cached pack
+    again = dict([event async for event in engine.recall_stream(request, caller="user:alice")])
+    assert again["done"]["replay"] is True
+    assert again["relationships"] == data["relationships"] and again["signals"] == data["signals"]
+    # a temporal_facets recall streams its facets as well
+    facets = dict([event async for event in engine.recall_stream(
+        {"scope": ALICE, "query": "Summarize what we discussed today"}, caller="user:alice")])  # fmt: skip
+    assert facets["facets"]["window"]["window"] == "today" and facets["facets"]["records"] > 0

@@ -22,7 +22,8 @@ from ...errors import CortexError
 from ..model import aspects
 from ..retrieve.temporal_filter import TemporalFilter
 from ..temporal import format_ts
-from . import graph, window as windows
+from . import graph
+from . import window as windows
 
 ASPECT_BONUS = 0.25  # added to the score of a candidate of an asked aspect: above any unasked one's blend
 NO_EXPANSION: dict[str, Any] = {"edges": [], "nodes": 0, "examined": 0, "truncated": False, "known": []}
