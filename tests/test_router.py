@@ -228,3 +228,13 @@ async def test_streamed_recall_carries_the_relationships_and_signals_parts(engin
     facets = dict([event async for event in engine.recall_stream(
         {"scope": ALICE, "query": "Summarize what we discussed today"}, caller="user:alice")])  # fmt: skip
     assert facets["facets"]["window"]["window"] == "today" and facets["facets"]["records"] > 0
+
+
+async def test_relations_between_people_said_in_text_are_walked(engine):
+    for text in ("Alice works with Priya.", "Priya reports to Dana.", "Dana is married to Sam."):
+        await engine.experience(envelope(text), caller="user:alice", wait="indexed")
+    walk = await engine.relationships.traverse(ALICE, from_="Alice", depth=3)
+    assert [(e["from"]["name"], e["type"], e["to"]["name"]) for e in walk["items"]] == [
+        ("Alice", "works_with", "Priya"), ("Priya", "reports_to", "Dana"), ("Dana", "married_to", "Sam")]
+    pack = await recall(engine, "What is the relationship between Alice and Priya?")
+    assert (pack["relationships"][0]["type"], pack["relationships"][0]["to"]["name"]) == ("works_with", "Priya")
