@@ -289,13 +289,16 @@ async def test_a_narrative_pack_and_its_stream(engine):
 async def test_granular_streaming_recall_follows_10_1(engine):
     events = [e async for e in engine.recall_stream({"scope": ALICE, "query": "Berlin", "include": ["facts", "events"]})]
     names = [name for name, _ in events]
-    assert names == ["plan", "layer", "layer", "context_block", "provenance", "diagnostics", "done"]
+    assert names == ["plan", "layer", "layer", "relationships", "signals", "context_block", "provenance",
+                     "diagnostics", "done"]  # fmt: skip
     layers = [data for name, data in events if name == "layer"]
     assert [layer["layer"] for layer in layers] == ["events", "facts"]
     elapsed = [layer["elapsed_ms"] for layer in layers]  # since the recall began (§10.1's example)
     assert elapsed == sorted(elapsed) and events[-1][1]["total_ms"] >= elapsed[-1]
     pack = engine.get_pack(events[-1][1]["pack_id"])  # the same pack the non-streaming recall returns
     assert [layer["items"] for layer in layers] == [pack["layers"]["events"], pack["layers"]["facts"]]
+    parts = dict(events)
+    assert parts["relationships"]["items"] == pack["relationships"] and parts["signals"]["items"] == pack["signals"]
 
 
 # -- the openai_compatible provider in the engine ------------------------------------------------------

@@ -64,6 +64,51 @@ def test_rule_patterns(text, expected):
     assert expected in triples(extract(text))
 
 
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Alice works with Priya.", [("Alice", "works_with", "Priya", 1)]),
+        ("Grace Hopper worked with Howard Aiken at Harvard.", [("Grace Hopper", "works_with", "Howard Aiken", 1)]),
+        ("Tom reports to Dana Scully since March.", [("Tom", "reports_to", "Dana Scully", 1)]),
+        ("Yesterday Marco married Giulia.", [("Marco", "married_to", "Giulia", 1)]),
+        ("Bob is a friend of Carol.", [("Bob", "friend_of", "Carol", 1)]),
+        ("Carol lives with Dave, Erin and Frank.", [("Carol", "lives_with", n, 1) for n in ("Dave", "Erin", "Frank")]),
+        ("Priya is Tom's sister.", [("Tom", "sister", "Priya", 1)]),
+        ("Kenji was Aiko's best friend.", [("Aiko", "best_friend", "Kenji", 1)]),
+        ("Alice and Bob are colleagues.", [("Alice", "works_with", "Bob", 1)]),
+        ("Lena and Omar were married.", [("Lena", "married_to", "Omar", 1)]),
+        # first person: the speaker is one end
+        ("I work with Priya on the ledger.", [("user:alice", "works_with", "Priya", 1)]),
+        ("I'm married to Sam.", [("user:alice", "married_to", "Sam", 1)]),
+        ("Dana is my manager.", [("user:alice", "manager", "Dana", 1)]),
+        ("Sam is friends with me.", [("Sam", "friend_of", "user:alice", 1)]),
+        ("Priya and I are old friends.", [("Priya", "friend_of", "user:alice", 1)]),
+    ],
+)
+def test_relations_between_named_people(text, expected):
+    found = triples(extract(text))
+    assert [t for t in found if t[1] not in ("is", "works_at", "lives_in")] == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["They work with Priya.", "Alice works with Bob's team on billing.", "The team works with vendors.",
+     "Priya works with passion.", "He is my brother."],
+)  # fmt: skip
+def test_relations_need_two_named_people(text):
+    assert [t for t in triples(extract(text)) if t[1] in ("works_with", "brother")] == []
+
+
+def test_relations_read_third_person_in_any_turn_and_first_person_only_in_the_speakers():
+    assert triples(extract("Alice works with Priya.", role="assistant")) == [("Alice", "works_with", "Priya", 1)]
+    assert triples(extract("I work with Priya.", role="assistant")) == []
+    hedged = extract("Maybe Tom manages Priya.").facts
+    assert [(f.subject.name, f.predicate, f.object_value.name) for f in hedged] == [("Tom", "manages", "Priya")]
+    assert hedged[0].confidence < 0.75 and hedged[0].datatype == "entity"
+    # "X is Y's sister" is not also read as (X, is, "Y's sister")
+    assert [t[1] for t in triples(extract("Priya is Tom's sister."))] == ["sister"]
+
+
 def test_rules_leave_unreadable_text_alone():
     assert extract("It was so powerful and we all cried.").facts == ()
     assert extract("What a day!").facts == ()

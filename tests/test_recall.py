@@ -265,7 +265,7 @@ async def test_streaming_recall_emits_the_events_in_order(engine):
     names = [name for name, _ in events]
     assert names[0] == "plan" and names[-1] == "done"
     assert names[1:6] == ["layer"] * 5
-    assert names[6:9] == ["context_block", "provenance", "diagnostics"]
+    assert names[6:11] == ["relationships", "signals", "context_block", "provenance", "diagnostics"]
     assert [data["layer"] for name, data in events if name == "layer"] == [
         "events",
         "episodes",

@@ -71,13 +71,19 @@ async def test_bad_writes_and_unknown_entities(tmp_path):
 async def test_aspect_filters_over_http(tmp_path):
     async with server(tmp_path) as h:
         for text in ("We decided to use Postgres.", "I like green tea."):
-            response, _ = await h.call("POST", "/v1/experience?wait=indexed", json=body(text, scope=ALICE))
+            response, _ = await h.call("POST", "/v1/experience?wait=consolidated", json=body(text, scope=ALICE))
             assert response.status_code == 200
         response, page = await h.call("GET", f"/v1/events?scope={ALICE}&aspect=decision")
         assert response.status_code == 200 and [e["content"]["text"] for e in page["items"]] == ["We decided to use Postgres."]
         response, page = await h.call("GET", f"/v1/facts?scope={ALICE}&aspect=preference")
         assert response.status_code == 200 and [f["predicate"] for f in page["items"]] == ["likes"]
         response, data = await h.call("GET", f"/v1/facts?scope={ALICE}&aspect=mood")
+        assert response.status_code == 400 and data["details"]["field"] == "aspect"
+        response, page = await h.call("GET", f"/v1/beliefs?scope={ALICE}&aspect=preference")
+        assert response.status_code == 200 and [b["claim"]["predicate"] for b in page["items"]] == ["likes"]
+        response, page = await h.call("GET", f"/v1/beliefs?scope={ALICE}&aspect=decision")
+        assert response.status_code == 200 and page["items"] == []
+        response, data = await h.call("GET", f"/v1/beliefs?scope={ALICE}&aspect=mood")
         assert response.status_code == 400 and data["details"]["field"] == "aspect"
 
 

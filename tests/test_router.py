@@ -113,6 +113,36 @@ async def test_temporal_questions_report_their_window(engine):
     assert routed["temporal"]["applied"] is False and "facets" not in pack
 
 
+async def test_temporal_questions_rank_what_happened_in_their_window_first(engine):
+    said = [("I fixed the billing bug in the invoice service.", "2026-05-06T09:00:00Z"),
+            ("I fixed the login bug in the auth service.", "2026-05-13T09:00:00Z"),
+            ("I fixed the search bug in the index service.", "2026-05-12T09:00:00Z"),
+            ("I fixed the upload bug in the storage service.", "2026-04-20T09:00:00Z")]  # fmt: skip
+    for text, when in said:
+        await engine.experience(envelope(text, observed_at=when), caller="user:alice", wait="indexed")
+    pack = await recall(engine, "Which bug did I fix last week?")
+    routed = phase(pack, "route")
+    assert routed["type"] == "temporal" and routed["temporal"]["applied"] is False
+    assert routed["temporal"]["valid_during"] == ["2026-05-04T00:00:00Z", "2026-05-11T00:00:00Z"]
+    assert routed["temporal"]["preferred"] is True
+    assert routed["temporal"]["in_window"] >= 1 and routed["temporal"]["outside_window"] >= 3
+    events = pack["layers"]["events"]
+    assert events[0]["content"]["text"] == said[0][0]  # the one in the window first
+    assert {e["content"]["text"] for e in events} == {text for text, _ in said}  # the others kept after
+    pack = await recall(engine, "Which bug did I fix yesterday?")
+    assert pack["layers"]["events"][0]["content"]["text"] == said[2][0]
+    assert phase(pack, "route")["temporal"]["in_window"] >= 1
+    # a window the resolver does not read: reported, nothing preferred, the recall still answers
+    pack = await recall(engine, "Which bug did I fix lately?")
+    routed = phase(pack, "route")
+    assert routed["type"] == "temporal" and routed["temporal"]["window"] == "lately"
+    assert routed["temporal"]["valid_during"] is None and routed["temporal"]["preferred"] is False
+    assert "in_window" not in routed["temporal"] and len(pack["layers"]["events"]) == 4
+    # a temporal question naming no window ("when ...") has nothing to prefer either
+    routed = phase(await recall(engine, "When did I fix the billing bug?"), "route")
+    assert routed["type"] == "temporal" and routed["temporal"]["preferred"] is False
+
+
 async def test_aspect_questions_rank_their_aspect_first(engine):
     await seed(engine)
     pack = await recall(engine, "What are my preferences?")
@@ -161,3 +191,50 @@ async def test_aspect_filters_on_layer_reads_and_in_recall(engine):
     with pytest.raises(CortexError) as caught:
         await engine.facts(ALICE, aspect="mood")
     assert caught.value.http_status == 400 and caught.value.details["field"] == "aspect"
+
+
+async def test_aspect_filter_on_belief_reads(engine):
+    for text in ("I like green tea.", "I live in Lisbon.", "My sister is Priya."):
+        await engine.experience(envelope(text), caller="user:alice", wait="consolidated")
+    every = (await engine.beliefs(ALICE))["items"]
+    assert len(every) == 3
+    for aspect in ("preference", "identity", "relationship"):
+        kept = (await engine.beliefs(ALICE, aspect=aspect))["items"]
+        assert len(kept) == 1 and aspects.of_record("beliefs", kept[0]) == aspect
+    assert (await engine.beliefs(ALICE, aspect="decision"))["items"] == []
+    with pytest.raises(CortexError) as caught:
+        await engine.beliefs(ALICE, aspect="mood")
+    assert caught.value.http_status == 400 and caught.value.details["field"] == "aspect"
+
+
+
+async def test_streamed_recall_carries_the_relationships_and_signals_parts(engine):
+    await seed(engine)
+    await engine.signals.record({"scope": ALICE, "subject": "user:alice", "type": "frustration", "intensity": 0.8})
+    request = {"scope": ALICE, "query": "Where does Priya live?", "idempotency_key": "stream-1"}
+    streamed = [event async for event in engine.recall_stream(request, caller="user:alice")]
+    names = [name for name, _ in streamed]
+    last_layer = max(i for i, name in enumerate(names) if name == "layer")
+    assert names[last_layer + 1:last_layer + 4] == ["relationships", "signals", "context_block"]
+    data = dict(streamed)
+    pack = await recall(engine, request["query"])  # the same recall, not streamed
+    assert data["relationships"]["items"] == pack["relationships"] and pack["relationships"]
+    assert [s["type"] for s in data["signals"]["items"]] == [s["type"] for s in pack["signals"]] == ["frustration"]
+    # a replay (the same idempotency key) streams them too, from the cached pack
+    again = dict([event async for event in engine.recall_stream(request, caller="user:alice")])
+    assert again["done"]["replay"] is True
+    assert again["relationships"] == data["relationships"] and again["signals"] == data["signals"]
+    # a temporal_facets recall streams its facets as well
+    facets = dict([event async for event in engine.recall_stream(
+        {"scope": ALICE, "query": "Summarize what we discussed today"}, caller="user:alice")])  # fmt: skip
+    assert facets["facets"]["window"]["window"] == "today" and facets["facets"]["records"] > 0
+
+
+async def test_relations_between_people_said_in_text_are_walked(engine):
+    for text in ("Alice works with Priya.", "Priya reports to Dana.", "Dana is married to Sam."):
+        await engine.experience(envelope(text), caller="user:alice", wait="indexed")
+    walk = await engine.relationships.traverse(ALICE, from_="Alice", depth=3)
+    assert [(e["from"]["name"], e["type"], e["to"]["name"]) for e in walk["items"]] == [
+        ("Alice", "works_with", "Priya"), ("Priya", "reports_to", "Dana"), ("Dana", "married_to", "Sam")]
+    pack = await recall(engine, "What is the relationship between Alice and Priya?")
+    assert (pack["relationships"][0]["type"], pack["relationships"][0]["to"]["name"]) == ("works_with", "Priya")

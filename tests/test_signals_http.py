@@ -4,6 +4,8 @@ admins only), audit, bad input as a 4xx envelope, recall's ``signals`` part, for
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cortexdb.client import AsyncCortexClient
@@ -13,6 +15,7 @@ from cortexdb.schemas import validator
 
 from .sdk_support import live
 from .server_support import server
+from .test_contract_http import sse
 
 SCOPE = "org:acme/user:alice"
 SIGNAL = {"scope": SCOPE, "subject": "user:alice", "type": "frustration", "intensity": 0.8}
@@ -93,6 +96,25 @@ async def test_recall_carries_signals_and_forget_removes_them(tmp_path):
         assert response.status_code == 200 and data["deleted"]["signals"] == 1, data
         response, snap = await h.call("GET", f"/v1/signals?scope={SCOPE}")
         assert snap["total"] == 0
+
+
+async def test_streamed_recall_sends_the_signals_and_relationships_events(tmp_path):
+    async with server(tmp_path) as h:
+        await h.call("POST", "/v1/signals", json=SIGNAL)
+        await h.call("POST", "/v1/relationships", json={"scope": SCOPE, "from": "Alice", "type": "manages", "to": "Priya"})
+        status, _, raw = await sse(h, "/v1/recall", {"scope": SCOPE, "query": "What is the relationship between Alice and Priya?",
+                                                   "stream": True})
+        assert status == 200
+        frames = [frame for frame in raw.decode().split("\n\n") if frame.strip()]
+        events = {}
+        for frame in frames:
+            lines = dict(line.split(": ", 1) for line in frame.splitlines() if ": " in line)
+            events.setdefault(lines.get("event"), json.loads(lines["data"]))
+        order = [name for name in events]
+        assert order.index("relationships") < order.index("context_block") and order.index("signals") < order.index("context_block")
+        assert [s["type"] for s in events["signals"]["items"]] == ["frustration"]
+        assert [(e["from"]["name"], e["type"], e["to"]["name"]) for e in events["relationships"]["items"]] == [
+            ("Alice", "manages", "Priya")]
 
 
 async def test_the_sdk(tmp_path):

@@ -171,9 +171,10 @@ class Answer(Record):
 @attrs.frozen(kw_only=True)
 class StreamChunk(Record):
     """One Server-Sent Event of a streamed recall (or answer): ``event`` is its name (``plan``,
-    ``layer``, ``context_block``, ``provenance``, ``diagnostics``, ``done``; ``token`` and
-    ``citations`` for narrative streams) and ``data`` its payload.  ``text`` is the words it
-    carries (a ``token``'s or the ``context_block``'s), else ``""``."""
+    ``layer``, ``relationships``, ``signals``, ``facets``, ``context_block``, ``provenance``,
+    ``diagnostics``, ``done``; ``token`` and ``citations`` for narrative streams) and ``data``
+    its payload.  ``text`` is the words it carries (a ``token``'s or the ``context_block``'s),
+    else ``""``."""
 
     LOCAL = ("event", "data")
     event: str = "message"

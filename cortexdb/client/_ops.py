@@ -316,6 +316,7 @@ class Writes(Namespace):
 
     def recall_stream(self, query: str = "", *, scope: str | None = None, **request: Any) -> Any:
         """The recall as it is assembled (§10.1): ``StreamChunk``s — ``plan``, one ``layer``
-        each, ``context_block``, ``provenance``, ``diagnostics``, ``done``."""
+        each, ``relationships``, ``signals`` (``facets``), ``context_block``, ``provenance``,
+        ``diagnostics``, ``done``."""
         body = {**self._recall_body(query, scope, request), "stream": True}
         return self.transport.chunks(Call("POST", "/v1/recall", json=body, headers=SSE_HEADERS, safe=True))

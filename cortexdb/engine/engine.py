@@ -228,8 +228,8 @@ class Engine:
 
     async def recall_stream(self, request: dict[str, Any], *, caller: str | None = None,
                             tenant_id: str | None = None) -> AsyncIterator[tuple[str, Any]]:  # fmt: skip
-        """Streaming recall: ``(event, data)`` pairs in the §10.1 order (plan, layer…, context_block,
-        provenance, diagnostics, done)."""
+        """Streaming recall: ``(event, data)`` pairs in the §10.1 order (plan, layer…, relationships,
+        signals, facets, context_block, provenance, diagnostics, done)."""
         async for name, data in self._recall.stream(request, caller=self._caller(caller),
                                                     tenant_id=self._tenant(tenant_id)):  # fmt: skip
             if name != "pack":

@@ -18,7 +18,7 @@ LAYER_PARAMS: dict[str, tuple[str, ...]] = {
                "include_excluded", *TEMPORAL_PARAMS),
     "episodes": ("actor", "overlapping", "with_causal_chain", "include_superseded", *TEMPORAL_PARAMS),
     "facts": ("subject", "predicate", "aspect", "min_confidence", "include_superseded", *TEMPORAL_PARAMS),
-    "beliefs": ("about", "min_confidence", "include_deprecated", "include_superseded", *TEMPORAL_PARAMS),
+    "beliefs": ("about", "aspect", "min_confidence", "include_deprecated", "include_superseded", *TEMPORAL_PARAMS),
 }  # fmt: skip
 BOOL_PARAMS = ("include_excluded", "include_superseded", "include_deprecated", "with_causal_chain")
 VIEWS = ("local", "holistic", "descend")

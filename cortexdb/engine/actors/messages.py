@@ -128,6 +128,7 @@ class ReadFactSupports:
 class ReadBeliefs:
     reply: ReplySlot
     about: str | None = None  # an entity id: the claim's subject or object
+    aspect: str | None = None  # model.aspects.ASPECTS (of the claim's predicate)
     min_confidence: float | None = None
     include_deprecated: bool = False
     include_superseded: bool = False  # closed versions too

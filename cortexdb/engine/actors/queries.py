@@ -24,7 +24,7 @@ from ..derive.visibility import Clip
 from ..model import Belief, Episode, Event, EventState, Fact, aspects, to_wire
 from ..stages import EPISODE_SEALED, LIFECYCLE_STAGES, STAGE_ORDER, Stage
 from ..temporal import format_ts, parse_rfc3339
-from . import candidates, concept_queries, history, relations
+from . import belief_keep, candidates, concept_queries, history, relations
 from .messages import (
     QUERY_TYPES,
     Candidates,
@@ -283,25 +283,10 @@ async def read_belief(actor, query: ReadBelief) -> dict[str, Any]:
     return calibrated(to_wire(await _belief(actor, query.belief_id, query.as_of)))
 
 
-def _keep_belief(query: ReadBeliefs) -> Callable[[Belief], bool]:
-    def keep(belief: Belief) -> bool:
-        if belief.excluded_from_recall:
-            return False
-        if belief.stance == "deprecated" and not query.include_deprecated:
-            return False
-        if query.about:
-            obj = belief.claim.get("object", {})
-            if belief.claim["subject"].get("id") != query.about and obj.get("id") != query.about:
-                return False
-        return query.min_confidence is None or belief.confidence >= query.min_confidence
-
-    return keep
-
-
 async def read_beliefs(actor, query: ReadBeliefs) -> dict[str, Any]:
     """§8.7.5: each version of each belief, clipped on both axes; a belief deleted since (below
     the floor, its evidence withdrawn) still answers for the moments it was held."""
-    tables, keep = actor.tables, _keep_belief(query)
+    tables, keep = actor.tables, belief_keep.keeper(query)
     clip = _clip(actor, query, query.include_superseded)
     if query.include_deprecated and clip.valid is None:  # closed and contradicted claims too, whenever they held
         clip = attrs.evolve(clip, valid=(None, None))

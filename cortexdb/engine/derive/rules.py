@@ -13,6 +13,7 @@ from typing import Any
 
 from ..spi.extractor import CandidateFact, Extraction, ExtractionContext, TermRef
 from ..temporal import try_parse_rfc3339
+from . import interpersonal
 
 NAME = "rules_v1"
 MAX_OBJECT_CHARS = 80
@@ -182,6 +183,7 @@ class RuleExtractor:
         if me is not None:
             _about_me(sentence, me, add)
         _quantities(sentence, me, add)
+        interpersonal.relations(sentence, me, add)
         _about_others(sentence, out, add)
         return out
 
@@ -321,8 +323,9 @@ def _about_others(sentence: str, out: list[CandidateFact], add) -> None:
         subject_text = m.group("subject")
         if subject_text.split()[0].casefold() in _STOP_SUBJECTS or subject_text == "I":
             continue
-        if predicate == "is" and any(f.subject.name == subject_text for f in out):
-            continue  # a more specific rule already read this subject
+        if predicate == "is" and any(subject_text in (f.subject.name, getattr(f.object_value, "name", None))
+                                     for f in out):  # fmt: skip
+            continue  # a more specific rule already read this subject (or named it: "X is Y's sister")
         add(
             TermRef(subject_text),
             predicate,

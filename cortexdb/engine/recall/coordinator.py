@@ -61,6 +61,7 @@ class Plan:
     warnings: list[str]
     route: dict[str, Any] | None = None  # the router's output (None: recall_router off)
     starts: list[dict[str, Any]] = attrs.field(factory=list)  # the entities the question names
+    window: Any = None  # a temporal question's resolved window: its records ranked first (window.py)
 
 
 class RecallCoordinator:

@@ -125,10 +125,12 @@ def kept_records(ranked: Ranked) -> dict[str, list[dict[str, Any]]]:
 
 def events(spec: RecallSpec, pack: dict[str, Any], layers_out: dict[str, list], ranked: Ranked,
            trail: Trail) -> Iterator[tuple[str, Any]]:  # fmt: skip
-    """The streamed events after ``plan``, in the §10.1 order, then ("pack", the whole pack)."""
+    """The streamed events after ``plan``, in the §10.1 order (the pack's other parts after its
+    layers: ``parts``), then ("pack", the whole pack)."""
     for layer in LAYERS:
         if layer in spec.layers and spec.shape != "structured":
             yield "layer", {"layer": layer, "items": layers_out[layer], "elapsed_ms": ranked.layer_ms[layer]}
+    yield from parts(pack)
     yield "context_block", {"text": pack["context_block"]}
     yield "provenance", pack["provenance"]
     if "diagnostics" in pack:
@@ -137,12 +139,23 @@ def events(spec: RecallSpec, pack: dict[str, Any], layers_out: dict[str, list], 
     yield "pack", pack
 
 
+def parts(pack: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The pack's parts beside its layers, each its own event after the layers: ``relationships``
+    and ``signals`` (``{"items": [...]}``, as in the pack), ``facets`` (a temporal_facets recall's)."""
+    for name in ("relationships", "signals"):
+        if name in pack:
+            yield name, {"items": pack[name]}
+    if "facets" in pack:
+        yield "facets", pack["facets"]
+
+
 def replay(pack: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     """The events of a cached pack (a recall repeated with its ``idempotency_key``)."""
     yield "plan", {"plan": pack["provenance"]["trail"][0]["plan"], "replay": True,
                    **({"warnings": pack["warnings"]} if pack.get("warnings") else {})}  # fmt: skip
     for layer, items in pack["layers"].items():
         yield "layer", {"layer": layer, "items": items, "elapsed_ms": 0.0}
+    yield from parts(pack)
     yield "context_block", {"text": pack["context_block"]}
     yield "provenance", pack["provenance"]
     if "diagnostics" in pack:

@@ -5,7 +5,7 @@ run its type's handler, and put what the handlers found into the pack.
 |---|---|
 | ``relationship`` | walk 2 hops from the named entities (``graph_expand``); the facts that are edges of the walk get the full graph signal; the edges go into the pack's ``relationships`` |
 | ``entity_lookup`` | walk 1 hop from the named entity; records about it (a fact's or belief's subject or object, an event's subject) get the full graph signal |
-| ``temporal`` | the window the question names is resolved and reported; recency already weighs more (the plan) |
+| ``temporal`` | the window the question names is resolved; the records that happened inside it are ranked first (``window.prefer``), the others kept after them; recency already weighs more (the plan) |
 | ``temporal_facets`` | the window the question names becomes the recall's valid-time window (unless the request gave one), and the pack gets ``facets`` aggregated over the window's candidates |
 | ``aspect_query`` | candidates of the asked aspects are ranked first (their score gets ``ASPECT_BONUS``) |
 | ``exploratory`` | nothing beyond the hybrid blend |
@@ -23,6 +23,7 @@ from ..model import aspects
 from ..retrieve.temporal_filter import TemporalFilter
 from ..temporal import format_ts
 from . import graph
+from . import window as windows
 
 ASPECT_BONUS = 0.25  # added to the score of a candidate of an asked aspect: above any unasked one's blend
 NO_EXPANSION: dict[str, Any] = {"edges": [], "nodes": 0, "examined": 0, "truncated": False, "known": []}
@@ -49,6 +50,10 @@ async def route(coordinator: Any, spec: Any, plan: Any, tenant: str, now: dt.dat
                 plan.temporal = window  # this type's handler: the window the question names
                 plan.filters_applied += window.describe()
                 temporal["applied"] = True
+            elif found.type == "temporal":
+                plan.window = window.valid_during  # this type's handler: its records first (adjust)
+    if found.type == "temporal":
+        temporal["preferred"] = plan.window is not None  # no resolvable window: recency only
     plan.starts = hints
     plan.route = {"type": found.type, "entity_hints": [], "names_found": len(found.entity_hints),
                   "temporal": temporal, "aspects": list(found.aspects), "cues": list(found.cues)}  # fmt: skip
@@ -101,6 +106,8 @@ def adjust(plan: Any, candidates: list[Any], expansion: dict[str, Any], trail: A
         if route is not None and route["type"] == "aspect_query" and route["aspects"]:
             if aspects.of_record(candidate.layer, candidate.record) in route["aspects"]:
                 candidate.score += ASPECT_BONUS
+    if plan.window is not None and route is not None:  # the temporal handler
+        route["temporal"].update(windows.prefer(plan.window, candidates))
     linked_count = sum(1 for c in candidates if c.signals.get("graph", 0.0) > 0)
     trail.phases.append({"phase": "graph_expand", "linked_candidates": linked_count,
                          "added_nodes": expansion["nodes"], "edges": len(expansion["edges"]),
