@@ -447,6 +447,7 @@ async def test_an_event_cancelled_before_its_stages_ran_never_reaches_an_episode
         await assert_no_trace(engine, secret.event_id)
 
 
+@pytest.mark.inline_storage  # wait_all_tasks_blocked must mean the cancel is waiting on the lane
 async def test_a_cancel_during_its_own_derivation_stops_it_between_stages(engine_factory):
     gate = GatedExtractor()
     async with engine_factory(extractor=gate) as engine:
