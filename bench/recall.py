@@ -283,11 +283,13 @@ async def main() -> None:
         default="1000,10000",
         help="sizes that also run the 3-level holistic recall",
     )
+    parser.add_argument("--vector-run-rows", type=int, default=None,
+                        help="EngineConfig.vector_run_rows (default: the engine's; 0: no vector runs)")
     args = parser.parse_args()
-    config = EngineConfig(embedder=args.embedder, idle_timeout=3600)
-    print(
-        f"embedder={args.embedder} queries={args.queries} cpu_count={os.cpu_count()} backend=leveldb"
-    )
+    extra = {} if args.vector_run_rows is None else {"vector_run_rows": args.vector_run_rows}
+    config = EngineConfig(embedder=args.embedder, idle_timeout=3600, **extra)
+    print(f"embedder={args.embedder} queries={args.queries} cpu_count={os.cpu_count()} backend=leveldb "
+          f"vector_run_rows={config.vector_run_rows} load={os.getloadavg()[0]:.1f}")
     for size in [int(s) for s in args.sizes.split(",")]:
         rng = random.Random(size)
         path = tempfile.mkdtemp(prefix="bench-recall-")

@@ -88,8 +88,9 @@ class EngineConfig:
     # with a data dir, the delta is sealed every this many vectors into a flat run in a file of
     # vector-segments/ (read with pread, scored exactly; runs merge, and become an annoy segment
     # at vector_segment_size): the only vectors in memory are the delta's
-    # (docs/decisions.md, "Soak memory").  0: no runs (the delta grows to vector_segment_size)
-    vector_run_rows: int = 2048
+    # (docs/decisions.md, "Soak memory").  0 (the default): no runs, the delta grows to
+    # vector_segment_size; 2048 trades recall time for resident memory (measured in decisions.md)
+    vector_run_rows: int = 0
     recall_candidates: int = 100  # per scope and per index (BM25, vector) before scoring
     recall_deadline: float = 5.0  # seconds a scope may take before the pack degrades without it
     pack_ttl_seconds: float = 60.0
