@@ -156,6 +156,8 @@ async def test_derived_facts_are_held_then_committed_by_approval(engine):
     assert committed["approved_by"] == "user:alice" and committed["event_ids"] == [written.event_id]
     [fact] = (await engine.facts(SCOPE))["items"]
     assert fact["id"] == committed["fact_id"] and fact["supports"] == [written.event_id]
+    assert fact["proposal"] == {"proposal_id": held["id"], "approved_by": "user:alice"}
+    validator("fact").validate(fact)
     [belief] = (await engine.beliefs(SCOPE))["items"]  # revised through the derivation path
     assert [s["id"] for s in belief["supports"]] == [fact["id"]]
     # the event lists what it derives (a cancel or forget of it finds them)
@@ -177,3 +179,18 @@ async def test_a_rejected_derivation_commits_nothing(engine):
     assert (await engine.facts(SCOPE))["items"] == [] and (await engine.beliefs(SCOPE))["items"] == []
     with pytest.raises(InvalidRequest):
         await engine.proposals.approve(SCOPE, held["id"])
+
+
+async def test_an_approved_fact_keeps_its_provenance_across_reopen(engine_factory, backend):
+    async with engine_factory() as engine:
+        await review_derived(engine)
+        await engine.experience(envelope("I live in Faro."), wait="consolidated")
+        [held] = (await engine.proposals.list(SCOPE, status="pending"))["items"]
+        done = await engine.proposals.approve(SCOPE, held["id"], caller="user:alice")
+        assert done["committed"]["status"] == "accepted"
+    if backend == "leveldb":  # the stored fact, read back by a fresh engine
+        async with engine_factory() as engine:
+            [fact] = (await engine.facts(SCOPE))["items"]
+            assert fact["id"] == done["committed"]["fact_id"]
+            assert fact["proposal"] == {"proposal_id": held["id"], "approved_by": "user:alice"}
+            assert (await engine.proposals.get(SCOPE, held["id"]))["status"] == "approved"

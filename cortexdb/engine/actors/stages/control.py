@@ -210,6 +210,10 @@ async def commit_proposal(work: StageContext, proposal: dict[str, Any], approver
     batch = StageBatch()
     intake, summary = await _consolidate_foreign(work, batch, event_id, {"assertions": [proposal["fact"]]})
     derived = [intake[0]["fact_id"], *summary.updated] if intake[0].get("fact_id") else []
+    if intake[0]["status"] in ("accepted", "conflict_detected"):  # a new fact: it names its approval
+        fact = work.state.facts[intake[0]["fact_id"]]
+        fact.proposal = {"proposal_id": proposal["id"], "approved_by": approver}
+        batch.ops.append(work.tables.facts.put_op(fact.id, fact))  # after fact_ops' put: this one stands
     state.derives += [d for d in dict.fromkeys(derived) if d not in state.derives]
     batch.ops.append(work.state_op(event_id, state))
     await work.commit(batch)
