@@ -194,3 +194,17 @@ async def test_an_approved_fact_keeps_its_provenance_across_reopen(engine_factor
             assert fact["id"] == done["committed"]["fact_id"]
             assert fact["proposal"] == {"proposal_id": held["id"], "approved_by": "user:alice"}
             assert (await engine.proposals.get(SCOPE, held["id"]))["status"] == "approved"
+
+
+async def test_cancelling_the_event_takes_an_approved_fact_back_or_leaves_nothing_to_approve(engine):
+    await review_derived(engine)
+    kept = await engine.experience(envelope("I live in Braga."), wait="consolidated")
+    gone = await engine.experience(envelope("I work at Acme."), wait="consolidated")
+    held = {p["event_ids"][0]: p for p in (await engine.proposals.list(SCOPE, status="pending"))["items"]}
+    done = await engine.proposals.approve(SCOPE, held[kept.event_id]["id"], caller="user:alice")
+    await engine.cancel(kept.event_id)  # its approved fact is excluded, as any derived fact would be
+    assert done["committed"]["fact_id"] not in [f["id"] for f in (await engine.facts(SCOPE))["items"]]
+    await engine.cancel(gone.event_id)
+    late = await engine.proposals.approve(SCOPE, held[gone.event_id]["id"], caller="user:alice")
+    assert late["committed"]["status"] == "rejected" and late["committed"]["reason"] == "event_gone"
+    assert late["committed"]["fact_id"] is None and (await engine.facts(SCOPE))["items"] == []
