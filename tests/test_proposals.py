@@ -4,6 +4,7 @@ failed commit leaving the proposal pending, persistence, erasure; and the pure p
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from cortexdb.engine.proposals import provenance
@@ -126,3 +127,84 @@ async def test_erasure_drops_the_scopes_proposals(engine):
     async with engine.subscribe(job_id=accepted["erasure_id"], events="erasure_complete", since_lifecycle_id="") as ended:
         await ended.__anext__()
     assert (await engine.proposals.list(SCOPE))["items"] == []
+
+
+async def review_derived(engine) -> None:
+    """Open the scope (an event not about residence) and set ``require_review: "derived"``."""
+    await engine.experience(envelope("Opening the notebook.", scope=SCOPE), wait="consolidated")
+
+    def edit(record):
+        return attrs.evolve(record, policies={**record.policies, "require_review": "derived"})
+
+    await engine.edit_scope(SCOPE, edit)
+
+
+async def test_derived_facts_are_held_then_committed_by_approval(engine):
+    await review_derived(engine)
+    written = await engine.experience(envelope("I live in Lisbon."), wait="consolidated")
+    assert (await engine.events(SCOPE))["items"][-1]["id"] == written.event_id  # the event is captured
+    assert (await engine.facts(SCOPE))["items"] == []  # its fact is held
+    [held] = (await engine.proposals.list(SCOPE, status="pending"))["items"]
+    validator("proposal").validate(held)
+    assert held["source"] == "derivation" and held["event_ids"] == [written.event_id]
+    assert held["experience"] is None and held["fact"]["predicate"] == "lives_in"
+    assert held["fact"]["object"]["name"] == "Lisbon"
+    done = await engine.proposals.approve(SCOPE, held["id"], caller="user:alice", note="checked")
+    validator("proposal").validate(done)
+    committed = done["committed"]
+    assert committed["status"] == "accepted" and committed["proposal_id"] == held["id"]
+    assert committed["approved_by"] == "user:alice" and committed["event_ids"] == [written.event_id]
+    [fact] = (await engine.facts(SCOPE))["items"]
+    assert fact["id"] == committed["fact_id"] and fact["supports"] == [written.event_id]
+    assert fact["proposal"] == {"proposal_id": held["id"], "approved_by": "user:alice"}
+    validator("fact").validate(fact)
+    [belief] = (await engine.beliefs(SCOPE))["items"]  # revised through the derivation path
+    assert [s["id"] for s in belief["supports"]] == [fact["id"]]
+    # the event lists what it derives (a cancel or forget of it finds them)
+    derives = (await engine.get_event(SCOPE, written.event_id))["derives"]
+    assert fact["id"] in derives and belief["id"] in derives
+    # evidence for an approved fact reinforces it without review
+    again = await engine.experience(envelope("I live in Lisbon."), wait="consolidated")
+    [fact] = (await engine.facts(SCOPE))["items"]
+    assert again.event_id in fact["supports"]
+    assert (await engine.proposals.list(SCOPE, status="pending"))["items"] == []
+
+
+async def test_a_rejected_derivation_commits_nothing(engine):
+    await review_derived(engine)
+    await engine.experience(envelope("I live in Porto."), wait="consolidated")
+    [held] = (await engine.proposals.list(SCOPE, status="pending"))["items"]
+    rejected = await engine.proposals.reject(SCOPE, held["id"], caller="user:alice", note="wrong")
+    assert rejected["status"] == "rejected" and rejected["committed"] is None
+    assert (await engine.facts(SCOPE))["items"] == [] and (await engine.beliefs(SCOPE))["items"] == []
+    with pytest.raises(InvalidRequest):
+        await engine.proposals.approve(SCOPE, held["id"])
+
+
+async def test_an_approved_fact_keeps_its_provenance_across_reopen(engine_factory, backend):
+    async with engine_factory() as engine:
+        await review_derived(engine)
+        await engine.experience(envelope("I live in Faro."), wait="consolidated")
+        [held] = (await engine.proposals.list(SCOPE, status="pending"))["items"]
+        done = await engine.proposals.approve(SCOPE, held["id"], caller="user:alice")
+        assert done["committed"]["status"] == "accepted"
+    if backend == "leveldb":  # the stored fact, read back by a fresh engine
+        async with engine_factory() as engine:
+            [fact] = (await engine.facts(SCOPE))["items"]
+            assert fact["id"] == done["committed"]["fact_id"]
+            assert fact["proposal"] == {"proposal_id": held["id"], "approved_by": "user:alice"}
+            assert (await engine.proposals.get(SCOPE, held["id"]))["status"] == "approved"
+
+
+async def test_cancelling_the_event_takes_an_approved_fact_back_or_leaves_nothing_to_approve(engine):
+    await review_derived(engine)
+    kept = await engine.experience(envelope("I live in Braga."), wait="consolidated")
+    gone = await engine.experience(envelope("I work at Acme."), wait="consolidated")
+    held = {p["event_ids"][0]: p for p in (await engine.proposals.list(SCOPE, status="pending"))["items"]}
+    done = await engine.proposals.approve(SCOPE, held[kept.event_id]["id"], caller="user:alice")
+    await engine.cancel(kept.event_id)  # its approved fact is excluded, as any derived fact would be
+    assert done["committed"]["fact_id"] not in [f["id"] for f in (await engine.facts(SCOPE))["items"]]
+    await engine.cancel(gone.event_id)
+    late = await engine.proposals.approve(SCOPE, held[gone.event_id]["id"], caller="user:alice")
+    assert late["committed"]["status"] == "rejected" and late["committed"]["reason"] == "event_gone"
+    assert late["committed"]["fact_id"] is None and (await engine.facts(SCOPE))["items"] == []

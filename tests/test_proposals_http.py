@@ -71,8 +71,28 @@ async def test_require_review_holds_non_owners_writes(tmp_path):
         # the owner's own writes go straight in
         response, data = await h.call("POST", "/v1/experience", json=body("I like rain.", scope=TEAM))
         assert response.status_code == 202 and data["status"] == "captured", data
-        response, data = await h.call("POST", "/v1/scopes", json={"path": "ws:other", "policies": {"require_review": "yes"}})
-        assert response.status_code == 422 and data["details"]["field"] == "policies.require_review"
+        for bad in ("yes", 1, None, ["derived"]):
+            response, data = await h.call("POST", "/v1/scopes", json={"path": "ws:other", "policies": {"require_review": bad}})
+            assert response.status_code == 422 and data["details"]["field"] == "policies.require_review", (bad, data)
+
+
+async def test_require_review_derived_captures_and_holds_the_facts(tmp_path):
+    async with server(tmp_path) as h:
+        await register(h, require_review="derived")
+        response, data = await h.call("POST", "/v1/experience?wait=consolidated", "user:wendy",
+                                      json=body("I live in Rome.", scope=TEAM))  # fmt: skip
+        assert response.status_code == 200 and data["status"] != "pending_review", data  # captured
+        response, facts = await h.call("GET", f"/v1/facts?scope={TEAM}")
+        assert facts["items"] == []
+        response, page = await h.call("GET", f"/v1/proposals?scope={TEAM}&status=pending", "user:rita")
+        [held] = page["items"]
+        assert held["source"] == "derivation" and held["event_ids"] == [data["event_id"]]
+        response, done = await h.call("POST", f"/v1/proposals/{held['id']}/approve", "user:wendy", json={"scope": TEAM})
+        assert response.status_code == 403, done  # owners review
+        response, done = await h.call("POST", f"/v1/proposals/{held['id']}/approve", json={"scope": TEAM})
+        assert response.status_code == 200 and done["committed"]["approved_by"] == "user:alice", done
+        response, facts = await h.call("GET", f"/v1/facts?scope={TEAM}")
+        assert [f["id"] for f in facts["items"]] == [done["committed"]["fact_id"]]
 
 
 @pytest.mark.parametrize("payload, status, field", [

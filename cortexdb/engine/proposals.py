@@ -6,7 +6,10 @@ proposal commits through the normal write path (``Engine.experience``) as the ap
 ``context.labels`` naming the proposal, its proposer and its approver, and an idempotency key
 derived from the proposal id, so a retried approval never writes twice.  A scope registered with
 ``policies.require_review`` holds the writes of its non-owners the same way (the server's
-experience route proposes them instead of capturing them: ``source: "require_review"``).
+experience route proposes them instead of capturing them: ``source: "require_review"``).  A
+scope registered with ``require_review: "derived"`` captures every write but holds each new fact
+its extraction derives (``source: "derivation"``: ``actors.stages.review``); approving commits the
+fact through the derivation path (``control.commit_proposal``).
 
 | status     | becomes                  | by                                       |
 |------------|--------------------------|------------------------------------------|
@@ -22,7 +25,7 @@ from typing import Any
 import trio
 
 from ..errors import InvalidRequest, NotFound, UnknownField
-from .actors.messages import ScopeRecords
+from .actors.messages import CommitProposal, ScopeRecords
 from .envelope import validate_envelope
 from .limits import check_event_size
 from .policy.capabilities import PROPOSAL_CREATE, PROPOSAL_READ, PROPOSAL_REVIEW
@@ -31,7 +34,7 @@ from .temporal import format_ts
 
 FIELDS = {"scope", "experience", "rationale"}
 STATUSES = ("pending", "approved", "rejected")
-SOURCES = ("agent", "require_review")
+SOURCES = ("agent", "require_review", "derivation")
 
 
 def _text(body: dict[str, Any], field: str, most: int) -> str | None:
@@ -159,13 +162,11 @@ class ProposalService:
         self.ctx.policy.check(caller, PROPOSAL_REVIEW, scope)
         proposal = await self._review(scope, proposal_id, "approved", caller, _text({"note": note}, "note", self.ctx.config.proposal_text_max_chars))
         try:
-            result = await self.engine.experience(provenance(proposal["experience"], proposal, caller),
-                                                  caller=caller, tenant_id=tenant, wait=wait)  # fmt: skip
+            committed = await self._commit(proposal, scope, caller, tenant, wait)
         except BaseException:
             with trio.CancelScope(shield=True):
                 await self._review(scope, proposal_id, "pending", caller, None, expect="approved")
             raise
-        committed = {**result.to_wire(), "scope": result.scope}
 
         async def record(tables: Any) -> dict[str, Any]:
             done = {**await self._load(tables, scope, proposal_id), "committed": committed}
@@ -173,6 +174,16 @@ class ProposalService:
             return done
 
         return await self._ask(scope, record)
+
+    async def _commit(self, proposal: dict[str, Any], scope: str, caller: str, tenant: str,
+                      wait: str | None) -> dict[str, Any]:  # fmt: skip
+        """An agent's write commits through ``Engine.experience``; a derived fact held by the
+        scope's policy through the derivation path, in the scope's lane (``control.commit_proposal``)."""
+        if proposal["source"] == "derivation":
+            return await self.ctx.supervisor.request(scope, lambda reply: CommitProposal(proposal, caller, reply))
+        result = await self.engine.experience(provenance(proposal["experience"], proposal, caller),
+                                              caller=caller, tenant_id=tenant, wait=wait)  # fmt: skip
+        return {**result.to_wire(), "scope": result.scope}
 
     async def drop(self, scope: str) -> int:
         """Every proposal of a scope deleted (a GDPR erasure of the scope: they hold its writes)."""

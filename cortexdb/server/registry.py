@@ -36,6 +36,7 @@ from .policy import PolicyEngine, Principal, scope_type
 
 ROLES = ("owner", "writer", "reader")
 WRITE_ROLES = ("owner", "writer")
+REVIEW_VALUES = (True, False, "writes", "derived")  # true is "writes"
 POLICY_FIELDS = ("consolidation", "conflict_resolution", "inherit_from", "audit", "children", "segmentation",
                  "require_review")  # fmt: skip
 
@@ -95,7 +96,7 @@ class ScopeRegistry:
                 self.writers.get(member["actor"], set()).discard(previous.path)
         if record is not None:
             self.acls[record.path] = Acl(record.auto_provisioned, {m["actor"]: m["role"] for m in record.members},
-                                         record.policies.get("require_review") is True)  # fmt: skip
+                                         record.policies.get("require_review") in (True, "writes"))  # fmt: skip
             for member in record.members:
                 if member["role"] in WRITE_ROLES:
                     self.writers.setdefault(member["actor"], set()).add(record.path)
@@ -157,8 +158,9 @@ class ScopeRegistry:
             policies["inherit_from"] = [canonical_scope(p) for p in inherit]
         if "segmentation" in policies:  # the segment strategy (docs/episodes.md)
             policies["segmentation"] = self.engine.segmentation.check(policies["segmentation"])
-        if not isinstance(policies.get("require_review", False), bool):
-            raise InvalidScopeRequest("policies.require_review must be true or false",
+        review = policies.get("require_review", False)  # docs/proposals.md (1 is not true here)
+        if isinstance(review, int) and not isinstance(review, bool) or review not in REVIEW_VALUES:
+            raise InvalidScopeRequest('policies.require_review must be true, false, "writes" or "derived"',
                                       details={"field": "policies.require_review"})  # fmt: skip
         kind = scope_type(path)
         if kind not in self.policy.preset.allowed_scope_types:

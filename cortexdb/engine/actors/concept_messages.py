@@ -1,5 +1,6 @@
 """The understanding's messages (``messages`` lists them in its closed sets): the concept reads a
-ScopeActor serves (``concept_queries``) and the ``synthesize`` job's work for its lane."""
+ScopeActor serves (``concept_queries``) and the ``synthesize`` job's work for its lane; and the
+commit of an approved derivation proposal (``stages.review``, docs/proposals.md)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,20 @@ class SynthesizeItem:
     """A ``Synthesize`` message's work, run between batches; the reply is what it did."""
 
     message: Synthesize
+
+
+@attrs.frozen
+class CommitProposal:
+    """Commit an approved derivation proposal's fact through the derivation path; the reply is
+    what it committed (``stages.review.commit``)."""
+
+    proposal: dict
+    approver: str
+    reply: Any  # messages.ReplySlot
+
+
+@attrs.frozen
+class CommitProposalItem:
+    """A ``CommitProposal`` message's work, run between batches."""
+
+    message: CommitProposal

@@ -30,6 +30,7 @@ from .indexer import Indexer
 from .messages import (
     LANE_ITEM_TYPES,
     CancelItem,
+    CommitProposalItem,
     DerivedItem,
     FlushItem,
     ForeignItem,
@@ -84,7 +85,8 @@ class Lane:
         self._flush_waiters: list[ReplySlot] = []
         handlers = {CancelItem: self._cancel, ForeignItem: self._foreign, DerivedItem: self._derived,
                     FlushItem: self._flush, RebuildItem: self._rebuild, ForgetItem: self._forget,
-                    SynthesizeItem: self._synthesize, ResegmentItem: self._resegment}  # fmt: skip
+                    SynthesizeItem: self._synthesize, ResegmentItem: self._resegment,
+                    CommitProposalItem: self._commit_proposal}  # fmt: skip
         assert set(handlers) == set(LANE_ITEM_TYPES)  # the item set is closed: one handler each
         self.handlers = handlers
 
@@ -290,6 +292,10 @@ class Lane:
     def _clear_queue(self) -> None:
         self.queue.clear()
         self.batches.clear()
+
+    async def _commit_proposal(self, item: CommitProposalItem) -> None:
+        message = item.message
+        message.reply.set(await control.commit_proposal(self.work, message.proposal, message.approver))
 
     async def _resegment(self, item: ResegmentItem) -> None:
         """Window this scope's events into episodes again, once every queued event is derived."""

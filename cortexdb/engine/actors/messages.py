@@ -21,6 +21,8 @@ import attrs
 
 from ...errors import CortexError, Internal
 from .concept_messages import (
+    CommitProposal,
+    CommitProposalItem,
     ReadConcept,
     ReadConcepts,
     ReadCoverage,
@@ -316,11 +318,11 @@ class ScopeRecords:  # signals, proposals, intake results: the actor awaits ``wo
 
 MESSAGE_TYPES = (
     Capture, *QUERY_TYPES, CancelEvent, ForeignConsolidate, ForeignDerived, Flush, Rebuild, Ping,
-    EditScope, Forget, Synthesize, Stop, Resegment, ScopeRecords,
+    EditScope, Forget, Synthesize, Stop, Resegment, ScopeRecords, CommitProposal,
 )  # fmt: skip
 Message = (
     Capture | Query | CancelEvent | ForeignConsolidate | ForeignDerived | Flush | Rebuild | Ping
-    | EditScope | Forget | Synthesize | Stop | Resegment | ScopeRecords
+    | EditScope | Forget | Synthesize | Stop | Resegment | ScopeRecords | CommitProposal
 )  # fmt: skip
 
 
@@ -384,9 +386,9 @@ class ResegmentItem:
 
 
 LANE_ITEM_TYPES = (CancelItem, ForeignItem, DerivedItem, FlushItem, RebuildItem, ForgetItem, ResegmentItem,
-                   SynthesizeItem)
+                   SynthesizeItem, CommitProposalItem)
 LaneItem = (CancelItem | ForeignItem | DerivedItem | FlushItem | RebuildItem | ForgetItem | ResegmentItem
-            | SynthesizeItem)
+            | SynthesizeItem | CommitProposalItem)
 
 
 def fail_message(message: Message, error: CortexError | None = None) -> None:

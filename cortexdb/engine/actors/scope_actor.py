@@ -32,6 +32,8 @@ from .messages import (
     CancelEvent,
     CancelItem,
     Capture,
+    CommitProposal,
+    CommitProposalItem,
     DerivedItem,
     EditScope,
     Flush,
@@ -90,7 +92,7 @@ class ScopeActor:
             Ping: self._ping, Flush: self._flush, Rebuild: self._rebuild, CancelEvent: self._cancel,
             ForeignConsolidate: self._foreign, EditScope: self._edit_scope, ForeignDerived: self._derived,
             Forget: self._forget, Synthesize: self._synthesize, Resegment: self._resegment,
-            ScopeRecords: self._records,
+            ScopeRecords: self._records, CommitProposal: self._commit_proposal,
             **{query: self._query for query in QUERY_TYPES},  # served by queries.HANDLERS
         }  # fmt: skip
         assert set(self.handlers) | {Capture, Stop} == set(MESSAGE_TYPES)
@@ -199,6 +201,9 @@ class ScopeActor:
 
     async def _synthesize(self, message: Synthesize) -> None:
         self.lane.submit(SynthesizeItem(message))
+
+    async def _commit_proposal(self, message: CommitProposal) -> None:
+        self.lane.submit(CommitProposalItem(message))
 
     async def _ping(self, message: Ping) -> None:
         message.reply.set({"scope": self.scope, "handled": self.handled})

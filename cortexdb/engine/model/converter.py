@@ -50,6 +50,8 @@ converter.register_unstructure_hook(records.RevisionPolicy, make_dict_unstructur
 _VERSIONED = {"version": override(omit_if_default=True)}
 for _cls in (records.Fact, records.Belief, records.Episode, records.Concept):
     _overrides = {**_PARTIAL, **(_VERSIONED if _cls is not records.Concept else {})}
+    if _cls is records.Fact:  # only a fact approved from a proposal has one (docs/proposals.md)
+        _overrides["proposal"] = override(omit_if_default=True)
     converter.register_unstructure_hook(_cls, make_dict_unstructure_fn(_cls, converter, **_overrides))
     converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_overrides))
 

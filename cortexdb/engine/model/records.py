@@ -87,6 +87,8 @@ class Fact:
     supports_total: int = 1  # every supporting event; ``supports`` keeps the first and the latest
     evidence_weight: float = 0.0  # summed confidence of every observation asserting it
     excluded_from_recall: bool = False
+    # approved from a derivation proposal (docs/proposals.md): {proposal_id, approved_by}
+    proposal: dict[str, str] | None = None
     partial: bool = False
     partial_reason: str | None = None
     progress: float | None = None

@@ -65,9 +65,13 @@ async def proposal_approve(call: Call, proposal_id: str):
     call.check(cap.SCOPE_WRITE, scope)  # the approver commits the write
     proposal = await call.state.engine.proposals.approve(scope, proposal_id, caller=call.principal.actor,
                                                          tenant=call.principal.tenant, note=note, wait=wait)  # fmt: skip
-    call.event_id = proposal["committed"]["event_id"]
+    committed = proposal["committed"]
+    call.summary = {"proposal_id": proposal_id, "status": "approved"}
+    if "fact_id" in committed:  # a held derived fact (docs/proposals.md): the fact it became
+        call.summary["fact_id"] = committed["fact_id"]
+    else:
+        call.event_id = call.summary["event_id"] = committed["event_id"]
     await call.state.registry.note_write(scope)
-    call.summary = {"proposal_id": proposal_id, "status": "approved", "event_id": call.event_id}
     return proposal
 
 

@@ -35,6 +35,7 @@ class StageBatch:
         self.committed = False
         self.now = None  # one timestamp for the stage: its lifecycle records and recorded times
 
+    review = False  # the scope holds its new derived facts as proposals (``review``)
     rewriting = False  # derivation versions what it changes; a forget rewrites history (``Writes``)
 
     def stamp(self, clock: Any) -> dt.datetime:

@@ -181,6 +181,7 @@ async def _consolidate_foreign(work: StageContext, batch: StageBatch, event_id: 
             subject=TypedRef(**raw["subject"]), predicate=raw["predicate"], object=TypedValue(**raw["object"]),
             confidence=raw["confidence"], single_valued=raw["single_valued"], polarity=raw["polarity"],
             extractor=raw["extractor"], source=raw["source"], valid_from=parse_rfc3339(raw["valid_from"]),
+            valid_to=parse_rfc3339(raw["valid_to"]) if raw.get("valid_to") else None,
         )  # fmt: skip
         intake.append(await apply_assertion(work, assertion, event_id, touched, batch.stamp(work.ctx.clock)))
     fact_ops(work, batch, touched)
@@ -195,6 +196,28 @@ async def _consolidate_foreign(work: StageContext, batch: StageBatch, event_id: 
         await revise_beliefs(work, batch, sorted(pairs), summary, closed)
     await _index_created(work, batch, summary)
     return intake, summary
+
+
+async def commit_proposal(work: StageContext, proposal: dict[str, Any], approver: str) -> dict[str, Any]:
+    """Commit an approved derivation proposal's fact (docs/proposals.md) as consolidation commits
+    an assertion: fact resolution against the scope's facts now, versions, beliefs, index.  The
+    event's state lists what it derived; an event cancelled or erased since derives nothing."""
+    event_id = proposal["event_ids"][0]
+    state = await work.read_state(event_id)
+    marks = {"proposal_id": proposal["id"], "approved_by": approver, "event_ids": proposal["event_ids"]}
+    if state is None or state.cancelled:
+        return {"status": "rejected", "reason": "event_gone", "fact_id": None, **marks}
+    batch = StageBatch()
+    intake, summary = await _consolidate_foreign(work, batch, event_id, {"assertions": [proposal["fact"]]})
+    derived = [intake[0]["fact_id"], *summary.updated] if intake[0].get("fact_id") else []
+    if intake[0]["status"] in ("accepted", "conflict_detected"):  # a new fact: it names its approval
+        fact = work.state.facts[intake[0]["fact_id"]]
+        fact.proposal = {"proposal_id": proposal["id"], "approved_by": approver}
+        batch.ops.append(work.tables.facts.put_op(fact.id, fact))  # after fact_ops' put: this one stands
+    state.derives += [d for d in dict.fromkeys(derived) if d not in state.derives]
+    batch.ops.append(work.state_op(event_id, state))
+    await work.commit(batch)
+    return {"fact_id": None, **intake[0], **summary.counts(), **marks}
 
 
 async def rebuild(work: StageContext, clear_queue: Callable[[], None],

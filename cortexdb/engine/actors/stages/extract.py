@@ -29,7 +29,7 @@ from ...temporal import parse_rfc3339
 from ..indexer import SLICE_DOCUMENTS
 from ..services import EntityResolver
 from ..workers import OFF_LOOP_CHARS, handover, off_loop
-from . import intake_report, suppress
+from . import intake_report, review, suppress
 from .common import Assertion, StageBatch, StageContext
 from .versioning import close_fact, fact_version_ops
 
@@ -88,13 +88,14 @@ def extractor_name(ctx) -> str:
 async def run(work: StageContext, events: list[Event], states: dict[str, EventState],
               started: float, batch: StageBatch) -> None:  # fmt: skip
     touched: dict[str, Fact] = {}
+    batch.review = await review.holds(work)  # policies.require_review: "derived"
     for event in events:
         state = states[event.id]
         spans, selection, errors = await _read(work, event)
         _record_errors(state, errors)
         if spans is not None:
             state.passages = [list(span) for span in spans]
-        intake, entity_ids = await _intake(work, event, selection, touched, batch.entity_ids,
+        intake, entity_ids = await _intake(work, event, selection, touched, batch,
                                            batch.stamp(work.ctx.clock))  # fmt: skip
         wanted = (event.directives or {}).get("extract")
         batch.ops += await intake_report.complete(work, event, intake, touched, read=not selection.unread and (
@@ -133,9 +134,11 @@ def _record_errors(state: EventState, errors: list[str]) -> None:
 
 
 async def _intake(work: StageContext, event: Event, selection: Selection, touched: dict[str, Fact],
-                  held: set[str], now: dt.datetime) -> tuple[list[dict[str, Any]], set[str]]:  # fmt: skip
+                  batch: StageBatch, now: dt.datetime) -> tuple[list[dict[str, Any]], set[str]]:  # fmt: skip
     """Resolve the selected assertions and entities: the event's intake report and the entities
-    it mentions (``held``: the batch's, until the lane lets them go after its commit)."""
+    it mentions (``held``: the batch's, until the lane lets them go after its commit).  In a
+    scope that reviews its derived facts, a new fact is held as a proposal (``review``)."""
+    held = batch.entity_ids
     intake: list[dict[str, Any]] = []
     entity_ids: set[str] = set()
     name = extractor_name(work.ctx)
@@ -149,6 +152,9 @@ async def _intake(work: StageContext, event: Event, selection: Selection, touche
             continue
         assertion = await _assertion(work, event, item, name, source, valid_from, held)
         entity_ids.update(assertion.entity_ids)
+        if batch.review and await review.held(work, event.id, assertion):
+            intake.append(review.hold(work, batch, event, assertion, now))
+            continue
         intake.append(await apply_assertion(work, assertion, event.id, touched, now))
     for term in selection.entities:
         entity = await work.ctx.entities.resolve(event.tenant_id, term, held)
