@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexdb import schemas
+from cortexdb import EngineConfig, schemas
 from cortexdb.engine.model import aspects
 from cortexdb.engine.retrieve.router import TYPES, entity_hints, route
 from cortexdb.errors import CortexError
@@ -141,6 +141,34 @@ async def test_temporal_questions_rank_what_happened_in_their_window_first(engin
     # a temporal question naming no window ("when ...") has nothing to prefer either
     routed = phase(await recall(engine, "When did I fix the billing bug?"), "route")
     assert routed["type"] == "temporal" and routed["temporal"]["preferred"] is False
+
+
+async def test_temporal_questions_retrieve_their_window_beyond_the_candidate_cut(engine_factory):
+    # two candidates per index and layer: the plain search keeps the short, many-times-matching
+    # turns and cuts the long one that happened last week; the windowed retrieval finds it
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", recall_candidates=2)
+    crowd = [(f"Bug fix: the bug in service {n} was a bug.", f"2026-04-{10 + n:02d}T09:00:00Z") for n in range(6)]
+    week = ("Long day of meetings about roadmaps, hiring, budgets and the offsite; "
+            "somewhere in between I fixed a bug in the payments export.", "2026-05-07T09:00:00Z")  # fmt: skip
+    async with engine_factory(config=config) as opened:
+        for text, when in [*crowd, week]:
+            await opened.experience(envelope(text, observed_at=when), caller="user:alice", wait="indexed")
+        plain = await recall(opened, "Which bug did I fix?")
+        assert week[0] not in {e["content"]["text"] for e in plain["layers"]["events"]}  # below the cut
+        pack = await recall(opened, "Which bug did I fix last week?")
+        routed = phase(pack, "route")["temporal"]
+        # the turn and its episode (the one that spans May 7th), both found only by the window
+        assert routed["preferred"] is True and routed["retrieved_in_window"] == 2
+        assert routed["in_window"] == 2 and routed["fallback"] is False
+        assert pack["layers"]["episodes"][0]["started_at"] == week[1]
+        events = [e["content"]["text"] for e in pack["layers"]["events"]]
+        assert events[0] == week[0] and len(events) > 1  # first; the plain search's turns after it
+        # a window that holds nothing: nothing retrieved in it, the plain results answer
+        pack = await recall(opened, "Which bug did I fix yesterday?")
+        routed = phase(pack, "route")["temporal"]
+        assert routed["in_window"] == 0 and routed["retrieved_in_window"] == 0 and routed["fallback"] is True
+        events = [e["content"]["text"] for e in pack["layers"]["events"]]
+        assert events and week[0] not in events
 
 
 async def test_aspect_questions_rank_their_aspect_first(engine):

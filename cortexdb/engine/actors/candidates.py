@@ -17,6 +17,7 @@ from ..model.text import belief_text, content_text, episode_text, fact_claim_tex
 from ..retrieve import filters as recall_filters
 from ..retrieve import passages, render
 from ..retrieve.scoring import estimate_tokens, learned_at, recency
+from ..retrieve.temporal_filter import happened_in
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
 from . import concept_queries, history
@@ -61,7 +62,57 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
             continue
         _signals(actor, candidate, query, bm25, semantic)
         out.append(candidate)
+    if query.window is not None and query.text:
+        found = await _in_window(actor, query, per_layer, set(ids), clip, events, observers)
+        out += found
     return out
+
+
+async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: set[str], clip: Clip,
+                     events: dict[str, list], observers: Observers | None) -> list[Candidate]:  # fmt: skip
+    """The temporal handler's retrieval (docs/router.md): per layer, up to its plain share of
+    records that *happened* inside ``query.window``, taken from the BM25 and vector hits beyond
+    the plain top k (at most ``recall_window_examined`` hits per layer and index, best first,
+    the two indexes alternating), with every filter of the plain pass applied."""
+    indexes = actor.lane.state
+    examined = actor.ctx.config.recall_window_examined
+    vector = query.vector if query.mode != "bm25" else None
+    found: list[Candidate] = []
+    for prefix, share in per_layer.items():
+        layer = LAYER_OF_PREFIX[prefix[:-1]]
+        if layer == "understanding":  # a concept has no time of its own to happen at
+            continue
+        lexical = dict(indexes.text_index.search(query.text, examined, prefix)) if query.mode != "vector" else {}
+        near = dict(indexes.vector_index.search(vector, examined, prefix)) if vector is not None else {}
+        kept = 0
+        for record_id in _alternate(list(lexical), list(near)):
+            if kept >= share:
+                break
+            if record_id in seen:
+                continue
+            seen.add(record_id)
+            candidate = await _load(actor.tables, layer, record_id, clip, actor, events)
+            if candidate is None or not happened_in(layer, candidate.record, query.window):
+                continue
+            if layer == "events" and not query.temporal.matches(layer, candidate.record):
+                continue
+            if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
+                continue
+            _signals(actor, candidate, query, lexical, near)
+            candidate.in_window = True
+            found.append(candidate)
+            kept += 1
+    return found
+
+
+def _alternate(first: list[str], second: list[str]) -> list[str]:
+    """Both rankings merged best first, one from each in turn, each id once."""
+    merged: dict[str, None] = {}
+    for index in range(max(len(first), len(second))):
+        for ranking in (first, second):
+            if index < len(ranking):
+                merged.setdefault(ranking[index], None)
+    return list(merged)
 
 
 async def _kept(filters: Any, layer: str, record: dict[str, Any], observers: Observers | None) -> bool:

@@ -206,6 +206,7 @@ class Candidates:
     mode: str = "hybrid"  # hybrid | bm25 | vector
     limits: dict[str, int] = attrs.field(factory=dict)  # the pack's per-layer limits
     include_superseded: bool = False
+    window: Any = None  # the temporal handler's [start, end): its records are also looked for beyond k
 
 
 @attrs.frozen(kw_only=True)

@@ -360,3 +360,4 @@ class Candidate:
     tokens_estimate: int = 0
     signals: dict[str, float] = attrs.field(factory=dict)
     score: float = 0.0
+    in_window: bool = False  # found by the temporal handler's windowed retrieval (docs/router.md)

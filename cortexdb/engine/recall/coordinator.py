@@ -200,7 +200,7 @@ class RecallCoordinator:
             "layers": spec.layers, "k": self.ctx.config.recall_candidates,
             "temporal": temporal, "filters": spec.filters,
             "reference": temporal.as_of or temporal.reference or now,
-            "mode": self.ctx.config.recall_mode, "limits": spec.limits,
+            "mode": self.ctx.config.recall_mode, "limits": spec.limits, "window": plan.window,
         }  # fmt: skip
         candidates, traversed, degraded = await self._fan_out(scopes, fields)
         trail.phases.append({"phase": "hybrid_retrieve", "scopes": len(scopes),

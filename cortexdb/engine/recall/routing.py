@@ -5,7 +5,7 @@ run its type's handler, and put what the handlers found into the pack.
 |---|---|
 | ``relationship`` | walk 2 hops from the named entities (``graph_expand``); the facts that are edges of the walk get the full graph signal; the edges go into the pack's ``relationships`` |
 | ``entity_lookup`` | walk 1 hop from the named entity; records about it (a fact's or belief's subject or object, an event's subject) get the full graph signal |
-| ``temporal`` | the window the question names is resolved; the records that happened inside it are ranked first (``window.prefer``), the others kept after them; recency already weighs more (the plan) |
+| ``temporal`` | the window the question names is resolved; each scope also retrieves the records that happened inside it beyond the plain candidate cut (``actors.candidates``), and every in-window record is ranked first (``window.prefer``), the others kept after them as the fallback; recency already weighs more (the plan) |
 | ``temporal_facets`` | the window the question names becomes the recall's valid-time window (unless the request gave one), and the pack gets ``facets`` aggregated over the window's candidates |
 | ``aspect_query`` | candidates of the asked aspects are ranked first (their score gets ``ASPECT_BONUS``) |
 | ``exploratory`` | nothing beyond the hybrid blend |
@@ -51,7 +51,7 @@ async def route(coordinator: Any, spec: Any, plan: Any, tenant: str, now: dt.dat
                 plan.filters_applied += window.describe()
                 temporal["applied"] = True
             elif found.type == "temporal":
-                plan.window = window.valid_during  # this type's handler: its records first (adjust)
+                plan.window = window.valid_during  # this type's handler: retrieved (_retrieve), first (adjust)
     if found.type == "temporal":
         temporal["preferred"] = plan.window is not None  # no resolvable window: recency only
     plan.starts = hints

@@ -1,5 +1,8 @@
-"""The ``temporal`` router type's handler (docs/router.md): records that happened inside the window
-the question names are ranked first; the others stay, after them.
+"""The ``temporal`` router type's handler (docs/router.md).  When the question's window resolves,
+each scope also *retrieves* the records that happened inside it (``actors.candidates``: its
+BM25 and vector hits beyond the plain ``recall_candidates`` cut, kept when they happened in the
+window); here, after scoring, every in-window candidate is ranked ahead of the others, which stay
+after them as the fallback (a window that holds nothing still gets an answer).
 
 "Happened inside" is judged per layer on the record's own start, not on an open validity interval
 (a fact true since 2019 is true last week, but did not happen last week):
@@ -16,46 +19,31 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ..temporal import try_parse_rfc3339
+from ..retrieve.temporal_filter import happened_in
 
-WINDOW_BONUS = 0.25  # added to an in-window candidate's score: above any out-of-window one's blend
+# every in-window candidate ends up scoring at least this much above every out-of-window one:
+# more than MMR's redundancy penalty can take back ((1 - 0.7) / 0.7 < 0.5), so they are picked first
+WINDOW_MARGIN = 0.5
 Interval = tuple[dt.datetime | None, dt.datetime | None]
 
-
-def _ts(value: Any) -> dt.datetime | None:
-    return value if isinstance(value, dt.datetime) else try_parse_rfc3339(value) if value else None
+__all__ = ["WINDOW_MARGIN", "happened_in", "prefer"]
 
 
-def _inside(moment: dt.datetime | None, window: Interval) -> bool:
-    start, end = window
-    if moment is None:
-        return False
-    return (start is None or moment >= start) and (end is None or moment < end)
-
-
-def happened_in(layer: str, record: dict[str, Any], window: Interval) -> bool:
-    """Whether the record happened inside ``window`` ([start, end), either end open)."""
-    if layer == "events":
-        return _inside(_ts((record.get("context") or {}).get("observed_at")), window)
-    if layer == "episodes":
-        began, ended = _ts(record.get("started_at")), _ts(record.get("ended_at"))
-        if began is None:
-            return False
-        start, end = window
-        return (end is None or began < end) and (start is None or (ended or began) >= start)
-    return _inside(_ts(record.get("valid_from")) or _ts(record.get("recorded_from")), window)
-
-
-def prefer(window: Interval, candidates: list[Any]) -> dict[str, int]:
-    """Raise the in-window candidates above the rest; how many records were in the window and
-    how many out of it (the route phase's ``temporal`` reports both)."""
-    inside: set[tuple[str, str]] = set()
-    outside: set[tuple[str, str]] = set()
-    for candidate in candidates:
-        key = (candidate.scope, candidate.record.get("id"))
-        if happened_in(candidate.layer, candidate.record, window):
-            candidate.score += WINDOW_BONUS
-            inside.add(key)
-        else:
-            outside.add(key)
-    return {"in_window": len(inside), "outside_window": len(outside - inside)}
+def prefer(window: Interval, candidates: list[Any]) -> dict[str, Any]:
+    """Rank the in-window candidates ahead of the rest (their order among themselves kept); what
+    the route phase's ``temporal`` reports: how many records were in the window and out of it,
+    how many of those in it only the windowed retrieval found, and whether the answer falls back
+    on out-of-window records alone (nothing happened in the window)."""
+    inside = [c for c in candidates if happened_in(c.layer, c.record, window)]
+    chosen = {id(c) for c in inside}
+    outside = [c for c in candidates if id(c) not in chosen]
+    if inside:
+        top_out = max((c.score for c in outside), default=0.0)
+        lift = max(0.0, top_out - min(c.score for c in inside)) + WINDOW_MARGIN
+        for candidate in inside:
+            candidate.score += lift
+    keys = {(c.scope, c.record.get("id")) for c in inside}
+    out_keys = {(c.scope, c.record.get("id")) for c in outside} - keys
+    retrieved = {(c.scope, c.record.get("id")) for c in inside if c.in_window}
+    return {"in_window": len(keys), "outside_window": len(out_keys),
+            "retrieved_in_window": len(retrieved), "fallback": not inside}  # fmt: skip

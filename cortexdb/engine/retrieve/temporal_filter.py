@@ -57,6 +57,24 @@ def parse_interval(value: Any, field: str) -> Interval | None:
     return start, end
 
 
+def happened_in(layer: str, record: dict[str, Any], window: Interval) -> bool:
+    """Whether a record happened inside ``window`` ([start, end), either end open): on its own
+    start, not on an open validity interval (the temporal router handler, docs/router.md):
+    an event's ``context.observed_at``; a fact's or belief's ``valid_from`` (else
+    ``recorded_from``); an episode whose span ``[started_at, ended_at]`` overlaps the window."""
+    start, end = window
+    if layer == "episodes":
+        began, ended = _ts(record.get("started_at")), _ts(record.get("ended_at"))
+        if began is None:
+            return False
+        return (end is None or began < end) and (start is None or (ended or began) >= start)
+    if layer == "events":
+        moment = _ts((record.get("context") or {}).get("observed_at"))
+    else:
+        moment = _ts(record.get("valid_from")) or _ts(record.get("recorded_from"))
+    return moment is not None and (start is None or moment >= start) and (end is None or moment < end)
+
+
 def overlaps(lo: dt.datetime | None, hi: dt.datetime | None, interval: Interval) -> bool:
     start, end = interval
     if end is not None and lo is not None and lo >= end:
