@@ -94,7 +94,7 @@ class EngineConfig:
     recall_candidates: int = 100  # per scope and per index (BM25, vector) before scoring
     # a temporal question's windowed retrieval (docs/router.md) looks at most this many hits per
     # layer and index for records that happened in the window, beyond the recall_candidates cut
-    recall_window_examined: int = 500
+    recall_window_examined: int = 200
     recall_deadline: float = 5.0  # seconds a scope may take before the pack degrades without it
     pack_ttl_seconds: float = 60.0
     pack_cache_max: int = 1000  # recall packs kept for replay and GET; beyond it the oldest go first

@@ -63,28 +63,29 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
         _signals(actor, candidate, query, bm25, semantic)
         out.append(candidate)
     if query.window is not None and query.text:
-        found = await _in_window(actor, query, per_layer, set(ids), clip, events, observers)
-        out += found
+        out += await _in_window(actor, query, per_layer, set(ids), out, clip, events, observers)
     return out
 
 
-async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: set[str], clip: Clip,
-                     events: dict[str, list], observers: Observers | None) -> list[Candidate]:  # fmt: skip
-    """The temporal handler's retrieval (docs/router.md): per layer, up to its plain share of
-    records that *happened* inside ``query.window``, taken from the BM25 and vector hits beyond
-    the plain top k (at most ``recall_window_examined`` hits per layer and index, best first,
-    the two indexes alternating), with every filter of the plain pass applied."""
+async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: set[str],
+                     plain: list[Candidate], clip: Clip, events: dict[str, list],
+                     observers: Observers | None) -> list[Candidate]:  # fmt: skip
+    """The temporal handler's retrieval (docs/router.md): per layer, records that *happened*
+    inside ``query.window`` until the layer holds its plain share of them (none sought when the
+    plain pass found that many), taken from the BM25 and vector hits beyond the plain top k (at
+    most ``recall_window_examined`` hits per layer and index, best first, the two indexes
+    alternating), with every filter of the plain pass applied."""
     indexes = actor.lane.state
     examined = actor.ctx.config.recall_window_examined
     vector = query.vector if query.mode != "bm25" else None
     found: list[Candidate] = []
     for prefix, share in per_layer.items():
         layer = LAYER_OF_PREFIX[prefix[:-1]]
-        if layer == "understanding":  # a concept has no time of its own to happen at
+        kept = sum(1 for c in plain if c.layer == layer and happened_in(layer, c.record, query.window))
+        if layer == "understanding" or kept >= share:  # a concept has no time of its own
             continue
         lexical = dict(indexes.text_index.search(query.text, examined, prefix)) if query.mode != "vector" else {}
         near = dict(indexes.vector_index.search(vector, examined, prefix)) if vector is not None else {}
-        kept = 0
         for record_id in _alternate(list(lexical), list(near)):
             if kept >= share:
                 break
