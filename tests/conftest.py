@@ -16,6 +16,15 @@ def pg_server():
         server.stop()
 
 
+@pytest.fixture
+def live_pg_server(pg_server):
+    """The session's server for tests that only make sense on PostgreSQL; without one (only
+    when ``CORTEX_REQUIRE_POSTGRES`` is unset) they are skipped, and the run's summary says why."""
+    if pg_server is None:
+        pytest.skip("NO POSTGRESQL SERVER (see the summary at the end of the run)")
+    return pg_server
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     if request.param == "postgres" and request.getfixturevalue("pg_server") is None:

@@ -166,11 +166,8 @@ def test_versions_benchmark_runs_on_a_slice():
     assert re.search(r"LevelDB table files once compacted: [\d,]+ bytes", result.stdout)
 
 
-def test_capture_benchmark_runs_on_postgres_with_its_ratio_to_leveldb(pg_server):
-    if pg_server is None:
-        import pytest
-
-        pytest.skip("NO POSTGRESQL SERVER (see the summary at the end of the run)")
+def test_capture_benchmark_runs_on_postgres_with_its_ratio_to_leveldb(live_pg_server):
+    pg_server = live_pg_server
     result = subprocess.run(
         [sys.executable, "bench/capture.py", "--events", "100", "--trials", "1", "--derive-events", "50",
          "--backends", "leveldb,postgres", "--dsn", pg_server.dsn()],

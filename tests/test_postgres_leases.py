@@ -17,10 +17,8 @@ PART = "org:acme/*"
 
 
 @pytest.fixture
-def dsn(pg_server):
-    if pg_server is None:
-        pytest.skip("NO POSTGRESQL SERVER (see the summary at the end of the run)")
-    return fresh_dsn(pg_server)
+def dsn(live_pg_server):
+    return fresh_dsn(live_pg_server)
 
 
 @pytest.fixture

@@ -17,10 +17,8 @@ ALICE = "org:acme/user:alice"
 
 
 @pytest.fixture
-def dsn(pg_server):
-    if pg_server is None:
-        pytest.skip("NO POSTGRESQL SERVER (see the summary at the end of the run)")
-    return fresh_dsn(pg_server)
+def dsn(live_pg_server):
+    return fresh_dsn(live_pg_server)
 
 
 def test_serve_on_postgres_without_a_dsn_is_one_line(monkeypatch):

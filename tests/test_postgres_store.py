@@ -21,10 +21,8 @@ from .pg_support import fresh_dsn
 
 
 @pytest.fixture
-def dsn(pg_server):
-    if pg_server is None:
-        pytest.skip("NO POSTGRESQL SERVER (see the summary at the end of the run)")
-    return fresh_dsn(pg_server)
+def dsn(live_pg_server):
+    return fresh_dsn(live_pg_server)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ order, so scans are index range scans ``k >= lower AND k < upper ORDER BY k [DES
 
 from __future__ import annotations
 
+import abc
 import itertools
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -83,23 +84,24 @@ class _Fenced(Exception):
     """Raised inside a fenced write's transaction (rolling it back) when the lease is stale."""
 
 
-class _Reader:
-    """What a store and a snapshot share: the queries of ``get`` and ``scan``."""
+class _Reader(abc.ABC):
+    """What a store and a snapshot share: the queries of ``get`` and ``scan`` (each supplies how
+    it runs a call and where a long scan's cursor lives)."""
 
     _sql: _Sql
 
-    def _check(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _check(self) -> None: ...
 
-    async def _run(self, call):
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def _run(self, call): ...
 
+    @abc.abstractmethod
     async def _cursor_conn(self) -> tuple[Held, bool]:
         """A connection for a long scan's cursor and whether the scan opens its transaction."""
-        raise NotImplementedError
 
-    async def _cursor_done(self, held: Held, own: bool) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def _cursor_done(self, held: Held, own: bool) -> None: ...
 
     async def get(self, key: bytes) -> bytes | None:
         self._check()
