@@ -189,3 +189,20 @@ async def test_blobs_and_references_survive_a_restart(engine_factory, backend):
     async with engine_factory() as engine:
         assert await engine.blobs.read(blob["blob_id"]) == b"kept"
         assert await engine.blobs.references(blob["blob_id"]) == [event]
+
+
+async def test_forget_with_redact_events_deletes_the_blobs_only_those_events_referred_to(engine):
+    """The forget cascade, as erasure's: a blanked event's files go unless another event refers to them."""
+    own = (await engine.blobs.put(b"holiday photo", scope=ALICE)).metadata
+    shared = (await engine.blobs.put(b"team logo", scope=ALICE)).metadata
+    gone = await engine.experience(with_media("I like tea.", {"blob_id": own["blob_id"]}, {"blob_id": shared["blob_id"]}),
+                                   wait="indexed")  # fmt: skip
+    kept = await engine.experience(with_media("Logo of the team.", {"blob_id": shared["blob_id"]}), wait="indexed")
+    result = await engine.forget({"scope": ALICE, "layers": ["events", "facts"], "cascade": "redact_events",
+                                  "selector": {"memory_ids": [gone.event_id]}})  # fmt: skip
+    assert result["deleted"]["events"] == 1
+    with pytest.raises(NotFound):
+        await engine.blobs.stat(own["blob_id"])
+    assert await engine.blobs.store.has(own["sha256"]) is False
+    assert await engine.blobs.references(shared["blob_id"]) == [kept.event_id]
+    assert await engine.blobs.read(shared["blob_id"]) == b"team logo"

@@ -9,7 +9,8 @@ key, then, in the scope's lane:
 3. with ``redact_events``: blanks the events behind them, and the events the selector matched
    when ``events`` is named — the records of the named layers resting only on those go too —;
    what survives citing a blanked event is marked ``supporting_evidence_redacted``, and the
-   entities that no other event mentions any more are deleted (``ops.release_entities_of``);
+   entities that no other event mentions any more are deleted (``ops.release_entities_of``), and
+   so are the blobs that no other event refers to (``blobs.release_blobs_of``);
 4. deletes the scope's signals the selector matches when ``signals`` is named (docs/signals.md);
 5. scrubs what lies outside the scope (``ops.scrub``: pack cache, compaction).
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..actors.services import Replay, body_hash
+from ..blobs import release_blobs_of
 from . import ops, selector
 
 FAMILY_FORGET = "/v1/forget"
@@ -80,9 +82,8 @@ class ForgetService:
                 deleted[layer] += count
             await ops.mark_evidence_redacted(ctx, scope, blanked)
             await ops.release_entities_of(ctx, blanked)  # names no surviving event mentions go
-            # blob cascade (issue 12): once i12-blobs is merged, the blobs only blanked events
-            # referred to go here: ``await blobs.release_blobs_of(ctx, blanked)`` (ctx.blobs is
-            # the BlobService), before the scrub below compacts the store
+            # the blobs only blanked events referred to go too, before the scrub compacts the store
+            await release_blobs_of(ctx, blanked)
         await ctx.intake.forget(scope, event_ids=blanked, record_ids=derived)  # their hints quote them
         if "signals" in spec.layers:  # primary records: only when named (docs/signals.md)
             deleted["signals"] = await self._signals(spec)
