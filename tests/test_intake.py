@@ -116,11 +116,35 @@ async def test_forget_takes_the_results_with_it(engine):
     assert (await engine.intake.pending(SCOPE))["items"] == []
 
 
-async def test_rebuild_derives_the_queue_again(engine):
+async def test_rebuild_derives_the_queue_again_without_what_was_acknowledged(engine):
     await intake_of(engine, "He lives in Oslo.")
-    (before,) = (await engine.intake.pending(SCOPE))["items"]
-    await engine.intake.ack(SCOPE, before["id"])  # acknowledgements are not kept across a rebuild
+    await intake_of(engine, "She works at Acme.")
+    before = (await engine.intake.pending(SCOPE))["items"]
+    assert [i["sentence"] for i in before] == ["He lives in Oslo.", "She works at Acme."]
+    await engine.intake.ack(SCOPE, before[0]["id"])  # acknowledged: primary, kept across a rebuild
     await engine.rebuild(SCOPE)
     await engine.flush(SCOPE)
     (after,) = (await engine.intake.pending(SCOPE))["items"]
-    assert after["sentence"] == before["sentence"] and after["id"] != before["id"]
+    assert after["sentence"] == "She works at Acme." and after["id"] != before[1]["id"]
+    await engine.rebuild(SCOPE)  # a second rebuild: the same
+    await engine.flush(SCOPE)
+    assert [i["sentence"] for i in (await engine.intake.pending(SCOPE))["items"]] == ["She works at Acme."]
+
+
+async def test_forgetting_an_event_forgets_its_acknowledgements(engine):
+    event_id, _ = await intake_of(engine, "He lives in Oslo.")
+    (item,) = (await engine.intake.pending(SCOPE))["items"]
+    await engine.intake.ack(SCOPE, item["id"])
+    partition = engine._ctx.tables.partition(SCOPE)
+    assert [f async for f in partition.intake_acks.ids((event_id,))]
+    await engine.forget({"scope": SCOPE, "layers": ["events"], "cascade": "redact_events",
+                         "selector": {"memory_ids": [event_id]}})  # fmt: skip
+    assert [f async for f in partition.intake_acks.ids((event_id,))] == []
+
+
+def test_a_fingerprint_ignores_record_ids_and_times():
+    entry = {"status": "conflict_detected", "fact_id": "fact_1", "conflicts_with": ["fact_0"],
+             "surfacing_hint": "You said blue; earlier green."}  # fmt: skip
+    again = {**entry, "fact_id": "fact_9", "conflicts_with": ["fact_8"], "id": "intk_2", "created_at": "x"}
+    assert clarify.fingerprint(entry) == clarify.fingerprint(again)
+    assert clarify.fingerprint(entry) != clarify.fingerprint({**entry, "surfacing_hint": "You said red."})

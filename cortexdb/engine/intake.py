@@ -3,8 +3,10 @@
 The extract stage queues, per scope, the intake entries an agent must act on (``conflict_detected``
 and ``needs_clarification`` by default, ``EngineConfig.intake_queue_statuses``), each naming the
 event and the caller who wrote it (``actors/stages/intake_report.py``).  An agent reads its own
-pending results and acknowledges each once it has acted; an acknowledged result is deleted.
-A forget takes the results of what it forgets with it.
+pending results and acknowledges each once it has acted; an acknowledged result is deleted, and
+its acknowledgement kept (table ``IA``, by event and ``clarify.fingerprint``) so a rebuild that
+derives the same result again does not queue it again.  A forget takes the results of what it
+forgets, and their acknowledgements, with it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from ..errors import InvalidRequest, NotFound
 from .actors.messages import ScopeRecords
+from .derive.clarify import fingerprint
 from .policy.capabilities import INTAKE_ACK, INTAKE_READ
 from .scopes import canonical_scope
 from .temporal import format_ts
@@ -50,8 +53,10 @@ class IntakeService:
             item = await tables.intake_queue.get(item_id) if "\x00" not in item_id else None
             if item is None or item["caller"] != caller:
                 raise NotFound(f"no pending intake result {item_id} of {caller} in {scope}", details={"id": item_id})
-            await tables.intake_queue.delete(item_id, sync=True)
-            return {**item, "acknowledged_at": now, "acknowledged_by": caller}
+            done = {"acknowledged_at": now, "acknowledged_by": caller}
+            await tables.write([tables.intake_queue.delete_op(item_id),
+                                tables.intake_acks.put_op((item["event_id"], fingerprint(item)), done)], sync=True)  # fmt: skip
+            return {**item, **done}
 
         return await self._ask(scope, ack)
 
@@ -67,8 +72,11 @@ class IntakeService:
 
         async def delete(tables: Any) -> int:
             ops = [tables.intake_queue.delete_op(i) async for i, item in tables.intake_queue.scan() if gone(item)]
+            queued = len(ops)
+            for event_id in sorted(events):  # what was acknowledged of them goes with them
+                ops += [tables.intake_acks.delete_op((event_id, f)) async for f in tables.intake_acks.ids((event_id,))]
             if ops:
                 await tables.write(ops, sync=True)
-            return len(ops)
+            return queued
 
         return await self._ask(canonical_scope(scope), delete)

@@ -12,6 +12,8 @@ Questions and hints are English sentences an agent may say as they are or rephra
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -91,3 +93,16 @@ def noise(intake: list[dict[str, Any]], read: bool, derived_anything: bool) -> d
     if not read or derived_anything or intake:
         return None
     return {"status": "rejected", "reason": "not_assertion_worthy"}
+
+
+#: an entry's fields that name records (new ids after a rebuild) or when it was queued: not part
+#: of what the entry *says*
+_NOT_SAID = frozenset({"id", "scope", "event_id", "caller", "created_at", "fact_id", "conflicts_with", "superseded", "proposal_id",
+                       "acknowledged_at", "acknowledged_by"})  # fmt: skip
+
+
+def fingerprint(entry: dict[str, Any]) -> str:
+    """What an intake result says, independent of record ids: its acknowledgement is keyed by this
+    (with its event), so the same result derived again — a rebuild — stays acknowledged."""
+    said = {key: value for key, value in entry.items() if key not in _NOT_SAID}
+    return hashlib.sha256(json.dumps(said, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:32]

@@ -55,6 +55,7 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | SGT   | tenant, signal type                         | JSON: a tenant's signal type settings |
 | PR    | scope, prp_id                               | JSON: a memory write proposal (``engine/proposals.py``) |
 | IQ    | scope, intk_id                              | JSON: an intake result awaiting acknowledgement (derived) |
+| IA    | scope, evt_id, entry fingerprint            | JSON: an acknowledgement (``engine/intake.py``; rebuild keeps it) |
 
 A table of the storage layer (``table.Table``) is a prefix — the table name and, for a per-scope
 table, the scope — and its rows' keys are that prefix followed by their remaining parts
@@ -83,6 +84,7 @@ SUPPRESSIONS, FORGOTTEN = b"FG", b"FD"  # forget: never emptied by rebuild
 BLOBS, BLOB_REFERENCES, EVENT_BLOBS, BLOB_CONTENTS = b"BL", b"BR", b"BE", b"BH"
 SIGNALS, SIGNAL_TYPES, PROPOSALS = b"SG", b"SGT", b"PR"  # primary records: rebuild keeps them
 INTAKE_QUEUE = b"IQ"  # derived from the events' intake reports
+INTAKE_ACKS = b"IA"  # acknowledgements of intake results: primary (rebuild keeps them)
 
 #: the per-scope tables of derived records (``rebuild`` empties them)
 SCOPED_DERIVED_TABLES = (
@@ -91,7 +93,8 @@ SCOPED_DERIVED_TABLES = (
     CONCEPT_VERSIONS, CONCEPT_SUBJECTS, FACT_OBJECTS, INTAKE_QUEUE,
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
-FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN, SIGNALS, PROPOSALS)
+FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN, SIGNALS, PROPOSALS,
+                 INTAKE_ACKS)  # fmt: skip
 #: the node tables a forget of events compacts whole (one range: no other table sorts between
 #: them): entities go with their last mention
 FORGET_ENTITY_TABLES = (ENTITIES, ENTITY_ALIASES, ENTITY_MENTIONS, EVENT_ENTITIES)

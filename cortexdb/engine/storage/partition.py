@@ -31,6 +31,7 @@ event's scope from it), shared with ``NodeTables``; the partition's actor is the
 | ``signals``        | SG    | sig_id                          | JSON: a signal (primary: rebuild keeps it) |
 | ``proposals``      | PR    | prp_id                          | JSON: a memory write proposal |
 | ``intake_queue``   | IQ    | intk_id                         | JSON: an intake result to acknowledge (derived) |
+| ``intake_acks``    | IA    | (evt_id, fingerprint)           | JSON: an acknowledged result (primary) |
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class Partition:
         self.signals = table(keys.SIGNALS, JSON)
         self.proposals = table(keys.PROPOSALS, JSON)
         self.intake_queue = table(keys.INTAKE_QUEUE, JSON)
+        self.intake_acks = table(keys.INTAKE_ACKS, JSON)
         self._store = store
 
     def derived(self) -> list[Table[Any]]:

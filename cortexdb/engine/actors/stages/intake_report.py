@@ -4,7 +4,9 @@ rows of the scope's pending-results queue (``IQ``) for the statuses an agent mus
 (``EngineConfig.intake_queue_statuses``), written in the stage's batch.
 
 The queue is derived from the events like every layer: ``rebuild`` empties it and derives it
-again (acknowledgements are not kept across a rebuild), a scope erased whole loses it."""
+again, a scope erased whole loses it.  Acknowledgements are primary records (``IA``, keyed by the
+event and what the result says: ``clarify.fingerprint``), so a result acknowledged before a
+rebuild is not queued again."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ async def complete(work: StageContext, event: Event, intake: list[dict[str, Any]
     quiet = clarify.noise(intake, text_read, derived_anything)
     if quiet is not None:
         intake.append(quiet)
-    return _queue(work, event, intake)
+    return await _queue(work, event, intake)
 
 
 async def _ambiguous(work: StageContext, tenant: str, fact: Fact, ref: Any) -> dict[str, Any] | None:
@@ -56,12 +58,12 @@ async def _ambiguous(work: StageContext, tenant: str, fact: Fact, ref: Any) -> d
     return clarify.ambiguous_entity(name, names, fact.id)
 
 
-def _queue(work: StageContext, event: Event, intake: list[dict[str, Any]]) -> list[Any]:
+async def _queue(work: StageContext, event: Event, intake: list[dict[str, Any]]) -> list[Any]:
     wanted = work.config.intake_queue_statuses
     now = format_ts(work.ctx.clock.now())
     ops = []
     for entry in intake:
-        if entry.get("status") in wanted:
+        if entry.get("status") in wanted and not await work.tables.intake_acks.exists((event.id, clarify.fingerprint(entry))):
             item_id = work.ctx.ids.new("intk")
             item = {"id": item_id, "scope": work.scope, "event_id": event.id, "caller": event.caller,
                     "created_at": now, **entry}  # fmt: skip
