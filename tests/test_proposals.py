@@ -208,3 +208,45 @@ async def test_cancelling_the_event_takes_an_approved_fact_back_or_leaves_nothin
     late = await engine.proposals.approve(SCOPE, held[gone.event_id]["id"], caller="user:alice")
     assert late["committed"]["status"] == "rejected" and late["committed"]["reason"] == "event_gone"
     assert late["committed"]["fact_id"] is None and (await engine.facts(SCOPE))["items"] == []
+
+
+async def test_a_rebuild_keeps_what_review_decided(engine):
+    """Derived again, an event's held assertions are not held twice: pending stays pending (the
+    same proposal), approved is committed again naming its approval, rejected stays out."""
+    await review_derived(engine)
+    approved = await engine.experience(envelope("I live in Lisbon."), wait="consolidated")
+    rejected = await engine.experience(envelope("I work at Initech."), wait="consolidated")
+    pending = await engine.experience(envelope("I like tea."), wait="consolidated")
+    held = {p["event_ids"][0]: p for p in (await engine.proposals.list(SCOPE, status="pending"))["items"]}
+    assert len(held) == 3
+    await engine.proposals.approve(SCOPE, held[approved.event_id]["id"], caller="user:alice")
+    await engine.proposals.reject(SCOPE, held[rejected.event_id]["id"], caller="user:alice")
+    [before] = (await engine.facts(SCOPE))["items"]
+    for _ in range(2):
+        await engine.rebuild(SCOPE)
+        await engine.flush(SCOPE)
+        proposals = (await engine.proposals.list(SCOPE))["items"]
+        assert sorted(p["id"] for p in proposals) == sorted(p["id"] for p in held.values())  # none added
+        assert [p["id"] for p in proposals if p["status"] == "pending"] == [held[pending.event_id]["id"]]
+        [fact] = (await engine.facts(SCOPE))["items"]
+        assert (fact["predicate"], fact["object"]["name"]) == (before["predicate"], "Lisbon")
+        assert fact["proposal"] == {"proposal_id": held[approved.event_id]["id"], "approved_by": "user:alice"}
+        assert fact["supports"] == [approved.event_id]
+        intake = {r["payload"]["event_id"]: r["payload"]["intake"]
+                  for r in await engine.lifecycle(scope=SCOPE, events="extracted")}  # fmt: skip
+        assert intake[rejected.event_id][0]["status"] == "rejected"
+        assert intake[rejected.event_id][0]["reason"] == "review_rejected"
+        assert intake[pending.event_id][0] == {"status": "pending_review", "proposal_id": held[pending.event_id]["id"]}
+
+
+async def test_forgetting_an_event_deletes_the_facts_held_from_it(engine):
+    await review_derived(engine)
+    gone = await engine.experience(envelope("I live in Lisbon."), wait="consolidated")
+    kept = await engine.experience(envelope("I like tea."), wait="consolidated")
+    await engine.proposals.propose(proposal("I live in Porto."))  # an agent's: not derived from the event
+    await engine.forget({"scope": SCOPE, "layers": ["events"], "cascade": "redact_events",
+                         "selector": {"memory_ids": [gone.event_id]}})  # fmt: skip
+    left = (await engine.proposals.list(SCOPE))["items"]
+    assert sorted((p["source"], (p["event_ids"] or [None])[0] if p.get("event_ids") else None) for p in left) == [
+        ("agent", None), ("derivation", kept.event_id)]
+    assert "Lisbon" not in str(left)

@@ -20,6 +20,7 @@ fact through the derivation path (``control.commit_proposal``).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import trio
@@ -184,6 +185,25 @@ class ProposalService:
         result = await self.engine.experience(provenance(proposal["experience"], proposal, caller),
                                               caller=caller, tenant_id=tenant, wait=wait)  # fmt: skip
         return {**result.to_wire(), "scope": result.scope}
+
+    async def forget_events(self, scope: str, event_ids: Collection[str]) -> int:
+        """The derivation proposals of events a forget blanked (they quote what the events said),
+        and their ``PH`` rows; how many proposals were deleted."""
+        events = set(event_ids)
+        if not events:
+            return 0
+
+        async def delete(tables: Any) -> int:
+            ops = [tables.proposals.delete_op(i) async for i, p in tables.proposals.scan()
+                   if p.get("source") == "derivation" and events & set(p.get("event_ids") or ())]  # fmt: skip
+            count = len(ops)
+            for event_id in sorted(events):
+                ops += [tables.held_facts.delete_op((event_id, d)) async for d in tables.held_facts.ids((event_id,))]
+            if ops:
+                await tables.write(ops, sync=True)
+            return count
+
+        return await self._ask(canonical_scope(scope), delete)
 
     async def drop(self, scope: str) -> int:
         """Every proposal of a scope deleted (a GDPR erasure of the scope: they hold its writes)."""

@@ -85,6 +85,7 @@ class ForgetService:
             # the blobs only blanked events referred to go too, before the scrub compacts the store
             await release_blobs_of(ctx, blanked)
         await ctx.intake.forget(scope, event_ids=blanked, record_ids=derived)  # their hints quote them
+        await ctx.proposals.forget_events(scope, blanked)  # the facts held from them quote them too
         if "signals" in spec.layers:  # primary records: only when named (docs/signals.md)
             deleted["signals"] = await self._signals(spec)
         await ops.scrub(ctx, scopes=[scope], event_ids=blanked, record_ids=derived)

@@ -56,6 +56,7 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | PR    | scope, prp_id                               | JSON: a memory write proposal (``engine/proposals.py``) |
 | IQ    | scope, intk_id                              | JSON: an intake result awaiting acknowledgement (derived) |
 | IA    | scope, evt_id, entry fingerprint            | JSON: an acknowledgement (``engine/intake.py``; rebuild keeps it) |
+| PH    | scope, evt_id, assertion digest             | prp_id — the derivation proposal that held it (rebuild keeps it) |
 
 A table of the storage layer (``table.Table``) is a prefix — the table name and, for a per-scope
 table, the scope — and its rows' keys are that prefix followed by their remaining parts
@@ -85,6 +86,7 @@ BLOBS, BLOB_REFERENCES, EVENT_BLOBS, BLOB_CONTENTS = b"BL", b"BR", b"BE", b"BH"
 SIGNALS, SIGNAL_TYPES, PROPOSALS = b"SG", b"SGT", b"PR"  # primary records: rebuild keeps them
 INTAKE_QUEUE = b"IQ"  # derived from the events' intake reports
 INTAKE_ACKS = b"IA"  # acknowledgements of intake results: primary (rebuild keeps them)
+HELD_FACTS = b"PH"  # derivation proposals by event and assertion: primary (rebuild keeps them)
 
 #: the per-scope tables of derived records (``rebuild`` empties them)
 SCOPED_DERIVED_TABLES = (
@@ -94,7 +96,7 @@ SCOPED_DERIVED_TABLES = (
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
 FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN, SIGNALS, PROPOSALS,
-                 INTAKE_ACKS)  # fmt: skip
+                 INTAKE_ACKS, HELD_FACTS)  # fmt: skip
 #: the node tables a forget of events compacts whole (one range: no other table sorts between
 #: them): entities go with their last mention
 FORGET_ENTITY_TABLES = (ENTITIES, ENTITY_ALIASES, ENTITY_MENTIONS, EVENT_ENTITIES)

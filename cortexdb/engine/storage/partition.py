@@ -32,6 +32,7 @@ event's scope from it), shared with ``NodeTables``; the partition's actor is the
 | ``proposals``      | PR    | prp_id                          | JSON: a memory write proposal |
 | ``intake_queue``   | IQ    | intk_id                         | JSON: an intake result to acknowledge (derived) |
 | ``intake_acks``    | IA    | (evt_id, fingerprint)           | JSON: an acknowledged result (primary) |
+| ``held_facts``     | PH    | (evt_id, assertion digest)      | prp_id: a derived fact held for review (primary) |
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class Partition:
         self.proposals = table(keys.PROPOSALS, JSON)
         self.intake_queue = table(keys.INTAKE_QUEUE, JSON)
         self.intake_acks = table(keys.INTAKE_ACKS, JSON)
+        self.held_facts: Table[str] = table(keys.HELD_FACTS, TEXT)
         self._store = store
 
     def derived(self) -> list[Table[Any]]:

@@ -152,6 +152,10 @@ async def _intake(work: StageContext, event: Event, selection: Selection, touche
             continue
         assertion = await _assertion(work, event, item, name, source, valid_from, held)
         entity_ids.update(assertion.entity_ids)
+        earlier = await review.earlier(work, event.id, assertion) if batch.review else None
+        if earlier is not None:  # held before this event was derived again (a rebuild)
+            intake.append(await _reviewed(work, earlier, event.id, assertion, touched, now))
+            continue
         if batch.review and await review.held(work, event.id, assertion):
             intake.append(review.hold(work, batch, event, assertion, now))
             continue
@@ -161,6 +165,23 @@ async def _intake(work: StageContext, event: Event, selection: Selection, touche
         entity_ids.add(entity.id)
     intake += selection.summary(work.config.max_derived_per_event)
     return intake, entity_ids
+
+
+async def _reviewed(work: StageContext, proposal: dict[str, Any], event_id: str, assertion: Assertion,
+                    touched: dict[str, Fact], now: dt.datetime) -> dict[str, Any]:  # fmt: skip
+    """An assertion a proposal held before, as its review went: still pending, rejected (it stays
+    out), or approved (committed again, the fact naming its approval)."""
+    marks = {"proposal_id": proposal["id"]}
+    if await suppress.fact_suppressed(work, event_id, assertion):
+        return {"status": "rejected", "reason": "forgotten", **marks}
+    if proposal["status"] == "pending":
+        return {"status": "pending_review", **marks}
+    if proposal["status"] == "rejected":
+        return {"status": "rejected", "reason": "review_rejected", **marks}
+    entry = await apply_assertion(work, assertion, event_id, touched, now)
+    if entry["status"] in ("accepted", "conflict_detected"):
+        touched[entry["fact_id"]].proposal = {"proposal_id": proposal["id"], "approved_by": proposal["reviewed_by"]}
+    return {**entry, **marks}
 
 
 def _payload(work: StageContext, event: Event, state: EventState, selection: Selection, spans,

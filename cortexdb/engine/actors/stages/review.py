@@ -3,11 +3,17 @@
 fact as a proposal (``source: "derivation"``, table ``PR``, written in the stage's batch) instead
 of committing it; its intake entry says ``pending_review``.  An assertion that reinforces a
 current fact, or that a forget suppressed, goes the usual way (``extract.apply_assertion``).
-Approving commits the held fact through the derivation path (``control.commit_proposal``)."""
+Approving commits the held fact through the derivation path (``control.commit_proposal``).
+
+Each held assertion is indexed by its event and what it asserts (table ``PH``), a primary record
+like the proposal: when the event is derived again (``rebuild``), the assertion is not held a
+second time; a pending proposal stays the one that holds it, an approved one's fact is committed
+again (naming its approval) and a rejected one's stays out (``again``)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from typing import Any
 
 from ...derive.facts import object_key, resolve
@@ -58,4 +64,18 @@ def hold(work: StageContext, batch: StageBatch, event: Event, assertion: Asserti
         "reviewed_by": None, "reviewed_at": None, "review_note": None, "committed": None,
     }  # fmt: skip
     batch.ops.append(work.tables.proposals.put_op(proposal["id"], proposal))
+    batch.ops.append(work.tables.held_facts.put_op((event.id, digest(assertion)), proposal["id"]))
     return {"status": "pending_review", "proposal_id": proposal["id"]}
+
+
+def digest(assertion: Assertion) -> str:
+    """What an assertion says (subject, predicate, object, polarity, validity): its ``PH`` key."""
+    said = [assertion.subject.id, assertion.predicate, object_key(assertion.object), str(assertion.polarity),
+            format_ts(assertion.valid_from), format_ts(assertion.valid_to) if assertion.valid_to else ""]  # fmt: skip
+    return hashlib.sha256("\x00".join(said).encode()).hexdigest()[:32]
+
+
+async def earlier(work: StageContext, event_id: str, assertion: Assertion) -> dict[str, Any] | None:
+    """The proposal that held this assertion of this event before (a rebuild derives it again)."""
+    proposal_id = await work.tables.held_facts.get((event_id, digest(assertion)))
+    return await work.tables.proposals.get(proposal_id) if proposal_id is not None else None
