@@ -148,3 +148,16 @@ def test_a_fingerprint_ignores_record_ids_and_times():
     again = {**entry, "fact_id": "fact_9", "conflicts_with": ["fact_8"], "id": "intk_2", "created_at": "x"}
     assert clarify.fingerprint(entry) == clarify.fingerprint(again)
     assert clarify.fingerprint(entry) != clarify.fingerprint({**entry, "surfacing_hint": "You said red."})
+
+
+def test_pronoun_questions_offer_the_nearest_names_and_stay_linear():
+    def name(i: int) -> str:  # Baa, Bab, ...: distinct capitalised words
+        return "B" + "".join("abcdefghijklmnopqrstuvwxyz"[(i // 26**k) % 26] for k in (2, 1, 0))
+
+    names = " ".join(f"I met {name(i)}." for i in range(3000))  # a long text of distinct names
+    (entry,) = clarify.pronoun_questions(names + " He lives in Paris.", candidates=3)
+    last = [name(i) for i in (2997, 2998, 2999)]
+    assert entry["candidates"] == last
+    assert entry["questions"] == [f'Does "He" in "He lives in Paris." mean {last[0]}, {last[1]} or {last[2]}?']
+    default = clarify.pronoun_questions(names + " He lives in Paris.")[0]["candidates"]
+    assert len(default) == clarify.MAX_CANDIDATES and default[-1] == last[-1]

@@ -192,4 +192,4 @@ class EngineConfig:
     # the intake statuses queued for the writing agent to read and acknowledge (GET /v1/intake/pending)
     intake_queue_statuses: tuple[str, ...] = ("conflict_detected", "needs_clarification")
     intake_max_questions: int = 10  # pronoun questions listed per event (the rest counted in one entry)
-    intake_name_candidates: int = 20  # entities a one-word name is compared with (ambiguous_entity)
+    intake_name_candidates: int = 20  # entities a one-word name is compared with (ambiguous_entity); names a pronoun question offers

@@ -13,6 +13,7 @@ Questions and hints are English sentences an agent may say as they are or rephra
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -29,6 +30,7 @@ _NAME = re.compile(r"\b([A-Z][a-z]+(?: [A-Z][a-z]+)*)\b")
 _NOT_NAMES = {"I", "He", "She", "They", "It", "We", "You", "The", "A", "An", "My", "Our", "This", "That", "Yesterday",
               "Today", "Tomorrow", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}  # fmt: skip
 MAX_QUESTIONS = 10  # pronoun questions one event lists by default (EngineConfig.intake_max_questions)
+MAX_CANDIDATES = 20  # names a pronoun question offers, the nearest before it (EngineConfig.intake_name_candidates)
 #: the fields of an intake entry that quote the event's text (a redaction strips them)
 QUOTING = ("predicate", "surfacing_hint", "sentence", "questions", "candidates", "name", "pronoun")
 
@@ -37,23 +39,29 @@ def _either(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
-def pronoun_questions(text: str, limit: int = MAX_QUESTIONS) -> list[dict[str, Any]]:
+def pronoun_questions(text: str, limit: int = MAX_QUESTIONS, candidates: int = MAX_CANDIDATES) -> list[dict[str, Any]]:
     """``needs_clarification`` entries for the sentences whose subject is a bare pronoun: at most
-    ``limit`` listed, the rest counted in one entry."""
+    ``limit`` listed, the rest counted in one entry.  Each names as candidates the last
+    ``candidates`` distinct names mentioned before it (nearest last), in the order first mentioned.
+    Linear in the text: a long document costs one pass (the names stop being tracked once
+    ``limit`` questions are listed)."""
     out: list[dict[str, Any]] = []
-    seen: list[str] = []
+    seen: dict[str, None] = {}  # names in order of first mention
     skipped = 0
     for sentence in (s.strip() for s in _SENTENCES.split(text or "")):
         match = _ASSERTING.match(sentence)
         if match:
             if len(out) >= limit:
                 skipped += 1
-            else:
-                out.append(_pronoun_entry(sentence, match.group("pronoun"), match.group("rest"), list(seen)))
+                continue
+            nearest = list(itertools.islice(reversed(seen), candidates))[::-1]
+            out.append(_pronoun_entry(sentence, match.group("pronoun"), match.group("rest"), nearest))
+        if len(out) >= limit:
+            continue  # no later question will name candidates
         for name in _NAME.findall(sentence):
             first = name.split(" ")[0]
             if name not in seen and first not in _NOT_NAMES and not (match and sentence.startswith(name)):
-                seen.append(name)
+                seen[name] = None
     if skipped:
         out.append({"status": "needs_clarification", "reason": "unresolved_pronoun", "count": skipped})
     return out

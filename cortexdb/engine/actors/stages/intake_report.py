@@ -10,6 +10,7 @@ rebuild is not queued again."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ...derive import clarify
@@ -17,6 +18,7 @@ from ...derive.entities import normalise_alias
 from ...model import Event, Fact
 from ...model.text import content_text, fact_text
 from ...temporal import format_ts
+from ..workers import OFF_LOOP_CHARS, off_loop
 from .common import StageContext
 
 READ_KINDS = ("text", "message")
@@ -32,7 +34,7 @@ async def complete(work: StageContext, event: Event, intake: list[dict[str, Any]
             entry["surfacing_hint"] = clarify.conflict_hint(fact_text(touched[entry["fact_id"]]),
                                                             [fact_text(o) for o in olds])  # fmt: skip
     text_read = read and event.content.get("kind") in READ_KINDS
-    added = clarify.pronoun_questions(content_text(event.content), work.config.intake_max_questions) if text_read else []
+    added = await _pronoun_questions(work, content_text(event.content)) if text_read else []
     for entry in list(intake):
         fact = touched.get(entry.get("fact_id")) if entry.get("status") in ("accepted", "conflict_detected") else None
         if fact is not None:
@@ -42,6 +44,13 @@ async def complete(work: StageContext, event: Event, intake: list[dict[str, Any]
     if quiet is not None:
         intake.append(quiet)
     return await _queue(work, event, intake)
+
+
+async def _pronoun_questions(work: StageContext, text: str) -> list[dict[str, Any]]:
+    """``clarify.pronoun_questions``; a long text's pass runs off the event loop (as its read)."""
+    ask = functools.partial(clarify.pronoun_questions, text, work.config.intake_max_questions,
+                            work.config.intake_name_candidates)  # fmt: skip
+    return await off_loop(work.ctx, ask) if len(text) > OFF_LOOP_CHARS else ask()
 
 
 async def _ambiguous(work: StageContext, tenant: str, fact: Fact, ref: Any) -> dict[str, Any] | None:
