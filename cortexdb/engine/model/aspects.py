@@ -76,10 +76,17 @@ def of_predicate(predicate: str, object_type: str | None = None) -> str:
     return "relationship" if object_type == "entity" else "knowledge"
 
 
+#: how much of an event's text its aspect is read from: a cue somewhere in a long document says
+#: little about it, and reading a megabyte for each recall that meets it would stall the loop
+TEXT_CUE_CHARS = 4096
+
+
 def of_text(text: str) -> str:
-    """An event's aspect from its text: the first cue found, else ``event`` (something said)."""
+    """An event's aspect from (the first ``TEXT_CUE_CHARS`` of) its text: the first cue found,
+    else ``event`` (something said)."""
+    head = (text or "")[:TEXT_CUE_CHARS]
     for aspect, cue in _TEXT_CUES:
-        if cue.search(text or ""):
+        if cue.search(head):
             return aspect
     return "event"
 
