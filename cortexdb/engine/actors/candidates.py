@@ -12,7 +12,7 @@ from typing import Any
 from .. import jsoncodec
 from ..derive.beliefs import calibrated
 from ..derive.visibility import Clip
-from ..model import Belief, Candidate, Episode, EventState, Fact, from_wire, to_wire
+from ..model import Belief, Candidate, Episode, Fact, from_wire, to_wire
 from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
 from ..retrieve import passages, render
@@ -340,9 +340,11 @@ async def _event_candidate(tables, record_id: str, actor, events: dict[str, list
         raw = await tables.events.raw.get(event_id)
         if raw is None:
             return None
-        state = await tables.event_states.get(event_id) or EventState(scope=tables.scope)
+        # the state's stored JSON, not structured into an EventState: a candidate reads three of
+        # its fields, and structuring the whole state was a seventh of a recall's time
+        state = await tables.event_states.json.get(event_id) or {}
         # [stored bytes, state, decoded record (None: cancelled), its indexed text (lazily)]
-        found = [raw, state, None if state.cancelled else jsoncodec.decode(raw), None]
+        found = [raw, state, None if state.get("cancelled") else jsoncodec.decode(raw), None]
         if found[2] is not None and found[2]["content"].get("kind") == "redacted":
             found[2] = None  # a blanked event (a forget, an erasure) has nothing to recall
         if events is not None:
@@ -351,7 +353,7 @@ async def _event_candidate(tables, record_id: str, actor, events: dict[str, list
     if stored is None:
         return None  # cancelled or redacted
     record = dict(stored)
-    spans = state.passages
+    spans = state.get("passages")
     text = stored["content"].get("text")
     if not spans and actor is not None and isinstance(text, str):  # long, not indexed yet?
         max_chars = actor.ctx.config.passage_max_chars
@@ -373,7 +375,7 @@ async def _event_candidate(tables, record_id: str, actor, events: dict[str, list
         record["content_truncated"] = True  # what the item costs (rendered) is the passage, not the book
     elif index is not None:
         return None
-    record["derives"] = state.derives
+    record["derives"] = state.get("derives") or []
     record["excluded_from_recall"] = False
     links = record["derives"] + list(record["context"].get("preceded_by") or ())
     facts = sum(1 for d in record["derives"] if d.startswith("fact_"))
