@@ -153,6 +153,7 @@ async def test_temporal_questions_retrieve_their_window_beyond_the_candidate_cut
     async with engine_factory(config=config) as opened:
         for text, when in [*crowd, week]:
             await opened.experience(envelope(text, observed_at=when), caller="user:alice", wait="indexed")
+        await opened.flush(ALICE)  # the episodes too (wait=indexed does not wait for them)
         plain = await recall(opened, "Which bug did I fix?")
         assert week[0] not in {e["content"]["text"] for e in plain["layers"]["events"]}  # below the cut
         pack = await recall(opened, "Which bug did I fix last week?")
