@@ -46,7 +46,7 @@ from ..scopes import canonical_scope, is_within
 from ..stages import IMPORT_COMPLETE, IMPORT_PHASES, IMPORT_PROGRESS
 from ..temporal import try_parse_rfc3339
 from ..writes import FAMILY_BULK
-from . import spool
+from . import links, spool
 from .mapping import Item, RecordError, scoped_key, template_root
 from .sources import jsonl, letta, mcp, mem0, openai, zep
 
@@ -159,6 +159,8 @@ class ImportService:
         strict = params["options"]["ordering"] == "strict_temporal"
         window = self._ctx.config.import_window if strict else self._ctx.config.bulk_max_items
         module = SOURCES[params["source"]]
+        if getattr(module, "SOURCE_IDS", False):  # our JSONL export: preceded_by links to translate
+            run.scratch["links"] = links.SourceIds(self._ctx.config.import_link_memory)
         with open(params["path"], "rb") as fh:
             records = module.read(fh, params["format"], {**params["options"], "template": params["template"],
                                                          "imported_at": run.record["created_at"]})  # fmt: skip
@@ -173,8 +175,11 @@ class ImportService:
                     break
                 start, seq = seq, seq + len(chunk)
                 if seq <= done:  # committed before an interruption
+                    await self._learn(run, chunk)
                     ahead = await trio.to_thread.run_sync(read_window)
                     continue
+                if start < done:
+                    await self._learn(run, chunk[: done - start])
                 # the next window is parsed and mapped (in a thread) while this one is written:
                 # two windows in memory; a source error surfaces once this one is committed
                 async with trio.open_nursery() as nursery:
@@ -235,6 +240,28 @@ class ImportService:
         return scope
 
     async def _bulk(self, run: JobRun, scope: str, items: list[Item]) -> None:
+        """Write ``items`` (one scope); an export's ``preceded_by`` links translated first."""
+        ids = run.scratch.get("links")
+        if ids is None:
+            return await self._write_items(run, scope, items)
+        for part in links.parts(items) if links.linked(items) else (items,):
+            ids.translate(part)
+            await self._write_items(run, scope, part)
+            await self._learn(run, part)
+
+    async def _learn(self, run: JobRun, items: list[Item]) -> None:
+        ids = run.scratch.get("links")
+        if ids is None:
+            return
+        tenant, caller = run.record["tenant_id"], run.record["caller"]
+
+        async def lookup(key: str) -> str | None:
+            record = await self._ctx.idempotency.lookup(tenant, caller, FAMILY_BULK, key)
+            return record.get("event_id") if record is not None else None
+
+        await ids.learn(items, lookup)
+
+    async def _write_items(self, run: JobRun, scope: str, items: list[Item]) -> None:
         ordering = run.params["options"]["ordering"]
         if any(item.replay_by_key for item in items):
             items = await self._unwritten(run, items)
@@ -249,7 +276,7 @@ class ImportService:
                 index = _culprit(exc, items)
                 if index is None and len(items) > 1:  # not attributable: one at a time
                     for item in items:
-                        await self._bulk(run, scope, [item])
+                        await self._write_items(run, scope, [item])
                     return
                 bad = items.pop(index or 0)
                 self._failed(run, bad, exc.error_code.lower(), _detail(exc))

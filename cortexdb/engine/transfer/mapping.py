@@ -36,6 +36,9 @@ class Item:
     # the importer assumed part of the record (a time the source lacks: ``options.observed_at``
     # or the import's): a key an earlier import wrote is a replay whatever that import assumed
     replay_by_key: bool = False
+    # the event id the source gave the record (a line of our JSONL export): its ``preceded_by``
+    # links are translated to our ids (``links.py``)
+    source_id: str | None = None
 
     def where(self) -> dict[str, Any]:
         return {self.unit: self.position}
