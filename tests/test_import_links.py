@@ -139,3 +139,23 @@ async def test_a_resumed_import_links_to_the_records_committed_before_it_stopped
         status = await engine.imports.wait(started["import_id"])
         assert status["status"] == "completed" and [i["phase"] for i in status["interruptions"]] == ["write"]
         assert await chains(engine) == EXPECTED  # "Done, booked." follows a record of the first run
+
+
+def test_the_map_keeps_the_last_ids_it_learnt_and_parts_cut_before_a_follower():
+    from cortexdb.engine.transfer.links import SourceIds, parts
+    from cortexdb.engine.transfer.mapping import Item
+
+    ids = SourceIds(2)
+    for source, ours in (("evt_a", "evt_1"), ("evt_b", "evt_2"), ("evt_a", "evt_1"), ("evt_c", "evt_3")):
+        ids.add(source, ours)
+    assert len(ids) == 2 and ids.get("evt_b") is None and ids.get("evt_a") == "evt_1"  # b was the oldest
+
+    def item(source: str, *follows: str) -> Item:
+        context = {"observed_at": "2026-05-10T10:00:00Z", **({"preceded_by": list(follows)} if follows else {})}
+        return Item(0, envelope={"context": context}, source_id=source)
+
+    run = [item("evt_x"), item("evt_y", "evt_x"), item("evt_z", "evt_a"), item("evt_w", "evt_y", "evt_q")]
+    assert [[i.source_id for i in part] for part in parts(run)] == [["evt_x"], ["evt_y", "evt_z"], ["evt_w"]]
+    ids.translate(run)  # what it knows (evt_a), nothing else
+    assert [i.envelope["context"].get("preceded_by") for i in run] == [None, ["evt_x"], ["evt_1"], ["evt_y", "evt_q"]]
+    assert [i.replay_by_key for i in run] == [False, False, True, False]
