@@ -170,6 +170,47 @@ async def test_a_reimport_writes_nothing_new(path, template, count):
         assert len(await every(engine.facts, scope, valid_during="..")) == len(facts)
 
 
+async def test_a_reimport_that_ends_an_edge_sooner_closes_its_fact_keeping_the_history():
+    """Zep invalidated two edges since the first import: the open one (Studio Fjord) now has an
+    ``invalid_at``, the closed one (Atelier Nord) an earlier one.  The re-import closes each
+    fact's validity at the new end as a new version; the version held before stays readable."""
+    source = json.loads(GRAPHITI.read_text())
+    ended = {"32133cd0-0ed3-4431-8fe0-ee0ff497ec14": "2026-06-20T00:00:00Z",  # open before
+             "975666f6-af8b-4ffe-a5ed-45f4fbdaec73": "2026-05-01T00:00:00Z"}  # was 2026-06-01
+    for raw in source["entity_edges"]:
+        if raw["uuid"] in ended:
+            raw["invalid_at"], raw["expired_at"] = ended[raw["uuid"]], "2026-06-25T10:00:00Z"
+    clock = ManualClock(NOW)
+    async with open_engine("memory", id_seed=1, clock=clock) as engine:
+        await run_import(engine, GRAPHITI.read_bytes())
+        await engine.flush(ALICE)
+        first_known = clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        before = await every(engine.facts, ALICE, valid_during="..")
+        held = {window(f)[:3]: f for f in before}
+        clock.advance(3600)
+        _, status = await run_import(engine, orjson.dumps(source))
+        assert status["items"] == {"read": 36, "written": 2, "replayed": 34, "skipped": 0, "failed": 0}, status
+        await engine.flush(ALICE)
+        facts = await every(engine.facts, ALICE, valid_during="..")
+        now = {window(f)[:3]: f for f in facts}
+        assert sorted(f["id"] for f in facts) == sorted(f["id"] for f in before)  # no new fact beside them
+        fjord, nord = ("Alice Moreau", "works_at", "Studio Fjord"), ("Alice Moreau", "works_at", "Atelier Nord")
+        assert window(now[fjord])[3:] == ("2026-06-01T00:00:00Z", "2026-06-20T00:00:00Z")
+        assert window(now[nord])[3:] == ("2026-03-01T09:00:00Z", "2026-05-01T00:00:00Z")
+        for name, end in ((fjord, None), (nord, "2026-06-01T00:00:00Z")):
+            fact = now[name]
+            assert fact["id"] == held[name]["id"]
+            assert (held[name]["recorded_from"], fact["recorded_from"]) == (first_known, "2026-07-01T13:00:00Z")
+            assert fact["reinforcements"] == held[name]["reinforcements"] + 1  # the new edge event supports it
+            old = await engine.get_fact(ALICE, fact["id"], as_of=first_known)  # what was held before
+            assert (old["valid_to"], old["recorded_from"], old["recorded_to"]) == (end, first_known, fact["recorded_from"])
+        current = {window(f)[:3] for f in await every(engine.facts, ALICE)}  # valid now (NOW: July 1st)
+        assert fjord not in current
+        others = {f["id"]: f for f in before if window(f)[:3] not in (fjord, nord)}
+        assert {i: (f["recorded_from"], window(f)) for i, f in others.items()} == {
+            f["id"]: (f["recorded_from"], window(f)) for f in facts if f["id"] in others}
+
+
 def graph(**sections) -> bytes:
     doc = {"episodes": [], "entity_nodes": [], "entity_edges": [], "episodic_edges": []}
     doc.update(sections)
@@ -393,6 +434,8 @@ async def test_windows_that_do_not_overlap_are_two_facts_whatever_the_order():
     assert sorted((f["valid_from"], f["valid_to"]) for f in facts) == [
         ("2026-03-01T00:00:00Z", "2026-06-10T00:00:00Z"), ("2026-06-10T00:00:00Z", None)]
     assert len(after) == 2 and max(f["reinforcements"] for f in after) == 1  # inside the open one: corroborates
+    assert sorted((f["valid_from"], f["valid_to"]) for f in after) == sorted(
+        (f["valid_from"], f["valid_to"]) for f in facts)  # a window inside it does not end it
 
 
 # -- over HTTP -----------------------------------------------------------------------------------

@@ -145,6 +145,9 @@ class EngineConfig:
     # strict_temporal sorts by observed_at within windows of this many records (memory bound);
     # a source already in time order is written in exact time order
     import_window: int = 10_000
+    # a re-imported JSONL export's preceded_by links become our event ids: the last this many
+    # source ids an import wrote are remembered (~150 bytes each); an older one is kept as written
+    import_link_memory: int = 100_000
     import_max_errors: int = 100  # the first errors an import's status keeps (all are counted)
     export_max_running: int = 4  # export jobs running at once; one more is 429 RATE_LIMITED
     export_inline_max_bytes: int = 16 * 1024 * 1024  # an inline export's largest size (else a file)

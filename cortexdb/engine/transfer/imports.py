@@ -38,7 +38,6 @@ from ...errors import (
     InvalidBody,
     NotFound,
     RateLimited,
-    UnsupportedFormat,
 )
 from ..jobs import JobKind, JobRun, Phase
 from ..policy import capabilities as cap
@@ -46,18 +45,16 @@ from ..scopes import canonical_scope, is_within
 from ..stages import IMPORT_COMPLETE, IMPORT_PHASES, IMPORT_PROGRESS
 from ..temporal import try_parse_rfc3339
 from ..writes import FAMILY_BULK
-from . import spool
-from .mapping import Item, RecordError, scoped_key, template_root
+from . import links, spool
+from .import_spec import COUNTS, check_declared, parse_request, status_wire
+from .mapping import Item, RecordError, scoped_key
 from .sources import jsonl, letta, mcp, mem0, openai, zep
 
 SOURCES: dict[str, Any] = {"jsonl": jsonl, "mem0": mem0, "zep": zep, "letta": letta, "openai": openai,
                            "mcp": mcp}  # fmt: skip
 CAPABILITY = {"jsonl": cap.IMPORT_FROM_JSONL, "mem0": cap.IMPORT_FROM_MEM0, "zep": cap.IMPORT_FROM_ZEP,
               "letta": cap.IMPORT_FROM_LETTA, "openai": cap.IMPORT_FROM_OPENAI, "mcp": cap.IMPORT_FROM_MCP}  # fmt: skip
-ORDERINGS = ("strict_temporal", "batch_throughput")
-ON_ERROR = ("skip", "abort")
-REQUEST_FIELDS = {"scope_template", "format", "options", "source"}
-COUNTS = ("read", "written", "replayed", "skipped", "failed")
+SCOPES_REMEMBERED = 4096  # scopes an import remembers as allowed (a file's records go to few)
 
 
 class ImportService:
@@ -159,6 +156,8 @@ class ImportService:
         strict = params["options"]["ordering"] == "strict_temporal"
         window = self._ctx.config.import_window if strict else self._ctx.config.bulk_max_items
         module = SOURCES[params["source"]]
+        if getattr(module, "SOURCE_IDS", False):  # our JSONL export: preceded_by links to translate
+            run.scratch["links"] = links.SourceIds(self._ctx.config.import_link_memory)
         with open(params["path"], "rb") as fh:
             records = module.read(fh, params["format"], {**params["options"], "template": params["template"],
                                                          "imported_at": run.record["created_at"]})  # fmt: skip
@@ -173,8 +172,11 @@ class ImportService:
                     break
                 start, seq = seq, seq + len(chunk)
                 if seq <= done:  # committed before an interruption
+                    await self._learn(run, chunk)
                     ahead = await trio.to_thread.run_sync(read_window)
                     continue
+                if start < done:
+                    await self._learn(run, chunk[: done - start])
                 # the next window is parsed and mapped (in a thread) while this one is written:
                 # two windows in memory; a source error surfaces once this one is committed
                 async with trio.open_nursery() as nursery:
@@ -191,7 +193,7 @@ class ImportService:
         progress, root = run.progress, run.record["scope"]
         progress["read"] += len(items)
         groups: dict[str, list[Item]] = {}
-        allowed: set[str] = run.scratch.setdefault("allowed", set())
+        allowed: dict[str, str] = run.scratch.setdefault("allowed", {})
         rebind = not getattr(SOURCES[run.params["source"]], "KEYS_NAME_SCOPE", False)
         for item in items:
             envelope = item.envelope
@@ -201,41 +203,71 @@ class ImportService:
             if envelope is None:
                 progress["skipped"] += 1
                 continue
-            try:
-                scope = self._scope_of(run, envelope, root, allowed)
-            except RecordError as exc:
-                self._failed(run, item, exc.code, exc.detail)
-                continue
+            raw = envelope.get("scope")
+            scope = allowed.get(raw) if type(raw) is str else None  # seen (and allowed) before
+            if scope is None:
+                try:
+                    scope = self._scope_of(run, envelope, root, allowed)
+                except RecordError as exc:
+                    self._failed(run, item, exc.code, exc.detail)
+                    continue
             envelope.pop("scope", None)  # the bulk request's (the envelope is the importer's own dict)
             if rebind and isinstance(envelope.get("idempotency_key"), str):
                 envelope["idempotency_key"] = scoped_key(envelope["idempotency_key"], scope)
             groups.setdefault(scope, []).append(item)
         limit = self._ctx.config.bulk_max_items
         for scope, group in groups.items():
-            if strict:
+            if strict:  # sorted here, so the bulk write need not sort again (the same order)
                 group.sort(key=_observed)
             for begin in range(0, len(group), limit):
                 await self._bulk(run, scope, group[begin : begin + limit])
 
-    def _scope_of(self, run: JobRun, envelope: dict[str, Any], root: str, allowed: set[str]) -> str:
+    def _scope_of(self, run: JobRun, envelope: dict[str, Any], root: str, allowed: dict[str, str]) -> str:
+        """The record's scope, checked: canonical, within the import's, writable by the caller;
+        remembered (``allowed``: as written -> canonical) once allowed."""
+        raw = envelope.get("scope")
         try:
-            scope = canonical_scope(envelope.get("scope") or "")
+            scope = canonical_scope(raw or "")
         except CortexError as exc:
             raise RecordError("invalid_scope", exc.message) from None
         if not is_within(scope, root):
             raise RecordError("scope_outside_import", f"{scope} is not within the import's scope {root}")
-        if scope not in allowed:
-            try:
-                if self._guard is not None and run.params.get("principal") is not None:
-                    self._guard(run.params["principal"], cap.SCOPE_WRITE, scope)
-                self._ctx.policy.check(run.record["caller"], cap.SCOPE_WRITE, scope)
-            except CortexError as exc:
-                raise RecordError("scope_denied", exc.message) from None
-            allowed.add(scope)
+        try:
+            if self._guard is not None and run.params.get("principal") is not None:
+                self._guard(run.params["principal"], cap.SCOPE_WRITE, scope)
+            self._ctx.policy.check(run.record["caller"], cap.SCOPE_WRITE, scope)
+        except CortexError as exc:
+            raise RecordError("scope_denied", exc.message) from None
+        if isinstance(raw, str) and len(allowed) < SCOPES_REMEMBERED:
+            allowed[raw] = scope
         return scope
 
     async def _bulk(self, run: JobRun, scope: str, items: list[Item]) -> None:
-        ordering = run.params["options"]["ordering"]
+        """Write ``items`` (one scope); an export's ``preceded_by`` links translated first."""
+        ids = run.scratch.get("links")
+        if ids is None or all(item.source_id is None for item in items):
+            return await self._write_items(run, scope, items)
+        for part in links.parts(items) if links.linked(items) else (items,):
+            ids.translate(part)
+            await self._write_items(run, scope, part)
+            await self._learn(run, part)
+
+    async def _learn(self, run: JobRun, items: list[Item]) -> None:
+        ids = run.scratch.get("links")
+        if ids is None:
+            return
+        tenant, caller = run.record["tenant_id"], run.record["caller"]
+
+        async def lookup(key: str) -> str | None:
+            record = await self._ctx.idempotency.lookup(tenant, caller, FAMILY_BULK, key)
+            return record.get("event_id") if record is not None else None
+
+        await ids.learn(items, lookup)
+
+    async def _write_items(self, run: JobRun, scope: str, items: list[Item]) -> None:
+        # strict_temporal: ``_window`` sorted the group by observed_at (a stable sort, as the bulk
+        # write's): in file order, the bulk write keeps that order without sorting it again
+        ordering = "batch_throughput"
         if any(item.replay_by_key for item in items):
             items = await self._unwritten(run, items)
         while items:
@@ -249,7 +281,7 @@ class ImportService:
                 index = _culprit(exc, items)
                 if index is None and len(items) > 1:  # not attributable: one at a time
                     for item in items:
-                        await self._bulk(run, scope, [item])
+                        await self._write_items(run, scope, [item])
                     return
                 bad = items.pop(index or 0)
                 self._failed(run, bad, exc.error_code.lower(), _detail(exc))
@@ -287,45 +319,6 @@ class ImportService:
         return {"summary": {name: run.progress.get(name, 0) for name in COUNTS}}
 
 
-def parse_request(request: Any) -> tuple[str, str, dict[str, Any]]:
-    if not isinstance(request, dict):
-        raise InvalidBody("the import request must be a JSON object")
-    unknown = request.keys() - REQUEST_FIELDS
-    if unknown:
-        raise InvalidBody(f"{sorted(unknown)[0]} is not a field of an import request",
-                          details={"field": sorted(unknown)[0]})  # fmt: skip
-    template = request.get("scope_template")
-    if not isinstance(template, str) or not template.strip():
-        raise InvalidBody("scope_template is required: the scope (or scope pattern, e.g. org:acme/user:{user_id}) "
-                          "the records go to", details={"field": "scope_template"})  # fmt: skip
-    try:
-        root = template_root(template)
-    except RecordError as exc:
-        raise InvalidBody(exc.detail, details={"field": "scope_template"}) from None
-    options = request.get("options") or {}
-    if not isinstance(options, dict):
-        raise InvalidBody("options must be an object", details={"field": "options"})
-    options = {"ordering": "strict_temporal", "on_error": "skip", **options}
-    if options["ordering"] not in ORDERINGS:
-        raise InvalidBody(f"options.ordering must be one of {list(ORDERINGS)}", details={"field": "options.ordering"})
-    if options["on_error"] not in ON_ERROR:
-        raise InvalidBody(f"options.on_error must be one of {list(ON_ERROR)}", details={"field": "options.on_error"})
-    if options.get("observed_at") is not None and try_parse_rfc3339(str(options["observed_at"])) is None:
-        raise InvalidBody("options.observed_at must be an RFC 3339 timestamp", details={"field": "options.observed_at"})
-    return template.strip(), root, options
-
-
-def check_declared(source: str, module: Any, found: str, declared: Any) -> str:
-    if declared is None or declared == found or (declared in module.FORMATS and found in module.FORMATS
-                                                  and getattr(module, "ANY_DECLARED", False)):  # fmt: skip
-        return found
-    if declared not in module.FORMATS:
-        raise UnsupportedFormat(f"the {source} importer does not read the format {str(declared)[:80]!r}",
-                                details={"format": str(declared)[:80], "known": list(module.FORMATS)})  # fmt: skip
-    raise UnsupportedFormat(f"the file is {found}, not the declared {declared}",
-                            details={"format": declared, "found": found, "known": list(module.FORMATS)})  # fmt: skip
-
-
 async def _read_ahead(read: Any, box: list[outcome.Outcome]) -> None:
     box.append(await outcome.acapture(trio.to_thread.run_sync, read))
 
@@ -353,16 +346,3 @@ def _detail(exc: CortexError) -> str:
     field = exc.details.get("field")
     text = f"{field}: {exc.message}" if field and field not in exc.message else exc.message
     return re.sub(r"items\[\d+\]\.?", "", text)
-
-
-def status_wire(record: dict[str, Any]) -> dict[str, Any]:
-    params, progress = record["params"], record["progress"]
-    return {"import_id": record["id"], "status": record["status"], "source": params["source"],
-            "format": params["format"], "scope": record["scope"], "phase": record["phase"],
-            "fraction_complete": record["fraction_complete"], "processed": progress.get("read", 0),
-            "total": params.get("estimated_items"), "items": {name: progress.get(name, 0) for name in COUNTS},
-            "errors": record.get("errors", []), "error": record["error"], "created_at": record["created_at"],
-            "updated_at": record["updated_at"], "finished_at": record["finished_at"],
-            "cancel_requested_at": record["cancel_requested_at"], "interruptions": record["interruptions"],
-            "elapsed_ms": progress.get("elapsed_ms", 0)}  # fmt: skip
-

@@ -36,6 +36,9 @@ class Item:
     # the importer assumed part of the record (a time the source lacks: ``options.observed_at``
     # or the import's): a key an earlier import wrote is a replay whatever that import assumed
     replay_by_key: bool = False
+    # the event id the source gave the record (a line of our JSONL export): its ``preceded_by``
+    # links are translated to our ids (``links.py``)
+    source_id: str | None = None
 
     def where(self) -> dict[str, Any]:
         return {self.unit: self.position}
@@ -178,6 +181,12 @@ def labels(prefix: str, fields: Mapping[str, Any]) -> dict[str, Any]:
     return {f"{prefix}{name}": scalar(value) for name, value in fields.items() if value is not None}
 
 
+def key_of(source: str, ident: Any, tail: str) -> str:
+    """``key(source, ident, tail)`` when ``tail`` is a hex digest (safe as it is): one format."""
+    text = f"{source}:{_safe(ident)}:{tail}"
+    return text if len(text) <= MAX_KEY else key(source, ident, tail)
+
+
 def key(source: str, *parts: Any) -> str:
     """A stable idempotency key (≤ 64 chars): ``source:<ids>``, hashed when too long."""
     text = f"{source}:" + ":".join([_safe(p) for p in parts])
@@ -213,7 +222,15 @@ def digest(*parts: Any) -> str:
 
 
 def actor(kind: str, ident: Any, session: Any = None) -> dict[str, Any]:
-    value: dict[str, Any] = {"id": f"{kind}:{_UNSAFE.sub('_', str(ident))[:128]}", "type": kind}
+    value: dict[str, Any] = {"id": _actor_id(kind, ident) if type(ident) is str else _make_actor_id(kind, ident),
+                             "type": kind}  # fmt: skip
     if session not in (None, ""):
         value["session"] = str(session)[:256]
     return value
+
+
+def _make_actor_id(kind: str, ident: Any) -> str:
+    return f"{kind}:{_UNSAFE.sub('_', str(ident))[:128]}"
+
+
+_actor_id = functools.lru_cache(maxsize=4096)(_make_actor_id)  # a file's records name few actors

@@ -248,9 +248,7 @@ async def apply_assertion(work: StageContext, assertion: Assertion, event_id: st
             fact.confidence = noisy_or(fact.confidence, assertion.confidence)
             fact.evidence_weight = round(fact.evidence_weight + assertion.confidence, 4)
             fact.reinforcements += 1
-            if assertion.valid_from < fact.valid_from:  # known to hold since earlier: a new version
-                close_fact(work, fact, now)
-                fact.valid_from = assertion.valid_from
+            _restate_window(work, fact, assertion, now)
         touched[fact.id] = fact
         return {"fact_id": fact.id, "status": "reinforced"}
     fact = Fact(
@@ -285,6 +283,26 @@ async def apply_assertion(work: StageContext, assertion: Assertion, event_id: st
     if decision.conflicts_with:
         outcome["conflicts_with"] = list(decision.conflicts_with)
     return outcome
+
+
+def _restate_window(work: StageContext, fact: Fact, assertion: Assertion, now: dt.datetime) -> None:
+    """A reinforcing assertion that moves the fact's validity makes a new version of it."""
+    if assertion.valid_from < fact.valid_from:  # known to hold since earlier
+        close_fact(work, fact, now)
+        fact.valid_from = assertion.valid_from
+    if _ends_sooner(assertion, fact):  # the same span, now known to end sooner
+        close_fact(work, fact, now)
+        fact.valid_to = assertion.valid_to
+
+
+def _ends_sooner(assertion: Assertion, fact: Fact) -> bool:
+    """Whether ``assertion`` states an end for the span ``fact`` holds that is sooner than the
+    fact's (open or later): it covers the fact's start (the same span, not a window inside it)
+    and ends after it.  A re-imported Zep edge invalidated since (``invalid_at`` set or moved
+    earlier) is this; a window inside the fact's, or a later end, only corroborates."""
+    end = assertion.valid_to
+    return (end is not None and assertion.valid_from <= fact.valid_from < end
+            and (fact.valid_to is None or end < fact.valid_to))  # fmt: skip
 
 
 async def _supported_by(work: StageContext, fact: Fact, event_id: str) -> bool:

@@ -1,6 +1,6 @@
 """CortexDB JSONL (reference §15.5): one experience envelope per line, or the lines of our own
 export (``{"record": "event", "envelope": {...}}``; derived-layer lines are skipped: the engine
-derives them again).  An envelope without ``idempotency_key`` gets ``jsonl:<hash of it>``, so a
+derives them again; their ``preceded_by`` links become our ids: ``links.py``).  An envelope without ``idempotency_key`` gets ``jsonl:<hash of it>``, so a
 re-import does not duplicate it (two identical lines are one event)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import orjson
 from ..mapping import Item, RecordError, digest, failed, key
 
 FORMATS = ("cortexdb_jsonl_v1",)
+SOURCE_IDS = True  # an export's event lines name their source event: preceded_by is translated (links.py)
 KEYS_NAME_SCOPE = True  # its idempotency keys already hash the target scope (or are the user's own: jsonl)
 
 
@@ -25,28 +26,32 @@ def read(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
         if not line.strip():
             continue
         try:
-            yield Item(number, envelope=envelope_of(line))
+            envelope, source_id = envelope_of(line)
+            yield Item(number, envelope=envelope, source_id=source_id)
         except RecordError as exc:
             yield failed(number, "line", exc)
 
 
-def envelope_of(line: bytes) -> dict[str, Any] | None:
+def envelope_of(line: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """The line's envelope (None: a derived record of an export) and, on an event line of our
+    export, the exporting engine's id of the event (its ``preceded_by`` links are translated)."""
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         raise RecordError("invalid_json", str(exc)) from None
     if not isinstance(value, dict):
         raise RecordError("invalid_envelope", "a line must be a JSON object")
-    record = value.get("record")
+    record, source_id = value.get("record"), None
     if record is not None:
         if record != "event":
-            return None  # a derived record of an export: derived again from the events
+            return None, None  # a derived record of an export: derived again from the events
+        source_id = value.get("id") if isinstance(value.get("id"), str) else None
         value = value.get("envelope")
         if not isinstance(value, dict):
             raise RecordError("invalid_envelope", "an event line of an export needs its envelope object")
     if value.get("idempotency_key") is None:
         value = {**value, "idempotency_key": key("jsonl", digest(value))}
-    return value
+    return value, source_id
 
 
 # -- export ------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from ..mapping import (
     expand,
     failed,
     key,
+    key_of,
     labels,
     scalar,
     timestamp,
@@ -172,7 +173,7 @@ def memory(item: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[st
         "scope": _scope(options, state, user, get("agent_id"), run_id, get("app_id")),
         "observed_actor": _actor(item, run_id), "modality": "imported", "content": {"kind": "text", "text": text},
         "context": {"observed_at": observed, "source_recorded_at": recorded, "labels": tags},
-        "idempotency_key": key("mem0", ident, digest(get("updated_at"), text)),
+        "idempotency_key": key_of("mem0", ident, digest(get("updated_at"), text)),
     }  # fmt: skip
     if user:
         envelope["subject"] = {"id": actor("user", user)["id"], "type": "user"}
