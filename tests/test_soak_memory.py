@@ -171,3 +171,62 @@ async def test_a_leveldb_engine_seals_runs_and_rebuilds_them_after_a_restart(tmp
         after = await engine.recall(query)
     # rebuilt from the stored vectors: exact in the delta and in runs alike, so the same ranking
     assert [i["id"] for i in before["layers"]["events"]] == [i["id"] for i in after["layers"]["events"]]
+
+
+async def test_runs_filter_by_prefix_like_the_delta(tmp_path):
+    """A run holding ids of two kinds answers a prefixed search as the delta does (its id-prefix
+    codes, made on the first prefixed search, leave the other kind out)."""
+    rng = np.random.default_rng(17)
+    vectors = _unit(rng, 400, 16)
+    runs = VectorIndex(16, segment_size=100_000, dtype="float16", directory=str(tmp_path), run_rows=32)
+    delta = VectorIndex(16, segment_size=100_000, dtype="float16")
+    for index in (runs, delta):
+        for i, vector in enumerate(vectors):
+            index.add(f"{('evt', 'fct', 'epi')[i % 3]}_{i}", vector)
+            if i % 9 == 4:
+                index.remove(f"evt_{i - 1}" if (i - 1) % 3 == 0 else f"fct_{i - 1}")
+            if index.needs_seal or index.needs_merge:
+                await index.seal()
+                await index.merge()
+    assert len(runs.segment_sizes) >= 2 and all(isinstance(s.index, FlatRun) for s in runs._segments)
+    for q in range(20):
+        for prefixes in (("evt_",), ("fct_", "epi_"), ("nope_",), None):
+            got = runs.search(vectors[q * 7], 8, prefixes=prefixes)
+            _same(got, delta.search(vectors[q * 7], 8, prefixes=prefixes), "float16")
+            assert prefixes is None or all(d.startswith(prefixes) for d, _ in got)
+
+
+def _resident_kb_of_deleted_runs(folder: str) -> list[int]:
+    """Rss of this process's mappings of unlinked ``.run`` files in ``folder`` (/proc/self/smaps)."""
+    sizes, inside = [], False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
+                inside = folder in line and line.rstrip().endswith(".run (deleted)")
+            elif inside and line.startswith("Rss:"):
+                sizes.append(int(head[1]))
+    return sizes
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="Linux: reads /proc/self/smaps")
+async def test_a_run_is_not_resident_between_searches(tmp_path):
+    """A search reads a run through a mapping and lets its pages go before it returns: the rows
+    are in the page cache, not in the process's resident set (decisions.md, "Runs by default")."""
+    rng = np.random.default_rng(23)
+    vectors = _unit(rng, 3000, 64)
+    index = VectorIndex(64, segment_size=100_000, dtype="float16", directory=str(tmp_path), run_rows=1024)
+    for i, vector in enumerate(vectors):
+        index.add(f"evt_{i}", vector)
+        if index.needs_seal:
+            await index.seal(merge=False)
+    assert sum(index.segment_sizes) >= 2048
+    for q in range(5):
+        assert index.search(vectors[q], 1)[0][0] == f"evt_{q}"  # every run was scored
+    mapped = _resident_kb_of_deleted_runs(str(tmp_path))
+    assert len(mapped) == len(index.segment_sizes)  # the mappings stay, for the next search
+    assert sum(mapped) == 0  # and none of their pages is resident
+
+
+def test_runs_are_on_by_default():
+    assert EngineConfig().vector_run_rows == 2048

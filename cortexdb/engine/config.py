@@ -88,9 +88,10 @@ class EngineConfig:
     # with a data dir, the delta is sealed every this many vectors into a flat run in a file of
     # vector-segments/ (read with pread, scored exactly; runs merge, and become an annoy segment
     # at vector_segment_size): the only vectors in memory are the delta's
-    # (docs/decisions.md, "Soak memory").  0 (the default): no runs, the delta grows to
-    # vector_segment_size; 2048 trades recall time for resident memory (measured in decisions.md)
-    vector_run_rows: int = 0
+    # (docs/decisions.md, "Soak memory", "Runs by default").  2048 (the default): the delta holds
+    # at most that many vectors a layer; 0: no runs, the delta grows to vector_segment_size (every
+    # vector of a scope below it in anonymous memory).  No effect without a data dir
+    vector_run_rows: int = 2048
     recall_candidates: int = 100  # per scope and per index (BM25, vector) before scoring
     # a temporal question's windowed retrieval (docs/router.md) looks at most this many hits per
     # layer and index for records that happened in the window, beyond the recall_candidates cut

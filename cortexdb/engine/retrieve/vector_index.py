@@ -48,6 +48,7 @@ class _Segment:
         self.ids = ids
         self.positions = {doc_id: i for i, doc_id in enumerate(ids)}
         self.dead: set[str] = set()  # removed, or superseded by a newer vector elsewhere
+        self.kinds: np.ndarray | None = None  # a flat run's id-prefix codes, made on first need
 
 
 class VectorIndex:
@@ -356,11 +357,17 @@ class VectorIndex:
     def _search_run(self, segment: _Segment, query, limit: int, prefixes, results: dict) -> None:
         """A flat run's exact best, its dead rows (and ids of other prefixes) left out."""
         ids = segment.ids
-        skip = [segment.positions[doc_id] for doc_id in segment.dead]
-        if prefixes is not None:
-            skip += [i for i, doc_id in enumerate(ids) if not doc_id.startswith(prefixes)]
-        skip_positions = np.asarray(skip, dtype=np.int64) if skip else None
-        for position, similarity in segment.index.nearest(query, limit, skip_positions):
+        skip = None  # a mask of the rows left out
+        if prefixes is not None:  # the rows of other kinds, by their prefix codes (as the delta)
+            if segment.kinds is None:
+                segment.kinds = np.fromiter((self._kind(doc_id) for doc_id in ids), np.int16, len(ids))
+            codes = [self._kinds[p] for p in prefixes if p in self._kinds]
+            skip = ~np.isin(segment.kinds, codes)
+        if segment.dead:
+            if skip is None:
+                skip = np.zeros(len(ids), dtype=bool)
+            skip[[segment.positions[doc_id] for doc_id in segment.dead]] = True
+        for position, similarity in segment.index.nearest(query, limit, skip):
             doc_id = ids[position]
             if similarity > results.get(doc_id, -2.0):
                 results[doc_id] = similarity

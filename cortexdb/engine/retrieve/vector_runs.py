@@ -5,33 +5,24 @@ With a directory (an engine with a data dir) a ``VectorIndex`` seals its exact d
 int8 with its per-row scales, which stay in memory at 4 bytes a row) written to a file of
 ``<data dir>/vector-segments/``.  The file is unlinked as soon as it is written and open (the
 descriptor keeps it; nothing is left behind after a crash or a restart, when the index is rebuilt
-from the stored vectors as before).  A search reads the rows in blocks with ``pread`` and scores
-them with the delta's own kernels (``scores``): a run answers what the delta answered, bit for
-bit.  The pages live in the kernel's page cache, shared, reclaimable and re-read on demand; they
-are never mapped into the process, so its resident set does not grow with them
-(docs/decisions.md, "Soak memory").  Runs merge like the annoy segments (``VectorIndex``), and
+from the stored vectors as before).  A search scores the rows a block at a time with the delta's
+own kernels (``scores``), so a run answers what the delta answered, bit for bit, reading them
+through a read-only shared mapping of the file whose pages it lets go (``MADV_DONTNEED``) before
+it returns: the pages live in the kernel's page cache, shared, reclaimable and re-read on demand,
+and they are in the process's resident set only while a search reads them (docs/decisions.md,
+"Soak memory", "Runs by default": a ``pread`` copy of every row cost 5-10x the delta's search).  Runs merge like the annoy segments (``VectorIndex``), and
 once a merge reaches ``segment_size`` rows it becomes an annoy segment as before.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
-import threading
 import uuid
 
 import numpy as np
 
-BLOCK_ROWS = 4096  # rows read (and written) at a time
-# a search reads each block into one reused buffer per thread (at most BLOCK_ROWS rows: 3 MiB for
-# 384-d float16), instead of a fresh allocation the kernel has to zero and map every time
-_BUFFERS = threading.local()
-
-
-def _buffer(size: int) -> bytearray:
-    buffer = getattr(_BUFFERS, "buffer", None)
-    if buffer is None or len(buffer) < size:
-        buffer = _BUFFERS.buffer = bytearray(size)
-    return buffer
+BLOCK_ROWS = 4096  # rows scored (and written) at a time
 
 
 def _simsimd():
@@ -79,6 +70,7 @@ class FlatRun:
         self.fd, self.count, self.dimension, self.dtype = fd, count, dimension, dtype
         self.scales = scales
         self.row_bytes = dimension * np.dtype(dtype).itemsize
+        self._map: mmap.mmap | None = None  # made on the first search (nearest)
 
     @classmethod
     def write(cls, directory: str, dimension: int, dtype: str, rows) -> FlatRun:
@@ -130,31 +122,49 @@ class FlatRun:
             row *= self.scales[position]
         return row
 
-    def _view(self, start: int, stop: int) -> np.ndarray:
-        """Rows ``start`` to ``stop`` read into this thread's buffer (valid until the next read)."""
-        size = (stop - start) * self.row_bytes
-        view = memoryview(_buffer(BLOCK_ROWS * self.row_bytes))[:size]
-        if os.preadv(self.fd, [view], start * self.row_bytes) != size:
-            raise OSError("vector run: short read")
-        return np.frombuffer(view, dtype=self.dtype).reshape(stop - start, self.dimension)
+    def _mapped(self) -> mmap.mmap:
+        if self._map is None:
+            self._map = mmap.mmap(self.fd, self.count * self.row_bytes, mmap.MAP_SHARED, mmap.PROT_READ)
+        return self._map
 
     def nearest(self, query: np.ndarray, limit: int, skip: np.ndarray | None) -> list[tuple[int, float]]:
-        """The ``limit`` best (position, cosine) pairs, exact, positions in ``skip`` left out."""
+        """The ``limit`` best (position, cosine) pairs, exact, rows where the boolean ``skip``
+        is true left out.  The rows are scored where the kernel's page cache holds them, through
+        a read-only mapping whose pages are let go (``MADV_DONTNEED``) before returning: no copy,
+        and nothing of the run stays in the resident set between searches (decisions.md, "Runs
+        by default")."""
+        best: list[tuple[int, float]] = []
+        if not self.count:
+            return best
+        mapped = self._mapped()
+        try:
+            best = self._scan(np.frombuffer(mapped, dtype=self.dtype).reshape(self.count, self.dimension),
+                              query, limit, skip)  # fmt: skip
+        finally:
+            mapped.madvise(mmap.MADV_DONTNEED)
+        best.sort(key=lambda item: -item[1])
+        return best[:limit] if len(best) > limit else best
+
+    def _scan(self, rows: np.ndarray, query: np.ndarray, limit: int, skip: np.ndarray | None) -> list[tuple[int, float]]:
         best: list[tuple[int, float]] = []
         for start in range(0, self.count, BLOCK_ROWS):
             stop = min(self.count, start + BLOCK_ROWS)
             scales = self.scales[start:stop] if self.scales is not None else None
-            found = np.asarray(scores(self._view(start, stop), scales, query, self.dtype), dtype=np.float64)
-            if skip is not None and len(skip):
-                inside = skip[(skip >= start) & (skip < stop)] - start
-                found[inside] = -np.inf
+            found = np.asarray(scores(rows[start:stop], scales, query, self.dtype), dtype=np.float64)
+            if skip is not None:
+                found[skip[start:stop]] = -np.inf
             take = min(limit, stop - start)
             top = np.argpartition(-found, take - 1)[:take] if take < stop - start else np.arange(stop - start)
             best += [(start + int(p), float(found[p])) for p in top.tolist() if found[p] != -np.inf]
-        best.sort(key=lambda item: -item[1])
-        return best[:limit] if len(best) > limit else best
+        return best
 
     def unload(self) -> None:
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:  # a search still reads it (another thread): its collection closes it
+                pass
+            self._map = None
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
