@@ -23,6 +23,11 @@ class ServerSettings:
     # the postgres backend's libpq connection string or URI (CORTEX_PG_DSN / --dsn); never logged
     dsn: str | None = None
     bind: str = DEFAULT_BIND
+    # several nodes on one postgres store (docs/scale-out.md): this node's id (CORTEX_NODE_ID /
+    # --node-id; "" = a single node) and the base URL the other nodes reach it at (CORTEX_ADVERTISE
+    # / --advertise; default: http:// and the bound address)
+    node_id: str = ""
+    advertise: str | None = None
     tenant: str = "default"
     issuer_dirs: list[str] = attrs.field(factory=list)  # `cortexdb token keygen` directories
     jwt_issuers: list[tuple[str, str]] = attrs.field(factory=list)  # (iss, PEM or JWKS path)
@@ -128,6 +133,10 @@ class ServerSettings:
             values["dsn"] = env["CORTEX_PG_DSN"]
         if env.get("CORTEX_BIND"):
             values["bind"] = env["CORTEX_BIND"]
+        if env.get("CORTEX_NODE_ID"):
+            values["node_id"] = env["CORTEX_NODE_ID"]
+        if env.get("CORTEX_ADVERTISE"):
+            values["advertise"] = env["CORTEX_ADVERTISE"]
         if env.get("CORTEX_TENANT"):
             values["tenant"] = env["CORTEX_TENANT"]
         if env.get("CORTEX_OPERATORS"):

@@ -22,6 +22,9 @@ per partition, kept forever so that its token only ever grows.  Time is the data
   counter up to a floor.  The engine takes its WAL offsets in blocks from it, so that the nodes
   of one table never give two events one offset (engine/placement.py).
 
+- ``advertise(node, address)`` / ``address(node)``: where a node answers HTTP (``t_nodes``), so
+  that a node can forward a request to a partition's owner.
+
 The engine's half of placement is ``engine/placement.py`` (docs/scale-out.md).
 """
 
@@ -72,6 +75,12 @@ class LeaseSql:
                                 "DO UPDATE SET value = GREATEST(c.value, EXCLUDED.value)").format(c=c)  # fmt: skip
         self.take = sql.SQL("INSERT INTO {c} AS c (name, value) VALUES (%(name)s, %(count)s) ON CONFLICT (name) "
                             "DO UPDATE SET value = c.value + EXCLUDED.value RETURNING value").format(c=c)  # fmt: skip
+        n = sql.Identifier(f"{table}_nodes")
+        self.create_nodes = sql.SQL("CREATE TABLE IF NOT EXISTS {} (node text PRIMARY KEY, address text NOT NULL, "
+                                    "seen_at timestamptz NOT NULL)").format(n)  # fmt: skip
+        self.advertise = sql.SQL("INSERT INTO {} (node, address, seen_at) VALUES (%(node)s, %(address)s, now()) "
+                                 "ON CONFLICT (node) DO UPDATE SET address = EXCLUDED.address, seen_at = now()").format(n)  # fmt: skip
+        self.address = sql.SQL("SELECT address FROM {} WHERE node = %s").format(n)
         self.holder = sql.SQL("SELECT owner, token, expires_at, expires_at > now() FROM {} WHERE part = %s").format(t)
 
 
@@ -83,7 +92,7 @@ class Leases:
         self.sql = LeaseSql(table)
 
     async def setup(self) -> None:
-        statements = (self.sql.create, self.sql.create_counters)
+        statements = (self.sql.create, self.sql.create_counters, self.sql.create_nodes)
 
         def call(conn):
             for statement in statements:
@@ -137,6 +146,17 @@ class Leases:
         """Move counter ``name`` up to ``floor`` (never down): numbers up to it are taken."""
         query, args = self.sql.raise_to, {"name": name, "floor": floor}
         await self._pool.run(lambda conn: conn.execute(query, args))
+
+
+    async def advertise(self, node: str, address: str) -> None:
+        """Record where ``node`` answers HTTP (its base URL)."""
+        query, args = self.sql.advertise, {"node": node, "address": address}
+        await self._pool.run(lambda conn: conn.execute(query, args))
+
+    async def address(self, node: str) -> str | None:
+        query = self.sql.address
+        row = await self._pool.run(lambda conn: conn.execute(query, (node,)).fetchone())
+        return None if row is None else row[0]
 
 
 def _args(lease: Lease) -> dict:

@@ -124,6 +124,14 @@ class Placement:
         if supervisor is not None:
             supervisor.retire(lambda scope: partition_of(scope) == lease.part)
 
+    # -- addresses (the server forwards a request to a partition's owner) -------------------------
+    async def advertise(self, address: str) -> None:
+        """Record this node's HTTP base URL beside the leases."""
+        await self._leases.advertise(self.node, address)
+
+    async def address_of(self, node: str) -> str | None:
+        return await self._leases.address(node)
+
     # -- the timer -------------------------------------------------------------------------------
     async def start(self) -> None:
         """Before the first capture: offsets come from the shared counter, above this store's."""
