@@ -131,12 +131,7 @@ class ServerSettings:
             values["backend"] = env["CORTEX_BACKEND"]
         if env.get("CORTEX_PG_DSN"):
             values["dsn"] = env["CORTEX_PG_DSN"]
-        if env.get("CORTEX_BIND"):
-            values["bind"] = env["CORTEX_BIND"]
-        if env.get("CORTEX_NODE_ID"):
-            values["node_id"] = env["CORTEX_NODE_ID"]
-        if env.get("CORTEX_ADVERTISE"):
-            values["advertise"] = env["CORTEX_ADVERTISE"]
+        values.update({field: env[name] for name, field in _TEXT if env.get(name)})
         if env.get("CORTEX_TENANT"):
             values["tenant"] = env["CORTEX_TENANT"]
         if env.get("CORTEX_OPERATORS"):
@@ -205,6 +200,7 @@ def _leeway(value: Any) -> float:
     if not 0 <= seconds <= 3600:  # NaN fails too
         raise ValueError(f"the token leeway must be 0 to 3600 seconds, not {value!r}")
     return seconds
+_TEXT = (("CORTEX_BIND", "bind"), ("CORTEX_NODE_ID", "node_id"), ("CORTEX_ADVERTISE", "advertise"))
 _LIMITS = (("CORTEX_MAX_BODY_BYTES", "max_body_bytes", int), ("CORTEX_MAX_HEAD_BYTES", "max_head_bytes", int),
            ("CORTEX_HEAD_TIMEOUT", "head_timeout", float), ("CORTEX_MAX_CONNECTIONS", "max_connections", int),
            ("CORTEX_MAX_WS_MESSAGE_BYTES", "max_ws_message_bytes", int),
