@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+import trio
 
 import cortexdb
 from cortexdb.backends.postgres import PostgresStore
@@ -130,3 +131,37 @@ async def test_node_id_needs_a_store_with_leases(clock):
     with pytest.raises(ValueError, match="no leases"):
         async with cortexdb.open_engine("memory", config=EngineConfig(node_id="n1"), clock=clock):
             pass
+
+
+async def test_a_subscriber_on_any_node_sees_every_stage_in_order_and_resumes(dsn, clock):
+    store_a = await PostgresStore.open(dsn, table="kv")
+    store_b = await PostgresStore.open(dsn, table="kv")
+    stages = ["captured", "extracted", "indexed", "consolidated"]
+    try:
+        async with (cortexdb.open_engine(store=store_a, config=config("node-a"), clock=clock, id_seed=1) as a,
+                    cortexdb.open_engine(store=store_b, config=config("node-b"), clock=clock, id_seed=2) as b):  # fmt: skip
+            async with b.subscribe(scope=ALICE) as on_b, a.subscribe(scope=ALICE) as on_a:
+                written = [await a.experience(envelope(text, scope=ALICE), wait="consolidated")
+                           for text in ("I live in Paris.", "I work at Initech.")]  # fmt: skip
+
+                async def heard(subscription, count):
+                    got = []
+                    with trio.fail_after(60):  # a hang guard only: records arrive as they commit
+                        async for record in subscription:
+                            got.append(record)
+                            if len(got) == count:
+                                return got
+
+                local = await heard(on_a, 8)
+                remote = await heard(on_b, 8)  # node-b, which owns nothing of org:acme
+            assert [r.lifecycle_id for r in remote] == [r.lifecycle_id for r in local]
+            for result in written:
+                assert [r.stage for r in remote if r.event_id == result.event_id] == stages
+
+            # a subscriber of node-b resuming after the first record gets the rest from the table
+            async with b.subscribe(scope=ALICE, since_lifecycle_id=remote[0].lifecycle_id) as resumed:
+                again = resumed.take()
+            assert [r.lifecycle_id for r in again] == [r.lifecycle_id for r in remote[1:]]
+    finally:
+        await store_a.close()
+        await store_b.close()

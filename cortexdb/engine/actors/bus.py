@@ -244,8 +244,14 @@ class LifecycleBus:
             if record is not None:
                 self._publish(record)
 
+    def publish_remote(self, record: LifecycleEvent) -> None:
+        """A record another node committed (several nodes on one store: engine/storage/
+        placement.py hears of it): this node's subscribers receive it too."""
+        self._publish(record)
+
     def _publish(self, record: LifecycleEvent) -> None:
-        self.published_upto = record.lifecycle_id
+        if self.published_upto is None or record.lifecycle_id > self.published_upto:  # (remote ids interleave)
+            self.published_upto = record.lifecycle_id
         self.published_count += 1
         for subscriber in self._fanout:  # a snapshot: _offer may unsubscribe a lagging one
             if subscriber.filter.matches(record):

@@ -31,12 +31,17 @@ from typing import Any
 import trio
 
 from ...errors import CortexError, LeaseLost, ScopeOwnedElsewhere
+from ..spi.kv import Put
+from . import keys
 
 log = logging.getLogger("cortexdb.placement")
 
 #: the lease a scope actor's tasks write under (set by the supervisor; None: an unfenced write)
 FENCE: contextvars.ContextVar[Any] = contextvars.ContextVar("cortexdb_fence", default=None)
 WAL_COUNTER = "wal"
+LIFECYCLE_PREFIX = keys.prefix(keys.LIFECYCLE)
+NOTIFY_BYTES = 7900  # PostgreSQL's limit on a notification's payload is 8000 bytes
+HEARD_BUFFER = 100_000  # notifications heard and not yet published (beyond: dropped, logged)
 
 
 def partition_of(scope: str) -> str:
@@ -56,12 +61,12 @@ class FencedStore:
         return getattr(self._store, name)
 
     async def write(self, ops, *, sync: bool = False) -> None:
-        lease = FENCE.get()
+        lease, notify = FENCE.get(), self._placement.notes(ops)
         if lease is None:
-            await self._store.write(ops, sync=sync)
+            await self._store.write(ops, sync=sync, notify=notify)
             return
         try:
-            await self._store.write_fenced(lease, ops, sync=sync)
+            await self._store.write_fenced(lease, ops, sync=sync, notify=notify)
         except LeaseLost:
             self._placement.lost(lease)
             raise
@@ -71,7 +76,7 @@ class Placement:
     """This node's partitions (``NodeContext.placement``; None on a single node)."""
 
     def __init__(self, store: Any, config: Any) -> None:
-        if not hasattr(store, "leases") or not hasattr(store, "write_fenced"):
+        if not all(hasattr(store, name) for name in ("leases", "write_fenced", "listener")):
             raise ValueError(f"node_id is set but the {type(store).__name__} store has no leases: several "
                              "nodes need a shared store with leases (the postgres backend)")  # fmt: skip
         self.node = config.node_id
@@ -81,6 +86,9 @@ class Placement:
         self._held: dict[str, Any] = {}  # partition -> Lease
         self._locks: dict[str, trio.Lock] = {}
         self.ctx: Any = None  # set by node_context
+        self.channel = f"{store.table}_lifecycle"  # pg_notify channel of the lifecycle records
+        self._listener = store.listener(self.channel)
+        self._heard_send, self._heard_receive = trio.open_memory_channel(HEARD_BUFFER)
         self.ping: Any = None  # the message that starts an actor (``start_placement``)
 
     # -- which partitions ------------------------------------------------------------------------
@@ -123,6 +131,43 @@ class Placement:
         supervisor = self.ctx.supervisor
         if supervisor is not None:
             supervisor.retire(lambda scope: partition_of(scope) == lease.part)
+
+    # -- lifecycle records across nodes -------------------------------------------------------------
+    def notes(self, ops) -> list[tuple[str, str]]:
+        """The ``pg_notify`` payloads telling the other nodes of a batch's lifecycle records:
+        ``node`` then one line per record (its stored JSON, or ``@`` and its id when too long
+        for one notification), at most ``NOTIFY_BYTES`` each."""
+        lines = [op.value if len(op.value) < NOTIFY_BYTES // 2 else b"@" + op.key[len(LIFECYCLE_PREFIX):]
+                 for op in ops if isinstance(op, Put) and op.key.startswith(LIFECYCLE_PREFIX)]  # fmt: skip
+        notes: list[tuple[str, str]] = []
+        head = self.node.encode()
+        chunk = [head]
+        for line in lines:
+            if sum(len(part) + 1 for part in chunk) + len(line) > NOTIFY_BYTES:
+                notes.append((self.channel, b"\n".join(chunk).decode()))
+                chunk = [head]
+            chunk.append(line)
+        if len(chunk) > 1:
+            notes.append((self.channel, b"\n".join(chunk).decode()))
+        return notes
+
+    def _heard(self, payload: str) -> None:
+        """A notification (on the Trio thread, in commit order): queued for ``_relay``."""
+        node, _, rest = payload.partition("\n")
+        if node != self.node and rest:
+            try:
+                self._heard_send.send_nowait(rest)
+            except trio.WouldBlock:
+                log.warning("node %s: lifecycle notifications are %d behind; records dropped", self.node, HEARD_BUFFER)
+
+    async def _relay(self) -> None:
+        """Publish the records other nodes committed on this node's bus, in the order heard."""
+        table, bus = self.ctx.tables.lifecycle, self.ctx.bus
+        async for rest in self._heard_receive:
+            for line in rest.split("\n"):
+                record = await table.get(line[1:]) if line.startswith("@") else table.codec.decode(line.encode())
+                if record is not None:
+                    bus.publish_remote(record)
 
     # -- addresses (the server forwards a request to a partition's owner) -------------------------
     async def advertise(self, address: str) -> None:
@@ -202,11 +247,15 @@ async def ping_pending(supervisor: Any, scope: str, ping: Any) -> bool:
 
 
 async def start_placement(ctx: Any, nursery: trio.Nursery, ping: Any) -> None:
-    """At engine start, when several nodes share the store: the WAL counter, the lease timer."""
-    if ctx.placement is not None:
-        ctx.placement.ping = ping
-        await ctx.placement.start()
-        nursery.start_soon(ctx.placement.run)
+    """At engine start, when several nodes share the store: the WAL counter, the lease timer,
+    the lifecycle records of the other nodes."""
+    placement = ctx.placement
+    if placement is not None:
+        placement.ping = ping
+        await placement.start()
+        nursery.start_soon(placement.run)
+        await nursery.start(placement._listener.run, placement._heard)
+        nursery.start_soon(placement._relay)
 
 
 async def release_placement(ctx: Any) -> None:
