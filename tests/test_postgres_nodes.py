@@ -140,20 +140,31 @@ async def test_a_subscriber_on_any_node_sees_every_stage_in_order_and_resumes(ds
     try:
         async with (cortexdb.open_engine(store=store_a, config=config("node-a"), clock=clock, id_seed=1) as a,
                     cortexdb.open_engine(store=store_b, config=config("node-b"), clock=clock, id_seed=2) as b):  # fmt: skip
-            async with b.subscribe(scope=ALICE) as on_b, a.subscribe(scope=ALICE) as on_a:
-                written = [await a.experience(envelope(text, scope=ALICE), wait="consolidated")
-                           for text in ("I live in Paris.", "I work at Initech.")]  # fmt: skip
+            async with b.subscribe(scope=ALICE) as on_b, a.subscribe(scope=ALICE) as on_a, b.subscribe() as every:
+                written, theirs = [], []
 
-                async def heard(subscription, count):
-                    got = []
+                async def write(engine, scope, into):
+                    for text in ("I live in Paris.", "I work at Initech."):
+                        into.append(await engine.experience(envelope(text, scope=scope), wait="consolidated"))
+
+                async def heard(subscription, count, into=None):
+                    got = [] if into is None else into
                     with trio.fail_after(60):  # a hang guard only: records arrive as they commit
                         async for record in subscription:
                             got.append(record)
                             if len(got) == count:
                                 return got
 
+                mixed: list = []
+                async with trio.open_nursery() as both:  # node-b writes its own at the same time,
+                    both.start_soon(heard, every, 16, mixed)  # and a reader takes them as they come
+                    both.start_soon(write, a, ALICE, written)
+                    both.start_soon(write, b, BOB, theirs)
+
                 local = await heard(on_a, 8)
                 remote = await heard(on_b, 8)  # node-b, which owns nothing of org:acme
+            for result in written + theirs:
+                assert [r.stage for r in mixed if r.event_id == result.event_id] == stages
             assert [r.lifecycle_id for r in remote] == [r.lifecycle_id for r in local]
             for result in written:
                 assert [r.stage for r in remote if r.event_id == result.event_id] == stages

@@ -112,7 +112,7 @@ def config_of(settings: ServerSettings) -> EngineConfig:
         max_event_text_bytes=settings.max_event_text_bytes,
         max_derived_per_event=settings.max_derived_per_event,
         derivation_workers=settings.derivation_workers, blob_max_bytes=settings.max_blob_bytes,
-        node_id=settings.node_id,
+        node_id=settings.node_id, lease_ttl=settings.lease_ttl, lease_renew_interval=settings.lease_renew_interval,
         import_max_bytes=settings.max_import_bytes,
         **settings.llm_options(load_preset(settings.preset).defaults),
     )

@@ -28,6 +28,8 @@ class ServerSettings:
     # / --advertise; default: http:// and the bound address)
     node_id: str = ""
     advertise: str | None = None
+    lease_ttl: float = attrs.field(default=15.0, validator=_positive)  # CORTEX_LEASE_TTL (EngineConfig.lease_ttl)
+    lease_renew_interval: float = attrs.field(default=5.0, validator=_positive)  # CORTEX_LEASE_RENEW_INTERVAL
     tenant: str = "default"
     issuer_dirs: list[str] = attrs.field(factory=list)  # `cortexdb token keygen` directories
     jwt_issuers: list[tuple[str, str]] = attrs.field(factory=list)  # (iss, PEM or JWKS path)
@@ -204,4 +206,5 @@ _TEXT = (("CORTEX_BIND", "bind"), ("CORTEX_NODE_ID", "node_id"), ("CORTEX_ADVERT
 _LIMITS = (("CORTEX_MAX_BODY_BYTES", "max_body_bytes", int), ("CORTEX_MAX_HEAD_BYTES", "max_head_bytes", int),
            ("CORTEX_HEAD_TIMEOUT", "head_timeout", float), ("CORTEX_MAX_CONNECTIONS", "max_connections", int),
            ("CORTEX_MAX_WS_MESSAGE_BYTES", "max_ws_message_bytes", int),
-           ("CORTEX_MAX_BLOB_BYTES", "max_blob_bytes", int), ("CORTEX_MAX_IMPORT_BYTES", "max_import_bytes", int))  # fmt: skip
+           ("CORTEX_MAX_BLOB_BYTES", "max_blob_bytes", int), ("CORTEX_MAX_IMPORT_BYTES", "max_import_bytes", int),
+           ("CORTEX_LEASE_TTL", "lease_ttl", float), ("CORTEX_LEASE_RENEW_INTERVAL", "lease_renew_interval", float))  # fmt: skip
