@@ -176,3 +176,31 @@ async def test_a_subscriber_on_any_node_sees_every_stage_in_order_and_resumes(ds
     finally:
         await store_a.close()
         await store_b.close()
+
+
+async def test_a_request_claims_an_expired_partition_and_the_sweep_resumes_its_other_scopes(dsn, clock):
+    carol = "org:acme/user:carol"
+    store_a = await PostgresStore.open(dsn, table="kv")
+    store_b = await PostgresStore.open(dsn, table="kv")
+    try:
+        async with (cortexdb.open_engine(store=store_a, config=config("node-a"), clock=clock, id_seed=1) as a,
+                    cortexdb.open_engine(store=store_b, config=config("node-b"), clock=clock, id_seed=2) as b):  # fmt: skip
+            pending = []
+            for scope in (ALICE, carol):
+                await a.experience(envelope("I live in Paris.", scope=scope), wait="captured")
+                await a.pause_derivation(scope)
+                pending.append((scope, await a.experience(envelope("I moved to Lyon.", scope=scope), wait="captured")))
+            expire(dsn, "org:acme")
+            # a request for one scope claims the partition at once; the sweep resumes the others
+            await b.experience(envelope("I like tea.", scope=ALICE), wait="captured")
+            assert b.placement.partitions() == ["org:acme"]
+            assert carol not in b.statistics().scopes
+            assert await b.placement.sweep() == []  # nothing expired is left to take...
+            assert carol in b.statistics().scopes  # ... but carol's actor was started, to derive
+            for scope, captured in pending:
+                await b.flush(scope)
+                state = await b.memory_event(captured.event_id, scope=scope)
+                assert state["stages_completed"][-1] == "consolidated", (scope, state)
+    finally:
+        await store_a.close()
+        await store_b.close()

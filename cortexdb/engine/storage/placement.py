@@ -13,7 +13,8 @@ the store (``store.leases``, backends/postgres/leases.py):
   so a node that lost the lease writes nothing (``LeaseLost``), and the node drops the
   partition at once;
 - when a lease expires (its node died or stalled), the next ``sweep`` of any node takes the
-  partition over and restarts the actors of its scopes with unfinished work: they reload their
+  partition over (or a request for one of its scopes claims it first), and the sweep restarts
+  the actors of its scopes with unfinished work: they reload their
   state from the store and finish the derivations of every captured event (the partition's
   WAL slice: ``P`` markers);
 - WAL offsets come in blocks from a counter in the store (``WalSequencer.use_blocks``), and a
@@ -85,6 +86,7 @@ class Placement:
         self._leases = store.leases
         self._held: dict[str, Any] = {}  # partition -> Lease
         self._locks: dict[str, trio.Lock] = {}
+        self._unresumed: set[str] = set()  # partitions claimed whose pending scopes were not resumed
         self.ctx: Any = None  # set by node_context
         self.channel = f"{store.table}_lifecycle"  # pg_notify channel of the lifecycle records
         self._listener = store.listener(self.channel)
@@ -118,6 +120,7 @@ class Placement:
                     details={"scope": scope, "partition": part, "owner": holder[0] if holder else None})  # fmt: skip
             self.ctx.wal.fresh()  # offsets above every one an earlier owner gave out
             self._held[part] = lease
+            self._unresumed.add(part)  # its other scopes' unfinished work: the next sweep resumes it
             log.info("node %s holds partition %s (token %d)", self.node, part, lease.token)
             return lease
 
@@ -215,8 +218,11 @@ class Placement:
             except ScopeOwnedElsewhere:  # another node was quicker
                 continue
             taken.append(part)
-        if taken:
-            await self.resume(taken)
+        # and the partitions a request claimed since the last sweep (it started only its own scope)
+        claimed = [part for part in self._unresumed if part in self._held]
+        self._unresumed.clear()
+        if claimed:
+            await self.resume(claimed)
         return taken
 
     async def resume(self, parts: list[str]) -> None:
