@@ -98,7 +98,7 @@ class Leases:
             for statement in statements:
                 try:
                     conn.execute(statement)
-                except psycopg.errors.UniqueViolation:  # another node created it at the same moment
+                except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):  # another node, at once
                     pass
 
         await self._pool.run(call)
