@@ -111,16 +111,16 @@ async def test_three_nodes_one_killed_mid_write(dsn):
             targets: set[str] = set()
 
             async def listen() -> None:
-                async with httpx.AsyncClient(base_url=urls[0], headers=HEADERS, timeout=None) as client:
-                    async with client.stream("GET", "/v1/lifecycle/stream", params={"events": ",".join(STAGES)}) as stream:
-                        stream_open.set()
-                        async for line in stream.aiter_lines():
-                            if line.startswith("data:"):
-                                heard.append(json.loads(line[5:]))
-                                done = {r["event_id"] for r in heard if r.get("stage") == "consolidated"}
-                                if targets and targets <= done:
-                                    all_heard.set()
-                                    return
+                async with (httpx.AsyncClient(base_url=urls[0], headers=HEADERS, timeout=None) as client,
+                            client.stream("GET", "/v1/lifecycle/stream", params={"events": ",".join(STAGES)}) as stream):  # fmt: skip
+                    stream_open.set()
+                    async for line in stream.aiter_lines():
+                        if line.startswith("data:"):
+                            heard.append(json.loads(line[5:]))
+                            done = {r["event_id"] for r in heard if r.get("stage") == "consolidated"}
+                            if targets and targets <= done:
+                                all_heard.set()
+                                return
 
             nursery.start_soon(listen)
             with trio.fail_after(30):
@@ -164,7 +164,7 @@ async def test_three_nodes_one_killed_mid_write(dsn):
                 assert len(ids) == sum(1 for s in acked.values() if s == scope) + 1  # + the last write
 
             # ... and its derivations completed
-            for event_id, scope in acked.items():
+            for event_id in acked:
                 state = await send(urls, 0, dead, "GET", f"/v1/lifecycle/memory-event/{event_id}")
                 assert state.json()["stages_completed"][-1] == "consolidated", state.json()
 

@@ -49,35 +49,35 @@ async def nodes(dsn: str, *names: str):
 async def test_a_request_for_a_scope_owned_elsewhere_is_answered_by_its_owner(dsn):
     alice = {"X-Cortex-Actor": "user:alice"}
     with trio.fail_after(120):  # a hang guard only
-        async with nodes(dsn, "node-a", "node-b") as (a, b):
-            async with httpx.AsyncClient(base_url=a, headers=alice) as on_a, \
-                       httpx.AsyncClient(base_url=b, headers=alice) as on_b:  # fmt: skip
-                first = await on_a.post("/v1/experience?wait=consolidated", json=body("I live in Paris."))
-                assert first.status_code == 200 and "X-Cortex-Forwarded-To" not in first.headers
+        async with (nodes(dsn, "node-a", "node-b") as (a, b),
+                    httpx.AsyncClient(base_url=a, headers=alice) as on_a,
+                    httpx.AsyncClient(base_url=b, headers=alice) as on_b):  # fmt: skip
+            first = await on_a.post("/v1/experience?wait=consolidated", json=body("I live in Paris."))
+            assert first.status_code == 200 and "X-Cortex-Forwarded-To" not in first.headers
 
-                # node-b owns nothing of org:acme: it forwards, writes and reads alike
-                second = await on_b.post("/v1/experience?wait=consolidated", json=body("I work at Initech."))
-                assert second.status_code == 200, second.text
-                assert second.headers["X-Cortex-Forwarded-To"] == "node-a"
-                events = await on_b.get("/v1/events", params={"scope": ALICE})
-                assert events.status_code == 200 and events.headers["X-Cortex-Forwarded-To"] == "node-a"
-                assert {e["id"] for e in events.json()["items"]} == {first.json()["event_id"], second.json()["event_id"]}
-                recall = await on_b.post("/v1/recall", json={"scope": ALICE, "query": "where does alice live"})
-                assert recall.status_code == 200 and recall.headers["X-Cortex-Forwarded-To"] == "node-a"
-                assert "Paris" in recall.text
+            # node-b owns nothing of org:acme: it forwards, writes and reads alike
+            second = await on_b.post("/v1/experience?wait=consolidated", json=body("I work at Initech."))
+            assert second.status_code == 200, second.text
+            assert second.headers["X-Cortex-Forwarded-To"] == "node-a"
+            events = await on_b.get("/v1/events", params={"scope": ALICE})
+            assert events.status_code == 200 and events.headers["X-Cortex-Forwarded-To"] == "node-a"
+            assert {e["id"] for e in events.json()["items"]} == {first.json()["event_id"], second.json()["event_id"]}
+            recall = await on_b.post("/v1/recall", json={"scope": ALICE, "query": "where does alice live"})
+            assert recall.status_code == 200 and recall.headers["X-Cortex-Forwarded-To"] == "node-a"
+            assert "Paris" in recall.text
 
-                # reads are checked as on one node: node-b refuses what node-a refuses (before any
-                # forwarding: the server's gate asks the policy; the owner asks again when forwarded)
-                bob = {"X-Cortex-Actor": "user:bob"}
-                direct = await on_a.get("/v1/events", params={"scope": ALICE}, headers=bob)
-                forwarded = await on_b.get("/v1/events", params={"scope": ALICE}, headers=bob)
-                assert direct.status_code == 403 and forwarded.status_code == 403, forwarded.text
-                assert forwarded.json()["error_code"] == direct.json()["error_code"] == "NOT_A_MEMBER"
-                # a request the node refuses before the engine sees a scope is not forwarded
-                bad = await on_b.post("/v1/experience", json={"scope": ALICE, "modality": "conversation"})
-                assert bad.status_code == 422 and "X-Cortex-Forwarded-To" not in bad.headers
+            # reads are checked as on one node: node-b refuses what node-a refuses (before any
+            # forwarding: the server's gate asks the policy; the owner asks again when forwarded)
+            bob = {"X-Cortex-Actor": "user:bob"}
+            direct = await on_a.get("/v1/events", params={"scope": ALICE}, headers=bob)
+            forwarded = await on_b.get("/v1/events", params={"scope": ALICE}, headers=bob)
+            assert direct.status_code == 403 and forwarded.status_code == 403, forwarded.text
+            assert forwarded.json()["error_code"] == direct.json()["error_code"] == "NOT_A_MEMBER"
+            # a request the node refuses before the engine sees a scope is not forwarded
+            bad = await on_b.post("/v1/experience", json={"scope": ALICE, "modality": "conversation"})
+            assert bad.status_code == 422 and "X-Cortex-Forwarded-To" not in bad.headers
 
-                # a partition of its own node-b serves itself
-                own = await on_b.post("/v1/experience?wait=captured", json=body("I like tea.", BOB),
-                                      headers={"X-Cortex-Actor": "user:bob"})  # fmt: skip
-                assert own.status_code == 202 and "X-Cortex-Forwarded-To" not in own.headers
+            # a partition of its own node-b serves itself
+            own = await on_b.post("/v1/experience?wait=captured", json=body("I like tea.", BOB),
+                                  headers={"X-Cortex-Actor": "user:bob"})  # fmt: skip
+            assert own.status_code == 202 and "X-Cortex-Forwarded-To" not in own.headers

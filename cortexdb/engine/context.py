@@ -24,10 +24,10 @@ from .derive.rules import RuleExtractor
 from .ids import IdGenerator
 from .llm import LLMRouter
 from .memtrim import release_free_memory_soon
-from .storage.placement import FencedStore, Placement
 from .policy.hook import AllowAll, PolicyHook
 from .retrieve.embedders import by_name
 from .storage import NodeTables
+from .storage.placement import FencedStore, Placement
 from .vocabularies import Vocabularies
 
 log = logging.getLogger("cortexdb.engine")

@@ -28,7 +28,6 @@ from .forget import ForgetService, erasure
 from .lifecycle import lifecycle_wire as lifecycle_wire  # the server's lifecycle streams use it
 from .model import to_wire
 from .phrases import TemporalPhrases
-from .storage.placement import ping_pending, release_placement, start_placement
 from .policy.capabilities import POLICY_ADMINISTER_SCOPE, SCOPE_WRITE
 from .policy.hook import PolicyHook
 from .reads import Reads
@@ -40,6 +39,7 @@ from .scopes import canonical_scope
 from .segmentation import SegmentationService
 from .signals import agent_services
 from .storage import NodeTables
+from .storage.placement import ping_pending, release_placement, start_placement
 from .understanding import Understanding
 from .writes import Writes
 
