@@ -176,8 +176,10 @@ async def test_three_nodes_one_killed_mid_write(dsn):
                 collapsed = [s for i, s in enumerate(stages) if i == 0 or s != stages[i - 1]]
                 assert collapsed == STAGES, (event_id, stages)
 
-            # a resume on the other survivor, after the first record heard, returns what followed
-            first = heard[0]["lifecycle_id"]
+            # a resume on the other survivor returns every record after the resume point.  Resuming
+            # is by id (docs/scale-out.md): a record another node committed late with a lower id is
+            # not replayed, so the check is on the ids after the point, not on arrival order
+            first = heard[len(heard) // 2]["lifecycle_id"]
             resumed, cursor = [], None
             while True:
                 params = {"since_lifecycle_id": first, "events": ",".join(STAGES), "limit": 1000}
@@ -188,7 +190,8 @@ async def test_three_nodes_one_killed_mid_write(dsn):
                 cursor = page.get("next_cursor")
                 if not cursor:
                     break
-            assert {r["lifecycle_id"] for r in heard[1:]} <= set(resumed)
+            after = {r["lifecycle_id"] for r in heard if r["lifecycle_id"] > first}
+            assert after and after <= set(resumed), sorted(after - set(resumed))[:5]
         finally:
             for process in processes:
                 if process.returncode is None:
