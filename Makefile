@@ -11,7 +11,7 @@ CORTEX_DATA_DIR          ?= ./data
 CORTEX_BACKEND           ?= leveldb
 CORTEX_DEPLOYMENT_PRESET ?= dev_local
 
-.PHONY: test example serve lint bench clean postgres-server
+.PHONY: test example serve lint bench clean postgres-server fault-test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ postgres-server:
 
 test: $(STAMP) postgres-server
 	if $(PG_INITDB); then export CORTEX_REQUIRE_POSTGRES=1; fi; $(PY) -m pytest
+
+# the multi-node fault test alone (three `cortexdb serve` processes, one killed; about a minute):
+# `make test` (and so .ci/run) runs it too, with the rest of tests/
+fault-test: $(STAMP) postgres-server
+	CORTEX_REQUIRE_POSTGRES=1 $(PY) -m pytest tests/test_postgres_fault.py tests/test_postgres_nodes.py tests/test_postgres_forwarding.py
 
 serve: $(STAMP)
 	$(VENV)/bin/cortexdb serve --preset '$(CORTEX_DEPLOYMENT_PRESET)' --backend '$(CORTEX_BACKEND)' \

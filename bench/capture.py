@@ -2,6 +2,10 @@
 
     python bench/capture.py [--events 30000] [--writers 4] [--trials 3] [--backends memory,leveldb]
                             [--dsn DSN]
+    python bench/capture.py --backend postgres --nodes 1|3 [--events N] [--writers W] [--dsn DSN]
+
+``--nodes N``: N postgres nodes (processes with ``node_id``, one partition each, on one store)
+against one LevelDB process in the same run, the same captures per node (bench/nodes.py).
 
 ``--backends ...,postgres`` adds the PostgreSQL backend: on ``--dsn`` (each run in a schema of
 its own), else on a throwaway server started from the local PostgreSQL binaries
@@ -197,6 +201,16 @@ def summary(runs: list[dict], key: str = "rate") -> tuple[dict, float]:
     return ordered[len(ordered) // 2], ordered[-1][key]
 
 
+def bench_nodes():
+    """bench/nodes.py (this directory is off sys.path: bench/http.py would shadow ``http``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_nodes", os.path.join(_HERE, "nodes.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -207,7 +221,12 @@ async def main() -> None:
     parser.add_argument("--derive-events", type=int, default=10_000)
     parser.add_argument("--backends", default="memory,leveldb")
     parser.add_argument("--dsn", help="the postgres backend's server (default: a throwaway one)")
+    parser.add_argument("--backend", choices=["postgres"], help="with --nodes: the multi-node comparison")
+    parser.add_argument("--nodes", type=int, help="run N postgres nodes (processes, one partition each) against "
+                                                  "one LevelDB process, --events captures each (bench/nodes.py)")
     args = parser.parse_args()
+    if args.nodes:
+        args.backends = "postgres"
     server = None
     if "postgres" in args.backends.split(","):
         if args.dsn:
@@ -218,7 +237,12 @@ async def main() -> None:
             server = TemporaryPostgres()
             PG["dsn"] = server.start()
     try:
-        await measure(args)
+        if args.nodes:
+            nodes = bench_nodes()
+            print(f"capture, wait omitted, keyed: {args.events} events per node from {args.writers} writers each")
+            nodes.run("capture", {"count": args.events, "writers": args.writers}, args.nodes, pg_dsn())
+        else:
+            await measure(args)
     finally:
         if server is not None:
             server.stop()

@@ -1,6 +1,11 @@
 """Recall latency versus corpus size, on LevelDB.
 
     python bench/recall.py [--sizes 1000,10000,100000] [--embedder hash|minilm] [--queries 200]
+    python bench/recall.py --backend postgres --nodes 1|3 [--sizes N] [--queries Q] [--dsn DSN]
+
+``--nodes N``: N postgres nodes (processes with ``node_id``, one partition each, on one store),
+each with the first ``--sizes`` events in its scope, against one LevelDB process in the same run;
+recalls/s over all nodes and the ratio (bench/nodes.py).
 
 For each size N: N synthetic conversational events in one scope (captured with the bulk API and
 fully derived), then ``--queries`` recalls (holistic pack, default budgets) timed one after another:
@@ -274,6 +279,36 @@ def pct(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))]
 
 
+async def nodes_run(args) -> None:
+    """``--backend postgres --nodes N``: recalls/s of N postgres nodes against one LevelDB process."""
+    import importlib.util
+
+    import psycopg
+
+    spec = importlib.util.spec_from_file_location("bench_nodes", os.path.join(_HERE, "nodes.py"))
+    nodes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nodes)
+    server = None
+    if args.dsn is None:
+        from cortexdb.testing.pgserver import TemporaryPostgres
+
+        server = TemporaryPostgres()
+        dsn = server.start()
+    else:
+        dsn = args.dsn
+    try:
+        schema = f"bench_recall_{os.getpid()}"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        size = int(args.sizes.split(",")[0])
+        print(f"recall (holistic pack): {size} events in each node's scope, {args.queries} recalls per node, one at a time")
+        nodes.run("recall", {"events": size, "count": args.queries}, args.nodes,
+                  f"{dsn} options='-c search_path={schema}'")  # fmt: skip
+    finally:
+        if server is not None:
+            server.stop()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -288,7 +323,14 @@ async def main() -> None:
     )
     parser.add_argument("--vector-run-rows", type=int, default=None,
                         help="EngineConfig.vector_run_rows (default: the engine's; 0: no vector runs)")
+    parser.add_argument("--backend", choices=["postgres"], help="with --nodes: the multi-node comparison")
+    parser.add_argument("--nodes", type=int, help="N postgres nodes (processes, one partition each, each loading "
+                                                  "the first --sizes events) against one LevelDB process (bench/nodes.py)")
+    parser.add_argument("--dsn", help="with --nodes: the postgres server (default: a throwaway one)")
     args = parser.parse_args()
+    if args.nodes:
+        await nodes_run(args)
+        return
     extra = {} if args.vector_run_rows is None else {"vector_run_rows": args.vector_run_rows}
     config = EngineConfig(embedder=args.embedder, idle_timeout=3600, **extra)
     print(f"embedder={args.embedder} queries={args.queries} cpu_count={os.cpu_count()} backend=leveldb "

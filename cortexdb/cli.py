@@ -11,7 +11,7 @@
                    [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR] [--tenant T]
                    [--tenant-admin ACTOR] [--allow-origin ORIGIN]
                    [--embedder hash|minilm|best] [--http-server cortex|hypercorn]
-                   [--token-leeway SECONDS] [--access-log on|off]
+                   [--token-leeway SECONDS] [--access-log on|off] [--node-id ID] [--advertise URL]
                    [--max-body-bytes N] [--max-head-bytes N] [--head-timeout S]
                    [--max-connections N] [--max-ws-message-bytes N] [--max-blob-bytes N]
                    [--max-import-bytes N]
@@ -93,7 +93,7 @@ def _serve(args) -> None:
 
     _logging()
     settings = _settings(
-        args, bind=args.bind, allowed_origins=tuple(args.allow_origin) if args.allow_origin else None,
+        args, bind=args.bind, node_id=args.node_id, advertise=args.advertise, allowed_origins=tuple(args.allow_origin) if args.allow_origin else None,
         http_server=args.http_server,
         max_body_bytes=args.max_body_bytes, max_head_bytes=args.max_head_bytes, head_timeout=args.head_timeout,
         max_connections=args.max_connections, max_ws_message_bytes=args.max_ws_message_bytes,
@@ -260,6 +260,10 @@ def _serve_parser(commands) -> None:
     serve = commands.add_parser("serve", help="run the HTTP server (127.0.0.1 by default)")
     _engine_options(serve)
     serve.add_argument("--bind", help="HOST:PORT (default 127.0.0.1:8077)")
+    serve.add_argument("--node-id", help="several nodes on one postgres store: this node's id ($CORTEX_NODE_ID; "
+                                         "docs/scale-out.md)")
+    serve.add_argument("--advertise", metavar="URL", help="the base URL other nodes forward requests to "
+                                                          "($CORTEX_ADVERTISE; default http://BIND)")
     serve.add_argument("--allow-origin", action="append", metavar="ORIGIN",
                        help="a browser origin allowed besides loopback ones, e.g. https://app.example (repeatable)")
     serve.add_argument("--http-server", choices=("cortex", "hypercorn"),

@@ -324,6 +324,14 @@ class LeaseLost(WalUnavailable):  # a write fenced by a stale lease: nothing wri
     default_retriable = False
 
 
+class ScopeOwnedElsewhere(CortexError):
+    """Multi-node: another node holds the lease of this scope's partition (``details.partition``,
+    ``details.owner``); ask that node, or retry once its lease expires (docs/scale-out.md)."""
+    error_code = "SCOPE_OWNED_ELSEWHERE"
+    http_status = 503
+    default_retriable = True
+
+
 class DataDirLocked(CortexError):
     """Another process (or another open engine) already holds this data directory."""
     error_code = "DATA_DIR_LOCKED"

@@ -197,3 +197,11 @@ class EngineConfig:
     intake_queue_statuses: tuple[str, ...] = ("conflict_detected", "needs_clarification")
     intake_max_questions: int = 10  # pronoun questions listed per event (the rest counted in one entry)
     intake_name_candidates: int = 20  # entities a one-word name is compared with (ambiguous_entity); names a pronoun question offers
+    # -- several nodes on one shared store (engine/placement.py, docs/scale-out.md) --------------
+    # this node's name in the store's lease table; "" (the default): one node, no leases.  Set,
+    # the store must have leases (postgres) and the node serves only the scope partitions (top
+    # scopes) it holds a lease on, fencing every write of their actors with the lease's token
+    node_id: str = ""
+    lease_ttl: float = 15.0  # seconds a partition's lease lasts without a renewal
+    lease_renew_interval: float = 5.0  # seconds between renewals (and takeover sweeps)
+    wal_block: int = 1024  # WAL offsets a node takes from the shared counter at a time

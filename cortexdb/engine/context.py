@@ -14,8 +14,9 @@ import trio
 
 from ..errors import CortexError, EmbedderMismatch
 from .actors.bus import LifecycleBus
-from .actors.services import EntityResolver, IdempotencyTable, WalSequencer
+from .actors.services import EntityResolver, IdempotencyTable
 from .actors.supervisor import ScopeSupervisor
+from .actors.wal import WalSequencer
 from .blobs import BlobService
 from .clock import Clock
 from .config import EngineConfig
@@ -26,6 +27,7 @@ from .memtrim import release_free_memory_soon
 from .policy.hook import AllowAll, PolicyHook
 from .retrieve.embedders import by_name
 from .storage import NodeTables
+from .storage.placement import FencedStore, Placement
 from .vocabularies import Vocabularies
 
 log = logging.getLogger("cortexdb.engine")
@@ -62,10 +64,14 @@ class NodeContext:
     llms: Any = None  # the LLM providers by model id (llm.LLMRouter): answers and narratives
     stage_observer: Any = None  # Engine.observe_stages: e.g. the server's latency histograms
     vocabularies: Any = None  # vocabularies.Vocabularies (§8.14): set by ``node_context``
+    placement: Any = None  # placement.Placement: the partitions this node holds (None: one node)
 
 
 def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int | None,
                  extractor: Any, policy: PolicyHook | None, embedder: Any, llm: Any = None) -> NodeContext:  # fmt: skip
+    placement = Placement(store, config) if config.node_id else None
+    if placement is not None:  # several nodes share the store: scope actors' writes are fenced
+        store = FencedStore(store, placement)
     tables = NodeTables(store)
     ids = IdGenerator(clock, seed=id_seed)
     ctx = NodeContext(
@@ -81,6 +87,8 @@ def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int
         cpu_workers=config.derivation_workers, llms=LLMRouter.open(config, llm),
     )  # fmt: skip
     ctx.blobs = BlobService(ctx)
+    if placement is not None:
+        ctx.placement, placement.ctx = placement, ctx
     ctx.vocabularies = Vocabularies(tables, clock, config)
     return ctx
 

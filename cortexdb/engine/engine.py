@@ -39,6 +39,7 @@ from .scopes import canonical_scope
 from .segmentation import SegmentationService
 from .signals import agent_services
 from .storage import NodeTables
+from .storage.placement import ping_pending, release_placement, start_placement
 from .understanding import Understanding
 from .writes import Writes
 
@@ -97,19 +98,22 @@ class Engine:
         await ctx.entities.start()  # an old data dir: its entities are kept (legacy mentions)
         await ctx.wal.restore(ctx.tables.wal)
         await ctx.bus.restore()
+        await start_placement(ctx, nursery, messages.Ping)  # several nodes share the store (engine/placement.py)
         await nursery.start(self._supervisor.run)
         nursery.start_soon(maintenance, ctx)
         scopes = await ctx.tables.scopes_with_pending_work()
         if reembed:  # re-embedding: every scope's actor does it on start
             scopes += [s for s in await self.scope_paths() if s not in scopes]
         for number, scope in enumerate(scopes, 1):
-            await self._supervisor.request(scope, messages.Ping)  # spawning the actor resumes its pipeline
+            if not await ping_pending(self._supervisor, scope, messages.Ping):  # spawning it resumes its pipeline
+                continue  # another node holds its partition
             if reembed:  # the actor has re-embedded the scope (Lane.run restores before started)
                 log.info("re-embedded scope %d/%d: %s", number, len(scopes), scope)
         await nursery.start(self.erasures.run)  # the job runner: resumes interrupted erasures
 
     async def _stop(self) -> None:
         await self._supervisor.stop()
+        await release_placement(self._ctx)
         await self._ctx.llms.aclose()
 
     # -- writing -------------------------------------------------------------------------------
@@ -228,8 +232,7 @@ class Engine:
 
     async def recall_stream(self, request: dict[str, Any], *, caller: str | None = None,
                             tenant_id: str | None = None) -> AsyncIterator[tuple[str, Any]]:  # fmt: skip
-        """Streaming recall: ``(event, data)`` pairs in the §10.1 order (plan, layer…, relationships,
-        signals, facets, context_block, provenance, diagnostics, done)."""
+        """Streaming recall: ``(event, data)`` pairs in the §10.1 order (plan, layer…, done)."""
         async for name, data in self._recall.stream(request, caller=self._caller(caller),
                                                     tenant_id=self._tenant(tenant_id)):  # fmt: skip
             if name != "pack":
@@ -247,8 +250,7 @@ class Engine:
 
     def answer_stream(self, request: dict[str, Any], *, caller: str | None = None,
                       tenant_id: str | None = None) -> AsyncIterator[tuple[str, Any]]:  # fmt: skip
-        """The answer as ``(event, data)`` pairs in the §10.2 order: token…, citations,
-        provenance, diagnostics, done."""
+        """The answer as ``(event, data)`` pairs in the §10.2 order (token…, citations, done)."""
         return self._answers.stream(request, caller=self._caller(caller), tenant_id=self._tenant(tenant_id))
 
     # -- temporal phrases (§8.17) --------------------------------------------------------------
@@ -313,8 +315,7 @@ class Engine:
 
     # -- operations ----------------------------------------------------------------------------
     async def flush(self, scope: str | None = None, *, seal: bool = False) -> None:
-        """Wait until queued derivations are done (in one scope, or in every live actor);
-        ``seal`` also seals the open episode(s)."""
+        """Wait until queued derivations are done (in a scope, or every live actor); ``seal``: seal episodes."""
         scopes = [canonical_scope(scope)] if scope else self._supervisor.scopes()
         for name in scopes:
             await self._supervisor.request(name, lambda reply: messages.Flush(seal, reply))
@@ -334,22 +335,20 @@ class Engine:
         return self._supervisor.statistics()
 
     async def compact(self) -> bool:
-        """Compact the store when its backend can (LevelDB); False when there is nothing to do."""
+        """Compact the store when its backend can; False when there is nothing to do."""
         return await self._ctx.tables.compact()
 
     def set_recall_mode(self, mode: str) -> None:
-        """Switch which candidate sources and signals recall uses (``EngineConfig.recall_mode``:
-        ``hybrid``, ``bm25`` or ``vector``) on an open engine, to compare them over the same data
-        (bench/locomo.py's arms).  Every other setting stays."""
+        """Switch ``EngineConfig.recall_mode`` (hybrid, bm25, vector) on an open engine, to
+        compare them over the same data (bench/locomo.py's arms); every other setting stays."""
         if mode not in RECALL_MODES:
             raise InvalidQuery(f"recall_mode must be one of {list(RECALL_MODES)}",
                                details={"field": "recall_mode"})  # fmt: skip
         self.config = self._ctx.config = attrs.evolve(self._ctx.config, recall_mode=mode)
 
     async def pause_derivation(self, scope: str) -> None:
-        """Park a scope's derivation lane, to build a backlog whose drain a benchmark then times
-        (bench/capture.py).  Captures go on and stay pending (their ``P`` markers remain) until
-        the engine is reopened, which resumes them; meanwhile a ``flush`` of the scope waits."""
+        """Park a scope's derivation lane (bench/capture.py times the drain of the backlog):
+        captures stay pending (``P`` markers) until the engine reopens; a ``flush`` waits."""
         scope = canonical_scope(scope)
         await self.ping(scope)  # the actor is running
         actor = self._supervisor.actor(scope)
@@ -359,6 +358,7 @@ class Engine:
     @property
     def wal_offset(self) -> int:
         return self._ctx.wal.last
+    placement = property(lambda self: self._ctx.placement)  # the partitions held (placement.py); None: one node
 
 
 @asynccontextmanager

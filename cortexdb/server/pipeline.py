@@ -24,6 +24,7 @@ from werkzeug.exceptions import HTTPException
 
 from ..errors import CortexError, ExperimentalDisabled, HttpError, Internal, RateLimited
 from .call import Call, Handler, Route, ServerState, current, handling
+from .forward import FORWARDED_TO, relay
 from .params import check_query
 from .policy import Decision, Principal
 from .responses import HTTP_CODES, envelope_response, http_error, json_response
@@ -58,8 +59,8 @@ async def handle(state: ServerState, route: Route, handler: Handler, params: dic
                 result = await handler(call, **params)
             guard(call)
             response = result if isinstance(result, Response) else json_response(result, route.status)
-        except CortexError as exc:
-            response = envelope_response(exc, rid)
+        except CortexError as exc:  # a scope another node owns: its answer (forward.py)
+            response = await relay(state, route, req, raw, exc) or envelope_response(exc, rid)
             note_denial(call, exc)
         except HTTPException as exc:
             response = envelope_response(http_error(exc.code, req.method, req.path), rid)
@@ -75,7 +76,7 @@ async def handle(state: ServerState, route: Route, handler: Handler, params: dic
         for name, value in call.headers.items():
             response.headers[name] = value
         decision = call.governing()
-        if decision is not None:
+        if decision is not None and FORWARDED_TO not in response.headers:  # the owner audited it
             response.headers["X-Cortex-Policy"] = decision.header()
             await audit(call, decision, req, body=raw, status=response.status_code, request_id=rid,
                         elapsed_ms=(time.perf_counter() - started) * 1000, event_id=call.event_id,

@@ -112,6 +112,7 @@ def config_of(settings: ServerSettings) -> EngineConfig:
         max_event_text_bytes=settings.max_event_text_bytes,
         max_derived_per_event=settings.max_derived_per_event,
         derivation_workers=settings.derivation_workers, blob_max_bytes=settings.max_blob_bytes,
+        node_id=settings.node_id, lease_ttl=settings.lease_ttl, lease_renew_interval=settings.lease_renew_interval,
         import_max_bytes=settings.max_import_bytes,
         **settings.llm_options(load_preset(settings.preset).defaults),
     )
@@ -166,6 +167,8 @@ async def run_server(settings: ServerSettings, *,
 
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(serve)
+            if engine.placement is not None:  # where the other nodes forward this node's scopes
+                await engine.placement.advertise(settings.advertise or (binds[0] if "://" in binds[0] else f"http://{binds[0]}"))
             log.info("CortexDB serving on %s (preset %s, %s backend%s, %s HTTP server)", ", ".join(binds),
                      state.policy.preset.name, settings.backend,
                      f" at {settings.data_dir}" if settings.backend == "leveldb" else "", settings.http_server)  # fmt: skip

@@ -23,6 +23,13 @@ class ServerSettings:
     # the postgres backend's libpq connection string or URI (CORTEX_PG_DSN / --dsn); never logged
     dsn: str | None = None
     bind: str = DEFAULT_BIND
+    # several nodes on one postgres store (docs/scale-out.md): this node's id (CORTEX_NODE_ID /
+    # --node-id; "" = a single node) and the base URL the other nodes reach it at (CORTEX_ADVERTISE
+    # / --advertise; default: http:// and the bound address)
+    node_id: str = ""
+    advertise: str | None = None
+    lease_ttl: float = attrs.field(default=15.0, validator=_positive)  # CORTEX_LEASE_TTL (EngineConfig.lease_ttl)
+    lease_renew_interval: float = attrs.field(default=5.0, validator=_positive)  # CORTEX_LEASE_RENEW_INTERVAL
     tenant: str = "default"
     issuer_dirs: list[str] = attrs.field(factory=list)  # `cortexdb token keygen` directories
     jwt_issuers: list[tuple[str, str]] = attrs.field(factory=list)  # (iss, PEM or JWKS path)
@@ -126,8 +133,7 @@ class ServerSettings:
             values["backend"] = env["CORTEX_BACKEND"]
         if env.get("CORTEX_PG_DSN"):
             values["dsn"] = env["CORTEX_PG_DSN"]
-        if env.get("CORTEX_BIND"):
-            values["bind"] = env["CORTEX_BIND"]
+        values.update({field: env[name] for name, field in _TEXT if env.get(name)})
         if env.get("CORTEX_TENANT"):
             values["tenant"] = env["CORTEX_TENANT"]
         if env.get("CORTEX_OPERATORS"):
@@ -196,7 +202,9 @@ def _leeway(value: Any) -> float:
     if not 0 <= seconds <= 3600:  # NaN fails too
         raise ValueError(f"the token leeway must be 0 to 3600 seconds, not {value!r}")
     return seconds
+_TEXT = (("CORTEX_BIND", "bind"), ("CORTEX_NODE_ID", "node_id"), ("CORTEX_ADVERTISE", "advertise"))
 _LIMITS = (("CORTEX_MAX_BODY_BYTES", "max_body_bytes", int), ("CORTEX_MAX_HEAD_BYTES", "max_head_bytes", int),
            ("CORTEX_HEAD_TIMEOUT", "head_timeout", float), ("CORTEX_MAX_CONNECTIONS", "max_connections", int),
            ("CORTEX_MAX_WS_MESSAGE_BYTES", "max_ws_message_bytes", int),
-           ("CORTEX_MAX_BLOB_BYTES", "max_blob_bytes", int), ("CORTEX_MAX_IMPORT_BYTES", "max_import_bytes", int))  # fmt: skip
+           ("CORTEX_MAX_BLOB_BYTES", "max_blob_bytes", int), ("CORTEX_MAX_IMPORT_BYTES", "max_import_bytes", int),
+           ("CORTEX_LEASE_TTL", "lease_ttl", float), ("CORTEX_LEASE_RENEW_INTERVAL", "lease_renew_interval", float))  # fmt: skip

@@ -19,6 +19,7 @@ import hashlib
 import uuid
 from collections.abc import AsyncIterator
 
+import psycopg
 import trio
 from psycopg import sql
 
@@ -123,7 +124,10 @@ class PostgresBlobStore:
 
         def call(conn):
             for statement in statements:
-                conn.execute(statement)
+                try:
+                    conn.execute(statement)
+                except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+                    pass  # another node created it at the same moment (several nodes start at once)
             conn.execute(stale, (stale_upload_seconds,))
 
         await self._pool.run(call)

@@ -16,8 +16,16 @@ per partition, kept forever so that its token only ever grows.  Time is the data
   batch to commit, so a batch lands only while its token is current (else ``LeaseLost``, and
   nothing of it is written).
 
-This is the store's half of multi-node placement; nothing in the engine takes leases yet
-(docs/scale-out.md).
+- ``expired()``: the partitions whose lease ran out or was released (a takeover's candidates).
+- ``take(name, count)``: ``count`` numbers of a shared counter (``t_counters``), contiguous and
+  never handed out twice, in one ``UPDATE ... RETURNING``; ``raise_to(name, floor)`` moves a
+  counter up to a floor.  The engine takes its WAL offsets in blocks from it, so that the nodes
+  of one table never give two events one offset (engine/placement.py).
+
+- ``advertise(node, address)`` / ``address(node)``: where a node answers HTTP (``t_nodes``), so
+  that a node can forward a request to a partition's owner.
+
+The engine's half of placement is ``engine/placement.py`` (docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import datetime
 
 import attrs
+import psycopg
 from psycopg import sql
 
 from .pool import Pool
@@ -59,6 +68,19 @@ class LeaseSql:
                                "AND token = %(token)s").format(t)  # fmt: skip
         self.check = sql.SQL("SELECT 1 FROM {} WHERE part = %(part)s AND owner = %(owner)s AND token = %(token)s "
                              "AND expires_at > now() FOR SHARE").format(t)  # fmt: skip
+        self.expired = sql.SQL("SELECT part FROM {} WHERE expires_at <= now() ORDER BY part").format(t)
+        c = sql.Identifier(f"{table}_counters")
+        self.create_counters = sql.SQL("CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, value bigint NOT NULL)").format(c)
+        self.raise_to = sql.SQL("INSERT INTO {c} AS c (name, value) VALUES (%(name)s, %(floor)s) ON CONFLICT (name) "
+                                "DO UPDATE SET value = GREATEST(c.value, EXCLUDED.value)").format(c=c)  # fmt: skip
+        self.take = sql.SQL("INSERT INTO {c} AS c (name, value) VALUES (%(name)s, %(count)s) ON CONFLICT (name) "
+                            "DO UPDATE SET value = c.value + EXCLUDED.value RETURNING value").format(c=c)  # fmt: skip
+        n = sql.Identifier(f"{table}_nodes")
+        self.create_nodes = sql.SQL("CREATE TABLE IF NOT EXISTS {} (node text PRIMARY KEY, address text NOT NULL, "
+                                    "seen_at timestamptz NOT NULL)").format(n)  # fmt: skip
+        self.advertise = sql.SQL("INSERT INTO {} (node, address, seen_at) VALUES (%(node)s, %(address)s, now()) "
+                                 "ON CONFLICT (node) DO UPDATE SET address = EXCLUDED.address, seen_at = now()").format(n)  # fmt: skip
+        self.address = sql.SQL("SELECT address FROM {} WHERE node = %s").format(n)
         self.holder = sql.SQL("SELECT owner, token, expires_at, expires_at > now() FROM {} WHERE part = %s").format(t)
 
 
@@ -70,8 +92,16 @@ class Leases:
         self.sql = LeaseSql(table)
 
     async def setup(self) -> None:
-        create = self.sql.create
-        await self._pool.run(lambda conn: conn.execute(create))
+        statements = (self.sql.create, self.sql.create_counters, self.sql.create_nodes)
+
+        def call(conn):
+            for statement in statements:
+                try:
+                    conn.execute(statement)
+                except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):  # another node, at once
+                    pass
+
+        await self._pool.run(call)
 
     async def acquire(self, part: str, owner: str, ttl: float) -> Lease | None:
         if ttl <= 0:
@@ -96,6 +126,37 @@ class Leases:
         query = self.sql.holder
         row = await self._pool.run(lambda conn: conn.execute(query, (part,)).fetchone())
         return None if row is None else (row[0], row[1], row[3])
+
+
+    async def expired(self) -> list[str]:
+        """The partitions whose lease has expired or was released."""
+        query = self.sql.expired
+        rows = await self._pool.run(lambda conn: conn.execute(query).fetchall())
+        return [row[0] for row in rows]
+
+    async def take(self, name: str, count: int) -> int:
+        """The last of ``count`` fresh numbers of counter ``name`` (so ``value - count + 1`` is
+        the first); a counter starts at 0, and no number is ever handed out twice."""
+        if count <= 0:
+            raise ValueError("take at least one number")
+        query, args = self.sql.take, {"name": name, "count": count}
+        return (await self._pool.run(lambda conn: conn.execute(query, args).fetchone()))[0]
+
+    async def raise_to(self, name: str, floor: int) -> None:
+        """Move counter ``name`` up to ``floor`` (never down): numbers up to it are taken."""
+        query, args = self.sql.raise_to, {"name": name, "floor": floor}
+        await self._pool.run(lambda conn: conn.execute(query, args))
+
+
+    async def advertise(self, node: str, address: str) -> None:
+        """Record where ``node`` answers HTTP (its base URL)."""
+        query, args = self.sql.advertise, {"node": node, "address": address}
+        await self._pool.run(lambda conn: conn.execute(query, args))
+
+    async def address(self, node: str) -> str | None:
+        query = self.sql.address
+        row = await self._pool.run(lambda conn: conn.execute(query, (node,)).fetchone())
+        return None if row is None else row[0]
 
 
 def _args(lease: Lease) -> dict:

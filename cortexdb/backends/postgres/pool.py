@@ -45,6 +45,10 @@ class Pool:
         self._held = trio.Semaphore(max_held)
         self.closed = False
 
+    @property
+    def dsn(self) -> str:
+        return self._dsn
+
     def _connect(self) -> psycopg.Connection:
         conn = psycopg.connect(self._dsn, autocommit=True)
         if self.async_commit:  # unsynced batches skip the WAL flush; ``sync=True`` turns it on

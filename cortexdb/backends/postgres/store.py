@@ -32,11 +32,13 @@ from ...engine.spi.kv import Delete, Op, Put, scan_bounds
 from ...errors import LeaseLost, StoreClosed, WalUnavailable
 from .blobs import STALE_UPLOAD_SECONDS, PostgresBlobStore
 from .leases import Lease, Leases
+from .notify import Listener
 from .pool import Held, Pool
 
 DEFAULT_TABLE = "cortexdb_kv"
 DEFAULT_POOL_SIZE = 8
 DEFAULT_MAX_HELD = 64
+_NOTIFY = "SELECT pg_notify(%s, %s)"
 INLINE_ITEMS = 256  # a scan's first query asks for this many (+1 to see whether there is more)
 CHUNK_ITEMS = 4096  # a long scan fetches its cursor in chunks of this many
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,49}")  # the blob tables add up to 12 characters
@@ -286,9 +288,11 @@ class PostgresStore(_Reader):
             statements.append((self._sql.upsert, ([k for k, _ in puts], [v for _, v in puts])))
         return statements
 
-    async def write(self, ops: Sequence[Op], *, sync: bool = False) -> None:
+    async def write(self, ops: Sequence[Op], *, sync: bool = False, notify: Sequence[tuple[str, str]] = ()) -> None:
+        """``notify``: ``(channel, payload)`` pairs sent with ``pg_notify`` in the batch's
+        transaction, so listeners hear of the batch exactly when it commits (notify.py)."""
         self._check()
-        statements = self._statements(ops)
+        statements = self._statements(ops) + [(_NOTIFY, pair) for pair in notify]
         if not statements:
             await trio.lowlevel.checkpoint()
             return
@@ -306,12 +310,13 @@ class PostgresStore(_Reader):
 
         await self._pool.run(call)
 
-    async def write_fenced(self, lease: Lease, ops: Sequence[Op], *, sync: bool = False) -> None:
+    async def write_fenced(self, lease: Lease, ops: Sequence[Op], *, sync: bool = False,
+                           notify: Sequence[tuple[str, str]] = ()) -> None:  # fmt: skip
         """``write``, applied only while ``lease`` is current: its transaction first locks the
         lease row (``FOR SHARE``) and checks owner, token and expiry, so a takeover waits for
         the batch to commit.  ``LeaseLost`` (and nothing written) otherwise (leases.py)."""
         self._check()
-        statements = self._statements(ops)
+        statements = self._statements(ops) + [(_NOTIFY, pair) for pair in notify]
         check, args = self.leases.sql.check, {"part": lease.part, "owner": lease.owner, "token": lease.token}
         synced = sync and self._pool.async_commit
 
@@ -329,6 +334,10 @@ class PostgresStore(_Reader):
         except _Fenced:
             raise LeaseLost("the lease of this partition is no longer current: nothing was written",
                             details={"partition": lease.part, "token": lease.token}) from None
+
+    def listener(self, channel: str) -> Listener:
+        """A connection of its own that ``LISTEN``s on ``channel`` (notify.py)."""
+        return Listener(self._pool.dsn, channel)
 
     async def snapshot(self) -> PostgresSnapshot:
         self._check()

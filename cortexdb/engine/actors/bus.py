@@ -78,12 +78,18 @@ class Subscription:
         self.closed = False
         self.lagged = False
         self.last_id: str | None = None
+        # several nodes: records other nodes committed interleave by id with this node's, so only
+        # this node's own records are checked against the last one taken (a replay's overlap)
+        self._last_local: str | None = None
+        self._remote: set[str] = set()  # buffered records of other nodes
 
-    def _offer(self, record: LifecycleEvent) -> None:
+    def _offer(self, record: LifecycleEvent, remote: bool = False) -> None:
         if self.closed or self.lagged:
             return
-        if self.last_id is not None and record.lifecycle_id <= self.last_id:
+        if not remote and self._last_local is not None and record.lifecycle_id <= self._last_local:
             return
+        if remote:
+            self._remote.add(record.lifecycle_id)
         if len(self._buffer) >= self._capacity:
             behind = len(self._buffer)
             self._buffer.clear()
@@ -110,16 +116,22 @@ class Subscription:
             self._wakeup = trio.Event()
             await self._wakeup.wait()
         record = self._buffer.popleft()
+        self._took(record)
+        return record
+
+    def _took(self, record: LifecycleEvent) -> None:
         if record.stage != "lagging":
             self.last_id = record.lifecycle_id
-        return record
+            if self._remote and record.lifecycle_id in self._remote:
+                self._remote.discard(record.lifecycle_id)
+            else:
+                self._last_local = record.lifecycle_id
 
     def receive_nowait(self) -> LifecycleEvent | None:
         if not self._buffer:
             return None
         record = self._buffer.popleft()
-        if record.stage != "lagging":
-            self.last_id = record.lifecycle_id
+        self._took(record)
         return record
 
     @property
@@ -152,10 +164,8 @@ class Subscription:
         buffer = self._buffer
         count = len(buffer) if limit is None else min(limit, len(buffer))
         records = [buffer.popleft() for _ in range(count)]
-        for record in reversed(records):
-            if record.stage != "lagging":
-                self.last_id = record.lifecycle_id
-                break
+        for record in records:
+            self._took(record)
         return records
 
     def close(self) -> None:
@@ -244,12 +254,18 @@ class LifecycleBus:
             if record is not None:
                 self._publish(record)
 
-    def _publish(self, record: LifecycleEvent) -> None:
-        self.published_upto = record.lifecycle_id
+    def publish_remote(self, record: LifecycleEvent) -> None:
+        """A record another node committed (several nodes on one store: engine/storage/
+        placement.py hears of it): this node's subscribers receive it too."""
+        self._publish(record, remote=True)
+
+    def _publish(self, record: LifecycleEvent, remote: bool = False) -> None:
+        if self.published_upto is None or record.lifecycle_id > self.published_upto:  # (remote ids interleave)
+            self.published_upto = record.lifecycle_id
         self.published_count += 1
         for subscriber in self._fanout:  # a snapshot: _offer may unsubscribe a lagging one
             if subscriber.filter.matches(record):
-                subscriber._offer(record)
+                subscriber._offer(record, remote)
         if record.event_id is not None and (self._waiters or self._handed):  # bulk ingest: neither
             handed = self._handed.pop(record.lifecycle_id, None)
             waiter = self._waiters.pop(waiter_key(record), None)
@@ -308,12 +324,14 @@ class LifecycleBus:
             replay = await self.history(
                 subscription.filter, after=since_lifecycle_id, upto=watermark
             )
-            live = list(subscription._buffer)
-            # the replay is owed in full; the live backlog keeps its own head-room on top of it
+            live, remote = list(subscription._buffer), subscription._remote
+            # the replay is owed in full; the live backlog keeps its own head-room on top of it;
+            # what it replays is in id order, not in this node's publication order (other nodes')
             subscription._capacity = capacity + len(replay)
             subscription._buffer = collections.deque(replay)
+            subscription._remote = {record.lifecycle_id for record in replay}
             for record in live:
-                subscription._offer(record)
+                subscription._offer(record, record.lifecycle_id in remote)
         return subscription
 
     def _unsubscribe(self, subscription: Subscription) -> None:

@@ -219,6 +219,12 @@ class ScopeActor:
         records: list = []
         reservations: list = []
         answers: list[tuple[Capture, list[Captured]]] = []
+        try:
+            await ctx.wal.ensure(sum(len(message.items) for message in group))  # several nodes: a block
+        except CortexError as exc:
+            held = [item.idempotency for message in group for item in message.items if item.idempotency is not None]
+            self._capture_failed(group, [], held, exc)
+            return
         for message in group:
             self.inflight.add(message.reply)
             captured = [self._event_of(item, now, recorded_at, ops, records, reservations)

@@ -18,24 +18,8 @@ from .. import jsoncodec
 from ..derive.entities import actor_alias, normalise_alias
 from ..model import Entity
 from ..spi.extractor import TermRef
-from ..storage import CHUNK_OPS, NodeTables, Op, Table, WalTable
+from ..storage import CHUNK_OPS, NodeTables, Op, Table
 from ..temporal import format_ts, parse_rfc3339
-
-
-class WalSequencer:
-    """Node-monotonic ``wal_offset``: restored from the highest WAL key, so it survives restarts."""
-
-    def __init__(self) -> None:
-        self.last = 0
-
-    async def restore(self, wal: WalTable) -> None:
-        last = await wal.last_offset()
-        if last is not None:
-            self.last = last
-
-    def next(self) -> int:
-        self.last += 1
-        return self.last
 
 
 def body_hash(body: Any) -> str:

@@ -8,13 +8,15 @@ mailbox fail with a retriable ``INTERNAL``; a fresh actor then reloads its state
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
 import attrs
 import trio
 
-from ...errors import Internal
+from ...errors import CortexError, Internal, ScopeOwnedElsewhere
+from ..storage.placement import FENCE
 from .messages import ForeignConsolidate, ForeignDerived, ReplySlot, Stop, fail_message
 from .scope_actor import ScopeActor
 
@@ -85,6 +87,9 @@ class ScopeSupervisor:
             if self._closing:
                 fail_message(message, Internal("the engine is shutting down", retriable=True))
                 return
+            placement = self.ctx.placement
+            if placement is not None and not placement.holds(scope) and not await self._admit(scope, message):
+                return
             handle = self._handles.get(scope) or self._spawn(scope)
             try:
                 try:
@@ -131,6 +136,8 @@ class ScopeSupervisor:
         backoff = 0.0
         try:
             while True:
+                if self.ctx.placement is not None and not self._fence(handle):
+                    break
                 actor = ScopeActor(self.ctx, handle.scope, handle.receive)
                 handle.actor = actor
                 try:
@@ -162,6 +169,44 @@ class ScopeSupervisor:
                     self.evictions += 1
             handle.receive.close()
             handle.exited.set()
+
+    # -- several nodes (engine/placement.py): actors only for the partitions this node holds -----
+    async def _admit(self, scope: str, message) -> bool:
+        """Claim the scope's partition before its actor starts; a stale actor (its lease was
+        lost) stops first.  False when the message was failed (another node holds it)."""
+        stale = self._handles.get(scope)
+        if stale is not None:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await stale.send.send(Stop())
+            await stale.exited.wait()
+        try:
+            await self.ctx.placement.claim(scope)
+        except CortexError as exc:
+            fail_message(message, exc)
+            return False
+        return True
+
+    def _fence(self, handle: _Handle) -> bool:
+        """The actor's tasks write under its partition's lease (``placement.FENCE``); False (and
+        its mailbox failed) once the partition is no longer held."""
+        lease = self.ctx.placement.lease(handle.scope)
+        if lease is not None:
+            FENCE.set(lease)
+            return True
+        error = ScopeOwnedElsewhere(f"this node no longer holds the partition of scope {handle.scope}",
+                                    details={"scope": handle.scope})  # fmt: skip
+        while True:
+            try:
+                fail_message(handle.receive.receive_nowait(), error)
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                return False
+
+    def retire(self, belongs) -> None:
+        """Ask the actors of the scopes ``belongs(scope)`` says to stop (a lost partition)."""
+        for scope, handle in list(self._handles.items()):
+            if belongs(scope):
+                with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                    handle.send.send_nowait(Stop())
 
     async def stop(self) -> None:
         """Graceful shutdown: every actor handles what is in its mailbox, then stops at a batch
