@@ -25,6 +25,7 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | BD    | scope, belief_id                            | deletion note (410 on direct lookup) |
 | FW    | scope, evt_id                               | foreign consolidation work item      |
 | V     | scope, record id                            | float32 embedding of the record text |
+| GV    | scope, evt_id                               | float32: the vector the writer gave (primary: rebuild and re-embed keep it) |
 | C     | scope, concept_id                           | Concept (its current version)        |
 | CV    | scope, concept_id, closed at                | Concept: a closed version            |
 | CS    | scope, subject entity id                    | concept_id — a subject's concept     |
@@ -83,6 +84,7 @@ SUPPRESSIONS, FORGOTTEN = b"FG", b"FD"  # forget: never emptied by rebuild
 BLOBS, BLOB_REFERENCES, EVENT_BLOBS, BLOB_CONTENTS = b"BL", b"BR", b"BE", b"BH"
 SIGNALS, SIGNAL_TYPES, PROPOSALS = b"SG", b"SGT", b"PR"  # primary records: rebuild keeps them
 INTAKE_QUEUE = b"IQ"  # derived from the events' intake reports
+GIVEN_VECTORS = b"GV"  # the vectors writers gave with their events: primary, rebuild keeps them
 
 #: the per-scope tables of derived records (``rebuild`` empties them)
 SCOPED_DERIVED_TABLES = (
@@ -91,7 +93,8 @@ SCOPED_DERIVED_TABLES = (
     CONCEPT_VERSIONS, CONCEPT_SUBJECTS, FACT_OBJECTS, INTAKE_QUEUE,
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
-FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN, SIGNALS, PROPOSALS)
+FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN, SIGNALS, PROPOSALS,
+                 GIVEN_VECTORS)
 #: the node tables a forget of events compacts whole (one range: no other table sorts between
 #: them): entities go with their last mention
 FORGET_ENTITY_TABLES = (ENTITIES, ENTITY_ALIASES, ENTITY_MENTIONS, EVENT_ENTITIES)
