@@ -16,6 +16,7 @@ read (not a memory map), so the file's pages never count in a worker's RSS.
 - ``chroma``: ``chromadb.PersistentClient`` (HNSW, cosine), one collection per scope, ``add``
   with the given embeddings; ``idle`` is immediate (no background work is exposed).
 - ``numpy``: exact dense search, a float32 matrix per scope (``M @ q``).
+- ``mem0`` (when ``mem0ai`` is installed): Mem0 OSS, ``add(infer=False)``, local Qdrant.
 - ``hybrid``: ``numpy`` plus bm25s over the texts, fused by reciprocal rank (k = 60); bm25s
   indexes at ``idle``.  About fifty lines: the baseline a user could write.
 """
@@ -170,6 +171,45 @@ class Chroma:
         return found["ids"][0]
 
 
+class Mem0:
+    """Mem0 OSS with its local Qdrant (on disk), ``add(infer=False)`` one turn a call (it has no
+    bulk add), ``search`` with a limit.  Its embedder is asked for each text's vector, which is
+    looked up among the given ones: Mem0 never embeds anything itself here."""
+
+    name = "mem0"
+
+    def __init__(self, rows: Rows, workdir: str) -> None:
+        os.environ.setdefault("MEM0_TELEMETRY", "False")
+        os.environ.setdefault("OPENAI_API_KEY", "unused-no-call-is-made")  # its default clients want one
+        from mem0 import Memory
+
+        self.memory = Memory.from_config({
+            "vector_store": {"provider": "qdrant", "config": {"collection_name": "peers", "embedding_model_dims": DIM,
+                                                              "path": os.path.join(workdir, "qdrant"), "on_disk": True}},
+            "history_db_path": os.path.join(workdir, "history.db"),
+        })  # fmt: skip
+        self.rows = rows
+        self.known: dict[str, np.ndarray] = {}
+        self.memory.embedding_model.embed = lambda text, memory_action=None: self.known[text].tolist()
+
+    def add(self, scope, ids, texts, vectors, meta) -> None:
+        user = scope.replace(":", "_")
+        for row_id, text, vector in zip(ids, texts, vectors, strict=True):
+            self.known[text] = vector
+            self.memory.add([{"role": "user", "content": text}], user_id=user, metadata={"row": row_id}, infer=False)
+            del self.known[text]
+
+    def idle(self) -> None:
+        pass
+
+    def query(self, scope, vector, text, k) -> list[str]:
+        self.known[text] = vector
+        found = self.memory.search(text, user_id=scope.replace(":", "_"), limit=k)
+        del self.known[text]
+        items = found["results"] if isinstance(found, dict) else found
+        return [str(item.get("metadata", {}).get("row")) for item in items]
+
+
 class CortexDB:
     """The embedded engine, driven from a trio run that lives as long as the worker."""
 
@@ -220,7 +260,7 @@ class CortexDB:
         items = [{
             "observed_actor": {"id": f"user:{m['speaker']}", "session": m["session"]},
             "modality": "conversation",
-            "content": {"kind": "message", "role": "user", "text": text},
+            "content": {"kind": "message", "role": "user", "text": m["raw"]},  # it adds the speaker itself
             "context": {"observed_at": m["observed_at"], "labels": [f"row:{row_id}"]},
             "vector": vector.tolist(),
         } for row_id, text, vector, m in zip(ids, texts, vectors, meta, strict=True)]  # fmt: skip
@@ -251,8 +291,8 @@ class CortexDB:
         return out[:k]
 
 
-SYSTEMS = {"cortexdb": CortexDB, "chroma": Chroma, "numpy": NumpyDense, "hybrid": Hybrid}
-NEEDS = {"chroma": "chromadb", "hybrid": "bm25s"}
+SYSTEMS = {"cortexdb": CortexDB, "chroma": Chroma, "numpy": NumpyDense, "hybrid": Hybrid, "mem0": Mem0}
+NEEDS = {"chroma": "chromadb", "hybrid": "bm25s", "mem0": "mem0"}
 
 
 def serve(system, rows: Rows) -> None:
