@@ -170,7 +170,8 @@ def run(args) -> None:
         embedder = args.embedder
         vectors = embed_cached(texts, embedder, args.cache)
         qvectors = embed_cached([q["text"] for q in queries], embedder, args.cache)
-    print(f"{len(texts):,} items, {len(queries):,} queries; vectors ({embedder}) ready in {time.perf_counter() - started:.1f} s")
+    print(f"{len(texts):,} items, {len(queries):,} queries; vectors ({embedder}) ready in {time.perf_counter() - started:.1f} s",
+          flush=True)
     run_dir = tempfile.mkdtemp(prefix="peers-run-")
     files = {name: os.path.join(run_dir, f"{name}") for name in ("vectors", "qvectors", "texts", "manifest")}
     vectors.astype(np.float32).tofile(files["vectors"])
@@ -204,11 +205,12 @@ def measure(workers: dict[str, Worker], chunks, queries, count: int, args) -> di
     results = {name: {"rss_before": w.ready["rss"], "ranked": [], "ms": []} for name, w in workers.items()}
     for name, worker in workers.items():  # one system at a time (see the module's docstring)
         calls = sum(worker.ask(op="add", scope=scope, start=start, end=end)["seconds"] for scope, start, end in chunks)
+        print(f"  {name}: calls returned after {calls:.1f} s; waiting until idle", flush=True)
         idle = worker.ask(op="idle")
         results[name].update(calls=calls, idle=idle["seconds"], peak_growth=idle["peak_growth"],
                              steady_growth=idle["steady_growth"], ingest_cpu=idle["cpu"])  # fmt: skip
         print(f"  {name}: ingested {count:,} in {calls:.1f} s (+{idle['seconds']:.1f} s to idle); "
-              f"load average {os.getloadavg()[0]:.2f}")
+              f"load average {os.getloadavg()[0]:.2f}", flush=True)
     names = list(workers)
     for index in range(len(queries)):
         for name in names[index % len(names) :] + names[: index % len(names)]:
