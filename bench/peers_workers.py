@@ -266,7 +266,7 @@ class CortexDB:
         } for row_id, text, vector, m in zip(ids, texts, vectors, meta, strict=True)]  # fmt: skip
         for start in range(0, len(items), 1000):
             request = {"scope": scope, "ordering": "strict_temporal", "items": items[start : start + 1000]}
-            self.call(lambda: self.engine.experience_bulk(request))
+            self.call(lambda request=request: self.engine.experience_bulk(request))
 
     def idle(self) -> None:
         import importlib.util

@@ -23,8 +23,8 @@ from .actors.services import Replay, body_hash
 from .envelope import ENVELOPE_SHAPE, resolve_identities, validate_envelope
 from .limits import check_event_size
 from .model import EventState
-from .model.text import content_text
 from .model.fields import unknown_field
+from .model.text import content_text
 from .policy.capabilities import SCOPE_WRITE, SCOPE_WRITE_ABOUT_OTHER, SCOPE_WRITE_ON_BEHALF_OF
 from .results import BulkResult, ExperienceResult
 from .scopes import canonical_scope
