@@ -174,12 +174,11 @@ class Chroma:
 class Mem0:
     """Mem0 OSS with its local Qdrant (on disk), ``add(infer=False)`` one turn a call (it has no
     bulk add), ``search`` with a limit.  Its embedder is asked for each text's vector, which is
-    looked up among the given ones: Mem0 never embeds anything itself here."""
+    the given one of the text at hand: Mem0 never embeds anything itself here."""
 
     name = "mem0"
 
     def __init__(self, rows: Rows, workdir: str) -> None:
-        os.environ.setdefault("MEM0_TELEMETRY", "False")
         os.environ.setdefault("OPENAI_API_KEY", "unused-no-call-is-made")  # its default clients want one
         from mem0 import Memory
 
@@ -189,23 +188,21 @@ class Mem0:
             "history_db_path": os.path.join(workdir, "history.db"),
         })  # fmt: skip
         self.rows = rows
-        self.known: dict[str, np.ndarray] = {}
-        self.memory.embedding_model.embed = lambda text, memory_action=None: self.known[text].tolist()
+        self.current: np.ndarray | None = None  # the vector of the one text being added or searched
+        self.memory.embedding_model.embed = lambda text, memory_action=None: self.current.tolist()
 
     def add(self, scope, ids, texts, vectors, meta) -> None:
         user = scope.replace(":", "_")
         for row_id, text, vector in zip(ids, texts, vectors, strict=True):
-            self.known[text] = vector
+            self.current = vector
             self.memory.add([{"role": "user", "content": text}], user_id=user, metadata={"row": row_id}, infer=False)
-            del self.known[text]
 
     def idle(self) -> None:
         pass
 
     def query(self, scope, vector, text, k) -> list[str]:
-        self.known[text] = vector
-        found = self.memory.search(text, user_id=scope.replace(":", "_"), limit=k)
-        del self.known[text]
+        self.current = vector  # (Mem0 strips the text first: a look-up by text would miss)
+        found = self.memory.search(text, filters={"user_id": scope.replace(":", "_")}, limit=k)
         items = found["results"] if isinstance(found, dict) else found
         return [str(item.get("metadata", {}).get("row")) for item in items]
 
@@ -347,6 +344,8 @@ def reply(data: dict) -> None:
 
 def main() -> None:
     name, manifest_path = sys.argv[1], sys.argv[2]
+    # no telemetry from the peers (read when their packages are imported): nothing leaves the machine
+    os.environ.update(MEM0_TELEMETRY="False", ANONYMIZED_TELEMETRY="False")
     try:
         if name in NEEDS:
             __import__(NEEDS[name])
