@@ -205,3 +205,55 @@ def test_memprobe_runs_on_a_slice():
     assert result.returncode == 0, result.stderr
     assert re.search(r"per write after 60: VmRSS -?[\d.]+ KB, anonymous -?[\d.]+ KB", result.stdout)
     assert len(re.findall(r"^\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+$", result.stdout, re.M)) == 3
+
+
+def test_peers_benchmark_runs_on_a_slice_with_the_systems_installed_here():
+    """CortexDB and the numpy baseline always run; Chroma and the bm25s hybrid only where their
+    packages are installed (a separate venv, ``--peer-python``), else the output says they were
+    skipped.  The rows are checked for shape and sanity, never for time."""
+    import importlib.util
+
+    result = subprocess.run(
+        [sys.executable, "bench/peers.py", "--samples", "1", "--questions", "20", "--embedder", "hash"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    ran = ["cortexdb", "numpy"]
+    for name, package in (("chroma", "chromadb"), ("hybrid", "bm25s")):
+        if importlib.util.find_spec(package) is None:
+            assert re.search(rf"^{name}: SKIPPED - {package} is not installed", out, re.M), out
+        else:
+            ran.append(name)
+    header = next(line for line in out.splitlines() if line.startswith("| | "))
+    assert [c.strip() for c in header.split("|")[2:-1]][: len(ran)] == [n for n in ("cortexdb", "chroma", "numpy", "hybrid") if n in ran]
+    rows = {line.split("|")[1].strip(): [float(c.replace(",", "")) for c in line.split("|")[2 : 2 + len(ran)]]
+            for line in out.splitlines() if line.startswith("| ") and not line.startswith("| | ")}  # fmt: skip
+    for k in (5, 10, 20):
+        values = rows[f"LoCoMo dev R@{k}, cats 1-4 [20]"]
+        assert all(0 <= v <= 100 for v in values)
+    assert all(a <= b for a, b in zip(rows["LoCoMo dev R@5, cats 1-4 [20]"], rows["LoCoMo dev R@20, cats 1-4 [20]"], strict=True))
+    assert min(rows["LoCoMo dev R@10, cats 1-4 [20]"]) > 0  # every system finds some evidence
+    for label in ("ingest turns/s, calls returned", "ingest turns/s, until idle", "query top-20 p50 ms",
+                  "query top-20 p95 ms", "RSS before ingest, MB"):  # fmt: skip
+        assert all(v > 0 for v in rows[label]), label
+    for name, calls, idle in zip(ran, rows["ingest turns/s, calls returned"], rows["ingest turns/s, until idle"], strict=True):
+        assert idle <= calls, name  # until idle includes the calls
+    for p50, p95 in zip(rows["query top-20 p50 ms"], rows["query top-20 p95 ms"], strict=True):
+        assert p50 <= p95
+    assert re.search(r"419 items, 20 queries", out) and "load average at end" in out
+
+
+def test_peers_benchmark_synthetic_scale_mode_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/peers.py", "--items", "300", "--queries", "10", "--embedder", "hash",
+         "--systems", "cortexdb,numpy"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "synthetic, 300 items" in out and "300 items, 10 queries" in out
+    overlap = next(line for line in out.splitlines() if line.startswith("| top-10 overlap with exact dense"))
+    cortex, exact = (float(c) for c in overlap.split("|")[2:4])
+    assert exact == 100.0 and 0 <= cortex <= 100  # numpy is the exact reference
+    assert re.search(r"^\| ingest items/s, until idle \| [\d,.]+ \| [\d,.]+ \|$", out, re.M)

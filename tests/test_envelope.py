@@ -75,6 +75,12 @@ CASES = [
     ("directives.embed", "now", "directives.embed", "must be one of"),
     ("idempotency_key", "k" * 65, "idempotency_key", "longer than 64"),
     ("idempotency_key", "", "idempotency_key", "non-empty"),
+    ("vector", "0.1 0.2", "vector", "must be an array of numbers"),
+    ("vector", [0.1, "0.2"], "vector", "must be an array of numbers"),
+    ("vector", [True, 0.5], "vector", "must be an array of numbers"),
+    ("vector", [], "vector", "must hold 1 to 4096 numbers"),
+    ("vector", [0.5] * 4097, "vector", "must hold 1 to 4096 numbers"),
+    ("vector", [0.0, 0.0], "vector", "must not be all zeros"),
     ("happened_at", "2026-05-13T15:42:00Z", "happened_at", "not a field"),
     # a misspelt field at any depth is named by its path (issue 15), never ignored
     ("context.observd_at", "2026-05-13T15:42:00Z", "context.observd_at", "not a field"),

@@ -322,6 +322,7 @@ async def test_every_record_the_engine_produces_validates(engine):
 SEMANTIC_ONLY = {
     # rules beyond a schema's reach, enforced by the engine's semantic checks (DESIGN §5)
     ("observed_actor.type", repr("agent")),  # type must equal the id's type segment
+    ("vector", repr([0.0, 0.0])),  # a zero vector has no direction
 }
 
 

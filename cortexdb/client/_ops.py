@@ -89,6 +89,8 @@ def envelope(text: str | None, content: Mapping[str, Any] | None, modality: str,
             **extra}  # fmt: skip
     if not body.get("idempotency_key"):
         body["idempotency_key"] = new_key()
+    if hasattr(body.get("vector"), "tolist"):  # a numpy array: JSON numbers (docs/embedding.md)
+        body["vector"] = body["vector"].tolist()
     return body
 
 

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 import attrs
+import numpy as np
 import orjson
 
 from ..errors import InvalidEnvelope, InvalidScopeGrammar
@@ -42,11 +43,12 @@ ENVELOPE_SHAPE = {
                               "intent", "labels", "thread"), ANY),
     "directives": dict.fromkeys(("extract", "consolidate_into", "confidence_floor", "ttl_for_belief_layer",
                                  "embed"), ANY),
-    "idempotency_key": ANY,
+    "idempotency_key": ANY, "vector": ANY,
 }  # fmt: skip
 MAX_TEXT = 1_000_000
 MAX_IDEMPOTENCY_KEY = 64
 MAX_LIST = 1000
+MAX_VECTOR = 4096  # numbers in a given ``vector`` (the embedder's dimension is checked on write)
 ACTOR_ID = re.compile(r"^[a-z][a-z0-9_]*:[^\s/]{1,256}$")
 EVENT_ID = re.compile(r"^evt_[A-Za-z0-9_-]{1,64}$")
 MODALITY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -294,6 +296,39 @@ def validate_modality(value: Any, field: str = "modality") -> str:
     return value
 
 
+def validate_vector(value: Any, field: str = "vector") -> np.ndarray | None:
+    """A given vector (docs/embedding.md, "Given vectors"): finite numbers, not all zero, as a
+    unit float32 vector (recall scores cosines); its length is checked against the embedder's
+    dimension where the engine knows it (``writes.check_vector``)."""
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1 or value.dtype.kind not in "fiu":
+            _fail(field, "must be a one-dimensional array of numbers")
+        numbers = value
+    else:
+        if not isinstance(value, list | tuple):
+            _fail(field, "must be an array of numbers")
+        if any(isinstance(x, bool) or not isinstance(x, int | float) for x in value):
+            _fail(field, "must be an array of numbers")
+        numbers = value
+    if not 0 < len(numbers) <= MAX_VECTOR:
+        _fail(field, f"must hold 1 to {MAX_VECTOR} numbers")
+    try:
+        vector = np.asarray(numbers, dtype=np.float64)
+    except OverflowError:
+        _fail(field, "must hold finite numbers")
+    if not np.isfinite(vector).all():
+        _fail(field, "must hold finite numbers (no NaN or infinity)")
+    norm = float(np.linalg.norm(vector))
+    if not norm or not np.isfinite(norm):
+        _fail(field, "must not be all zeros" if not norm else "must hold numbers of a usable size")
+    unit = (vector / norm).astype(np.float32)
+    if not np.isfinite(unit).all() or not unit.any():
+        _fail(field, "must hold numbers of a usable size")
+    return unit
+
+
 @attrs.frozen
 class ValidEnvelope:
     scope: str
@@ -304,6 +339,7 @@ class ValidEnvelope:
     context: dict
     directives: dict
     idempotency_key: str | None
+    vector: np.ndarray | None = attrs.field(default=None, eq=False)  # unit float32: the event's own
 
 
 def validate_envelope(body: Any) -> ValidEnvelope:
@@ -322,6 +358,7 @@ def validate_envelope(body: Any) -> ValidEnvelope:
         context=validate_context(body.get("context")),
         directives=validate_directives(body.get("directives")),
         idempotency_key=validate_idempotency_key(body.get("idempotency_key")),
+        vector=validate_vector(body.get("vector")),
     )
     _default_start(valid.content, valid.context)
     _storable(body)

@@ -24,6 +24,7 @@ from .envelope import ENVELOPE_SHAPE, resolve_identities, validate_envelope
 from .limits import check_event_size
 from .model import EventState
 from .model.fields import unknown_field
+from .model.text import content_text
 from .policy.capabilities import SCOPE_WRITE, SCOPE_WRITE_ABOUT_OTHER, SCOPE_WRITE_ON_BEHALF_OF
 from .results import BulkResult, ExperienceResult
 from .scopes import canonical_scope
@@ -72,7 +73,9 @@ class Writes:
         started = trio.current_time()
         ctx = self.ctx
         check_event_size(envelope, ctx.config.max_event_text_bytes)
+        envelope = plain_vector(envelope)
         valid = validate_envelope(envelope)
+        check_vector(valid, ctx)
         identities = resolve_identities(caller, valid)
         self.authorise(caller, valid, identities)
         with ctx.blobs.hold() as hold:  # its blobs are not deleted before its references commit
@@ -203,11 +206,14 @@ class Writes:
         except PayloadTooLarge as exc:
             exc.details["item"] = index
             raise
+        envelope = plain_vector(envelope)
         try:
             valid = validate_envelope(envelope)
+            check_vector(valid, self.ctx)
         except InvalidEnvelope as exc:
+            extra = {k: v for k, v in exc.details.items() if k not in ("field", "reason")}
             raise InvalidEnvelope(
-                _bulk_field(exc.details["field"], raw, index), exc.details["reason"], item=index
+                _bulk_field(exc.details["field"], raw, index), exc.details["reason"], **extra, item=index
             ) from None
         identities = resolve_identities(caller, valid)
         self.authorise(caller, valid, identities)
@@ -264,6 +270,33 @@ class Writes:
             if record is not None:
                 return record
         raise NotFound("no live write used this idempotency key", details={"idempotency_key": key})
+
+
+def plain_vector(envelope: Any) -> Any:
+    """The envelope with a numpy ``vector`` as a list of numbers: what the idempotency hash
+    reads (a numpy array's text elides the middle of a long one)."""
+    if isinstance(envelope, dict) and hasattr(envelope.get("vector"), "tolist"):
+        return {**envelope, "vector": envelope["vector"].tolist()}
+    return envelope
+
+
+def check_vector(valid: Any, ctx: Any) -> None:
+    """A given vector (docs/embedding.md, "Given vectors") has the embedder's dimension, and
+    its event is indexed as one document: a text long enough to be split into passages, each
+    embedded alone, cannot take one vector."""
+    if valid.vector is None:
+        return
+    embedder = ctx.embedder
+    if len(valid.vector) != embedder.dimension:
+        raise InvalidEnvelope("vector", f"has {len(valid.vector)} numbers; this store's embedder "
+                              f"({embedder.name}) has {embedder.dimension} dimensions",
+                              expected_dimension=embedder.dimension, given_dimension=len(valid.vector))  # fmt: skip
+    limit = ctx.config.passage_max_chars
+    if len(content_text(valid.content)) > limit:
+        raise InvalidEnvelope("vector", f"is given for a text of more than {limit} characters "
+                              "(passage_max_chars), which is indexed as passages each embedded "
+                              "alone: split it into events of at most that many, or omit the vector",
+                              passage_max_chars=limit)  # fmt: skip
 
 
 def wait_stages(wait: str | None, directives: dict, scope: str) -> tuple[str, ...]:

@@ -83,18 +83,19 @@ class Indexer:
 
     async def index_documents(
         self, ops: list[Op] | None, documents: dict[str, str], *, embed_known: bool = True,
-        embed_texts: dict[str, str] | None = None,
+        embed_texts: dict[str, str] | None = None, given: dict[str, np.ndarray] | None = None,
     ) -> None:  # fmt: skip
-        """Add records to the text and vector indexes; vectors are persisted with ``ops``."""
+        """Add records to the text and vector indexes; vectors are persisted with ``ops``.
+        ``given``: documents whose vector the writer gave (not embedded)."""
         if not documents:
             return
         await self.add_texts(documents)
         vector_index = self.state.vector_index
-        todo = {d: t for d, t in documents.items() if embed_known or d not in vector_index}
-        if not todo:
-            return
-        vectors = await self.embed([(embed_texts or {}).get(d, t) for d, t in todo.items()])
-        for position, (doc_id, vector) in enumerate(zip(todo, vectors, strict=True), 1):
+        given = given or {}
+        todo = {d: t for d, t in documents.items() if (embed_known or d not in vector_index) and d not in given}
+        vectors = await self.embed([(embed_texts or {}).get(d, t) for d, t in todo.items()]) if todo else ()
+        pairs = [*zip(todo, vectors, strict=True), *((d, v) for d, v in given.items() if d in documents)]
+        for position, (doc_id, vector) in enumerate(pairs, 1):
             if position % SLICE_DOCUMENTS == 0:
                 await trio.lowlevel.checkpoint()
             vector_index.add(doc_id, vector)
@@ -132,8 +133,12 @@ class Indexer:
             ops.append(self.vectors_table.delete_op(doc_id))
 
     def unindex_event(self, ops: list[Op] | None, event_id: str, state: EventState) -> None:
-        """Remove an event from the indexes: its document, or each of its passages."""
+        """Remove an event from the indexes: its document, or each of its passages; and the
+        vector its writer gave, if any (a cancel, redaction or deletion: it goes for good)."""
         self.unindex(ops, event_id)
+        self.state.given.pop(event_id, None)
+        if ops is not None:
+            ops.append(self.state.tables.given_vectors.delete_op(event_id))
         for index in range(len(state.passages or ())):
             self.unindex(ops, passages.passage_id(event_id, index))
 

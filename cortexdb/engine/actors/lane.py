@@ -98,6 +98,14 @@ class Lane:
         self.batches.queued(event)
         self._wakeup.set()
 
+    def keep_given(self, event_id: str, vector: Any) -> None:
+        """A captured event's given vector, for its ``indexed`` stage: kept while the event cache
+        has room, else read back from table ``GV`` then."""
+        if len(self.state.given) < self.ctx.config.pipeline_cache_events:
+            self.state.given[event_id] = vector
+        else:
+            self.state.given_stored = True
+
     def submit(self, item: LaneItem) -> None:
         self.items.append(item)
         self._wakeup.set()

@@ -277,6 +277,9 @@ class ScopeActor:
         ops.append(ctx.tables.wal.put_op(offset, self.scope, event_id))
         ops.append(tables.event_states.put_op(event_id, state))
         ops.append(tables.pending.put_op(event_id, True))
+        if envelope.vector is not None:  # primary, like the event: rebuild and re-embed keep it
+            ops.append(tables.given_vectors.put_op(event_id, envelope.vector))
+            self.lane.keep_given(event_id, envelope.vector)
         ops.extend(ctx.tables.blob_reference_ops(event_id, self.scope, [b for _, b in blob_ids_of(event.content)]))
         ops.append(ctx.bus.put_op(record))
         if item.idempotency is not None:

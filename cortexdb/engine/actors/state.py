@@ -22,6 +22,8 @@ which search the text and vector indexes.
 | ``last_activity``, ``last_sealed`` | when the window last took an event; the last sealed episode |
 | ``previous_turn``| (session, indexed text, event id) of the latest turn: the context of the next one's vector |
 | ``text_index``, ``vector_index`` | the scope's in-memory indexes (rebuilt on start)      |
+| ``given``        | queued events' given vectors (as ``events``: beyond the cache, table ``GV``) |
+| ``given_stored`` | whether a queued event's given vector may be in ``GV`` only (None: not looked yet) |
 | ``suppressing``  | whether the scope has forget suppressions (``FG``); None: not looked yet |
 """
 
@@ -82,6 +84,8 @@ class PartitionState:
     last_sealed: str | None = None
     previous_turn: tuple[str | None, str, str] | None = None
     suppressing: bool | None = None
+    given: dict[str, Any] = attrs.field(factory=dict)
+    given_stored: bool | None = None
     segmentation: Any = None  # derive.episodes.Segmentation, read from the scope record once
 
     @classmethod
@@ -97,6 +101,15 @@ class PartitionState:
             if field.name not in kept:
                 setattr(self, field.name, getattr(fresh, field.name))
         self.episode_loaded = True  # the rebuilt scope has no open window yet
+
+    async def given_vector(self, event_id: str) -> Any:
+        """The vector the writer gave with a queued event, or None (docs/embedding.md)."""
+        vector = self.given.pop(event_id, None)
+        if vector is not None or self.given_stored is False:
+            return vector
+        if self.given_stored is None:  # after a start or a rebuild: are there any at all?
+            self.given_stored = any([_ async for _ in self.tables.given_vectors.ids(limit=1)])
+        return await self.tables.given_vectors.get(event_id) if self.given_stored else None
 
     # -- facts ---------------------------------------------------------------------------------
     async def facts_for(self, subject_id: str, predicate: str) -> list[Fact]:

@@ -25,6 +25,7 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | BD    | scope, belief_id                            | deletion note (410 on direct lookup) |
 | FW    | scope, evt_id                               | foreign consolidation work item      |
 | V     | scope, record id                            | float32 embedding of the record text |
+| GV    | scope, evt_id                               | float32: the vector the writer gave (primary: rebuild and re-embed keep it) |
 | C     | scope, concept_id                           | Concept (its current version)        |
 | CV    | scope, concept_id, closed at                | Concept: a closed version            |
 | CS    | scope, subject entity id                    | concept_id — a subject's concept     |
@@ -87,6 +88,7 @@ SIGNALS, SIGNAL_TYPES, PROPOSALS = b"SG", b"SGT", b"PR"  # primary records: rebu
 INTAKE_QUEUE = b"IQ"  # derived from the events' intake reports
 INTAKE_ACKS = b"IA"  # acknowledgements of intake results: primary (rebuild keeps them)
 HELD_FACTS = b"PH"  # derivation proposals by event and assertion: primary (rebuild keeps them)
+GIVEN_VECTORS = b"GV"  # the vectors writers gave with their events: primary, rebuild keeps them
 
 #: the per-scope tables of derived records (``rebuild`` empties them)
 SCOPED_DERIVED_TABLES = (
@@ -96,7 +98,7 @@ SCOPED_DERIVED_TABLES = (
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
 FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN, SIGNALS, PROPOSALS,
-                 INTAKE_ACKS, HELD_FACTS)  # fmt: skip
+                 INTAKE_ACKS, HELD_FACTS, GIVEN_VECTORS)  # fmt: skip
 #: the node tables a forget of events compacts whole (one range: no other table sorts between
 #: them): entities go with their last mention
 FORGET_ENTITY_TABLES = (ENTITIES, ENTITY_ALIASES, ENTITY_MENTIONS, EVENT_ENTITIES)

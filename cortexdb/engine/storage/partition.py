@@ -20,6 +20,7 @@ event's scope from it), shared with ``NodeTables``; the partition's actor is the
 | ``open_episodes``  | EO    | window key                      | ep_id                       |
 | ``foreign_work``   | FW    | evt_id (of the source scope)    | JSON work item              |
 | ``vectors``        | V     | record id (or passage id)       | float32 embedding           |
+| ``given_vectors``  | GV    | evt_id                          | float32: the writer's vector (primary) |
 | ``concepts``       | C     | concept_id                      | ``Concept``                 |
 | ``concept_versions`` | CV  | (concept_id, closed at)         | ``Concept``: a closed version |
 | ``concept_subjects`` | CS  | subject entity id               | concept_id                  |
@@ -68,6 +69,7 @@ class Partition:
         self.open_episodes: Table[str] = table(keys.OPEN_EPISODES, TEXT)
         self.foreign_work = table(keys.FOREIGN_WORK, JSON)
         self.vectors = table(keys.VECTORS, VECTOR)
+        self.given_vectors = table(keys.GIVEN_VECTORS, VECTOR)
         self.concepts: Table[Concept] = table(keys.CONCEPTS, Records(Concept))
         self.concept_versions: Versions[Concept] = Versions(store, keys.prefix(keys.CONCEPT_VERSIONS, scope),
                                                             Records(Concept))  # fmt: skip

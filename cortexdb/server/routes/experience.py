@@ -14,7 +14,9 @@ from ..params import query_args
 from ..responses import json_response
 
 api = Blueprint()
-ITEM = {"type": "object", "description": "an experience envelope; its scope, when absent, the request's"}
+ITEM = {"type": "object", "description": "an experience envelope; its scope, when absent, the request's; "
+        "its optional vector, the event's own (docs/embedding.md, \"Given vectors\")",
+        "properties": {"vector": ref("experience_envelope", "/properties/vector")}}  # fmt: skip
 BULK = engine_checked(obj({
     "scope": ref("common", "/$defs/scope_path"),
     "actor": {"type": "string", "description": "the observed actor of every item (type:id)"},

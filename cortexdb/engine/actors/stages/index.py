@@ -27,6 +27,7 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
     # an event is embedded with the turn before it in the same session (BM25 sees the turn
     # alone): a reply is about what it answers (LoCoMo hybrid recall@10 61.9 -> 64.9)
     embed_texts: dict[str, str] = {}
+    given: dict = {}  # events whose writer gave their vector: indexed with it, not embedded
     max_chars = work.config.passage_max_chars
     for event in events:
         state = states[event.id]
@@ -34,6 +35,10 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
         if spans is None and len(content_text(event.content)) > max_chars:  # extracted earlier
             spans = state.passages = await work.index.split(event)
         _event_documents(work, event, spans, documents, embed_texts)
+        vector = await work.state.given_vector(event.id)
+        if vector is not None and not spans and len(vector) == work.ctx.embedder.dimension:
+            given[event.id] = vector
+            embed_texts.pop(event.id, None)
         layers = ["events"]
         facts = work.state.derived_facts(state.derives)
         for fact in facts:
@@ -46,7 +51,8 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
             payload["passages"] = len(spans)
         work.finish_stage(batch, event, state, Stage.INDEXED, started, payload)
     # a reinforced fact keeps its text, so its vector is not recomputed
-    await work.index.index_documents(batch.ops, documents, embed_known=False, embed_texts=embed_texts)
+    await work.index.index_documents(batch.ops, documents, embed_known=False, embed_texts=embed_texts,
+                                     given=given)  # fmt: skip
     work.state_ops(batch, events, states)
     await work.commit(batch)
 
@@ -92,11 +98,38 @@ async def restore(work: StageContext, pending: set[str]) -> None:
             if vector_index.needs_seal:  # segments merge after start, in the background
                 await vector_index.seal(merge=False)
     await work.index.add_texts(documents)
+    await _restore_given(work, documents, bool(pending))
     missing = [(d, t) for d, t in documents.items() if d not in vector_index]
     for start in range(0, len(missing), RESTORE_EMBED_CHUNK):  # e.g. after switching embedders
         ops: list = []
         await work.index.index_documents(ops, dict(missing[start : start + RESTORE_EMBED_CHUNK]))
         await tables.write(ops)
+
+
+async def _restore_given(work: StageContext, documents: dict[str, str], pending: bool) -> None:
+    """Events whose writer gave their vector and whose indexed vector is gone (a re-embed drops
+    every ``V`` row): indexed with the given vector again, never re-embedded.  One of another
+    dimension than the embedder's (a re-embed to another dimension) is left stored, unused."""
+    tables, vector_index = work.tables, work.state.vector_index
+    dimension = work.ctx.embedder.dimension
+    ops: list = []
+    found = False
+    async for doc_id in tables.given_vectors.ids():  # values read only where needed
+        found = True
+        if doc_id not in documents or doc_id in vector_index:
+            continue
+        vector = await tables.given_vectors.get(doc_id)
+        if vector is not None and len(vector) == dimension:
+            vector_index.add(doc_id, vector)
+            ops.append(tables.vectors.put_op(doc_id, vector))
+            if vector_index.needs_seal:
+                await vector_index.seal(merge=False)
+            if len(ops) >= RESTORE_EMBED_CHUNK:
+                await tables.write(ops)
+                ops = []
+    if ops:
+        await tables.write(ops)
+    work.state.given_stored = found and pending  # pending events read theirs from GV
 
 
 async def _event_documents_on_start(work: StageContext, pending: set[str]) -> dict[str, str]:
