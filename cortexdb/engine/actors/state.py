@@ -20,7 +20,7 @@ which search the text and vector indexes.
 | ``deferred``     | claim keys whose revision waits on the revision-policy gate            |
 | ``episode``      | the open episode window (``EO``), once loaded                          |
 | ``last_activity``, ``last_sealed`` | when the window last took an event; the last sealed episode |
-| ``previous_turn``| (session, indexed text, event id) of the latest turn: the context of the next one's vector |
+| ``previous_turn``| (session, indexed text, event id, token-vector sum or None) of the latest turn: the context of the next one's vector |
 | ``text_index``, ``vector_index`` | the scope's in-memory indexes (rebuilt on start)      |
 | ``suppressing``  | whether the scope has forget suppressions (``FG``); None: not looked yet |
 """
@@ -80,7 +80,7 @@ class PartitionState:
     episode_loaded: bool = False
     last_activity: dt.datetime | None = None
     last_sealed: str | None = None
-    previous_turn: tuple[str | None, str, str] | None = None
+    previous_turn: tuple[Any, str, str, Any] | None = None
     suppressing: bool | None = None
     segmentation: Any = None  # derive.episodes.Segmentation, read from the scope record once
 
