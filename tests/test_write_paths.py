@@ -160,11 +160,12 @@ def cosine(a, b) -> float:
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-async def test_a_reopened_scope_recalls_what_it_did_before_closing(tmp_path):
+@pytest.mark.parametrize("turn_context", ["pooled", "joint"])
+async def test_a_reopened_scope_recalls_what_it_did_before_closing(tmp_path, turn_context):
     """An actor that stopped (idle, a restart) rebuilds its indexes from the stored records and
     vectors: the same recall as the bulk path's live indexes."""
-    expected = await bulk_path()
-    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice")
+    expected = await bulk_path(turn_context)
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", turn_context=turn_context)
     where = str(tmp_path / "data")
     async with cortexdb.open_engine("leveldb", path=where, clock=ManualClock(START), id_seed=7, config=config) as engine:
         for turn in turns():
