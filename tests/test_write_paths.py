@@ -172,3 +172,24 @@ async def test_a_reopened_scope_recalls_what_it_did_before_closing(tmp_path, tur
             await engine.experience(envelope(turn), wait="indexed")
     async with cortexdb.open_engine("leveldb", path=where, clock=ManualClock(START), id_seed=8, config=config) as engine:
         assert await recall_all(engine.recall) == expected
+
+
+async def test_turns_without_a_session_take_context_within_the_episode_gap():
+    """No ``observed_actor.session``: a turn observed within ``episode_gap_seconds`` of the
+    previous one continues its conversation (its vector carries it); after a longer gap it
+    starts a new one (embedded alone)."""
+    lines = [("2026-03-02T10:00:00Z", "alice", "I adopted a cat called Miso."),
+             ("2026-03-02T10:01:00Z", "bob", "What colour is she?"),
+             ("2026-03-02T13:00:00Z", "bob", "Did you watch the match?")]  # fmt: skip
+    async with open_engine() as engine:
+        ids = []
+        for observed, speaker, text in lines:
+            body = {"scope": SCOPE, "observed_actor": {"id": f"user:{speaker}"}, "modality": "conversation",
+                    "content": {"kind": "message", "role": "user", "text": text}, "context": {"observed_at": observed}}  # fmt: skip
+            ids.append((await engine.experience(body, wait="indexed")).event_id)
+        index = engine._supervisor.actor(SCOPE).lane.state.vector_index  # noqa: SLF001
+        embedder = HashEmbedder()
+        texts = [f"{speaker}: {text}" for _, speaker, text in lines]
+        sums = embedder.embed_sums(texts)
+        assert cosine(index.vector(ids[1]), sums[0] + sums[1]) > 0.99999
+        assert cosine(index.vector(ids[2]), sums[2]) > 0.99999

@@ -20,7 +20,7 @@ which search the text and vector indexes.
 | ``deferred``     | claim keys whose revision waits on the revision-policy gate            |
 | ``episode``      | the open episode window (``EO``), once loaded                          |
 | ``last_activity``, ``last_sealed`` | when the window last took an event; the last sealed episode |
-| ``previous_turn``| (session, indexed text, event id, token-vector sum or None) of the latest turn: the context of the next one's vector |
+| ``previous_turn``| the latest turn (``Turn``): the context of the next one's vector |
 | ``text_index``, ``vector_index`` | the scope's in-memory indexes (rebuilt on start)      |
 | ``suppressing``  | whether the scope has forget suppressions (``FG``); None: not looked yet |
 """
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -40,6 +40,18 @@ from ..storage import Partition
 
 EPISODE_WINDOW = "main"  # the key of the scope's one open episode window (table EO)
 Pair = tuple[str, str]  # (subject id, predicate)
+
+
+class Turn(NamedTuple):
+    """An event as the context of the next turn's vector (stages/index.py)."""
+
+    event_id: str
+    session: Any  # observed_actor.session
+    thread: Any  # context.thread
+    observed: dt.datetime | None
+    text: str  # the turn's document; a long event's last passage
+    embedded_here: bool  # False: a long event, its passages embedded alone
+    sums: Any = None  # its token-vector sums once embedded (``embed_sums``), else None
 
 
 def new_vector_index(ctx: Any) -> LayeredVectorIndex:
@@ -80,7 +92,7 @@ class PartitionState:
     episode_loaded: bool = False
     last_activity: dt.datetime | None = None
     last_sealed: str | None = None
-    previous_turn: tuple[Any, str, str, Any] | None = None
+    previous_turn: Turn | None = None
     suppressing: bool | None = None
     segmentation: Any = None  # derive.episodes.Segmentation, read from the scope record once
 

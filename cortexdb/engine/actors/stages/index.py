@@ -3,7 +3,8 @@ vector indexes; and, when a lane starts, rebuild the indexes from the stored rec
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import datetime as dt
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,9 @@ from ...model.text import (
     fact_text,
 )
 from ...stages import Stage
+from ...temporal import try_parse_rfc3339
 from ..indexer import passage_documents
+from ..state import Turn
 from .common import StageBatch, StageContext
 
 RESTORE_EMBED_CHUNK = 512  # records embedded (and their vectors written) at a time on start
@@ -55,41 +58,41 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
 
 def _event_documents(event: Event, spans, documents: dict[str, str], turns: list[Turn]) -> None:
     """An event's documents: its passages (each embedded alone; the last one is the next
-    turn's context) or its one turn (embedded with the previous turn of its session)."""
-    session = event.observed_actor.get("session")
+    turn's context) or its one turn (embedded with the previous turn of its conversation)."""
     if spans:
         parts = passage_documents(event, spans)
         documents.update(parts)
-        turns.append(Turn(event.id, session, parts[next(reversed(parts))], False))
+        turns.append(as_turn(event, parts[next(reversed(parts))], False))
         return
     documents[event.id] = event_text(event)
-    turns.append(Turn(event.id, session, documents[event.id], True))
+    turns.append(as_turn(event, documents[event.id], True))
 
 
-class Turn(NamedTuple):
-    event_id: str
-    session: Any
-    text: str  # the turn's document; a long event's last passage
-    embedded_here: bool  # False: a long event, its passages embedded alone
+def as_turn(event: Event, text: str, embedded_here: bool) -> Turn:
+    observed = event.context.get("observed_at")
+    return Turn(event.id, event.observed_actor.get("session"), event.context.get("thread"),
+                try_parse_rfc3339(observed) if isinstance(observed, str) else None, text, embedded_here)  # fmt: skip
 
 
 async def turn_vectors(work: StageContext, turns: list[Turn]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Each turn's vector: the turn with the previous turn of its session as context, so a
+    """Each turn's vector: the turn with the previous turn of its conversation as context, so a
     reply is about what it answers (LoCoMo hybrid recall@10 61.9 -> 64.9, decisions.md).
 
-    With an embedder that has ``embed_sums`` (both shipped ones) each text is encoded once:
-    the turn's token vectors are pooled with its predecessor's, kept from when that one was
-    indexed (decisions.md, "Turn context by pooling").  Otherwise the two texts are embedded
-    together.  Returns (vectors, texts to embed instead of the document), by event id."""
-    state = work.state
+    ``turn_context="pooled"`` with an embedder that has ``embed_sums`` (both shipped ones):
+    each text is encoded once and the turn's token vectors are pooled with its predecessor's,
+    kept from when that one was indexed (decisions.md, "Turn context by pooling").  ``joint``
+    (or an embedder without ``embed_sums``): the two texts are embedded together.  Returns
+    (vectors, texts to embed instead of the document), by event id."""
+    state, mode = work.state, work.config.turn_context
+    gap = dt.timedelta(seconds=work.config.episode_gap_seconds)
     sums_of = getattr(work.ctx.embedder, "embed_sums", None)
-    if sums_of is None or work.config.turn_context != "pooled":
+    if sums_of is None or mode != "pooled":
         embed_texts: dict[str, str] = {}
         for turn in turns:
             previous = state.previous_turn
-            if turn.embedded_here and _continues(previous, turn) and work.config.turn_context != "none":
-                embed_texts[turn.event_id] = f"{previous[1]}\n{turn.text}"
-            state.previous_turn = (turn.session, turn.text, turn.event_id, None)
+            if turn.embedded_here and mode != "none" and continues(previous, turn, gap):
+                embed_texts[turn.event_id] = f"{previous.text}\n{turn.text}"
+            state.previous_turn = turn
         return {}, embed_texts
     # which texts need their sums: every turn's, and a predecessor's not kept (a long event's
     # last passage, or the latest turn before a restart)
@@ -98,32 +101,44 @@ async def turn_vectors(work: StageContext, turns: list[Turn]) -> tuple[dict[str,
     for turn in turns:
         if turn.embedded_here:
             wanted[turn.event_id] = turn.text
-            if _continues(previous, turn) and previous[3] is None:
-                wanted[previous[2] + "#context"] = previous[1]
-        previous = (turn.session, turn.text, turn.event_id, None if not turn.embedded_here else True)
-    if not wanted:
-        for turn in turns:
-            state.previous_turn = (turn.session, turn.text, turn.event_id, None)
-        return {}, {}
-    sums = dict(zip(wanted, await work.index.embed_sums(list(wanted.values())), strict=True))
+            if continues(previous, turn, gap) and previous.sums is None and not _in(previous, turns):
+                wanted[previous.event_id + "#context"] = previous.text
+        previous = turn
+    sums = dict(zip(wanted, await work.index.embed_sums(list(wanted.values())), strict=True)) if wanted else {}
     vectors: dict[str, np.ndarray] = {}
     for turn in turns:
         previous = state.previous_turn
         own = sums.get(turn.event_id) if turn.embedded_here else None
         if own is not None:
             total = own
-            if _continues(previous, turn):
-                context = previous[3] if previous[3] is not None else sums[previous[2] + "#context"]
-                total = context + own
+            if continues(previous, turn, gap):
+                context = previous.sums
+                if context is None:
+                    context = sums.get(previous.event_id + "#context")
+                if context is not None:
+                    total = context + own
             norm = float(np.linalg.norm(total))
             vectors[turn.event_id] = (total / norm if norm else total).astype(np.float32)
-        state.previous_turn = (turn.session, turn.text, turn.event_id, own)
+        state.previous_turn = turn._replace(sums=own)
     return vectors, {}
 
 
-def _continues(previous, turn: Turn) -> bool:
-    """Whether ``turn`` follows ``previous`` in the same (named) session."""
-    return previous is not None and turn.session is not None and previous[0] == turn.session
+def _in(previous: Turn, turns: list[Turn]) -> bool:
+    """Whether ``previous`` is a turn of this batch embedded here (its sums come with it)."""
+    return previous.embedded_here and any(t.event_id == previous.event_id for t in turns)
+
+
+def continues(previous: Turn | None, turn: Turn, gap: dt.timedelta) -> bool:
+    """Whether ``turn`` continues ``previous``'s conversation: the same session when either names
+    one, else the same thread when either names one, else observed within ``gap`` of it (the
+    episode windows' time gap): a caller need not name sessions for turns to carry context."""
+    if previous is None:
+        return False
+    if turn.session is not None or previous.session is not None:
+        return turn.session == previous.session
+    if turn.thread is not None or previous.thread is not None:
+        return turn.thread == previous.thread
+    return turn.observed is not None and previous.observed is not None and abs(turn.observed - previous.observed) <= gap
 
 
 async def restore(work: StageContext, pending: set[str]) -> None:
@@ -166,7 +181,6 @@ async def _event_documents_on_start(work: StageContext, pending: set[str]) -> di
         state = await work.read_state(event.id)
         if state is not None and state.cancelled:
             continue
-        session = event.observed_actor.get("session")
         spans = state.passages if state is not None else None
         if spans is None and len(content_text(event.content)) > long_text:
             spans = await work.index.split(event)  # indexed before passages: split now
@@ -176,8 +190,8 @@ async def _event_documents_on_start(work: StageContext, pending: set[str]) -> di
         if spans:
             parts = passage_documents(event, spans)
             documents.update(parts)
-            work.state.previous_turn = (session, parts[next(reversed(parts))], event.id, None)
+            work.state.previous_turn = as_turn(event, parts[next(reversed(parts))], False)
         else:
             documents[event.id] = event_text(event)
-            work.state.previous_turn = (session, documents[event.id], event.id, None)
+            work.state.previous_turn = as_turn(event, documents[event.id], True)
     return documents
