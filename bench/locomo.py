@@ -97,11 +97,17 @@ def turns_of(sample: dict) -> list[dict]:
     return turns
 
 
+NAME_SESSIONS = True  # --no-session: write turns as a caller who does not name sessions
+
+
 def envelope(scope: str, turn: dict) -> dict:
     """One turn as an experience (the protocol's step 1)."""
+    actor = {"id": f"user:{turn['speaker']}", "session": turn["session"]}
+    if not NAME_SESSIONS:
+        del actor["session"]
     return {
         "scope": scope,
-        "observed_actor": {"id": f"user:{turn['speaker']}", "session": turn["session"]},
+        "observed_actor": actor,
         "modality": "conversation",
         "content": {"kind": "message", "role": "user", "text": turn["text"]},
         "context": {"observed_at": turn["observed_at"], "labels": [f"dia_id:{turn['dia_id']}"]},
@@ -184,19 +190,20 @@ async def run(args, arms: list[str], samples: list[dict], embedder, path: str) -
     config = EngineConfig(recall_candidates=100, idle_timeout=3600,
                           **({"turn_context": args.turn_context} if args.turn_context else {}))
     results = {arm: new_result() for arm in arms}
-    ingest_events, ingest_seconds = 0, 0.0
+    ingest_events, ingest_seconds, ingest_cpu = 0, 0.0, 0.0
     write = ingest if path == "bulk" else ingest_single
     async with cortexdb.open_engine("memory", config=config, embedder=embedder) as engine:
         scopes = []
         for sample in samples:
             scope = scope_of(sample)
             turns = turns_of(sample)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             await write(engine, scope, turns)
             ingest_seconds += time.perf_counter() - started
+            ingest_cpu += time.process_time() - cpu  # every thread's (the embedder's too)
             ingest_events += len(turns)
             scopes.append((scope, sample))
-        for arm in arms:
+        for arm in arms if not args.ingest_only else ():
             engine.set_recall_mode(arm)  # the arm under test
             for scope, sample in scopes:
                 for number, qa, evidence in questions_of(args, sample):
@@ -207,6 +214,7 @@ async def run(args, arms: list[str], samples: list[dict], embedder, path: str) -
     for arm in arms:
         results[arm]["ingest_rate"] = ingest_events / ingest_seconds
         results[arm]["ingest_events"] = ingest_events
+        results[arm]["ingest_cpu_ms"] = 1000 * ingest_cpu / ingest_events
     return results
 
 
@@ -289,7 +297,8 @@ def report(arm: str, result: dict) -> None:
     print(f"1-4 [{len(pooled[KS[0]])}]".ljust(24) + "".join(f"{mean(pooled[k]):8.1f}" for k in KS))
     latencies = result["latencies"]
     print(f"recall latency p50 {statistics.median(latencies):.1f} ms, p95 {sorted(latencies)[int(0.95 * len(latencies))]:.1f} ms; "
-          f"ingest {result['ingest_rate']:,.0f} turns/s captured and derived ({result['ingest_events']} turns)")  # fmt: skip
+          f"ingest {result['ingest_rate']:,.1f} turns/s captured and derived ({result['ingest_events']} turns)"
+          + (f", {result['ingest_cpu_ms']:.1f} ms CPU per turn" if "ingest_cpu_ms" in result else ""))  # fmt: skip
 
 
 def side_by_side(results: dict[str, dict]) -> None:
@@ -332,7 +341,12 @@ def main() -> None:
     parser.add_argument("--single", action="store_true", help="also embedded single writes")
     parser.add_argument("--turn-context", choices=["pooled", "joint", "none"],
                         help="EngineConfig.turn_context of the embedded paths (default: its default)")
+    parser.add_argument("--ingest-only", action="store_true", help="embedded paths: ingest, no recall")
+    parser.add_argument("--no-session", action="store_true",
+                        help="write turns without observed_actor.session (a caller who names none)")
     args = parser.parse_args()
+    global NAME_SESSIONS
+    NAME_SESSIONS = not args.no_session
     paths = args.paths.split(",")
     for flag, name in ((args.single, "single"), (args.http, "http")):
         if flag and name not in paths:
@@ -357,6 +371,11 @@ def main() -> None:
             report("hybrid, http", hybrid[path])
         else:
             results = trio.run(run, args, arms, samples, embedder, path)
+            if args.ingest_only:
+                result = results[arms[0]]
+                print(f"[{path}] ingest {result['ingest_rate']:.1f} turns/s captured and derived, "
+                      f"{result['ingest_cpu_ms']:.1f} ms CPU per turn ({result['ingest_events']} turns)")  # fmt: skip
+                continue
             for arm in arms:
                 report(f"{arm}, {path}", results[arm])
             if "hybrid" in results:
