@@ -94,10 +94,11 @@ def turns_of(sample: dict) -> list[dict]:
                 "observed_at": (start + dt.timedelta(seconds=position)).strftime("%Y-%m-%dT%H:%M:%SZ"),
             })  # fmt: skip
         session += 1
-    return turns
+    return turns[:TURNS] if TURNS else turns
 
 
 NAME_SESSIONS = True  # --no-session: write turns as a caller who does not name sessions
+TURNS = 0  # --turns: only the first N turns of each conversation (a smoke run)
 
 
 def envelope(scope: str, turn: dict) -> dict:
@@ -121,7 +122,7 @@ async def ingest(engine, scope: str, turns: list[dict]) -> None:
     by_session: dict[str, list[dict]] = {}
     for turn in turns:
         by_session.setdefault(turn["session"], []).append(turn)
-    for session, items in by_session.items():
+    for items in by_session.values():
         for start in range(0, len(items), 1000):
             chunk = items[start : start + 1000]
             await engine.experience_bulk({
@@ -341,12 +342,13 @@ def main() -> None:
     parser.add_argument("--single", action="store_true", help="also embedded single writes")
     parser.add_argument("--turn-context", choices=["pooled", "joint", "none"],
                         help="EngineConfig.turn_context of the embedded paths (default: its default)")
+    parser.add_argument("--turns", type=int, default=0, help="use only the first N turns of each")
     parser.add_argument("--ingest-only", action="store_true", help="embedded paths: ingest, no recall")
     parser.add_argument("--no-session", action="store_true",
                         help="write turns without observed_actor.session (a caller who names none)")
     args = parser.parse_args()
-    global NAME_SESSIONS
-    NAME_SESSIONS = not args.no_session
+    global NAME_SESSIONS, TURNS
+    NAME_SESSIONS, TURNS = not args.no_session, args.turns
     paths = args.paths.split(",")
     for flag, name in ((args.single, "single"), (args.http, "http")):
         if flag and name not in paths:
@@ -377,7 +379,7 @@ def main() -> None:
                       f"{result['ingest_cpu_ms']:.1f} ms CPU per turn ({result['ingest_events']} turns)")  # fmt: skip
                 continue
             for arm in arms:
-                report(f"{arm}, {path}", results[arm])
+                report(arm if path == "bulk" else f"{arm}, {path}", results[arm])
             if "hybrid" in results:
                 hybrid[path] = results["hybrid"]
         print(f"(load average after the {path} path: {load_average()})")
