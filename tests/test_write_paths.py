@@ -193,3 +193,19 @@ async def test_turns_without_a_session_take_context_within_the_episode_gap():
         sums = embedder.embed_sums(texts)
         assert cosine(index.vector(ids[1]), sums[0] + sums[1]) > 0.99999
         assert cosine(index.vector(ids[2]), sums[2]) > 0.99999
+
+
+async def test_after_a_restart_the_next_turn_is_pooled_with_the_last_one_before_it(tmp_path):
+    """The previous turn's sums live in memory only: after a reopen its text is encoded once
+    more, so the next turn's vector is the one it would have had without the restart."""
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice")
+    where = str(tmp_path / "data")
+    first, rest = turns()[:3], turns()[3]
+    async with cortexdb.open_engine("leveldb", path=where, clock=ManualClock(START), id_seed=7, config=config) as engine:
+        for turn in first:
+            await engine.experience(envelope(turn), wait="indexed")
+    async with cortexdb.open_engine("leveldb", path=where, clock=ManualClock(START), id_seed=8, config=config) as engine:
+        done = await engine.experience(envelope(rest), wait="indexed")
+        index = engine._supervisor.actor(SCOPE).lane.state.vector_index  # noqa: SLF001
+        sums = HashEmbedder().embed_sums([f"{t['speaker']}: {t['text']}" for t in (first[-1], rest)])
+        assert cosine(index.vector(done.event_id), sums[0] + sums[1]) > 0.99999

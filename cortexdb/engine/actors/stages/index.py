@@ -97,11 +97,11 @@ async def turn_vectors(work: StageContext, turns: list[Turn]) -> tuple[dict[str,
     # which texts need their sums: every turn's, and a predecessor's not kept (a long event's
     # last passage, or the latest turn before a restart)
     wanted: dict[str, str] = {}
-    previous = state.previous_turn
+    previous, here = state.previous_turn, {t.event_id for t in turns if t.embedded_here}
     for turn in turns:
         if turn.embedded_here:
             wanted[turn.event_id] = turn.text
-            if continues(previous, turn, gap) and previous.sums is None and not _in(previous, turns):
+            if continues(previous, turn, gap) and previous.sums is None and previous.event_id not in here:
                 wanted[previous.event_id + "#context"] = previous.text
         previous = turn
     sums = dict(zip(wanted, await work.index.embed_sums(list(wanted.values())), strict=True)) if wanted else {}
@@ -121,11 +121,6 @@ async def turn_vectors(work: StageContext, turns: list[Turn]) -> tuple[dict[str,
             vectors[turn.event_id] = (total / norm if norm else total).astype(np.float32)
         state.previous_turn = turn._replace(sums=own)
     return vectors, {}
-
-
-def _in(previous: Turn, turns: list[Turn]) -> bool:
-    """Whether ``previous`` is a turn of this batch embedded here (its sums come with it)."""
-    return previous.embedded_here and any(t.event_id == previous.event_id for t in turns)
 
 
 def continues(previous: Turn | None, turn: Turn, gap: dt.timedelta) -> bool:
