@@ -53,6 +53,9 @@ class Turn(NamedTuple):
     embedded_here: bool  # False: a long event, its passages embedded alone
     sums: Any = None  # its token-vector sums once embedded (``embed_sums``), else None
 
+    def with_sums(self, sums: Any) -> Turn:
+        return Turn(self.event_id, self.session, self.thread, self.observed, self.text, self.embedded_here, sums)
+
 
 def new_vector_index(ctx: Any) -> LayeredVectorIndex:
     config = ctx.config

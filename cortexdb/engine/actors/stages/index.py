@@ -119,7 +119,7 @@ async def turn_vectors(work: StageContext, turns: list[Turn]) -> tuple[dict[str,
                     total = context + own
             norm = float(np.linalg.norm(total))
             vectors[turn.event_id] = (total / norm if norm else total).astype(np.float32)
-        state.previous_turn = turn._replace(sums=own)
+        state.previous_turn = turn.with_sums(own)
     return vectors, {}
 
 
