@@ -2,7 +2,8 @@
 
     python bench/locomo.py [--data ../shared/bench-data/locomo-dev.json] [--embedder best|hash|minilm]
                            [--arms hybrid,bm25,vector] [--samples N] [--questions N]
-                           [--http] [--single] [--paths bulk,single,http]
+                           [--http] [--single] [--paths bulk,single,http] [--no-session]
+                           [--turn-context pooled|joint|none] [--ingest-only] [--turns N]
 
 Write paths (``--paths``; ``--http`` is ``--paths bulk,http`` and ``--single`` adds ``single``):
 ``bulk`` (the default) ingests with the embedded bulk API and ``flush(seal=True)``; ``single``
@@ -10,7 +11,10 @@ writes turn by turn with the embedded ``experience(wait="indexed")``; ``http`` s
 ``cortexdb serve`` (memory backend, a fresh data dir, 127.0.0.1:0, ``dev_local`` preset), writes
 each turn with ``POST /v1/experience?wait=indexed`` and recalls with ``POST /v1/recall``.  Each
 path reports its own figures, then a side-by-side table of recall@10 per category.  The HTTP path
-runs the hybrid arm only (the arm is an engine setting, not a request field).
+runs the hybrid arm only (the arm is an engine setting, not a request field).  ``--no-session``
+writes the turns without ``observed_actor.session`` (a caller who names none);
+``--turn-context`` sets ``EngineConfig.turn_context`` of the embedded paths; ``--ingest-only``
+reports ingest (turns/s and CPU ms per turn) without recall.
 
 1. One scope per conversation; each turn is one event (observed_at = the session's date plus the
    turn's position in seconds; observed_actor = the speaker, session = the session number;
