@@ -2,6 +2,19 @@
 
     python bench/locomo.py [--data ../shared/bench-data/locomo-dev.json] [--embedder best|hash|minilm]
                            [--arms hybrid,bm25,vector] [--samples N] [--questions N]
+                           [--http] [--single] [--paths bulk,single,http] [--no-session]
+                           [--turn-context pooled|joint|none] [--ingest-only] [--turns N]
+
+Write paths (``--paths``; ``--http`` is ``--paths bulk,http`` and ``--single`` adds ``single``):
+``bulk`` (the default) ingests with the embedded bulk API and ``flush(seal=True)``; ``single``
+writes turn by turn with the embedded ``experience(wait="indexed")``; ``http`` starts a real
+``cortexdb serve`` (memory backend, a fresh data dir, 127.0.0.1:0, ``dev_local`` preset), writes
+each turn with ``POST /v1/experience?wait=indexed`` and recalls with ``POST /v1/recall``.  Each
+path reports its own figures, then a side-by-side table of recall@10 per category.  The HTTP path
+runs the hybrid arm only (the arm is an engine setting, not a request field).  ``--no-session``
+writes the turns without ``observed_actor.session`` (a caller who names none);
+``--turn-context`` sets ``EngineConfig.turn_context`` of the embedded paths; ``--ingest-only``
+reports ingest (turns/s and CPU ms per turn) without recall.
 
 1. One scope per conversation; each turn is one event (observed_at = the session's date plus the
    turn's position in seconds; observed_actor = the speaker, session = the session number;
@@ -23,8 +36,14 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
+import signal
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 import trio
@@ -32,7 +51,8 @@ import trio
 # bench/http.py would shadow the stdlib package `http` for a script run from this directory
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, os.path.join(_HERE, ".."))
+ROOT = os.path.abspath(os.path.join(_HERE, ".."))
+sys.path.insert(0, ROOT)
 
 import cortexdb  # noqa: E402
 from cortexdb import EngineConfig  # noqa: E402
@@ -78,28 +98,48 @@ def turns_of(sample: dict) -> list[dict]:
                 "observed_at": (start + dt.timedelta(seconds=position)).strftime("%Y-%m-%dT%H:%M:%SZ"),
             })  # fmt: skip
         session += 1
-    return turns
+    return turns[:TURNS] if TURNS else turns
+
+
+NAME_SESSIONS = True  # --no-session: write turns as a caller who does not name sessions
+TURNS = 0  # --turns: only the first N turns of each conversation (a smoke run)
+
+
+def envelope(scope: str, turn: dict) -> dict:
+    """One turn as an experience (the protocol's step 1)."""
+    actor = {"id": f"user:{turn['speaker']}", "session": turn["session"]}
+    if not NAME_SESSIONS:
+        del actor["session"]
+    return {
+        "scope": scope,
+        "observed_actor": actor,
+        "modality": "conversation",
+        "content": {"kind": "message", "role": "user", "text": turn["text"]},
+        "context": {"observed_at": turn["observed_at"], "labels": [f"dia_id:{turn['dia_id']}"]},
+        "idempotency_key": f"{scope}:{turn['dia_id']}",
+    }  # fmt: skip
 
 
 async def ingest(engine, scope: str, turns: list[dict]) -> None:
+    """The bulk path: one strict-temporal bulk call per session (at most 1000 turns each), then
+    ``flush(seal=True)``."""
     by_session: dict[str, list[dict]] = {}
     for turn in turns:
         by_session.setdefault(turn["session"], []).append(turn)
-    for session, items in by_session.items():
+    for items in by_session.values():
         for start in range(0, len(items), 1000):
             chunk = items[start : start + 1000]
             await engine.experience_bulk({
-                "scope": scope,
-                "ordering": "strict_temporal",
-                "items": [{
-                    "observed_actor": {"id": f"user:{t['speaker']}", "session": session},
-                    "modality": "conversation",
-                    "content": {"kind": "message", "role": "user", "text": t["text"]},
-                    "context": {"observed_at": t["observed_at"], "labels": [f"dia_id:{t['dia_id']}"]},
-                    "idempotency_key": f"{scope}:{t['dia_id']}",
-                } for t in chunk],
+                "scope": scope, "ordering": "strict_temporal",
+                "items": [{k: v for k, v in envelope(scope, t).items() if k != "scope"} for t in chunk],
             })  # fmt: skip
     await engine.flush(scope, seal=True)
+
+
+async def ingest_single(engine, scope: str, turns: list[dict]) -> None:
+    """The single-write path: each turn alone, ``wait="indexed"``, no flush."""
+    for turn in turns:
+        await engine.experience(envelope(scope, turn), wait="indexed")
 
 
 def turns_in_rank_order(pack: dict) -> list[str]:
@@ -115,52 +155,133 @@ def turns_in_rank_order(pack: dict) -> list[str]:
     return out
 
 
-async def run(args, arms: list[str], samples: list[dict], embedder) -> dict[str, dict]:
-    """Ingest every conversation once, then recall every question under each arm."""
+def scope_of(sample: dict) -> str:
+    return f"project:locomo-{re.sub(r'[^A-Za-z0-9_-]', '_', sample['sample_id'])}"
 
-    config = EngineConfig(recall_candidates=100, idle_timeout=3600)
-    results = {
-        arm: {"recalls": {k: {c: [] for c in CATEGORIES} for k in KS}, "latencies": []}
-        for arm in arms
-    }
-    ingest_events, ingest_seconds = 0, 0.0
+
+def recall_request(scope: str, question: str) -> dict:
+    return {
+        "scope": scope, "view": "granular", "traversal": "local", "query": question,
+        "include": ["events"], "budgets": {"per_layer_limits": {"events": max(KS)}},
+        "diagnostics": "none", "citation_mode": "none",
+    }  # fmt: skip
+
+
+def new_result() -> dict:
+    return {"recalls": {k: {c: [] for c in CATEGORIES} for k in KS}, "latencies": [], "ranked": {}}
+
+
+def questions_of(args, sample: dict):
+    """(question index, qa, cleaned evidence) of every question with evidence."""
+    questions = sample["qa"][: args.questions] if args.questions else sample["qa"]
+    for number, qa in enumerate(questions):
+        evidence = clean_evidence(qa.get("evidence"))
+        if evidence:
+            yield number, qa, evidence
+
+
+def score(result: dict, key: tuple, qa: dict, evidence: list[str], ranked: list[str], ms: float) -> None:
+    result["latencies"].append(ms)
+    result["ranked"][key] = ranked[: max(KS)]
+    for k in KS:
+        top = set(ranked[:k])
+        result["recalls"][k][qa["category"]].append(sum(1 for e in evidence if e in top) / len(evidence))
+
+
+async def run(args, arms: list[str], samples: list[dict], embedder, path: str) -> dict[str, dict]:
+    """Ingest every conversation once (``path``: bulk or single), then recall every question under
+    each arm."""
+
+    config = EngineConfig(recall_candidates=100, idle_timeout=3600,
+                          **({"turn_context": args.turn_context} if args.turn_context else {}))
+    results = {arm: new_result() for arm in arms}
+    ingest_events, ingest_seconds, ingest_cpu = 0, 0.0, 0.0
+    write = ingest if path == "bulk" else ingest_single
     async with cortexdb.open_engine("memory", config=config, embedder=embedder) as engine:
         scopes = []
         for sample in samples:
-            scope = f"bench:{re.sub(r'[^A-Za-z0-9_-]', '_', sample['sample_id'])}"
+            scope = scope_of(sample)
             turns = turns_of(sample)
-            started = time.perf_counter()
-            await ingest(engine, scope, turns)
+            started, cpu = time.perf_counter(), time.process_time()
+            await write(engine, scope, turns)
             ingest_seconds += time.perf_counter() - started
+            ingest_cpu += time.process_time() - cpu  # every thread's (the embedder's too)
             ingest_events += len(turns)
             scopes.append((scope, sample))
-        for arm in arms:
+        for arm in arms if not args.ingest_only else ():
             engine.set_recall_mode(arm)  # the arm under test
-            recalls, latencies = results[arm]["recalls"], results[arm]["latencies"]
             for scope, sample in scopes:
-                questions = sample["qa"][: args.questions] if args.questions else sample["qa"]
-                for qa in questions:
-                    evidence = clean_evidence(qa.get("evidence"))
-                    if not evidence:
-                        continue
-                    request = {
-                        "scope": scope, "view": "granular", "traversal": "local", "query": qa["question"],
-                        "include": ["events"], "budgets": {"per_layer_limits": {"events": max(KS)}},
-                        "diagnostics": "none", "citation_mode": "none",
-                    }  # fmt: skip
+                for number, qa, evidence in questions_of(args, sample):
                     started = time.perf_counter()
-                    pack = await engine.recall(request)
-                    latencies.append((time.perf_counter() - started) * 1000)
-                    ranked = turns_in_rank_order(pack)
-                    for k in KS:
-                        top = set(ranked[:k])
-                        recalls[k][qa["category"]].append(
-                            sum(1 for e in evidence if e in top) / len(evidence)
-                        )
+                    pack = await engine.recall(recall_request(scope, qa["question"]))
+                    ms = (time.perf_counter() - started) * 1000
+                    score(results[arm], (scope, number), qa, evidence, turns_in_rank_order(pack), ms)
     for arm in arms:
         results[arm]["ingest_rate"] = ingest_events / ingest_seconds
         results[arm]["ingest_events"] = ingest_events
+        results[arm]["ingest_cpu_ms"] = 1000 * ingest_cpu / ingest_events
     return results
+
+
+def run_http(args, samples: list[dict], embedder_name: str) -> dict:
+    """The user's path: a real ``cortexdb serve`` (memory backend, fresh data dir), one
+    ``POST /v1/experience?wait=indexed`` per turn, ``POST /v1/recall`` per question."""
+    import httpx
+
+    result = new_result()
+    root = tempfile.mkdtemp(prefix="cortex-locomo-")
+    command = [sys.executable, "-m", "cortexdb.cli", "serve", "--data", os.path.join(root, "data"),
+               "--backend", "memory", "--bind", "127.0.0.1:0", "--preset", "dev_local",
+               "--embedder", embedder_name, "--access-log", "off"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    log: list[str] = []
+    try:
+        assert process.stderr is not None
+        url = ""
+        for line in process.stderr:
+            log.append(line)
+            match = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
+            if match:
+                url = match.group(1)
+                break
+        if not url:
+            raise SystemExit("the server did not start:\n" + "".join(log[-30:]))
+        threading.Thread(target=lambda: [log.append(x) for x in process.stderr], daemon=True).start()
+        headers = {"X-Cortex-Actor": "user:locomo"}
+        # the client's request head and body leave in two sends: without TCP_NODELAY each write
+        # would wait ~40 ms for the server's delayed ACK
+        transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+        with httpx.Client(base_url=url, headers=headers, timeout=120, transport=transport) as client:
+            ingest_events, ingest_seconds = 0, 0.0
+            for sample in samples:
+                scope = scope_of(sample)
+                started = time.perf_counter()
+                for turn in turns_of(sample):
+                    reply = client.post("/v1/experience", params={"wait": "indexed"}, json=envelope(scope, turn))
+                    if reply.status_code != 200:
+                        raise SystemExit(f"write failed: {reply.status_code} {reply.text}")
+                    ingest_events += 1
+                ingest_seconds += time.perf_counter() - started
+            for sample in samples:
+                scope = scope_of(sample)
+                for number, qa, evidence in questions_of(args, sample):
+                    started = time.perf_counter()
+                    reply = client.post("/v1/recall", json=recall_request(scope, qa["question"]))
+                    ms = (time.perf_counter() - started) * 1000
+                    if reply.status_code != 200:
+                        raise SystemExit(f"recall failed: {reply.status_code} {reply.text}")
+                    score(result, (scope, number), qa, evidence, turns_in_rank_order(reply.json()), ms)
+        result["ingest_rate"] = ingest_events / ingest_seconds
+        result["ingest_events"] = ingest_events
+        return result
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def mean(values: list[float]) -> float:
@@ -181,10 +302,35 @@ def report(arm: str, result: dict) -> None:
     print(f"1-4 [{len(pooled[KS[0]])}]".ljust(24) + "".join(f"{mean(pooled[k]):8.1f}" for k in KS))
     latencies = result["latencies"]
     print(f"recall latency p50 {statistics.median(latencies):.1f} ms, p95 {sorted(latencies)[int(0.95 * len(latencies))]:.1f} ms; "
-          f"ingest {result['ingest_rate']:,.0f} turns/s captured and derived ({result['ingest_events']} turns)")  # fmt: skip
+          f"ingest {result['ingest_rate']:,.1f} turns/s captured and derived ({result['ingest_events']} turns)"
+          + (f", {result['ingest_cpu_ms']:.1f} ms CPU per turn" if "ingest_cpu_ms" in result else ""))  # fmt: skip
 
 
-async def main() -> None:
+def side_by_side(results: dict[str, dict]) -> None:
+    """Recall@10 per category, one column per write path (hybrid arm), and how many questions'
+    top 10 differ from the first path's."""
+    names = list(results)
+    print("\nrecall@10 (%) by write path, hybrid arm")
+    print("category".ljust(24) + "".join(name.rjust(10) for name in names))
+    for category, label in CATEGORIES.items():
+        values = [results[n]["recalls"][10][category] for n in names]
+        if values[0]:
+            print(f"{category} {label}".ljust(24) + "".join(f"{mean(v):10.1f}" for v in values))
+    pooled = [[v for c in (1, 2, 3, 4) for v in results[n]["recalls"][10][c]] for n in names]
+    print("1-4".ljust(24) + "".join(f"{mean(v):10.1f}" for v in pooled))
+    print("ingest turns/s".ljust(24) + "".join(f"{results[n]['ingest_rate']:10.1f}" for n in names))
+    first = results[names[0]]["ranked"]
+    for name in names[1:]:
+        other = results[name]["ranked"]
+        differ = sum(1 for key in first if set(first[key][:10]) != set(other.get(key, [])[:10]))
+        print(f"questions whose top-10 turns differ, {names[0]} vs {name}: {differ} of {len(first)}")
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -195,7 +341,25 @@ async def main() -> None:
     parser.add_argument(
         "--questions", type=int, default=0, help="use only the first N questions of each"
     )
+    parser.add_argument("--paths", default="bulk", help="write paths: bulk, single, http (comma-separated)")
+    parser.add_argument("--http", action="store_true", help="also the HTTP path (--paths bulk,http)")
+    parser.add_argument("--single", action="store_true", help="also embedded single writes")
+    parser.add_argument("--turn-context", choices=["pooled", "joint", "none"],
+                        help="EngineConfig.turn_context of the embedded paths (default: its default)")
+    parser.add_argument("--turns", type=int, default=0, help="use only the first N turns of each")
+    parser.add_argument("--ingest-only", action="store_true", help="embedded paths: ingest, no recall")
+    parser.add_argument("--no-session", action="store_true",
+                        help="write turns without observed_actor.session (a caller who names none)")
     args = parser.parse_args()
+    global NAME_SESSIONS, TURNS
+    NAME_SESSIONS, TURNS = not args.no_session, args.turns
+    paths = args.paths.split(",")
+    for flag, name in ((args.single, "single"), (args.http, "http")):
+        if flag and name not in paths:
+            paths.append(name)
+    unknown = set(paths) - {"bulk", "single", "http"}
+    if unknown:
+        parser.error(f"unknown write path(s): {sorted(unknown)}")
     with open(args.data) as handle:
         samples = json.load(handle)
     if args.samples:
@@ -203,14 +367,29 @@ async def main() -> None:
     from cortexdb.engine.retrieve.embedders import by_name
 
     embedder = by_name(args.embedder)
-    print(
-        f"LoCoMo dev: {len(samples)} conversations, embedder {embedder.name}, cpu_count={os.cpu_count()}"
-    )
+    print(f"LoCoMo dev: {len(samples)} conversations, embedder {embedder.name}, "
+          f"cpu_count={os.cpu_count()}, load average {load_average()}")  # fmt: skip
     arms = args.arms.split(",")
-    results = await run(args, arms, samples, embedder)
-    for arm in arms:
-        report(arm, results[arm])
+    hybrid: dict[str, dict] = {}
+    for path in paths:
+        if path == "http":
+            hybrid[path] = run_http(args, samples, args.embedder)
+            report("hybrid, http", hybrid[path])
+        else:
+            results = trio.run(run, args, arms, samples, embedder, path)
+            if args.ingest_only:
+                result = results[arms[0]]
+                print(f"[{path}] ingest {result['ingest_rate']:.1f} turns/s captured and derived, "
+                      f"{result['ingest_cpu_ms']:.1f} ms CPU per turn ({result['ingest_events']} turns)")  # fmt: skip
+                continue
+            for arm in arms:
+                report(arm if path == "bulk" else f"{arm}, {path}", results[arm])
+            if "hybrid" in results:
+                hybrid[path] = results["hybrid"]
+        print(f"(load average after the {path} path: {load_average()})")
+    if len(hybrid) > 1:
+        side_by_side(hybrid)
 
 
 if __name__ == "__main__":
-    trio.run(main)
+    main()

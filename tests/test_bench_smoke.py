@@ -37,8 +37,22 @@ def test_locomo_benchmark_runs_on_a_slice():
         assert f"[{arm}] evidence recall@k" in result.stdout
     assert re.search(r"1-4 \[\d+\]\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+", result.stdout)
     assert re.search(
-        r"recall latency p50 [\d.]+ ms, p95 [\d.]+ ms; ingest [\d,]+ turns/s", result.stdout
+        r"recall latency p50 [\d.]+ ms, p95 [\d.]+ ms; ingest [\d,.]+ turns/s", result.stdout
     )
+
+
+def test_locomo_benchmark_runs_through_a_real_server_beside_the_bulk_path():
+    """``--http``: the protocol through ``cortexdb serve`` with single writes, side by side."""
+    result = subprocess.run(
+        [sys.executable, "bench/locomo.py", "--samples", "1", "--questions", "8", "--turns", "60",
+         "--embedder", "hash", "--arms", "hybrid", "--http", "--single"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for label in ("[hybrid]", "[hybrid, single]", "[hybrid, http]"):
+        assert f"{label} evidence recall@k" in result.stdout
+    assert re.search(r"1-4\s+[\d.]+\s+[\d.]+\s+[\d.]+\n", result.stdout)  # bulk, single, http
+    assert "questions whose top-10 turns differ, bulk vs http: 0 of" in result.stdout
 
 
 def test_locomo_evidence_cleaning_follows_the_protocol():

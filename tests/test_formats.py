@@ -26,6 +26,9 @@ relationship walk's incoming edges; an old data dir finds them after a rebuild).
 Issue 16 (docs/intake.md) reports noise: an event whose text yields nothing now says so in its
 intake report (``rejected``, ``not_assertion_worthy``), so its state and its ``extracted`` and
 ``consolidated`` lifecycle rows (whose intake counts include it) are in ``pairs_replaced_since_v0`` too.
+Issue 17 pools a turn's token vectors with the previous turn's instead of embedding the two texts
+together (``turn_context="pooled"``): three turns' stored vectors (``V`` rows) hold other values,
+in ``pairs_replaced_since_v0``; the format is unchanged.
 
 The answers are v0's except where the meaning of time changed (``answers_replaced_since_v0``,
 [path, value] pairs): a fact superseded in place by v0 (``recorded_to`` on its one row) reads

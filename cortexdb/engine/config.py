@@ -75,6 +75,10 @@ class EngineConfig:
     reembed: bool = (
         False  # opening a data dir made with another embedder: re-embed instead of failing
     )
+    # how a conversation turn's vector carries the previous turn of its session (decisions.md,
+    # "Turn context by pooling"): "pooled" (each text encoded once, token vectors pooled with the
+    # predecessor's), "joint" (the two texts encoded together: twice the tokens), "none"
+    turn_context: str = attrs.field(default="pooled", validator=attrs.validators.in_(("pooled", "joint", "none")))
     vector_segment_size: int = 20_000  # delta vectors sealed into an annoy segment
     vector_trees: int = 50
     # how the exact delta keeps its vectors in memory: float16 (half of float32's bytes, cosines

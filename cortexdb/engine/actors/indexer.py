@@ -53,6 +53,14 @@ class Indexer:
         vectors = await off_loop(self.ctx, functools.partial(in_slices, embedder.embed, texts, 2))
         return np.concatenate(vectors) if vectors else embedder.embed([])
 
+    async def embed_sums(self, texts: list[str]) -> np.ndarray:
+        """The embedder's unnormalised token-vector sums (``embed_sums``), off the loop like
+        ``embed``."""
+        embedder = self.ctx.embedder
+        if getattr(embedder, "inline", False) and sum(map(len, texts)) + 40 * len(texts) <= OFF_LOOP_CHARS:
+            return embedder.embed_sums(texts)
+        return await trio.to_thread.run_sync(embedder.embed_sums, texts)
+
     async def add_texts(self, documents: dict[str, str]) -> None:
         """Add documents to the text index.  A large batch (a long text's passages, a restart) is
         tokenised in a worker thread, a chunk at a time, and added in slices between checkpoints,
@@ -83,18 +91,21 @@ class Indexer:
 
     async def index_documents(
         self, ops: list[Op] | None, documents: dict[str, str], *, embed_known: bool = True,
-        embed_texts: dict[str, str] | None = None, given: dict[str, np.ndarray] | None = None,
+        embed_texts: dict[str, str] | None = None, vectors: dict[str, np.ndarray] | None = None,
     ) -> None:  # fmt: skip
         """Add records to the text and vector indexes; vectors are persisted with ``ops``.
-        ``given``: documents whose vector the writer gave (not embedded)."""
+        ``embed_texts``: what to embed instead of a document's text; ``vectors``: documents'
+        vectors computed already (stages/index.py: turns with their context)."""
         if not documents:
             return
         await self.add_texts(documents)
         vector_index = self.state.vector_index
-        given = given or {}
-        todo = {d: t for d, t in documents.items() if (embed_known or d not in vector_index) and d not in given}
-        vectors = await self.embed([(embed_texts or {}).get(d, t) for d, t in todo.items()]) if todo else ()
-        pairs = [*zip(todo, vectors, strict=True), *((d, v) for d, v in given.items() if d in documents)]
+        given = vectors or {}
+        todo = {d: t for d, t in documents.items() if d not in given and (embed_known or d not in vector_index)}
+        computed = await self.embed([(embed_texts or {}).get(d, t) for d, t in todo.items()]) if todo else []
+        pairs = [*given.items(), *zip(todo, computed, strict=True)]
+        if not pairs:
+            return
         for position, (doc_id, vector) in enumerate(pairs, 1):
             if position % SLICE_DOCUMENTS == 0:
                 await trio.lowlevel.checkpoint()

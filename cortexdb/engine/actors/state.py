@@ -20,7 +20,7 @@ which search the text and vector indexes.
 | ``deferred``     | claim keys whose revision waits on the revision-policy gate            |
 | ``episode``      | the open episode window (``EO``), once loaded                          |
 | ``last_activity``, ``last_sealed`` | when the window last took an event; the last sealed episode |
-| ``previous_turn``| (session, indexed text, event id) of the latest turn: the context of the next one's vector |
+| ``previous_turn``| the latest turn (``Turn``): the context of the next one's vector |
 | ``text_index``, ``vector_index`` | the scope's in-memory indexes (rebuilt on start)      |
 | ``given``        | queued events' given vectors (as ``events``: beyond the cache, table ``GV``) |
 | ``given_stored`` | whether a queued event's given vector may be in ``GV`` only (None: not looked yet) |
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -42,6 +42,21 @@ from ..storage import Partition
 
 EPISODE_WINDOW = "main"  # the key of the scope's one open episode window (table EO)
 Pair = tuple[str, str]  # (subject id, predicate)
+
+
+class Turn(NamedTuple):
+    """An event as the context of the next turn's vector (stages/index.py)."""
+
+    event_id: str
+    session: Any  # observed_actor.session
+    thread: Any  # context.thread
+    observed: dt.datetime | None
+    text: str  # the turn's document; a long event's last passage
+    embedded_here: bool  # False: a long event, its passages embedded alone
+    sums: Any = None  # its token-vector sums once embedded (``embed_sums``), else None
+
+    def with_sums(self, sums: Any) -> Turn:
+        return Turn(self.event_id, self.session, self.thread, self.observed, self.text, self.embedded_here, sums)
 
 
 def new_vector_index(ctx: Any) -> LayeredVectorIndex:
@@ -82,7 +97,7 @@ class PartitionState:
     episode_loaded: bool = False
     last_activity: dt.datetime | None = None
     last_sealed: str | None = None
-    previous_turn: tuple[str | None, str, str] | None = None
+    previous_turn: Turn | None = None
     suppressing: bool | None = None
     given: dict[str, Any] = attrs.field(factory=dict)
     given_stored: bool | None = None

@@ -37,6 +37,12 @@ class HashEmbedder:
         self.dimension = dimension
 
     def embed_one(self, text: str) -> np.ndarray:
+        vector = self.sum_one(text)
+        norm = float(np.linalg.norm(vector))
+        return vector / norm if norm else vector
+
+    def sum_one(self, text: str) -> np.ndarray:
+        """The text's feature counts before normalisation (``embed_sums``)."""
         # no per-token cache: a crc32 costs about what a cache look-up does, and a cache of every
         # token seen (numbers, bigrams) grew with the corpus (docs/decisions.md, "Index memory")
         words = _WORD.findall(text.casefold())
@@ -51,14 +57,19 @@ class HashEmbedder:
         signs = np.where(hashes & 0x80000000, 1.0, -1.0)
         # sums of +-1: exact in any order, so the same vector as adding feature by feature
         counts = np.bincount(hashes % self.dimension, weights=signs, minlength=self.dimension)
-        vector = counts.astype(np.float32)
-        norm = float(np.linalg.norm(vector))
-        return vector / norm if norm else vector
+        return counts.astype(np.float32)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return np.stack([self.embed_one(text) for text in texts])
+
+    def embed_sums(self, texts: list[str]) -> np.ndarray:
+        """Unnormalised vectors whose sum, normalised, embeds the texts' features together
+        (the word pair across a boundary aside)."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([self.sum_one(text) for text in texts])
 
 
 class MiniLMEmbedder:
@@ -99,6 +110,14 @@ class MiniLMEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed in length-sorted batches: padding every text to the longest of an arbitrary
         batch cost more than the model itself (measured: 37 -> 2x texts/s on LoCoMo turns)."""
+        out = self.embed_sums(texts)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)
+
+    def embed_sums(self, texts: list[str]) -> np.ndarray:
+        """The sum of each text's token vectors (mean pooling before its division and the
+        normalisation): two texts' sums added and normalised pool their tokens together, each
+        text encoded once (a turn's vector with its predecessor's context, stages/index.py)."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         cleaned = [t if t.strip() else "." for t in texts]
         lengths = [len(ids) for ids in (e.ids for e in self._tokenizer.encode_batch(cleaned))]
@@ -113,9 +132,7 @@ class MiniLMEmbedder:
             if "token_type_ids" in self._inputs:
                 feeds["token_type_ids"] = np.zeros_like(ids)
             hidden = self._session.run(None, feeds)[0]
-            pooled = (hidden * mask[..., None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1)
-            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-            out[positions] = pooled / np.maximum(norms, 1e-12)
+            out[positions] = (hidden * mask[..., None]).sum(1)
         return out
 
 

@@ -14,3 +14,9 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray:
         """Shape (len(texts), dimension), float32, each row of unit length (or zero)."""
         ...
+
+    # Optional: ``embed_sums(texts) -> np.ndarray``, each text's vector before normalisation,
+    # such that normalising the sum of two rows embeds the two texts' tokens pooled together
+    # (mean pooling's sum).  With it a conversation turn is embedded once and pooled with the
+    # previous turn's sums (``EngineConfig.turn_context="pooled"``); without it the two texts
+    # are embedded together.

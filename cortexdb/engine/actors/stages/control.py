@@ -68,7 +68,7 @@ async def _withdraw(work: StageContext, event_id: str, state: EventState) -> lis
     batch.rewriting = True
     work.index.unindex_event(batch.ops, event_id, state)
     previous = work.state.previous_turn
-    if previous is not None and previous[2] == event_id:
+    if previous is not None and previous.event_id == event_id:
         work.state.previous_turn = None  # the next turn's vector must not carry its text
     # records this event already produced are excluded too (not deleted, §8.9.5)
     facts = []

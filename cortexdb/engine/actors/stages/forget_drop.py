@@ -143,7 +143,7 @@ async def drop_events(work: StageContext, out: Writes, item: DropEvents, result:
         if event is None:
             continue  # deleted before (a rerun)
         record = states.get(event_id) or {}
-        if work.state.previous_turn is not None and work.state.previous_turn[2] == event_id:
+        if work.state.previous_turn is not None and work.state.previous_turn.event_id == event_id:
             work.state.previous_turn = None
         passages = EventState(scope=work.scope, passages=record.get("passages"))
         work.index.unindex_event(out.ops, event_id, passages)  # documents a restart indexed again

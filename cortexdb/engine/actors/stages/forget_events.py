@@ -86,7 +86,7 @@ async def redact(work: StageContext, out: Writes, item: RedactEvents, result: di
         out.ops.append(tables.events.put_op(event_id, changed))
         if event_id in state.events:
             state.events[event_id] = changed
-        if state.previous_turn is not None and state.previous_turn[2] == event_id:
+        if state.previous_turn is not None and state.previous_turn.event_id == event_id:
             state.previous_turn = None
         work.index.unindex_event(out.ops, event_id, record)
         scrub_state(record)
@@ -148,7 +148,7 @@ async def delete_events(work: StageContext, out: Writes, event_ids, result: dict
         record = await out.state(event_id)
         if event is None:
             continue
-        if work.state.previous_turn is not None and work.state.previous_turn[2] == event_id:
+        if work.state.previous_turn is not None and work.state.previous_turn.event_id == event_id:
             work.state.previous_turn = None
         record = record or EventState(scope=work.scope)
         work.index.unindex_event(out.ops, event_id, record)

@@ -3,7 +3,10 @@ vector indexes; and, when a lane starts, rebuild the indexes from the stored rec
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
+
+import numpy as np
 
 from ...model import Event, EventState
 from ...model.text import (
@@ -15,7 +18,9 @@ from ...model.text import (
     fact_text,
 )
 from ...stages import Stage
+from ...temporal import try_parse_rfc3339
 from ..indexer import passage_documents
+from ..state import Turn
 from .common import StageBatch, StageContext
 
 RESTORE_EMBED_CHUNK = 512  # records embedded (and their vectors written) at a time on start
@@ -24,21 +29,18 @@ RESTORE_EMBED_CHUNK = 512  # records embedded (and their vectors written) at a t
 async def run(work: StageContext, events: list[Event], states: dict[str, EventState],
               started: float, batch: StageBatch) -> None:  # fmt: skip
     documents: dict[str, str] = {}
-    # an event is embedded with the turn before it in the same session (BM25 sees the turn
-    # alone): a reply is about what it answers (LoCoMo hybrid recall@10 61.9 -> 64.9)
-    embed_texts: dict[str, str] = {}
-    given: dict = {}  # events whose writer gave their vector: indexed with it, not embedded
+    turns: list[Turn] = []  # in event order
+    given: dict[str, np.ndarray] = {}  # events whose writer gave their vector: indexed with it, not embedded
     max_chars = work.config.passage_max_chars
     for event in events:
         state = states[event.id]
         spans = state.passages
         if spans is None and len(content_text(event.content)) > max_chars:  # extracted earlier
             spans = state.passages = await work.index.split(event)
-        _event_documents(work, event, spans, documents, embed_texts)
         vector = await work.state.given_vector(event.id)
         if vector is not None and not spans and len(vector) == work.ctx.embedder.dimension:
             given[event.id] = vector
-            embed_texts.pop(event.id, None)
+        _event_documents(event, spans, documents, turns, embedded_here=event.id not in given)
         layers = ["events"]
         facts = work.state.derived_facts(state.derives)
         for fact in facts:
@@ -50,29 +52,94 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
         if spans:
             payload["passages"] = len(spans)
         work.finish_stage(batch, event, state, Stage.INDEXED, started, payload)
+    vectors, embed_texts = await turn_vectors(work, turns)
     # a reinforced fact keeps its text, so its vector is not recomputed
-    await work.index.index_documents(batch.ops, documents, embed_known=False, embed_texts=embed_texts,
-                                     given=given)  # fmt: skip
+    await work.index.index_documents(batch.ops, documents, embed_known=False,
+                                     embed_texts=embed_texts, vectors={**vectors, **given})  # fmt: skip
     work.state_ops(batch, events, states)
     await work.commit(batch)
 
 
-def _event_documents(work: StageContext, event: Event, spans, documents: dict[str, str],
-                     embed_texts: dict[str, str]) -> None:  # fmt: skip
-    """An event's documents: its passages (each embedded alone) or its one turn, embedded with
-    the previous turn of its session."""
-    session = event.observed_actor.get("session")
-    state = work.state
+def _event_documents(event: Event, spans, documents: dict[str, str], turns: list[Turn],
+                     embedded_here: bool = True) -> None:  # fmt: skip
+    """An event's documents: its passages (each embedded alone; the last one is the next
+    turn's context) or its one turn (embedded with the previous turn of its conversation,
+    unless its writer gave its vector: ``embedded_here`` False, it is only the next turn's context)."""
     if spans:
         parts = passage_documents(event, spans)
         documents.update(parts)
-        state.previous_turn = (session, parts[next(reversed(parts))], event.id)
+        turns.append(as_turn(event, parts[next(reversed(parts))], False))
         return
     documents[event.id] = event_text(event)
-    previous = state.previous_turn
-    if previous is not None and previous[0] == session and session is not None:
-        embed_texts[event.id] = f"{previous[1]}\n{documents[event.id]}"
-    state.previous_turn = (session, documents[event.id], event.id)
+    turns.append(as_turn(event, documents[event.id], embedded_here))
+
+
+def as_turn(event: Event, text: str, embedded_here: bool) -> Turn:
+    observed = event.context.get("observed_at")
+    return Turn(event.id, event.observed_actor.get("session"), event.context.get("thread"),
+                try_parse_rfc3339(observed) if isinstance(observed, str) else None, text, embedded_here)  # fmt: skip
+
+
+async def turn_vectors(work: StageContext, turns: list[Turn]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Each turn's vector: the turn with the previous turn of its conversation as context, so a
+    reply is about what it answers (LoCoMo hybrid recall@10 61.9 -> 64.9, decisions.md).
+
+    ``turn_context="pooled"`` with an embedder that has ``embed_sums`` (both shipped ones):
+    each text is encoded once and the turn's token vectors are pooled with its predecessor's,
+    kept from when that one was indexed (decisions.md, "Turn context by pooling").  ``joint``
+    (or an embedder without ``embed_sums``): the two texts are embedded together.  Returns
+    (vectors, texts to embed instead of the document), by event id."""
+    state, mode = work.state, work.config.turn_context
+    gap = dt.timedelta(seconds=work.config.episode_gap_seconds)
+    sums_of = getattr(work.ctx.embedder, "embed_sums", None)
+    if sums_of is None or mode != "pooled":
+        embed_texts: dict[str, str] = {}
+        for turn in turns:
+            previous = state.previous_turn
+            if turn.embedded_here and mode != "none" and continues(previous, turn, gap):
+                embed_texts[turn.event_id] = f"{previous.text}\n{turn.text}"
+            state.previous_turn = turn
+        return {}, embed_texts
+    # which texts need their sums: every turn's, and a predecessor's not kept (a long event's
+    # last passage, or the latest turn before a restart)
+    wanted: dict[str, str] = {}
+    previous, here = state.previous_turn, {t.event_id for t in turns if t.embedded_here}
+    for turn in turns:
+        if turn.embedded_here:
+            wanted[turn.event_id] = turn.text
+            if continues(previous, turn, gap) and previous.sums is None and previous.event_id not in here:
+                wanted[previous.event_id + "#context"] = previous.text
+        previous = turn
+    sums = dict(zip(wanted, await work.index.embed_sums(list(wanted.values())), strict=True)) if wanted else {}
+    vectors: dict[str, np.ndarray] = {}
+    for turn in turns:
+        previous = state.previous_turn
+        own = sums.get(turn.event_id) if turn.embedded_here else None
+        if own is not None:
+            total = own
+            if continues(previous, turn, gap):
+                context = previous.sums
+                if context is None:
+                    context = sums.get(previous.event_id + "#context")
+                if context is not None:
+                    total = context + own
+            norm = float(np.linalg.norm(total))
+            vectors[turn.event_id] = (total / norm if norm else total).astype(np.float32)
+        state.previous_turn = turn.with_sums(own)
+    return vectors, {}
+
+
+def continues(previous: Turn | None, turn: Turn, gap: dt.timedelta) -> bool:
+    """Whether ``turn`` continues ``previous``'s conversation: the same session when either names
+    one, else the same thread when either names one, else observed within ``gap`` of it (the
+    episode windows' time gap): a caller need not name sessions for turns to carry context."""
+    if previous is None:
+        return False
+    if turn.session is not None or previous.session is not None:
+        return turn.session == previous.session
+    if turn.thread is not None or previous.thread is not None:
+        return turn.thread == previous.thread
+    return turn.observed is not None and previous.observed is not None and abs(turn.observed - previous.observed) <= gap
 
 
 async def restore(work: StageContext, pending: set[str]) -> None:
@@ -142,7 +209,6 @@ async def _event_documents_on_start(work: StageContext, pending: set[str]) -> di
         state = await work.read_state(event.id)
         if state is not None and state.cancelled:
             continue
-        session = event.observed_actor.get("session")
         spans = state.passages if state is not None else None
         if spans is None and len(content_text(event.content)) > long_text:
             spans = await work.index.split(event)  # indexed before passages: split now
@@ -152,8 +218,8 @@ async def _event_documents_on_start(work: StageContext, pending: set[str]) -> di
         if spans:
             parts = passage_documents(event, spans)
             documents.update(parts)
-            work.state.previous_turn = (session, parts[next(reversed(parts))], event.id)
+            work.state.previous_turn = as_turn(event, parts[next(reversed(parts))], False)
         else:
             documents[event.id] = event_text(event)
-            work.state.previous_turn = (session, documents[event.id], event.id)
+            work.state.previous_turn = as_turn(event, documents[event.id], True)
     return documents
