@@ -130,8 +130,7 @@ class Engine:
         record = await self._writes.by_idempotency_key(key, caller=self._caller(caller),
                                                        tenant=self._tenant(tenant_id))  # fmt: skip
         event = await self.get_event(record["scope"], record["event_id"])
-        return {"event_id": record["event_id"], "wal_offset": record["wal_offset"],
-                "scope": record["scope"], "batch_id": record.get("batch_id"), "event": event}  # fmt: skip
+        return {"event_id": record["event_id"], "wal_offset": record["wal_offset"], "scope": record["scope"], "batch_id": record.get("batch_id"), "event": event}  # fmt: skip
 
     # -- reading -------------------------------------------------------------------------------
     async def get_event(self, scope: str, event_id: str) -> dict[str, Any]:
@@ -313,8 +312,7 @@ class Engine:
 
     # -- operations ----------------------------------------------------------------------------
     async def flush(self, scope: str | None = None, *, seal: bool = False) -> None:
-        """Wait until queued derivations are done (in one scope, or in every live actor);
-        ``seal`` also seals the open episode(s)."""
+        """Wait until queued derivations are done (one scope, or every open one); ``seal`` also seals open episodes."""
         scopes = [canonical_scope(scope)] if scope else self._supervisor.scopes()
         for name in scopes:
             await self._supervisor.request(name, lambda reply: messages.Flush(seal, reply))
@@ -325,6 +323,11 @@ class Engine:
 
     async def ping(self, scope: str) -> dict[str, Any]:
         return await self._supervisor.request(canonical_scope(scope), messages.Ping)
+
+    async def release(self, scope: str | None = None) -> bool | int:
+        """Release idle scopes now (actors stopped, indexes dropped; docs/architecture.md): one
+        scope (True: not open any more), or what the budget and idle timeout choose (how many)."""
+        return await self._supervisor.release(canonical_scope(scope)) if scope else await self._supervisor.sweep()
 
     def observe_stages(self, observer: Any) -> None:
         """Call ``observer(STAGE_TIMING name, seconds)`` per event as each lane step ends (no I/O)."""
@@ -338,18 +341,16 @@ class Engine:
         return await self._ctx.tables.compact()
 
     def set_recall_mode(self, mode: str) -> None:
-        """Switch which candidate sources and signals recall uses (``EngineConfig.recall_mode``:
-        ``hybrid``, ``bm25`` or ``vector``) on an open engine, to compare them over the same data
-        (bench/locomo.py's arms).  Every other setting stays."""
+        """Switch which candidate sources and signals recall uses (``EngineConfig.recall_mode``: ``hybrid``,
+        ``bm25`` or ``vector``) on an open engine, to compare them over the same data (bench/locomo.py)."""
         if mode not in RECALL_MODES:
             raise InvalidQuery(f"recall_mode must be one of {list(RECALL_MODES)}",
                                details={"field": "recall_mode"})  # fmt: skip
         self.config = self._ctx.config = attrs.evolve(self._ctx.config, recall_mode=mode)
 
     async def pause_derivation(self, scope: str) -> None:
-        """Park a scope's derivation lane, to build a backlog whose drain a benchmark then times
-        (bench/capture.py).  Captures go on and stay pending (their ``P`` markers remain) until
-        the engine is reopened, which resumes them; meanwhile a ``flush`` of the scope waits."""
+        """Park a scope's derivation lane, to build a backlog whose drain a benchmark times (bench/capture.py).
+        Captures stay pending (``P`` markers) until the engine reopens; a ``flush`` of the scope waits."""
         scope = canonical_scope(scope)
         await self.ping(scope)  # the actor is running
         actor = self._supervisor.actor(scope)

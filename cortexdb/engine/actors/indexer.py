@@ -106,6 +106,10 @@ class Indexer:
             elif not self._vector_job:
                 self.start_vector_job()
 
+    @property
+    def vector_job_running(self) -> bool:
+        return self._vector_job
+
     def start_vector_job(self) -> None:
         """Seal and merge vector segments beside derivation, which goes on meanwhile (the index
         takes adds and removes while a segment builds; decisions.md, "Recall at 100k")."""

@@ -1,0 +1,100 @@
+"""Which scopes stay open: an open scope's estimated memory and the choice of scopes to release.
+
+An open scope is its actor with the derivation lane's state: the text and vector indexes and the
+decoded records (``state.PartitionState``).  DESIGN §3 has the supervisor stop idle actors, their
+state reloading from storage on the next message; ``supervisor.ScopeSupervisor`` does it with
+the two pure functions here (``sweep``, ``release``; docs/decisions.md, "Releasing idle scopes").
+
+**The estimate** (``scope_bytes``) counts what the scope holds and multiplies by sizes measured
+once (bench/scopes.py prints the estimate beside the RSS it frees), rather than measuring RSS,
+which is per process, or walking the object graph, which costs more than it tells:
+
+| what                                       | bytes each                                      |
+|--------------------------------------------|-------------------------------------------------|
+| an open actor (tasks, channels, lane)      | ``ACTOR_BYTES``                                 |
+| a vector id (the index's maps)             | ``VECTOR_ID_BYTES``                             |
+| a vector in the exact delta                | dimension × the delta's item size (2: float16)  |
+| a vector sealed in an in-memory annoy segment | (4 × dimension + 12) × ``ANNOY_NODES``       |
+| a vector sealed in a data dir's segment or run | 0 (file-backed pages the kernel can drop)   |
+| a text-index document slot                 | ``TEXT_SLOT_BYTES``                             |
+| a (document, term) posting                 | ``TEXT_PAIR_BYTES``                             |
+| a decoded record (event, fact, belief, episode) | ``RECORD_BYTES``                           |
+
+**The choice** (``to_release``), over the open scopes from the least recently used:
+
+| the scope                                                   | released?                      |
+|-------------------------------------------------------------|--------------------------------|
+| busy: a request or read in hand, a message waiting, events  | no                             |
+| queued or being derived, a lane item, a vector build; or held |                              |
+| idle, unused for ``idle_timeout`` seconds or more           | yes                            |
+| idle, while the open scopes' estimate exceeds the budget    | yes, until it is within it — never the most recently used scope (one scope larger than the budget would otherwise be rebuilt at every request) |
+| otherwise                                                   | no                             |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+ACTOR_BYTES = 24 * 1024
+VECTOR_ID_BYTES = 200
+ANNOY_NODES = 1.3  # annoy's split nodes: about trees × 2 / (dimension + 2) more nodes per item
+TEXT_SLOT_BYTES = 160
+TEXT_PAIR_BYTES = 16
+RECORD_BYTES = 1536
+
+
+@attrs.frozen
+class OpenScope:
+    """One open scope as a sweep sees it."""
+
+    scope: str
+    last_used: float  # Trio time of the latest message sent to it
+    bytes: int  # its estimate (``scope_bytes``)
+    idle: bool  # releasable: nothing in hand, queued or running, and not held
+
+
+def vector_bytes(index: Any) -> int:
+    """One layer's ``retrieve.vector_index.VectorIndex``."""
+    live = len(index)
+    sealed = sum(index.segment_sizes)
+    delta = max(0, live - sealed)
+    total = live * VECTOR_ID_BYTES + delta * index.dimension * np.dtype(index.dtype).itemsize
+    if index.directory is None:  # segments in anonymous memory (the memory backend)
+        total += int(sealed * (4 * index.dimension + 12) * ANNOY_NODES)
+    return total
+
+
+def text_bytes(index: Any) -> int:
+    """One layer's ``retrieve.text_index.TextIndex`` (removed documents count until compacted)."""
+    return index.slots * TEXT_SLOT_BYTES + (index.live_pairs + index.dead_pairs) * TEXT_PAIR_BYTES
+
+
+def scope_bytes(state: Any, decoded_extra: int = 0) -> int:
+    """An open scope's estimate from its lane's ``PartitionState`` (``decoded_extra``: records the
+    actor keeps decoded besides, e.g. recall's episodes)."""
+    vectors = sum(vector_bytes(index) for index in state.vector_index.parts())
+    texts = sum(text_bytes(index) for index in state.text_index.parts())
+    decoded = len(state.events) + len(state.facts) + len(state.beliefs) + len(state.belief_by_id)
+    return ACTOR_BYTES + vectors + texts + (decoded + decoded_extra) * RECORD_BYTES
+
+
+def to_release(scopes: list[OpenScope], *, now: float, idle_timeout: float,
+               budget_bytes: int) -> list[str]:  # fmt: skip
+    """The scopes to release, least recently used first (the table above); ``budget_bytes`` 0:
+    no budget."""
+    order = sorted(scopes, key=lambda open_scope: open_scope.last_used)
+    newest = order[-1].scope if order else None
+    total = sum(open_scope.bytes for open_scope in order)
+    chosen = []
+    for open_scope in order:
+        if not open_scope.idle:
+            continue
+        timed_out = now - open_scope.last_used >= idle_timeout
+        over = budget_bytes > 0 and total > budget_bytes and open_scope.scope != newest
+        if timed_out or over:
+            chosen.append(open_scope.scope)
+            total -= open_scope.bytes
+    return chosen
