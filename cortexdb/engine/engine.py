@@ -324,10 +324,10 @@ class Engine:
     async def ping(self, scope: str) -> dict[str, Any]:
         return await self._supervisor.request(canonical_scope(scope), messages.Ping)
 
-    async def release(self, scope: str | None = None) -> bool | int:
-        """Release idle scopes now (actors stopped, indexes dropped; docs/architecture.md): one
-        scope (True: not open any more), or what the budget and idle timeout choose (how many)."""
-        return await self._supervisor.release(canonical_scope(scope)) if scope else await self._supervisor.sweep()
+    async def release(self, scope: str | None = None, *, drain: bool = False) -> bool | int:
+        """Release idle scopes now (actors stopped, indexes dropped; docs/architecture.md): one scope (True:
+        not open any more; ``drain``: once its work is done), or what the budget and idle timeout choose."""
+        return await self._supervisor.release(canonical_scope(scope), drain=drain) if scope else await self._supervisor.sweep()
 
     def observe_stages(self, observer: Any) -> None:
         """Call ``observer(STAGE_TIMING name, seconds)`` per event as each lane step ends (no I/O)."""

@@ -52,6 +52,7 @@ class OpenScope:
 
     scope: str
     last_used: float  # Trio time of the latest message sent to it
+    use: int  # the supervisor's count of messages sent when it was last used (the LRU order)
     bytes: int  # its estimate (``scope_bytes``)
     idle: bool  # releasable: nothing in hand, queued or running, and not held
 
@@ -85,7 +86,7 @@ def to_release(scopes: list[OpenScope], *, now: float, idle_timeout: float,
                budget_bytes: int) -> list[str]:  # fmt: skip
     """The scopes to release, least recently used first (the table above); ``budget_bytes`` 0:
     no budget."""
-    order = sorted(scopes, key=lambda open_scope: open_scope.last_used)
+    order = sorted(scopes, key=lambda open_scope: open_scope.use)
     newest = order[-1].scope if order else None
     total = sum(open_scope.bytes for open_scope in order)
     chosen = []

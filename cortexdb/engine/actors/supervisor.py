@@ -27,11 +27,12 @@ import trio
 
 from ...errors import CortexError, Internal
 from ..memtrim import release_free_memory_soon
-from .messages import ForeignConsolidate, ForeignDerived, ReplySlot, Stop, fail_message
+from .messages import Flush, ForeignConsolidate, ForeignDerived, ReplySlot, Stop, fail_message
 from .residency import OpenScope, to_release
 from .scope_actor import ScopeActor
 
 log = logging.getLogger("cortexdb.supervisor")
+RELEASE_TRIES = 10  # a draining release gives up after this many tries while requests keep coming
 
 
 @attrs.frozen
@@ -84,6 +85,7 @@ class _Handle:
     restarts: int = 0
     exited: trio.Event = attrs.field(factory=trio.Event)
     last_used: float = attrs.field(factory=trio.current_time)  # Trio time of the latest send
+    use: int = 0  # ScopeSupervisor.uses at the latest send (the least recently used has the lowest)
 
 
 class ScopeSupervisor:
@@ -95,6 +97,7 @@ class ScopeSupervisor:
         self.restarts = 0
         self.releases = 0
         self.reopens = 0
+        self.uses = 0  # messages sent, in total: orders the scopes by their latest use
         self._released: set[str] = set()  # scopes released and not opened since
         self._holds: dict[str, int] = {}  # scope -> open ``hold`` blocks
 
@@ -114,6 +117,8 @@ class ScopeSupervisor:
                 return
             handle = self._handles.get(scope) or self._spawn(scope)
             handle.last_used = trio.current_time()
+            self.uses += 1
+            handle.use = self.uses
             try:
                 try:
                     handle.send.send_nowait(
@@ -197,16 +202,27 @@ class ScopeSupervisor:
             handle.exited.set()
 
     # -- releasing -----------------------------------------------------------------------------
-    async def release(self, scope: str) -> bool:
+    async def release(self, scope: str, *, drain: bool = False) -> bool:
         """Release a scope now if it is idle: its actor stops at a point where nothing is in
         hand, its indexes and decoded records are dropped, and the next message reopens it from
         storage.  True when the scope has no open actor any more; False when it is busy or held
-        (nothing changes then).  Callers: ``sweep``, and whoever must let a scope go (a node
-        losing a scope's lease)."""
-        handle = self._handles.get(scope)
-        if handle is None:
-            return True
-        if self._holds.get(scope) or self._closing:
+        (nothing changes then).  ``drain``: first let its queued derivation and vector builds
+        finish (a few tries while requests keep it busy).  Callers: ``sweep``, and whoever must
+        let a scope go (a node losing a scope's lease)."""
+        for _ in range(RELEASE_TRIES if drain else 1):
+            handle = self._handles.get(scope)
+            if handle is None:
+                return True
+            if drain:
+                await self.request(scope, lambda reply: Flush(False, reply))
+                if handle.actor is not None:
+                    await handle.actor.lane.index.vector_job_finished()
+            if await self._release_once(handle):
+                return True
+        return False
+
+    async def _release_once(self, handle: _Handle) -> bool:
+        if self._holds.get(handle.scope) or self._closing:
             return False
         reply = ReplySlot()
         try:
@@ -231,7 +247,8 @@ class ScopeSupervisor:
             return 0
         config = self.ctx.config
         now = trio.current_time()
-        open_scopes = [OpenScope(scope, handle.last_used, handle.actor.estimated_bytes(),
+        uses = self.uses
+        open_scopes = [OpenScope(scope, handle.last_used, handle.use, handle.actor.estimated_bytes(),
                                  handle.actor.releasable() and not self._holds.get(scope))
                        for scope, handle in self._handles.items() if handle.actor is not None]  # fmt: skip
         chosen = to_release(open_scopes, now=now, idle_timeout=config.idle_timeout,
@@ -239,7 +256,7 @@ class ScopeSupervisor:
         released = 0
         for scope in chosen:
             handle = self._handles.get(scope)
-            if handle is not None and handle.last_used > now:
+            if handle is not None and handle.use > uses:
                 continue  # used since the choice: not the least recently used any more
             try:
                 released += await self.release(scope)
