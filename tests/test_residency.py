@@ -287,3 +287,36 @@ async def test_health_reports_residency(engine_factory):
         assert stats.memory_budget_bytes == 1024 * 2**20
         assert stats.memory_bytes == sum(s.memory_bytes for s in stats.scopes.values()) > 0
         assert (stats.releases, stats.reopens) == (0, 0)
+
+
+async def test_health_and_metrics_show_releases_reopens_and_memory(tmp_path):
+    from .server_support import body, server
+
+    async with server(tmp_path, engine_config={"scope_memory_budget_mb": 64.0}) as h:
+        response, _ = await h.call("POST", "/v1/experience?wait=consolidated", json=body("Alice lives in Paris."))
+        assert response.status_code == 200
+        assert await h.engine.release("org:acme/user:alice") is True
+        response, _ = await h.call("POST", "/v1/experience?wait=consolidated", json=body("Alice works at Acme."))
+        _, health = await h.call("GET", "/v1/admin/health")
+        response = await h.client.get("/v1/admin/metrics", headers=h.as_("user:alice"))
+        metrics = (await response.get_data()).decode()
+    engine = health["engine"]
+    assert (engine["releases"], engine["reopens"], engine["actors"]) == (1, 1, 1)
+    assert engine["memory_budget_bytes"] == 64 * 2**20 and engine["memory_bytes"] > 0
+    for name in ("releases 1", "reopens 1", "memory_budget_bytes 67108864", "memory_bytes "):
+        assert f"cortexdb_engine_{name}" in metrics, name
+
+
+def test_the_server_settings_name_the_budget_and_the_timeout():
+    from cortexdb.server.serve import config_of
+    from cortexdb.server.settings import ServerSettings
+
+    default = config_of(ServerSettings.from_env({}))
+    assert (default.scope_memory_budget_mb, default.idle_timeout) == (1024.0, 300.0)
+    env = {"CORTEX_SCOPE_MEMORY_BUDGET_MB": "256", "CORTEX_SCOPE_IDLE_TIMEOUT": "60"}
+    chosen = config_of(ServerSettings.from_env(env))
+    assert (chosen.scope_memory_budget_mb, chosen.idle_timeout) == (256.0, 60.0)
+    with pytest.raises(ValueError, match="CORTEX_SCOPE_MEMORY_BUDGET_MB must be a number"):
+        ServerSettings.from_env({"CORTEX_SCOPE_MEMORY_BUDGET_MB": "lots"})
+    with pytest.raises(ValueError, match="scope_idle_timeout"):
+        ServerSettings.from_env({"CORTEX_SCOPE_IDLE_TIMEOUT": "0"})

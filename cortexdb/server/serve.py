@@ -112,7 +112,8 @@ def config_of(settings: ServerSettings) -> EngineConfig:
         max_event_text_bytes=settings.max_event_text_bytes,
         max_derived_per_event=settings.max_derived_per_event,
         derivation_workers=settings.derivation_workers, blob_max_bytes=settings.max_blob_bytes,
-        import_max_bytes=settings.max_import_bytes,
+        import_max_bytes=settings.max_import_bytes, idle_timeout=settings.scope_idle_timeout,
+        scope_memory_budget_mb=settings.scope_memory_budget_mb,
         **settings.llm_options(load_preset(settings.preset).defaults),
     )
 
