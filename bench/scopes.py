@@ -1,6 +1,6 @@
 """Many scopes going idle: RSS with every scope open, under a memory budget, and once released.
 
-    python bench/scopes.py [--scopes 200] [--events 100] [--budget-mb 8] [--queries 40] [--backend leveldb]
+    python bench/scopes.py [--scopes 200] [--events 100] [--budget-mb 32] [--queries 40] [--backend leveldb]
 
 Two arms, each in its own process (so neither inherits the other's heap), on the same data
 (bench/recall.py's generated conversation turns, seeded): ``open`` has no budget (every scope
@@ -140,7 +140,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scopes", type=int, default=200)
     parser.add_argument("--events", type=int, default=100, help="events per scope")
-    parser.add_argument("--budget-mb", type=float, default=8.0, help="the budget arm's scope_memory_budget_mb")
+    parser.add_argument("--budget-mb", type=float, default=32.0, help="the budget arm's scope_memory_budget_mb")
     parser.add_argument("--queries", type=int, default=40, help="scopes recalled after the release")
     parser.add_argument("--backend", choices=("leveldb", "memory"), default="leveldb")
     parser.add_argument("--arm", choices=("open", "budget"), help=argparse.SUPPRESS)

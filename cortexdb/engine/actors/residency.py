@@ -6,18 +6,19 @@ state reloading from storage on the next message; ``supervisor.ScopeSupervisor``
 the two pure functions here (``sweep``, ``release``; docs/decisions.md, "Releasing idle scopes").
 
 **The estimate** (``scope_bytes``) counts what the scope holds and multiplies by sizes measured
-once (bench/scopes.py prints the estimate beside the RSS it frees), rather than measuring RSS,
-which is per process, or walking the object graph, which costs more than it tells:
+once with tracemalloc (bench/scopes.py prints the estimate beside the RSS a release frees),
+rather than measuring RSS, which is per process, or walking the object graph, which costs more
+than it tells.  An index that knows better reports its own ``estimated_bytes()``; otherwise:
 
 | what                                       | bytes each                                      |
 |--------------------------------------------|-------------------------------------------------|
 | an open actor (tasks, channels, lane)      | ``ACTOR_BYTES``                                 |
 | a vector id (the index's maps)             | ``VECTOR_ID_BYTES``                             |
-| a vector in the exact delta                | dimension × the delta's item size (2: float16)  |
+| a row of a layer's exact delta, allocated ``chunk_rows`` at a time (the capacity counts, not the rows used: a chunk taken from a recycled heap is resident whole) | dimension × item size (2: float16) + ``DELTA_ROW_EXTRA`` |
 | a vector sealed in an in-memory annoy segment | (4 × dimension + 12) × ``ANNOY_NODES``       |
 | a vector sealed in a data dir's segment or run | 0 (file-backed pages the kernel can drop)   |
-| a text-index document slot                 | ``TEXT_SLOT_BYTES``                             |
-| a (document, term) posting                 | ``TEXT_PAIR_BYTES``                             |
+| a text-index slot (per-slot arrays hold at least ``TEXT_MIN_SLOTS``) | ``TEXT_SLOT_BYTES`` + ``TEXT_SLOT_ARRAYS`` |
+| a (document, term) posting, with its share of the term dictionary | ``TEXT_PAIR_BYTES``      |
 | a decoded record (event, fact, belief, episode) | ``RECORD_BYTES``                           |
 
 **The choice** (``to_release``), over the open scopes from the least recently used:
@@ -40,9 +41,12 @@ import numpy as np
 
 ACTOR_BYTES = 24 * 1024
 VECTOR_ID_BYTES = 200
+DELTA_ROW_EXTRA = 3  # the row's id-prefix code (int16) and live flag
 ANNOY_NODES = 1.3  # annoy's split nodes: about trees × 2 / (dimension + 2) more nodes per item
 TEXT_SLOT_BYTES = 160
-TEXT_PAIR_BYTES = 16
+TEXT_SLOT_ARRAYS = 17  # length (float64), key (uint64), alive (bool)
+TEXT_MIN_SLOTS = 1024
+TEXT_PAIR_BYTES = 40  # 16 in the postings and the slot's pairs; ~650 terms per 1,900 pairs at 100 events
 RECORD_BYTES = 1536
 
 
@@ -59,10 +63,15 @@ class OpenScope:
 
 def vector_bytes(index: Any) -> int:
     """One layer's ``retrieve.vector_index.VectorIndex``."""
+    own = getattr(index, "estimated_bytes", None)
+    if callable(own):
+        return int(own())
     live = len(index)
     sealed = sum(index.segment_sizes)
-    delta = max(0, live - sealed)
-    total = live * VECTOR_ID_BYTES + delta * index.dimension * np.dtype(index.dtype).itemsize
+    chunk = max(1, getattr(index, "chunk_rows", 1))
+    capacity = (max(0, live - sealed) // chunk + 1) * chunk
+    row = index.dimension * np.dtype(index.dtype).itemsize + DELTA_ROW_EXTRA + (4 if index.dtype == "int8" else 0)
+    total = live * VECTOR_ID_BYTES + capacity * row
     if index.directory is None:  # segments in anonymous memory (the memory backend)
         total += int(sealed * (4 * index.dimension + 12) * ANNOY_NODES)
     return total
@@ -70,7 +79,12 @@ def vector_bytes(index: Any) -> int:
 
 def text_bytes(index: Any) -> int:
     """One layer's ``retrieve.text_index.TextIndex`` (removed documents count until compacted)."""
-    return index.slots * TEXT_SLOT_BYTES + (index.live_pairs + index.dead_pairs) * TEXT_PAIR_BYTES
+    own = getattr(index, "estimated_bytes", None)
+    if callable(own):
+        return int(own())
+    slots = index.slots
+    return (slots * TEXT_SLOT_BYTES + max(slots, TEXT_MIN_SLOTS) * TEXT_SLOT_ARRAYS
+            + (index.live_pairs + index.dead_pairs) * TEXT_PAIR_BYTES)  # fmt: skip
 
 
 def scope_bytes(state: Any, decoded_extra: int = 0) -> int:
