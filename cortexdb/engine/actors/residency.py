@@ -6,7 +6,7 @@ state reloading from storage on the next message; ``supervisor.ScopeSupervisor``
 the two pure functions here (``sweep``, ``release``; docs/decisions.md, "Releasing idle scopes").
 
 **The estimate** (``scope_bytes``) counts what the scope holds and multiplies by sizes measured
-once (bench/scopes.py prints the estimate beside the RSS a release frees),
+once with tracemalloc (bench/scopes.py prints the estimate beside the RSS a release frees),
 rather than measuring RSS, which is per process, or walking the object graph, which costs more
 than it tells.  An index that knows better reports its own ``estimated_bytes()``; otherwise:
 
@@ -14,7 +14,7 @@ than it tells.  An index that knows better reports its own ``estimated_bytes()``
 |--------------------------------------------|-------------------------------------------------|
 | an open actor (tasks, channels, lane)      | ``ACTOR_BYTES``                                 |
 | a vector id (the index's maps)             | ``VECTOR_ID_BYTES``                             |
-| a vector in a layer's exact delta (rows in use: the delta allocates ``chunk_rows`` rows at a time, zeroed pages the kernel maps only once written) | dimension × item size (2: float16) + ``DELTA_ROW_EXTRA`` |
+| a row of a layer's exact delta, allocated ``chunk_rows`` at a time (the capacity counts, not the rows used: a chunk taken from a recycled heap is resident whole) | dimension × item size (2: float16) + ``DELTA_ROW_EXTRA`` |
 | a vector sealed in an in-memory annoy segment | (4 × dimension + 12) × ``ANNOY_NODES``       |
 | a vector sealed in a data dir's segment or run | 0 (file-backed pages the kernel can drop)   |
 | a text-index slot (per-slot arrays hold at least ``TEXT_MIN_SLOTS``) | ``TEXT_SLOT_BYTES`` + ``TEXT_SLOT_ARRAYS`` |
@@ -68,8 +68,10 @@ def vector_bytes(index: Any) -> int:
         return int(own())
     live = len(index)
     sealed = sum(index.segment_sizes)
+    chunk = max(1, getattr(index, "chunk_rows", 1))
+    capacity = (max(0, live - sealed) // chunk + 1) * chunk
     row = index.dimension * np.dtype(index.dtype).itemsize + DELTA_ROW_EXTRA + (4 if index.dtype == "int8" else 0)
-    total = live * VECTOR_ID_BYTES + max(0, live - sealed) * row
+    total = live * VECTOR_ID_BYTES + capacity * row
     if index.directory is None:  # segments in anonymous memory (the memory backend)
         total += int(sealed * (4 * index.dimension + 12) * ANNOY_NODES)
     return total
