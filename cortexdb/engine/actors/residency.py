@@ -6,15 +6,16 @@ state reloading from storage on the next message; ``supervisor.ScopeSupervisor``
 the two pure functions here (``sweep``, ``release``; docs/decisions.md, "Releasing idle scopes").
 
 **The estimate** (``scope_bytes``) counts what the scope holds and multiplies by sizes measured
-once with tracemalloc (bench/scopes.py prints the estimate beside the RSS a release frees),
-rather than measuring RSS, which is per process, or walking the object graph, which costs more
-than it tells.  An index that knows better reports its own ``estimated_bytes()``; otherwise:
+once with tracemalloc (within 3 % of the allocations a release frees; bench/scopes.py prints
+the estimate beside the RSS a release frees), rather than measuring RSS, which is per process,
+or walking the object graph, which costs more than it tells.  It is an allocation estimate, so
+an upper bound of the RSS the scope's structures hold (docs/decisions.md, "Releasing idle scopes").  An index that knows better reports its own ``estimated_bytes()``; otherwise:
 
 | what                                       | bytes each                                      |
 |--------------------------------------------|-------------------------------------------------|
 | an open actor (tasks, channels, lane)      | ``ACTOR_BYTES``                                 |
 | a vector id (the index's maps)             | ``VECTOR_ID_BYTES``                             |
-| a row of a layer's exact delta, allocated ``chunk_rows`` at a time (the capacity counts, not the rows used: a chunk taken from a recycled heap is resident whole) | dimension × item size (2: float16) + ``DELTA_ROW_EXTRA`` |
+| a row of a layer's exact delta, allocated ``chunk_rows`` at a time (the capacity counts, an upper bound: zeroed pages not yet written may not be resident) | dimension × item size (2: float16) + ``DELTA_ROW_EXTRA`` |
 | a vector sealed in an in-memory annoy segment | (4 × dimension + 12) × ``ANNOY_NODES``       |
 | a vector sealed in a data dir's segment or run | 0 (file-backed pages the kernel can drop)   |
 | a text-index slot (per-slot arrays hold at least ``TEXT_MIN_SLOTS``) | ``TEXT_SLOT_BYTES`` + ``TEXT_SLOT_ARRAYS`` |
