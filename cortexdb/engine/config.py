@@ -25,7 +25,7 @@ class EngineConfig:
     # facts and beliefs a scope's lane keeps decoded (each kind); beyond it the oldest go at the
     # end of a batch and reload from storage when needed (docs/decisions.md, "Soak memory")
     derived_cache_records: int = 4096
-    # Open scopes (docs/architecture.md, "Releasing idle scopes"): an open scope holds its actor and
+    # Open scopes (docs/server.md, "Open scopes"): an open scope holds its actor and its
     # in-memory indexes.  An idle one (no request, no queued or running work, not held) is released
     # - actor stopped, indexes dropped; the next request reopens it from storage - once idle for
     # idle_timeout seconds, and least recently used first while the open scopes' estimated memory
