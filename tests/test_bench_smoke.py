@@ -205,3 +205,15 @@ def test_memprobe_runs_on_a_slice():
     assert result.returncode == 0, result.stderr
     assert re.search(r"per write after 60: VmRSS -?[\d.]+ KB, anonymous -?[\d.]+ KB", result.stdout)
     assert len(re.findall(r"^\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+$", result.stdout, re.M)) == 3
+
+
+def test_scopes_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/scopes.py", "--scopes", "4", "--events", "5", "--queries", "2", "--budget-mb", "1"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^\s+open\s+[\d.]+\s+[+-][\d.]+", result.stdout, re.M)
+    assert re.search(r"RSS growth under a 1 MB budget: [\d.-]+ MB against [\d.-]+ MB", result.stdout)
+    assert re.search(r"estimate [\d.]+ MB for 4 open scopes", result.stdout)
+    assert re.search(r"recall p50 reopening a released scope [\d.]+ ms against [\d.]+ ms open", result.stdout)

@@ -98,7 +98,7 @@ class ScopeSupervisor:
         self.releases = 0
         self.reopens = 0
         self.uses = 0  # messages sent, in total: orders the scopes by their latest use
-        self._released: set[str] = set()  # scopes released and not opened since
+        self._released: set[str] = set()  # scopes released and not opened since (to count reopens)
         self._holds: dict[str, int] = {}  # scope -> open ``hold`` blocks
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -107,7 +107,10 @@ class ScopeSupervisor:
             task_status.started()
             while True:
                 await trio.sleep(self.ctx.config.release_check_interval)
-                await self.sweep()
+                try:
+                    await self.sweep()
+                except Exception:  # a failed sweep must not take the actors down; the next one runs
+                    log.exception("the sweep for idle scopes failed")
 
     # -- sending -------------------------------------------------------------------------------
     async def send(self, scope: str, message) -> None:
