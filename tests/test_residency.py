@@ -8,6 +8,7 @@ supervisor's sweep is a Trio timer (``release_check_interval``).
 """
 
 import attrs
+import numpy as np
 import pytest
 import trio
 import trio.testing
@@ -73,6 +74,31 @@ def test_the_choice_follows_its_table():
     assert to_release(scopes, now=330.0, idle_timeout=300.0, budget_bytes=0) == ["a", "c", "d"]
     assert to_release(scopes, now=315.0, idle_timeout=300.0, budget_bytes=0) == ["a"]
     assert to_release([], now=0.0, idle_timeout=1.0, budget_bytes=1) == []
+
+
+def test_the_estimate_counts_what_a_scope_holds():
+    from cortexdb.engine.actors import residency
+    from cortexdb.engine.retrieve.layered import LayeredTextIndex, LayeredVectorIndex
+
+    class State:
+        def __init__(self) -> None:
+            self.text_index = LayeredTextIndex()
+            self.vector_index = LayeredVectorIndex(384, segment_size=1000, trees=5, dtype="float16", chunk_rows=64)
+            self.events, self.facts, self.beliefs, self.belief_by_id = {}, {}, {}, {}
+
+    state = State()
+    assert residency.scope_bytes(state) == residency.ACTOR_BYTES
+    state.text_index.add("evt_1", "alice owns two bicycles")
+    state.vector_index.add("evt_1", np.ones(384, dtype=np.float32))
+    text = 160 + 1024 * 17 + 4 * 40  # a slot, the per-slot arrays' minimum, four postings
+    vectors = 200 + 64 * (384 * 2 + 3)  # the id, the delta's first chunk of 64 float16 rows
+    assert residency.scope_bytes(state, decoded_extra=2) == residency.ACTOR_BYTES + text + vectors + 2 * 1536
+
+    class Measured:  # an index that reports its own size is taken at its word
+        def estimated_bytes(self) -> int:
+            return 12345
+
+    assert residency.vector_bytes(Measured()) == residency.text_bytes(Measured()) == 12345
 
 
 # -- releasing ---------------------------------------------------------------------------------------

@@ -63,18 +63,19 @@ class OpenScope:
 
 
 def vector_bytes(index: Any) -> int:
-    """One layer's ``retrieve.vector_index.VectorIndex``."""
+    """One layer's ``retrieve.vector_index.VectorIndex`` (an attribute it lacks counts as none)."""
     own = getattr(index, "estimated_bytes", None)
     if callable(own):
         return int(own())
     live = len(index)
-    sealed = sum(index.segment_sizes)
+    sealed = sum(getattr(index, "segment_sizes", ()))
     chunk = max(1, getattr(index, "chunk_rows", 1))
     capacity = (max(0, live - sealed) // chunk + 1) * chunk
-    row = index.dimension * np.dtype(index.dtype).itemsize + DELTA_ROW_EXTRA + (4 if index.dtype == "int8" else 0)
+    dimension, dtype = getattr(index, "dimension", 0), getattr(index, "dtype", "float32")
+    row = dimension * np.dtype(dtype).itemsize + DELTA_ROW_EXTRA + (4 if dtype == "int8" else 0)
     total = live * VECTOR_ID_BYTES + capacity * row
-    if index.directory is None:  # segments in anonymous memory (the memory backend)
-        total += int(sealed * (4 * index.dimension + 12) * ANNOY_NODES)
+    if getattr(index, "directory", None) is None:  # segments in anonymous memory (memory backend)
+        total += int(sealed * (4 * dimension + 12) * ANNOY_NODES)
     return total
 
 
@@ -83,9 +84,9 @@ def text_bytes(index: Any) -> int:
     own = getattr(index, "estimated_bytes", None)
     if callable(own):
         return int(own())
-    slots = index.slots
-    return (slots * TEXT_SLOT_BYTES + max(slots, TEXT_MIN_SLOTS) * TEXT_SLOT_ARRAYS
-            + (index.live_pairs + index.dead_pairs) * TEXT_PAIR_BYTES)  # fmt: skip
+    slots = getattr(index, "slots", len(index))
+    pairs = getattr(index, "live_pairs", 0) + getattr(index, "dead_pairs", 0)
+    return slots * TEXT_SLOT_BYTES + max(slots, TEXT_MIN_SLOTS) * TEXT_SLOT_ARRAYS + pairs * TEXT_PAIR_BYTES
 
 
 def scope_bytes(state: Any, decoded_extra: int = 0) -> int:
