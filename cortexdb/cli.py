@@ -14,7 +14,7 @@
                    [--token-leeway SECONDS] [--access-log on|off] [--node-id ID] [--advertise URL]
                    [--max-body-bytes N] [--max-head-bytes N] [--head-timeout S]
                    [--max-connections N] [--max-ws-message-bytes N] [--max-blob-bytes N]
-                   [--max-import-bytes N]
+                   [--max-import-bytes N] [--scope-memory-budget-mb MB] [--scope-idle-timeout S]
     cortexdb mcp --actor ACTOR [--token TOKEN] [--preset P] [--data DIR] [--backend B] [--dsn DSN] [--tenant T]
                  [--issuer-keys DIR] [--jwt-issuer ISS=PEM_OR_JWKS] [--operator ACTOR]
                  [--tenant-admin ACTOR] [--embedder hash|minilm|best] [--token-leeway SECONDS]
@@ -33,6 +33,7 @@ CORTEX_TENANT, CORTEX_OPERATORS, CORTEX_TENANT_ADMINS, CORTEX_ALLOWED_ORIGINS,
 CORTEX_ISSUER_KEYS, CORTEX_EMBEDDER, CORTEX_HTTP_SERVER, CORTEX_TOKEN_LEEWAY,
 CORTEX_MAX_BODY_BYTES, CORTEX_MAX_HEAD_BYTES, CORTEX_HEAD_TIMEOUT, CORTEX_MAX_CONNECTIONS,
 CORTEX_MAX_WS_MESSAGE_BYTES, CORTEX_MAX_BLOB_BYTES, CORTEX_MAX_IMPORT_BYTES, CORTEX_MAX_JSON_DEPTH, CORTEX_MAX_EVENT_TEXT_BYTES,
+CORTEX_SCOPE_MEMORY_BUDGET_MB, CORTEX_SCOPE_IDLE_TIMEOUT,
 CORTEX_MAX_DERIVED_PER_EVENT, CORTEX_DERIVATION_WORKERS, CORTEX_ENABLE_EXPERIMENTAL and
 CORTEX_ACCESS_LOG; flags win.
 ``mcp`` reads the same variables (not the HTTP ones) and CORTEX_ACTOR and CORTEX_TOKEN; its
@@ -98,6 +99,7 @@ def _serve(args) -> None:
         max_body_bytes=args.max_body_bytes, max_head_bytes=args.max_head_bytes, head_timeout=args.head_timeout,
         max_connections=args.max_connections, max_ws_message_bytes=args.max_ws_message_bytes,
         max_blob_bytes=args.max_blob_bytes, max_import_bytes=args.max_import_bytes,
+        scope_memory_budget_mb=args.scope_memory_budget_mb, scope_idle_timeout=args.scope_idle_timeout,
         access_log=None if args.access_log is None else args.access_log == "on",
     )  # fmt: skip
     try:
@@ -287,6 +289,11 @@ def _serve_parser(commands) -> None:
                        help="a larger blob upload (POST /v1/blobs) gets 413 (default 100 MiB)")
     serve.add_argument("--max-import-bytes", type=int, metavar="N",
                        help="a larger import source (POST /v1/import/*) gets 413 (default 1 GiB)")
+    serve.add_argument("--scope-memory-budget-mb", type=float, metavar="MB",
+                       help="idle scopes are released, least recently used first, while the open scopes' "
+                            "estimated memory exceeds this (default 1024; 0: no budget)")
+    serve.add_argument("--scope-idle-timeout", type=float, metavar="S",
+                       help="an idle scope is released after this many seconds (default 300)")
 
 
 def _token_parser(commands) -> None:

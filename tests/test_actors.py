@@ -117,10 +117,10 @@ async def test_idle_actors_are_evicted_and_reload_from_storage(engine_factory, a
         await engine.experience(envelope("I live in Paris.", scope=ALICE), wait="consolidated")
         assert engine.statistics().actors == 1
         await trio.sleep(31)  # virtual time (autojump_clock): lets the 30 s idle timer fire
-        assert engine.statistics().actors == 0 and engine.statistics().evictions == 1
+        assert engine.statistics().actors == 0 and engine.statistics().releases == 1
         facts = (await engine.facts(ALICE))["items"]
         assert [f["object"]["name"] for f in facts] == ["Paris"]
-        assert engine.statistics().actors == 1
+        assert engine.statistics().actors == 1 and engine.statistics().reopens == 1
 
 
 async def test_shutdown_leaves_no_task_running(backend, tmp_path, clock, pg_dsn):

@@ -271,3 +271,13 @@ def test_peers_benchmark_synthetic_scale_mode_runs_on_a_slice():
     cortex, exact = (float(c) for c in overlap.split("|")[2:4])
     assert exact == 100.0 and 0 <= cortex <= 100  # numpy is the exact reference
     assert re.search(r"^\| ingest items/s, until idle \| [\d,.]+ \| [\d,.]+ \|$", out, re.M)
+def test_scopes_benchmark_runs_on_a_slice():
+    result = subprocess.run(
+        [sys.executable, "bench/scopes.py", "--scopes", "4", "--events", "5", "--queries", "2", "--budget-mb", "1"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^\s+open\s+[\d.]+\s+[+-][\d.]+", result.stdout, re.M)
+    assert re.search(r"RSS growth under a 1 MB budget: [\d.-]+ MB against [\d.-]+ MB", result.stdout)
+    assert re.search(r"estimate [\d.]+ MB for 4 open scopes", result.stdout)
+    assert re.search(r"recall p50 reopening a released scope [\d.]+ ms against [\d.]+ ms open", result.stdout)

@@ -25,7 +25,14 @@ class EngineConfig:
     # facts and beliefs a scope's lane keeps decoded (each kind); beyond it the oldest go at the
     # end of a batch and reload from storage when needed (docs/decisions.md, "Soak memory")
     derived_cache_records: int = 4096
-    idle_timeout: float = 300.0  # seconds without messages or work before an actor stops
+    # Open scopes (docs/server.md, "Open scopes"): an open scope holds its actor and its
+    # in-memory indexes.  An idle one (no request, no queued or running work, not held) is released
+    # - actor stopped, indexes dropped; the next request reopens it from storage - once idle for
+    # idle_timeout seconds, and least recently used first while the open scopes' estimated memory
+    # (actors/residency.py) exceeds scope_memory_budget_mb (0: no budget, the timeout alone)
+    idle_timeout: float = 300.0
+    scope_memory_budget_mb: float = 1024.0
+    release_check_interval: float = 5.0  # seconds between two sweeps for scopes to release
     restart_backoff_max: float = 5.0
     shutdown_grace: float = 10.0  # how long a graceful stop waits for actors before cancelling them
     episode_strategy: str = "time_gap"  # time_gap | session | thread | turn_pair | daily (a scope may choose its own)

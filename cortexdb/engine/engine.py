@@ -80,9 +80,8 @@ class Engine:
 
     @property
     def tables(self) -> NodeTables:
-        """The node's and tenants' tables (``storage.NodeTables``): how the server's stores —
-        policy documents, revoked tokens, audit rows and peppers, scope records — read and
-        write, without building a key or touching the store (docs/decisions.md)."""
+        """The node's and tenants' tables (``storage.NodeTables``): how the server's stores read and
+        write policy, tokens, audit rows and scope records without building a key (docs/decisions.md)."""
         return self._ctx.tables
 
     def _caller(self, caller: str | None) -> str:
@@ -134,8 +133,7 @@ class Engine:
         record = await self._writes.by_idempotency_key(key, caller=self._caller(caller),
                                                        tenant=self._tenant(tenant_id))  # fmt: skip
         event = await self.get_event(record["scope"], record["event_id"])
-        return {"event_id": record["event_id"], "wal_offset": record["wal_offset"],
-                "scope": record["scope"], "batch_id": record.get("batch_id"), "event": event}  # fmt: skip
+        return {"event_id": record["event_id"], "wal_offset": record["wal_offset"], "scope": record["scope"], "batch_id": record.get("batch_id"), "event": event}  # fmt: skip
 
     # -- reading -------------------------------------------------------------------------------
     async def get_event(self, scope: str, event_id: str) -> dict[str, Any]:
@@ -297,9 +295,8 @@ class Engine:
 
     def subscribe(self, *, since_lifecycle_id: str | None = None, capacity: int | None = None,
                   **filters: Any) -> AbstractAsyncContextManager[Subscription]:  # fmt: skip
-        """Live lifecycle records (``LifecycleEvent``) matching the filters, resuming after
-        ``since_lifecycle_id``.  A subscriber that falls ``capacity`` records behind receives a
-        ``lagging`` record and its iteration ends."""
+        """Live lifecycle records matching the filters, resuming after ``since_lifecycle_id``; one
+        ``capacity`` records behind receives a ``lagging`` record and its iteration ends."""
         return lifecycle.subscription(self._ctx.bus, since_lifecycle_id=since_lifecycle_id,
                                       capacity=capacity or self.config.subscriber_buffer, **filters)  # fmt: skip
 
@@ -326,6 +323,10 @@ class Engine:
 
     async def ping(self, scope: str) -> dict[str, Any]:
         return await self._supervisor.request(canonical_scope(scope), messages.Ping)
+
+    async def release(self, scope: str | None = None, *, drain: bool = False) -> bool | int:
+        """Release one idle scope now (True: not open; ``drain``: once its work is done), or sweep (docs/architecture.md)."""
+        return await self._supervisor.release(canonical_scope(scope), drain=drain) if scope else await self._supervisor.sweep()
 
     def observe_stages(self, observer: Any) -> None:
         """Call ``observer(STAGE_TIMING name, seconds)`` per event as each lane step ends (no I/O)."""

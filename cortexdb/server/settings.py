@@ -62,6 +62,11 @@ class ServerSettings:
     # EngineConfig.import_max_bytes): 1 GiB.  Streamed to the transfer dir, never held in memory.
     max_import_bytes: int = attrs.field(default=1024 * 1024 * 1024, validator=_positive)
     embedder: str = "hash"
+    # open scopes (EngineConfig.scope_memory_budget_mb and idle_timeout; docs/server.md, "Open
+    # scopes"): idle scopes are released after the timeout, and least recently used first while
+    # the open scopes' estimated memory exceeds the budget (0: no budget)
+    scope_memory_budget_mb: float = attrs.field(default=1024.0, converter=float, validator=attrs.validators.ge(0))
+    scope_idle_timeout: float = attrs.field(default=300.0, converter=float, validator=_positive)
     stream_keepalive: float = 15.0  # seconds between SSE comment lines on a quiet stream
     # a lifecycle stream sends at most one chunk per this many seconds; records published meanwhile
     # go in the same chunk (a quiet stream sends at once; decisions.md, "Lifecycle fan-out")
@@ -207,4 +212,6 @@ _LIMITS = (("CORTEX_MAX_BODY_BYTES", "max_body_bytes", int), ("CORTEX_MAX_HEAD_B
            ("CORTEX_HEAD_TIMEOUT", "head_timeout", float), ("CORTEX_MAX_CONNECTIONS", "max_connections", int),
            ("CORTEX_MAX_WS_MESSAGE_BYTES", "max_ws_message_bytes", int),
            ("CORTEX_MAX_BLOB_BYTES", "max_blob_bytes", int), ("CORTEX_MAX_IMPORT_BYTES", "max_import_bytes", int),
-           ("CORTEX_LEASE_TTL", "lease_ttl", float), ("CORTEX_LEASE_RENEW_INTERVAL", "lease_renew_interval", float))  # fmt: skip
+           ("CORTEX_LEASE_TTL", "lease_ttl", float), ("CORTEX_LEASE_RENEW_INTERVAL", "lease_renew_interval", float),
+           ("CORTEX_SCOPE_MEMORY_BUDGET_MB", "scope_memory_budget_mb", float),
+           ("CORTEX_SCOPE_IDLE_TIMEOUT", "scope_idle_timeout", float))  # fmt: skip

@@ -39,6 +39,8 @@ class Indexer:
         self.vectors_table = state.tables.vectors
         self.background: trio.Nursery | None = None  # vector seals and merges run here
         self._vector_job = False
+        self._vector_done = trio.Event()  # set while no vector job runs
+        self._vector_done.set()
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         """Embed off the event loop when the embedder is a model, or when the texts are many (the
@@ -118,11 +120,19 @@ class Indexer:
             elif not self._vector_job:
                 self.start_vector_job()
 
+    @property
+    def vector_job_running(self) -> bool:
+        return self._vector_job
+
+    async def vector_job_finished(self) -> None:
+        await self._vector_done.wait()
+
     def start_vector_job(self) -> None:
         """Seal and merge vector segments beside derivation, which goes on meanwhile (the index
         takes adds and removes while a segment builds; decisions.md, "Recall at 100k")."""
         index = self.state.vector_index
         self._vector_job = True
+        self._vector_done = trio.Event()
 
         async def job() -> None:
             try:
@@ -133,6 +143,7 @@ class Indexer:
                         await index.merge()
             finally:
                 self._vector_job = False
+                self._vector_done.set()
 
         assert self.background is not None
         self.background.start_soon(job)

@@ -116,7 +116,10 @@ class Lane:
 
     @property
     def idle(self) -> bool:
-        return not self.queue and not self.items and not self.busy
+        """Nothing queued, running or owed: no event or item, no flush to answer, no vector
+        seal or merge building (a release then loses no work, ``ScopeActor.releasable``)."""
+        return (not self.queue and not self.items and not self.busy and not self._flush_waiters
+                and not self.index.vector_job_running)  # fmt: skip
 
     def fail_waiting(self, error: CortexError) -> None:
         """Fail every reply the lane still owes (its actor crashed)."""
@@ -146,7 +149,11 @@ class Lane:
                 with trio.move_on_after(self.ctx.config.episode_idle_check):
                     await self._wakeup.wait()
                 if not self.queue and not self.items and not self.stopping:
-                    await compress.seal_if_idle(self.work)
+                    self.busy = True  # a release waits for the seal's write
+                    try:
+                        await compress.seal_if_idle(self.work)
+                    finally:
+                        self.busy = False
                 continue
             self.busy = True
             try:

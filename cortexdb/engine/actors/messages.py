@@ -290,8 +290,8 @@ class EditScope:
 
 
 @attrs.frozen
-class Stop:
-    pass
+class Stop:  # without reply: shut down; with one: a release, only if idle (the reply says if it did)
+    reply: ReplySlot | None = None
 
 
 @attrs.frozen

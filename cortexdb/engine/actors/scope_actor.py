@@ -56,6 +56,7 @@ from .messages import (
     SynthesizeItem,
     fail_message,
 )
+from .residency import scope_bytes
 from .waiters import StageWaiter
 
 CAPTURED = STAGE_NAME[Stage.CAPTURED]
@@ -82,6 +83,7 @@ class ScopeActor:
         self._scope_known = False
         self._reads = 0
         self.handled = 0
+        self.released = False  # stopped by a release (``_release``), not a shutdown or a crash
         self.nursery: trio.Nursery | None = None
         self.last_capture = -1e9  # trio time of the latest group commit
         # recall: decoded episodes, reused while their stored bytes are unchanged (candidates.py)
@@ -124,28 +126,42 @@ class ScopeActor:
             or channel.tasks_waiting_receive == 0
         )
 
+    def releasable(self) -> bool:
+        """Nothing in hand: no message waiting, no read running, no reply owed, the lane idle
+        (nothing queued or running, no vector build).  Releasing then loses nothing: the lane
+        is at a batch boundary and every pending marker and foreign item is in storage."""
+        channel = self._receive.statistics()
+        return (self.lane.idle and not self._reads and channel.current_buffer_used == 0
+                and channel.tasks_waiting_send == 0
+                and all(reply.answered for reply in self.inflight))  # fmt: skip
+
+    def _release(self, message: Stop, rest: list) -> bool:
+        """A release (``Stop`` with a reply): stop if nothing follows it and nothing is in hand."""
+        self.inflight.discard(message.reply)
+        if rest or not self.releasable():
+            message.reply.set(False)
+            return False
+        self.released = True
+        self._receive.close()  # senders now see BrokenResourceError, wait for us, and reopen
+        message.reply.set(True)
+        return True
+
+    def estimated_bytes(self) -> int:
+        return scope_bytes(self.lane.state, len(self.episode_cache))
+
+    def drop_state(self) -> None:
+        """Let go of the indexes and decoded records (the actor has stopped)."""
+        self.lane.state.reset(self.ctx)
+        self.episode_cache.clear()
+
     async def _mailbox(self) -> None:
         config = self.ctx.config
         while True:
             try:
-                message = self._receive.receive_nowait()  # busy: no idle timer to arm
-            except trio.WouldBlock:
-                message = None
-            if message is None:
-                with trio.move_on_after(config.idle_timeout) as idle:
-                    message = await self._receive.receive()
-            else:
+                message = self._receive.receive_nowait()
                 await trio.lowlevel.checkpoint()
-                idle = None
-            if idle is not None and idle.cancelled_caught:
-                if (
-                    self.lane.idle
-                    and not self._reads
-                    and self._receive.statistics().current_buffer_used == 0
-                ):
-                    self._receive.close()  # senders now see BrokenResourceError and respawn us
-                    return
-                continue
+            except trio.WouldBlock:
+                message = await self._receive.receive()
             batch = [message]
             while len(batch) < config.capture_group:
                 try:
@@ -169,6 +185,10 @@ class ScopeActor:
                     await self._capture(group)
                     continue
                 index += 1
+                if isinstance(message, Stop) and message.reply is not None:
+                    if self._release(message, batch[index:]):
+                        return
+                    continue
                 if isinstance(message, Stop):
                     for rest in batch[index:]:
                         fail_message(rest, Internal("the engine is shutting down", retriable=True))
@@ -384,4 +404,5 @@ class ScopeActor:
             "senders_waiting": channel.tasks_waiting_send,
             "pipeline_queue": len(self.lane.queue),
             "processed": self.lane.processed,
+            "memory_bytes": self.estimated_bytes(),
         }

@@ -39,6 +39,10 @@ class _Layered:
     def _existing(self, doc_id: str):
         return self._indexes.get(_prefix(doc_id))
 
+    def parts(self) -> list:
+        """The per-layer indexes (what a memory estimate counts, ``actors/residency.py``)."""
+        return list(self._indexes.values())
+
     def remove(self, doc_id: str) -> None:
         index = self._existing(doc_id)
         if index is not None:
