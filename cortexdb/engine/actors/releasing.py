@@ -1,0 +1,49 @@
+"""What lets a scope actor be released (``residency`` chooses which scopes, ``supervisor`` asks):
+``Releasable``, a part of ``ScopeActor`` kept apart from its mailbox and handlers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .messages import Stop
+from .residency import scope_bytes
+
+
+class Releasable:
+    """Mixed into ``ScopeActor``: the idle check, the release itself, the memory estimate."""
+
+    ctx: Any
+    lane: Any
+    inflight: Any
+    episode_cache: Any
+    released: bool
+    _receive: Any
+    _reads: int
+
+    def releasable(self) -> bool:
+        """Nothing in hand: no message waiting, no read running, no reply owed, the lane idle
+        (nothing queued or running, no vector build).  Releasing then loses nothing: the lane
+        is at a batch boundary and every pending marker and foreign item is in storage."""
+        channel = self._receive.statistics()
+        return (self.lane.idle and not self._reads and channel.current_buffer_used == 0
+                and channel.tasks_waiting_send == 0
+                and all(reply.answered for reply in self.inflight))  # fmt: skip
+
+    def _release(self, message: Stop, rest: list) -> bool:
+        """A release (``Stop`` with a reply): stop if nothing follows it and nothing is in hand."""
+        self.inflight.discard(message.reply)
+        if rest or not self.releasable():
+            message.reply.set(False)
+            return False
+        self.released = True
+        self._receive.close()  # senders now see BrokenResourceError, wait for us, and reopen
+        message.reply.set(True)
+        return True
+
+    def estimated_bytes(self) -> int:
+        return scope_bytes(self.lane.state, len(self.episode_cache))
+
+    def drop_state(self) -> None:
+        """Let go of the indexes and decoded records (the actor has stopped)."""
+        self.lane.state.reset(self.ctx)
+        self.episode_cache.clear()
