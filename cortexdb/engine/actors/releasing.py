@@ -29,7 +29,7 @@ class Releasable:
                 and channel.tasks_waiting_send == 0
                 and all(reply.answered for reply in self.inflight))  # fmt: skip
 
-    def _release(self, message: Stop, rest: list) -> bool:
+    def release_if_idle(self, message: Stop, rest: list) -> bool:
         """A release (``Stop`` with a reply): stop if nothing follows it and nothing is in hand."""
         self.inflight.discard(message.reply)
         if rest or not self.releasable():

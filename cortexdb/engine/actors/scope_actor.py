@@ -83,7 +83,7 @@ class ScopeActor(Releasable):
         self._scope_known = False
         self._reads = 0
         self.handled = 0
-        self.released = False  # stopped by a release (``_release``), not a shutdown or a crash
+        self.released = False  # stopped by a release (``release_if_idle``), not a shutdown or a crash
         self.nursery: trio.Nursery | None = None
         self.last_capture = -1e9  # trio time of the latest group commit
         # recall: decoded episodes, reused while their stored bytes are unchanged (candidates.py)
@@ -158,7 +158,7 @@ class ScopeActor(Releasable):
                     continue
                 index += 1
                 if isinstance(message, Stop) and message.reply is not None:
-                    if self._release(message, batch[index:]):
+                    if self.release_if_idle(message, batch[index:]):
                         return
                     continue
                 if isinstance(message, Stop):
