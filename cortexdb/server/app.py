@@ -37,6 +37,7 @@ from .registry import ScopeRegistry
 from .replays import Replays
 from .routes import BLUEPRINTS, transfer
 from .settings import ServerSettings
+from .shared import follow, follows
 
 log = logging.getLogger("cortexdb.server")
 
@@ -131,6 +132,8 @@ def _lifespan(app: QuartTrio, state: ServerState, mcp: McpMount) -> None:
         gc.freeze()
         mcp.serve_in(app.nursery)
         app.nursery.start_soon(_maintain)
+        if follows(state.engine, state.settings.node_id):  # several nodes: the others' policy and members
+            await app.nursery.start(follow, state)
 
     async def _maintain() -> None:
         with maintenance:

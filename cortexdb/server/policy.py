@@ -191,7 +191,7 @@ class PolicyEngine:
     """The tier documents and the evaluator."""
 
     def __init__(self, preset: Preset, documents: Any, *, operators: tuple[str, ...] = ()) -> None:
-        self.preset = preset
+        self.preset = self._initial = preset
         self.documents = documents  # the persisted tier documents (Engine.tables.policy_docs)
         self.operators = frozenset(operators)
         self.tenants: dict[str, PolicyDoc] = {}
@@ -212,6 +212,12 @@ class PolicyEngine:
                 self.actor_scoped[(actor, scope)] = doc
             else:
                 self._table(tier)[target] = doc
+
+    async def reload(self) -> None:
+        """Read every document again (another node changed one: server/shared.py)."""
+        self.preset, self.tenants, self.scopes, self.actors, self.actor_scoped = self._initial, {}, {}, {}, {}
+        await self.load()
+        self.changed("reload", "*")
 
     def _table(self, tier: str) -> dict[str, PolicyDoc]:
         return {"tenant": self.tenants, "scope": self.scopes, "actor": self.actors}[tier]

@@ -101,6 +101,13 @@ class ScopeRegistry:
                 if member["role"] in WRITE_ROLES:
                     self.writers.setdefault(member["actor"], set()).add(record.path)
 
+    def refresh(self, path: str, record: Scope | None) -> None:
+        """A scope record as another node wrote it (server/shared.py): its ACL and writers anew."""
+        self.acls.pop(path, None)
+        for scopes in self.writers.values():
+            scopes.discard(path)
+        self._index(record)
+
     def acl(self, path: str) -> Acl | None:
         return self.acls.get(path)
 

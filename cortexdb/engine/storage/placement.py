@@ -50,6 +50,22 @@ def partition_of(scope: str) -> str:
     return scope.split("/", 1)[0]
 
 
+#: the node-wide tables every node's server keeps in memory (scope records with their members,
+#: policy documents, revoked tokens): a change is announced to the other nodes as a ``!`` line
+SHARED_TABLES = {keys.prefix(keys.SCOPES): "S", keys.prefix(keys.POLICY_DOCS): "PO", keys.prefix(keys.REVOKED): "RV"}
+
+
+def shared_changes(ops) -> list[bytes]:
+    """``!<table> <row key>`` for each write to a shared table (``SHARED_TABLES``): the other
+    nodes' servers re-read that row (server/shared.py)."""
+    out = []
+    for op in ops:
+        for prefix, name in SHARED_TABLES.items():
+            if op.key.startswith(prefix) and len(op.key) - len(prefix) < NOTIFY_BYTES // 4:
+                out.append(b"!" + name.encode() + b" " + op.key[len(prefix):].replace(b"\x00", b"\x01"))
+    return out
+
+
 class FencedStore:
     """The engine's store when it shares it with other nodes: a write made under ``FENCE`` is
     ``write_fenced`` with that lease; everything else is the store's own."""
@@ -142,6 +158,7 @@ class Placement:
         for one notification), at most ``NOTIFY_BYTES`` each."""
         lines = [op.value if len(op.value) < NOTIFY_BYTES // 2 else b"@" + op.key[len(LIFECYCLE_PREFIX):]
                  for op in ops if isinstance(op, Put) and op.key.startswith(LIFECYCLE_PREFIX)]  # fmt: skip
+        lines += shared_changes(ops)
         notes: list[tuple[str, str]] = []
         head = self.node.encode()
         chunk = [head]
@@ -168,6 +185,8 @@ class Placement:
         table, bus = self.ctx.tables.lifecycle, self.ctx.bus
         async for rest in self._heard_receive:
             for line in rest.split("\n"):
+                if line.startswith("!"):
+                    continue  # a shared table changed: the server's own listener applies it (server/shared.py)
                 record = await table.get(line[1:]) if line.startswith("@") else table.codec.decode(line.encode())
                 if record is not None:
                     bus.publish_remote(record)
