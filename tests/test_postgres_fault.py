@@ -115,8 +115,8 @@ async def test_three_nodes_one_killed_mid_write(dsn):
                             client.stream("GET", "/v1/lifecycle/stream", params={"events": ",".join(STAGES)}) as stream):  # fmt: skip
                     stream_open.set()
                     async for line in stream.aiter_lines():
-                        if line.startswith("data:"):
-                            heard.append(json.loads(line[5:]))
+                        if line.startswith("data:") and "lifecycle_id" in (frame := json.loads(line[5:])):
+                            heard.append(frame)  # lifecycle records (not a policy_changed notice)
                             done = {r["event_id"] for r in heard if r.get("stage") == "consolidated"}
                             if targets and targets <= done:
                                 all_heard.set()

@@ -70,14 +70,17 @@ async def test_a_change_through_one_node_holds_on_the_other(dsn, clock, monkeypa
                 await through_a(lambda: on_a.revocations.revoke("jti-1", 4_102_444_800, "lost laptop"))
                 assert on_b.revocations.is_revoked("jti-1")
                 # a scope record node a writes (auto-provisioned, then a member added) is node b's ACL
+                version = on_b.policy.version
                 await through_a(lambda: a.experience(envelope("I live in Paris.", scope=ALICE), wait="captured"))
                 assert on_b.registry.acl(ALICE) is not None
+                assert on_b.policy.version == version  # a new scope is no change to anyone's rights
 
                 def add_bob(record):
                     return attrs.evolve(record, members=[*record.members, {"actor": "user:bob", "role": "reader"}])
 
                 await through_a(lambda: a.edit_scope(ALICE, add_bob))
                 assert on_b.registry.acl(ALICE).members.get("user:bob") == "reader"
+                assert on_b.policy.version > version  # open streams re-check their reader's rights
                 # a policy document node a stores is node b's
                 before = on_b.policy.version
                 await through_a(lambda: a.tables.policy_docs.put(("tenant", "acme"), {"deny": ["memory.write"]}, sync=True))

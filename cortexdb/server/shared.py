@@ -64,8 +64,10 @@ async def apply(state: Any, lines: list[str]) -> None:
     for line in lines:
         table, _, key = line[1:].partition(" ")
         if table == "S":
+            before = state.registry.acl(key)
             state.registry.refresh(key, await tables.scopes.get(key))
-            state.policy.changed("scope", key)  # open streams check their member again
+            if before is not None and state.registry.acl(key) != before:
+                state.policy.changed("scope", key)  # members or review changed: open streams re-check
         elif table == "RV":
             record = await tables.revoked.get(key)
             if record is not None:
