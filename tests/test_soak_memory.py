@@ -230,3 +230,23 @@ async def test_a_run_is_not_resident_between_searches(tmp_path):
 
 def test_runs_are_on_by_default():
     assert EngineConfig().vector_run_rows == 2048
+
+
+def test_decoded_episodes_are_bounded_by_count_and_by_bytes():
+    from cortexdb.engine.actors.episode_cache import DecodedEpisodes
+
+    cache = DecodedEpisodes(most=3, most_bytes=100)
+    for i in range(3):
+        cache.put(f"ep_{i}", b"x" * 30, {"id": i})
+    assert len(cache) == 3 and cache.bytes == 90
+    cache.put("ep_3", b"y" * 30, {"id": 3})  # the count: the least recently used goes
+    assert cache.get("ep_0", b"x" * 30) is None and len(cache) == 3
+    assert cache.get("ep_1", b"x" * 30) == {"id": 1}  # now the most recently used
+    cache.put("ep_4", b"z" * 60, {"id": 4})  # the bytes: ep_2 and ep_3 go, ep_1 (just used) stays
+    assert (cache.get("ep_2", b"x" * 30), cache.get("ep_3", b"y" * 30)) == (None, None)
+    assert cache.get("ep_1", b"x" * 30) == {"id": 1} and cache.bytes == 90
+    assert cache.get("ep_4", b"changed" * 9) is None  # other stored bytes: a miss
+    cache.put("ep_5", b"w" * 101, {"id": 5})  # larger than the budget: not kept
+    assert cache.get("ep_5", b"w" * 101) is None and cache.bytes == 90
+    cache.clear()
+    assert len(cache) == 0 and cache.bytes == 0

@@ -25,6 +25,8 @@ class EngineConfig:
     # facts and beliefs a scope's lane keeps decoded (each kind); beyond it the oldest go at the
     # end of a batch and reload from storage when needed (docs/decisions.md, "Soak memory")
     derived_cache_records: int = 4096
+    # bytes of stored episode JSON recall keeps decoded per scope (besides at most 128 episodes)
+    episode_cache_bytes: int = 4 << 20
     # Open scopes (docs/server.md, "Open scopes"): an open scope holds its actor and its
     # in-memory indexes.  An idle one (no request, no queued or running work, not held) is released
     # - actor stopped, indexes dropped; the next request reopens it from storage - once idle for

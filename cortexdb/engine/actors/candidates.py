@@ -21,6 +21,7 @@ from ..retrieve.temporal_filter import happened_in
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
 from . import concept_queries, history
+from .episode_cache import decode_episode
 from .messages import Candidates
 
 LAYER_OF_PREFIX = {"evt": "events", "fact": "facts", "ep": "episodes", "belief": "beliefs",
@@ -226,24 +227,6 @@ async def _recent(tables, layers: set[str], k: int) -> list[str]:
     return ids
 
 
-EPISODE_CACHE_SIZE = 128
-
-
-def _decode_episode(actor, record_id: str, raw: bytes) -> dict[str, Any]:
-    """Episodes are the big records (an episode of 500 turns is ~70 KB of JSON) and most are
-    sealed: keep recently decoded ones, reused while the stored bytes are identical."""
-    cache = actor.episode_cache
-    hit = cache.get(record_id)
-    if hit is not None and hit[0] == raw:
-        cache.move_to_end(record_id)
-        return dict(hit[1])
-    record = jsoncodec.decode(raw)
-    cache[record_id] = (raw, record)
-    if len(cache) > EPISODE_CACHE_SIZE:
-        cache.popitem(last=False)
-    return dict(record)
-
-
 async def _load(
     tables, layer: str, record_id: str, clip: Clip, actor=None,
     events: dict[str, list] | None = None,
@@ -260,7 +243,7 @@ async def _load(
     if raw is None:
         return None
     if layer == "episodes" and actor is not None:
-        record = _decode_episode(actor, record_id, raw)
+        record = decode_episode(actor, record_id, raw)
     else:
         record = jsoncodec.decode(raw)
     record = await _version(tables, layer, record, clip)

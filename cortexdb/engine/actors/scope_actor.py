@@ -11,7 +11,6 @@ other message type has its one handler (``ScopeActor.handlers``).
 
 from __future__ import annotations
 
-import collections
 import logging
 from typing import Any
 
@@ -25,6 +24,7 @@ from ..stages import STAGE_NAME, Stage
 from ..storage import Op
 from ..temporal import format_ts
 from . import queries
+from .episode_cache import DecodedEpisodes
 from .lane import Lane
 from .messages import (
     MESSAGE_TYPES,
@@ -87,7 +87,7 @@ class ScopeActor(Releasable):
         self.nursery: trio.Nursery | None = None
         self.last_capture = -1e9  # trio time of the latest group commit
         # recall: decoded episodes, reused while their stored bytes are unchanged (candidates.py)
-        self.episode_cache: collections.OrderedDict[str, tuple[bytes, dict]] = collections.OrderedDict()
+        self.episode_cache = DecodedEpisodes(most_bytes=ctx.config.episode_cache_bytes)
         # Capture is group-committed by the mailbox loop and Stop ends it; every other message has
         # its one handler (bound per actor, so a test may patch a handler on the class)
         self.handlers = {

@@ -1,0 +1,61 @@
+"""Recall's decoded episodes per scope (``ScopeActor.episode_cache``): a bounded cache of the
+largest records recall reads, reused while their stored bytes are unchanged."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from .. import jsoncodec
+
+EPISODE_CACHE_SIZE = 128
+
+
+class DecodedEpisodes:
+    """A scope's recently decoded episodes (``ScopeActor.episode_cache``), reused while the stored
+    bytes are identical; the least recently used go first once there are ``most`` of them or
+    their stored sizes add up to more than ``most_bytes`` (episodes grow with their events: a
+    count alone let the cache grow through a long soak)."""
+
+    def __init__(self, most: int = EPISODE_CACHE_SIZE, most_bytes: int = 4 << 20) -> None:
+        self.most, self.most_bytes = most, most_bytes
+        self._items: collections.OrderedDict[str, tuple[bytes, dict]] = collections.OrderedDict()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, record_id: str, raw: bytes) -> dict[str, Any] | None:
+        hit = self._items.get(record_id)
+        if hit is None or hit[0] != raw:
+            return None
+        self._items.move_to_end(record_id)
+        return hit[1]
+
+    def put(self, record_id: str, raw: bytes, record: dict[str, Any]) -> None:
+        old = self._items.pop(record_id, None)
+        if old is not None:
+            self.bytes -= len(old[0])
+        if len(raw) > self.most_bytes:
+            return  # one episode larger than the whole budget is not kept
+        self._items[record_id] = (raw, record)
+        self.bytes += len(raw)
+        while len(self._items) > self.most or self.bytes > self.most_bytes:
+            _, (gone, _) = self._items.popitem(last=False)
+            self.bytes -= len(gone)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.bytes = 0
+
+
+def decode_episode(actor, record_id: str, raw: bytes) -> dict[str, Any]:
+    """Episodes are the big records (an episode of 500 turns is ~70 KB of JSON) and most are
+    sealed: keep recently decoded ones (``DecodedEpisodes``)."""
+    cache = actor.episode_cache
+    hit = cache.get(record_id, raw)
+    if hit is not None:
+        return dict(hit)
+    record = jsoncodec.decode(raw)
+    cache.put(record_id, raw, record)
+    return dict(record)
