@@ -129,6 +129,18 @@ async def test_erasure_drops_the_scopes_proposals(engine):
     assert (await engine.proposals.list(SCOPE))["items"] == []
 
 
+async def test_erasure_drops_the_held_fact_index_and_intake_acknowledgements(engine):
+    await review_derived(engine)
+    await engine.experience(envelope("I live in Lisbon."), wait="consolidated")
+    await engine.experience(envelope("He lives in Oslo."), wait="consolidated")
+    (item,) = (await engine.intake.pending(SCOPE, status="needs_clarification"))["items"]
+    await engine.intake.ack(SCOPE, item["id"])
+    partition = engine._ctx.tables.partition(SCOPE)
+    assert await partition.held_facts.count() == 1 and await partition.intake_acks.count() == 1
+    await engine.proposals.drop(SCOPE)  # what an erasure of the scope runs
+    assert await partition.held_facts.count() == 0 and await partition.intake_acks.count() == 0
+
+
 async def review_derived(engine) -> None:
     """Open the scope (an event not about residence) and set ``require_review: "derived"``."""
     await engine.experience(envelope("Opening the notebook.", scope=SCOPE), wait="consolidated")

@@ -206,9 +206,13 @@ class ProposalService:
         return await self._ask(canonical_scope(scope), delete)
 
     async def drop(self, scope: str) -> int:
-        """Every proposal of a scope deleted (a GDPR erasure of the scope: they hold its writes)."""
+        """Every proposal of a scope deleted (a GDPR erasure of the scope: they hold its writes),
+        with the scope's index of held facts and its intake acknowledgements (primary rows a
+        rebuild keeps, so nothing else would delete them)."""
 
         async def delete(tables: Any) -> int:
+            await tables.held_facts.delete_all()
+            await tables.intake_acks.delete_all()
             return await tables.proposals.delete_all()
 
         return await self._ask(canonical_scope(scope), delete)
