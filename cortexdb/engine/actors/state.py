@@ -14,8 +14,12 @@ which search the text and vector indexes.
 | ``new_supports`` | fact id -> supporting event ids not yet written to ``FS``              |
 | ``fact_ids``     | (subject, predicate) -> every fact id of the pair (the ``FI`` index)   |
 | ``current``      | (subject, predicate) -> ids of its facts not superseded, not excluded   |
+| ``unlisted``     | pair -> new facts not yet stored whose pair had no ``fact_ids`` list    |
+| ``predicates``   | subject -> the predicates it has facts under (``FI``)                  |
+| ``pairs_used``   | the pairs asked for since the last ``trim_caches`` (kept longest)      |
 | ``closing``      | fact id -> the version a change in this commit closes (``stages.versioning``) |
 | ``beliefs``      | claim key -> its belief (None: none stored)                            |
+| ``claims``       | subject -> its claim keys (``BI``; a claim deleted since may stay: no belief) |
 | ``belief_by_id`` | the beliefs revised or created, by id                                  |
 | ``deferred``     | claim keys whose revision waits on the revision-policy gate            |
 | ``episode``      | the open episode window (``EO``), once loaded                          |
@@ -36,12 +40,14 @@ from typing import Any, NamedTuple
 import attrs
 
 from ..derive import episodes as episode_rules
+from ..derive.revision import claim_key, claim_pair
 from ..model import Belief, Episode, Event, Fact
 from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
 from ..storage import Partition
 
 EPISODE_WINDOW = "main"  # the key of the scope's one open episode window (table EO)
 Pair = tuple[str, str]  # (subject id, predicate)
+PAIR_IDS_PER_RECORD = 16  # the fact ids the pair lists may hold together, per derived_cache_records
 
 
 class Turn(NamedTuple):
@@ -89,6 +95,10 @@ class PartitionState:
     new_supports: dict[str, list[str]] = attrs.field(factory=dict)
     fact_ids: dict[Pair, list[str]] = attrs.field(factory=dict)
     current: dict[Pair, set[str]] = attrs.field(factory=dict)
+    unlisted: dict[Pair, list[str]] = attrs.field(factory=dict)
+    predicates: dict[str, set[str]] = attrs.field(factory=dict)
+    claims: dict[str, set[str]] = attrs.field(factory=dict)
+    pairs_used: set[Pair] = attrs.field(factory=set)
     closing: dict[str, Fact] = attrs.field(factory=dict)
     beliefs: dict[str, Belief | None] = attrs.field(factory=dict)
     belief_by_id: dict[str, Belief] = attrs.field(factory=dict)
@@ -127,25 +137,28 @@ class PartitionState:
         return await self.tables.given_vectors.get(event_id) if self.given_stored else None
 
     # -- facts ---------------------------------------------------------------------------------
+    # The id lists (``fact_ids``, ``current``, ``predicates``) outlive the decoded facts, and
+    # ``current`` outlives ``fact_ids``: a fact dropped by ``trim_caches`` is read again by id
+    # when its pair is asked for, so a pair whose facts pile up (a fact superseded on every turn)
+    # costs what it holds now, not every fact it ever had.
     async def facts_for(self, subject_id: str, predicate: str) -> list[Fact]:
         """Every fact of a pair (superseded and excluded ones too)."""
         key = (subject_id, predicate)
         ids = self.fact_ids.get(key)
         if ids is None:
-            ids = []
-            async for fact_id in self.tables.fact_index.ids((subject_id, predicate)):
-                ids.append(fact_id)
+            ids = [fact_id async for fact_id in self.tables.fact_index.ids(key)]
+            stored = set(ids)
+            ids += [i for i in self.unlisted.get(key, ()) if i not in stored]  # not stored yet
             self.fact_ids[key] = ids
-        out = []
-        for fact_id in ids:
-            fact = self.facts.get(fact_id)
-            if fact is None:
-                fact = await self.tables.facts.get(fact_id)
-                if fact is None:
-                    continue
-                self.facts[fact_id] = fact
-            out.append(fact)
-        return out
+        self.pairs_used.add(key)
+        return await self.decoded(ids)
+
+    async def decoded(self, ids: list[str]) -> list[Fact]:
+        """The facts named ``ids`` (those that exist), in that order: cached, else read by id."""
+        missing = [i for i in ids if i not in self.facts]
+        if missing:
+            self.facts.update(await self.tables.facts.get_many(missing))
+        return [self.facts[i] for i in ids if i in self.facts]
 
     async def fact(self, fact_id: str) -> Fact | None:
         fact = self.facts.get(fact_id)
@@ -158,12 +171,33 @@ class PartitionState:
         if ids is None:
             facts = await self.facts_for(subject_id, predicate)
             ids = self.current[key] = {f.id for f in facts if is_current(f)}
-        return [self.facts[i] for i in sorted(ids) if i in self.facts]
+        self.pairs_used.add(key)
+        return await self.decoded(sorted(ids))
+
+    async def predicates_of(self, subject_id: str) -> list[str]:
+        """The predicates the subject has facts under (``FI``), in order; kept by ``add_fact``."""
+        found = self.predicates.get(subject_id)
+        if found is None:
+            found = self.predicates[subject_id] = set(await self.tables.fact_index.parts((subject_id,)))
+        return sorted(found)
+
+    async def subject_facts(self, subject_id: str) -> list[Fact]:
+        """The current facts of a subject, every predicate, in ``FI`` order (predicate, id)."""
+        out: list[Fact] = []
+        for predicate in await self.predicates_of(subject_id):
+            out += await self.current_facts(subject_id, predicate)
+        return out
 
     def add_fact(self, fact: Fact) -> None:
-        """A new fact: cached, listed under its pair, tracked."""
+        """A new fact: cached, listed under its pair (when the pair's list is not loaded, in
+        ``unlisted`` until it is stored: a list read from ``FI`` before then adds it), tracked."""
         self.facts[fact.id] = fact
-        self.fact_ids.setdefault((fact.subject.id, fact.predicate), []).append(fact.id)
+        pair = (fact.subject.id, fact.predicate)
+        listed = self.fact_ids.get(pair)
+        (listed if listed is not None else self.unlisted.setdefault(pair, [])).append(fact.id)
+        predicates = self.predicates.get(fact.subject.id)
+        if predicates is not None:
+            predicates.add(fact.predicate)
         self.track(fact)
 
     def track(self, fact: Fact) -> None:
@@ -188,13 +222,35 @@ class PartitionState:
         belief_id = await self.tables.belief_claims.get(claim)
         if belief_id is not None:
             belief = await self.tables.beliefs.get(belief_id)
-        self.beliefs[claim] = belief
+        self.keep_belief(claim, belief)
         return belief
 
     def keep_belief(self, claim: str, belief: Belief | None) -> None:
         self.beliefs[claim] = belief
         if belief is not None:
             self.belief_by_id[belief.id] = belief
+
+    async def beliefs_of(self, subject_id: str) -> list[Belief | None]:
+        """The beliefs of a subject's claims (``BI``, and those made since it was read), in
+        claim order: cached, else read (two range reads) and cached."""
+        claims = self.claims.get(subject_id)
+        if claims is None:
+            start = claim_key(subject_id, "", "")[: len(subject_id) + 1]
+            claims = self.claims[subject_id] = {c async for c in self.tables.belief_claims.ids(starting_with=start)}
+        ordered = sorted(claims)
+        missing = [c for c in ordered if c not in self.beliefs]
+        if missing:
+            ids = await self.tables.belief_claims.get_many(missing)
+            stored = await self.tables.beliefs.get_many(list(ids.values()))
+            for claim in missing:
+                self.keep_belief(claim, stored.get(ids[claim]) if claim in ids else None)
+        return [self.beliefs[c] for c in ordered]
+
+    def note_claim(self, claim: str) -> None:
+        """A claim given its first belief (``BI`` written): listed under its subject."""
+        claims = self.claims.get(claim_pair(claim)[0])
+        if claims is not None:
+            claims.add(claim)
 
     # -- episodes ------------------------------------------------------------------------------
     async def load_episode(self) -> Episode | None:
@@ -210,19 +266,16 @@ class PartitionState:
     def trim_caches(self, limit: int) -> int:
         """Bound the decoded facts and beliefs to ``limit`` each (``derived_cache_records``), at
         a point where everything cached is committed (the end of a batch or an item): the oldest
-        go first, down to three quarters of the limit.  A dropped fact takes its pair's id lists
-        with it (``fact_ids``, ``current``), so the pair reloads from storage as a whole; facts
-        with supports not yet written or a version being closed, and the beliefs of deferred
-        claims, stay.  Returns how many records were dropped."""
+        go first, down to three quarters of the limit.  Facts with supports not yet written or a
+        version being closed, and the beliefs of deferred claims, stay.  A dropped fact leaves
+        its pair's id lists (they read it again by id); those are bounded apart (``_trim_pairs``).
+        Returns how many records were dropped."""
         dropped = 0
         if len(self.facts) > limit:
             pinned = self.new_supports.keys() | self.closing.keys()
             excess = len(self.facts) - limit * 3 // 4
             for fact_id in [f for f in self.facts if f not in pinned][:excess]:
-                fact = self.facts.pop(fact_id)
-                pair = (fact.subject.id, fact.predicate)
-                self.fact_ids.pop(pair, None)
-                self.current.pop(pair, None)
+                del self.facts[fact_id]
                 dropped += 1
         if len(self.beliefs) > limit:
             excess = len(self.beliefs) - limit * 3 // 4
@@ -232,16 +285,39 @@ class PartitionState:
                     self.belief_by_id.pop(belief.id, None)
                 dropped += 1
         if len(self.belief_by_id) > limit:  # revised beliefs whose claim was never looked up
-            for belief_id in list(self.belief_by_id)[: len(self.belief_by_id) - limit * 3 // 4]:
+            held = {b.id for b in self.beliefs.values() if b is not None}  # those stay: one copy
+            excess = len(self.belief_by_id) - limit * 3 // 4
+            for belief_id in [b for b in self.belief_by_id if b not in held][:excess]:
                 del self.belief_by_id[belief_id]
                 dropped += 1
-        # pairs whose facts all went (a pair looked up that had none, say) keep no list either
-        for index in (self.fact_ids, self.current):
-            if len(index) > limit:
-                for pair in list(index)[: len(index) - limit * 3 // 4]:
-                    self.fact_ids.pop(pair, None)
-                    self.current.pop(pair, None)
+        self._trim_pairs(limit)
         return dropped
+
+    def _trim_pairs(self, limit: int) -> None:
+        """Bound the pair lists (``fact_ids``, ``current``: each at most ``limit`` pairs holding
+        at most ``PAIR_IDS_PER_RECORD × limit`` ids), and as much the subjects whose predicates or
+        claims are listed: the least recently listed first (pairs used since the last trim last),
+        down to three quarters of the bound.  A pair's full list goes before its current one
+        (only a forget or a cancel reads it); a list dropped is read again from storage."""
+        budget = PAIR_IDS_PER_RECORD * limit
+        for index in (self.fact_ids, self.current):
+            held = sum(map(len, index.values()))
+            if len(index) > limit or held > budget:
+                pairs = sorted(index, key=lambda pair: pair in self.pairs_used)  # stable: oldest first
+                for pair in pairs:
+                    if len(index) <= limit * 3 // 4 and held <= budget * 3 // 4:
+                        break
+                    held -= len(index.pop(pair))
+        self.unlisted.clear()  # stored by now: ``FI`` lists them
+        for listed in (self.predicates, self.claims):  # by subject, oldest listed first
+            held = sum(map(len, listed.values()))
+            if len(listed) > limit or held > budget:
+                for subject in list(listed):
+                    if len(listed) <= limit * 3 // 4 and held <= budget * 3 // 4:
+                        break
+                    held -= len(listed.pop(subject))
+        self.pairs_used.clear()
+
     async def segments(self, ctx: Any, scope: str) -> Any:
         """How this scope cuts its events into episodes (its scope record's policy, else the
         engine's); cached until the record changes (``ScopeActor._edit_scope`` clears it)."""

@@ -194,6 +194,18 @@ class Table(Generic[T]):
         async for key, _ in self._rows(under, starting_with, after, upto, reverse, limit):
             yield keys.last_part(key)
 
+    async def parts(self, under: Key = ()) -> list[str]:
+        """The distinct next parts of the rows under ``under``, in order: one seek per part (it
+        skips each part's rows), however many rows each holds."""
+        base, out, start = self._under(under), [], None
+        while True:
+            first = [key async for key, _ in self.store.scan(prefix=base, start=start, limit=1)]
+            if not first:
+                return out
+            part = first[0][len(base):].split(keys.SEP, 1)[0]
+            out.append(part.decode())
+            start = base + part + b"\x01"  # past every row under this part (SEP is \x00)
+
     def _rows(self, under: Key, starting_with: str, after: str | None, upto: str | None,
               reverse: bool, limit: int | None) -> AsyncIterator[tuple[bytes, bytes]]:  # fmt: skip
         base = self._under(under)

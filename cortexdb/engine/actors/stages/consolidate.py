@@ -206,6 +206,7 @@ def _apply(work: StageContext, batch: StageBatch, revision: Revision, summary: S
     for claim, belief_id in revision.new_claims.items():
         batch.ops.append(tables.belief_claims.put_op(claim, belief_id))
         batch.ops.append(homes.put_op(belief_id, work.scope))
+        state.note_claim(claim)
     for claim, belief in revision.beliefs.items():
         state.keep_belief(claim, belief)
     for belief in revision.changed:  # unchanged beliefs are not rewritten

@@ -73,7 +73,8 @@ async def _delete_fact(work: StageContext, out: Writes, fact_id: str, suppress: 
     if fact is None:
         return None
     pair = (fact.subject.id, fact.predicate)
-    await state.current_facts(*pair)  # the pair's caches are loaded before they are edited
+    await state.facts_for(*pair)  # the pair's lists are loaded before they are edited
+    await state.current_facts(*pair)
     events = await supporters(work, fact)
     await past_beliefs(work, out, events)
     await replace_derives(work, out, events, {fact_id: redacted(fact_id)}, result)

@@ -22,10 +22,8 @@ from typing import Any
 import attrs
 
 from ...derive import concepts as synth
-from ...derive.revision import claim_key
 from ...model import Belief, Concept, Fact
 from ...model.text import concept_text
-from ..state import is_current
 from .common import StageBatch, StageContext
 
 
@@ -67,25 +65,15 @@ class Synthesis:
         return await self.work.tables.concepts.get(concept_id)
 
     async def facts(self, subject_id: str) -> list[Fact]:
-        tables, cache = self.work.tables, self.work.state.facts
-        ids = [fact_id async for fact_id in tables.fact_index.ids((subject_id,))]
-        stored = await tables.facts.get_many([i for i in ids if i not in cache])
-        found = [cache.get(i) or stored.get(i) for i in ids]
-        return [f for f in found if f is not None and is_current(f)]
+        """The subject's current facts: the lane's pair lists (``state.subject_facts``), so a
+        subject whose superseded facts pile up costs what it holds now, not all it ever held."""
+        return await self.work.state.subject_facts(subject_id)
 
     async def beliefs(self, subject_id: str) -> list[Belief]:
-        tables, cache = self.work.tables, self.work.state.beliefs
-        start = claim_key(subject_id, "", "")[: len(subject_id) + 1]
-        by_claim: dict[str, Any] = {}
-        async for claim, belief_id in tables.belief_claims.scan(starting_with=start):
-            by_claim[claim] = belief_id
-        beliefs: dict[str, Belief | None] = {}
-        stored = await tables.beliefs.get_many([b for c, b in by_claim.items() if c not in cache])
-        for claim, belief_id in by_claim.items():
-            beliefs[claim] = cache[claim] if claim in cache else stored.get(belief_id)
-        beliefs.update({c: b for c, b in cache.items() if c.startswith(start)})
-        return [b for b in beliefs.values() if b is not None and b.recorded_to is None
-                and b.stance != "deprecated" and not b.excluded_from_recall]  # fmt: skip
+        """The subject's live beliefs (the lane's claim lists: ``state.beliefs_of``)."""
+        return [b for b in await self.work.state.beliefs_of(subject_id)
+                if b is not None and b.recorded_to is None and b.stance != "deprecated"
+                and not b.excluded_from_recall]  # fmt: skip
 
     def same_as(self, facts: list[Fact]) -> list[str]:
         """The entities ``facts`` say their subject is one with: for each, the latest current
