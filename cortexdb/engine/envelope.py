@@ -309,7 +309,8 @@ def validate_vector(value: Any, field: str = "vector") -> np.ndarray | None:
     else:
         if not isinstance(value, list | tuple):
             _fail(field, "must be an array of numbers")
-        if any(isinstance(x, bool) or not isinstance(x, int | float) for x in value):
+        plain = set(map(type, value)) <= {float, int}  # the common case, checked at C speed
+        if not plain and any(isinstance(x, bool) or not isinstance(x, int | float) for x in value):
             _fail(field, "must be an array of numbers")
         numbers = value
     if not 0 < len(numbers) <= MAX_VECTOR:

@@ -1,0 +1,102 @@
+"""Derivation costs what an event brings, not what its scope holds (issue 17, ingest until idle;
+issue 10, the soak's CPU per write): the facts read for one more event do not grow with the
+facts its pair already had, and a subject's predicates are found one seek each."""
+
+import pytest
+
+import cortexdb
+from cortexdb import EngineConfig
+from cortexdb.engine.storage import Partition
+
+from .conftest import envelope
+
+SCOPE = "org:acme/user:alice"
+
+
+def town(i: int) -> str:
+    """A town name of its own for each move (a move back to a town reopens its fact instead)."""
+    return f"{chr(65 + i // 26)}{chr(97 + i % 26)}ville"
+
+
+def move(i: int) -> dict:
+    """The i-th move, an hour after the one before (a later move supersedes the fact before)."""
+    return envelope(f"I live in {town(i)}.", observed_at=f"2026-05-{1 + i // 24:02d}T{i % 24:02d}:00:00Z")
+
+
+class Counting:
+    """Counts the rows read (point reads found, rows scanned) under given key prefixes."""
+
+    def __init__(self, store, prefixes: dict[str, bytes]) -> None:
+        self.store, self.prefixes = store, prefixes
+        self.rows = dict.fromkeys(prefixes, 0)
+        self.get, self.scan = store.get, store.scan
+        store.get, store.scan = self._get, self._scan
+
+    def _count(self, key: bytes) -> None:
+        for name, prefix in self.prefixes.items():
+            if key.startswith(prefix):
+                self.rows[name] += 1
+
+    async def _get(self, key):
+        value = await self.get(key)
+        if value is not None:
+            self._count(key)
+        return value
+
+    async def _scan(self, **kwargs):
+        async for key, value in self.scan(**kwargs):
+            self._count(key)
+            yield key, value
+
+    def reset(self) -> None:
+        self.rows = dict.fromkeys(self.prefixes, 0)
+
+
+def _lane(engine):
+    return next(h.actor.lane for h in engine._ctx.supervisor._handles.values() if h.actor is not None)
+
+
+async def _rows_for_one_more(clock, history: int) -> dict[str, int]:
+    """The rows of facts and of the fact index read while one more move is derived, after
+    ``history`` moves (each supersedes the last: one pair, ``history`` facts, one current)."""
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", derived_cache_records=2)
+    async with cortexdb.open_engine("memory", clock=clock, id_seed=7, config=config) as engine:
+        for i in range(history):
+            clock.advance(60)
+            await engine.experience(move(i), wait="consolidated")
+        tables = _lane(engine).work.tables
+        counting = Counting(engine._ctx.store, {"facts": tables.facts.prefix, "index": tables.fact_index.prefix})
+        clock.advance(60)
+        result = await engine.experience(move(history), wait="consolidated")
+        assert result.status == "consolidated"
+        rows = dict(counting.rows)
+        facts = await engine.facts(SCOPE, include_superseded=True, limit=1000)
+        assert len({f["id"] for f in facts["items"]}) == history + 1  # every move: a fact of the pair
+        return rows
+
+
+async def test_one_more_fact_reads_the_same_rows_however_long_its_pair(clock):
+    """Under a cache of two records (trimmed after every batch) a pair's current list outlives
+    its decoded facts: one more supersession reads the current fact by id, not the pair's
+    history (it read every superseded fact of the pair before)."""
+    short = await _rows_for_one_more(clock.__class__("2026-05-13T15:42:09Z"), 6)
+    long = await _rows_for_one_more(clock.__class__("2026-05-13T15:42:09Z"), 40)
+    assert short == long
+    assert long["facts"] < 6  # the current fact (and the new one's reads), not 40
+
+
+@pytest.mark.parametrize("rows_per_predicate", [1, 50])
+async def test_a_subjects_predicates_take_one_seek_each(rows_per_predicate):
+    """``Table.parts``: the distinct predicates under a subject in ``FI``, one row read per
+    predicate however many facts each holds."""
+    async with cortexdb.open_engine("memory", id_seed=7) as engine:
+        store = engine._ctx.store
+        tables = Partition(store, SCOPE, None)
+        ops = [tables.fact_index.put_op(("ent_a", predicate, f"fact_{predicate}_{i:03}"), True)
+               for predicate in ("age", "lives_in", "works_at") for i in range(rows_per_predicate)]  # fmt: skip
+        ops.append(tables.fact_index.put_op(("ent_b", "likes", "fact_x"), True))
+        await tables.write(ops)
+        counting = Counting(store, {"index": tables.fact_index.prefix})
+        assert await tables.fact_index.parts(("ent_a",)) == ["age", "lives_in", "works_at"]
+        assert counting.rows["index"] == 3
+        assert await tables.fact_index.parts(("ent_c",)) == []
