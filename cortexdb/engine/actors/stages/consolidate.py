@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import trio
 
+from ...derive.facts import object_key
 from ...derive.revision import Revision, claim_pair, claims_of, revise_pair
 from ...model import Event, EventState, Fact, RevisionPolicy, to_wire
 from ...model.text import belief_text, concept_text
@@ -54,7 +55,8 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
         if wanted is None or "beliefs" in wanted:
             touched = [tuple(pair) for pair in state.touched or ()]
             closed = tuple(state.superseded or ())
-            await revise_beliefs(work, batch, touched, summary, closed, cause=event)
+            await revise_beliefs(work, batch, touched, summary, closed, cause=event,
+                                 objects=touched_objects(work.state.facts, state))  # fmt: skip
         for belief_id in summary.updated:
             if belief_id not in state.derives:
                 state.derives.append(belief_id)
@@ -135,10 +137,13 @@ async def hand_off(work: StageContext, event: Event, state: EventState, target: 
 
 
 async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary: Summary,
-                         closed: tuple[str, ...] = (), cause: Event | None = None) -> None:  # fmt: skip
+                         closed: tuple[str, ...] = (), cause: Event | None = None,
+                         objects: dict[tuple[str, str], set[str]] | None = None) -> None:  # fmt: skip
     """Revise the beliefs of the touched pairs (and of the claims waiting on the policy gate)
     from their current facts, plus ``closed``: the facts this event superseded or excluded, whose
-    claims need one last revision.  ``cause``: the event being consolidated (its audit rows)."""
+    claims need one last revision.  ``cause``: the event being consolidated (its audit rows).
+    ``objects``: the object keys of each pair's facts the event changed (``touched_objects``);
+    a pair whose claims cannot weigh on each other (``independent``) revises those claims only."""
     state = work.state
     now = batch.stamp(work.ctx.clock)
     pairs = set(touched)
@@ -156,13 +161,51 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
         facts = await state.current_facts(subject_id, predicate)
         seen = {f.id for f in facts}
         facts += [f for f in extra.get((subject_id, predicate), ()) if f.id not in seen]
-        revision = await _revise_pair(work, subject_id, predicate, facts, now)
+        claims = claims_of(subject_id, predicate, facts)
+        wanted = objects.get((subject_id, predicate)) if objects is not None else None
+        skip = len(subject_id) + len(predicate) + 2  # a claim key is "subject\x1fpredicate\x1fokey"
+        if wanted is not None and independent(state, facts, claims, {c for c in claims if c[skip:] not in wanted}):
+            claims = {claim: fact for claim, fact in claims.items() if claim[skip:] in wanted}
+        revision = await _revise_pair(work, subject_id, predicate, facts, now, claims)
         _apply(work, batch, revision, summary, now, cause)
 
 
+def touched_objects(cache: dict[str, Fact], state: EventState) -> dict[tuple[str, str], set[str]] | None:
+    """The object keys, by pair, of the facts an event's extraction changed (its intake's facts,
+    those they superseded or conflict with); None when one is not in the lane's cache (a batch
+    resumed after a restart): then every claim of the pairs is revised."""
+    intake = state.intake or ()
+    ids = [item["fact_id"] for item in intake if "fact_id" in item]
+    ids += [other for item in intake for key in ("superseded", "conflicts_with") for other in item.get(key, ())]
+    out: dict[tuple[str, str], set[str]] = {}
+    for fact_id in [*ids, *(state.superseded or ())]:
+        fact = cache.get(fact_id)
+        if fact is None:
+            return None
+        out.setdefault((fact.subject.id, fact.predicate), set()).add(object_key(fact.object))
+    return out
+
+
+def independent(state: Any, facts: list[Fact], claims: dict[str, Fact], others: set[str]) -> bool:
+    """Whether the claims ``others`` (of objects the event did not change) would revise to what
+    they are: no fact of the pair is of a single-valued predicate (rival claims weigh against and
+    contradict each other), and each has its belief in the lane's cache, settled — live, not
+    waiting on the revision-policy gate, contradicting nothing.  Their evidence is then what it
+    was at their last revision, which wrote what it gives: they are left alone."""
+    if any(f.single_valued for f in facts):
+        return False
+    for claim in others:
+        belief = state.beliefs.get(claim)
+        if (belief is None or claim in state.deferred or belief.partial or belief.contradicts
+                or belief.valid_to is not None):  # fmt: skip
+            return False
+    return True
+
+
 async def _revise_pair(work: StageContext, subject_id: str, predicate: str, facts: list[Fact],
-                       now: dt.datetime) -> Revision:  # fmt: skip
-    claims = claims_of(subject_id, predicate, facts)
+                       now: dt.datetime, claims: dict[str, Fact] | None = None) -> Revision:  # fmt: skip
+    if claims is None:
+        claims = claims_of(subject_id, predicate, facts)
     beliefs = {claim: await work.state.belief_for(claim) for claim in claims}
     config = work.config
     return revise_pair(
