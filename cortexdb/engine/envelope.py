@@ -302,17 +302,16 @@ def validate_vector(value: Any, field: str = "vector") -> np.ndarray | None:
     dimension where the engine knows it (``writes.check_vector``)."""
     if value is None:
         return None
+    numbers = value
     if isinstance(value, np.ndarray):
         if value.ndim != 1 or value.dtype.kind not in "fiu":
             _fail(field, "must be a one-dimensional array of numbers")
-        numbers = value
     else:
         if not isinstance(value, list | tuple):
             _fail(field, "must be an array of numbers")
-        plain = set(map(type, value)) <= {float, int}  # the common case, checked at C speed
+        plain = set(map(type, value)) <= {float, int}  # the common case, at C speed: else each
         if not plain and any(isinstance(x, bool) or not isinstance(x, int | float) for x in value):
             _fail(field, "must be an array of numbers")
-        numbers = value
     if not 0 < len(numbers) <= MAX_VECTOR:
         _fail(field, f"must hold 1 to {MAX_VECTOR} numbers")
     try:
