@@ -281,3 +281,15 @@ def test_scopes_benchmark_runs_on_a_slice():
     assert re.search(r"RSS growth under a 1 MB budget: [\d.-]+ MB against [\d.-]+ MB", result.stdout)
     assert re.search(r"estimate [\d.]+ MB for 4 open scopes", result.stdout)
     assert re.search(r"recall p50 reopening a released scope [\d.]+ ms against [\d.]+ ms open", result.stdout)
+
+
+def test_derive_benchmark_runs_and_prints_cpu_per_event():
+    """bench/derive.py: derivation CPU per event at two scope sizes (one arm: no baseline)."""
+    result = subprocess.run(
+        [sys.executable, "bench/derive.py", "--sizes", "100,300", "--batch", "100"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for size in (100, 300):
+        assert re.search(rf"{size:>7} events held, load [\d.]+: \| this:\s+[\d.]+ CPU ms/event", result.stdout)
+    assert re.search(r"this: 400 events in all, [\d.]+ CPU ms/event, \d+ items/s until idle", result.stdout)
