@@ -19,7 +19,7 @@ which search the text and vector indexes.
 | ``pairs_used``   | the pairs asked for since the last ``trim_caches`` (kept longest)      |
 | ``closing``      | fact id -> the version a change in this commit closes (``stages.versioning``) |
 | ``beliefs``      | claim key -> its belief (None: none stored)                            |
-| ``claims``       | subject -> its claim keys (``BI``; a claim deleted since may stay: no belief) |
+| ``claims``       | subject -> the claims given a belief since the last trim (``BI`` not stored yet) |
 | ``belief_by_id`` | the beliefs revised or created, by id                                  |
 | ``deferred``     | claim keys whose revision waits on the revision-policy gate            |
 | ``episode``      | the open episode window (``EO``), once loaded                          |
@@ -231,26 +231,26 @@ class PartitionState:
             self.belief_by_id[belief.id] = belief
 
     async def beliefs_of(self, subject_id: str) -> list[Belief | None]:
-        """The beliefs of a subject's claims (``BI``, and those made since it was read), in
-        claim order: cached, else read (two range reads) and cached."""
-        claims = self.claims.get(subject_id)
-        if claims is None:
-            start = claim_key(subject_id, "", "")[: len(subject_id) + 1]
-            claims = self.claims[subject_id] = {c async for c in self.tables.belief_claims.ids(starting_with=start)}
-        ordered = sorted(claims)
-        missing = [c for c in ordered if c not in self.beliefs]
-        if missing:
-            ids = await self.tables.belief_claims.get_many(missing)
-            stored = await self.tables.beliefs.get_many(list(ids.values()))
-            for claim in missing:
-                self.keep_belief(claim, stored.get(ids[claim]) if claim in ids else None)
-        return [self.beliefs[c] for c in ordered]
+        """The beliefs of a subject's claims: those ``BI`` lists, in its order (cached, else read
+        by id and cached), then any made since it was written (this batch's), in the cache's."""
+        start = claim_key(subject_id, "", "")[: len(subject_id) + 1]
+        by_claim = {c: b async for c, b in self.tables.belief_claims.scan(starting_with=start)}
+        missing = [b for c, b in by_claim.items() if c not in self.beliefs]
+        stored = await self.tables.beliefs.get_many(missing) if missing else {}
+        out: dict[str, Belief | None] = {}
+        for claim, belief_id in by_claim.items():
+            if claim not in self.beliefs:
+                self.keep_belief(claim, stored.get(belief_id))
+            out[claim] = self.beliefs[claim]
+        made = {c for c in self.claims.get(subject_id, ()) if c not in out and c in self.beliefs}
+        if made:  # the cache's order (one pass over it, only then)
+            out.update({c: b for c, b in self.beliefs.items() if c in made})
+        return list(out.values())
 
     def note_claim(self, claim: str) -> None:
-        """A claim given its first belief (``BI`` written): listed under its subject."""
-        claims = self.claims.get(claim_pair(claim)[0])
-        if claims is not None:
-            claims.add(claim)
+        """A claim given its first belief, its ``BI`` row not stored yet: listed under its subject
+        until the batch is (``beliefs_of`` reads the stored ones from ``BI``)."""
+        self.claims.setdefault(claim_pair(claim)[0], set()).add(claim)
 
     # -- episodes ------------------------------------------------------------------------------
     async def load_episode(self) -> Episode | None:
@@ -295,8 +295,8 @@ class PartitionState:
 
     def _trim_pairs(self, limit: int) -> None:
         """Bound the pair lists (``fact_ids``, ``current``: each at most ``limit`` pairs holding
-        at most ``PAIR_IDS_PER_RECORD × limit`` ids), and as much the subjects whose predicates or
-        claims are listed: the least recently listed first (pairs used since the last trim last),
+        at most ``PAIR_IDS_PER_RECORD × limit`` ids), and as many subjects' predicates (the claims
+        made are stored by now: dropped); the least recently listed first (pairs used since the last trim last),
         down to three quarters of the bound.  A pair's full list goes before its current one
         (only a forget or a cancel reads it); a list dropped is read again from storage."""
         budget = PAIR_IDS_PER_RECORD * limit
@@ -309,13 +309,10 @@ class PartitionState:
                         break
                     held -= len(index.pop(pair))
         self.unlisted.clear()  # stored by now: ``FI`` lists them
-        for listed in (self.predicates, self.claims):  # by subject, oldest listed first
-            held = sum(map(len, listed.values()))
-            if len(listed) > limit or held > budget:
-                for subject in list(listed):
-                    if len(listed) <= limit * 3 // 4 and held <= budget * 3 // 4:
-                        break
-                    held -= len(listed.pop(subject))
+        self.claims.clear()  # stored by now: ``BI`` lists them
+        if len(self.predicates) > limit:  # by subject, oldest listed first
+            for subject in list(self.predicates)[: len(self.predicates) - limit * 3 // 4]:
+                del self.predicates[subject]
         self.pairs_used.clear()
 
     async def segments(self, ctx: Any, scope: str) -> Any:
