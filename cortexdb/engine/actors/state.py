@@ -19,6 +19,7 @@ which search the text and vector indexes.
 | ``pairs_used``   | the pairs asked for since the last ``trim_caches`` (kept longest)      |
 | ``closing``      | fact id -> the version a change in this commit closes (``stages.versioning``) |
 | ``beliefs``      | claim key -> its belief (None: none stored)                            |
+| ``stale_pairs``  | pairs an event changed without revising beliefs (next revision: whole)  |
 | ``claims``       | subject -> the claims given a belief since the last trim (``BI`` not stored yet) |
 | ``belief_by_id`` | the beliefs revised or created, by id                                  |
 | ``deferred``     | claim keys whose revision waits on the revision-policy gate            |
@@ -98,6 +99,7 @@ class PartitionState:
     unlisted: dict[Pair, list[str]] = attrs.field(factory=dict)
     predicates: dict[str, set[str]] = attrs.field(factory=dict)
     claims: dict[str, set[str]] = attrs.field(factory=dict)
+    stale_pairs: set[Pair] = attrs.field(factory=set)
     pairs_used: set[Pair] = attrs.field(factory=set)
     closing: dict[str, Fact] = attrs.field(factory=dict)
     beliefs: dict[str, Belief | None] = attrs.field(factory=dict)

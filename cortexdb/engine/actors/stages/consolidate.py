@@ -47,6 +47,7 @@ class Summary:
 async def run(work: StageContext, events: list[Event], states: dict[str, EventState],
               started: float, batch: StageBatch) -> None:  # fmt: skip
     created: dict[str, str] = {}  # embedded once per batch, not once per event
+    objects = batch_objects(work.state.facts, [states[e.id] for e in events])
     for event in events:
         state = states[event.id]
         directives = event.directives or {}
@@ -55,8 +56,9 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
         if wanted is None or "beliefs" in wanted:
             touched = [tuple(pair) for pair in state.touched or ()]
             closed = tuple(state.superseded or ())
-            await revise_beliefs(work, batch, touched, summary, closed, cause=event,
-                                 objects=touched_objects(work.state.facts, state))  # fmt: skip
+            await revise_beliefs(work, batch, touched, summary, closed, cause=event, objects=objects)
+        else:  # its facts changed claims no revision looked at: the pairs are revised whole next
+            work.state.stale_pairs.update(tuple(pair) for pair in state.touched or ())
         for belief_id in summary.updated:
             if belief_id not in state.derives:
                 state.derives.append(belief_id)
@@ -142,7 +144,7 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
     """Revise the beliefs of the touched pairs (and of the claims waiting on the policy gate)
     from their current facts, plus ``closed``: the facts this event superseded or excluded, whose
     claims need one last revision.  ``cause``: the event being consolidated (its audit rows).
-    ``objects``: the object keys of each pair's facts the event changed (``touched_objects``);
+    ``objects``: the object keys of each pair's facts the batch changed (``batch_objects``);
     a pair whose claims cannot weigh on each other (``independent``) revises those claims only."""
     state = work.state
     now = batch.stamp(work.ctx.clock)
@@ -164,25 +166,30 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
         claims = claims_of(subject_id, predicate, facts)
         wanted = objects.get((subject_id, predicate)) if objects is not None else None
         skip = len(subject_id) + len(predicate) + 2  # a claim key is "subject\x1fpredicate\x1fokey"
-        if wanted is not None and independent(state, facts, claims, {c for c in claims if c[skip:] not in wanted}):
+        if wanted is not None and (subject_id, predicate) not in state.stale_pairs and independent(
+                state, facts, claims, {c for c in claims if c[skip:] not in wanted}):  # fmt: skip
             claims = {claim: fact for claim, fact in claims.items() if claim[skip:] in wanted}
+        else:
+            state.stale_pairs.discard((subject_id, predicate))
         revision = await _revise_pair(work, subject_id, predicate, facts, now, claims)
         _apply(work, batch, revision, summary, now, cause)
 
 
-def touched_objects(cache: dict[str, Fact], state: EventState) -> dict[tuple[str, str], set[str]] | None:
-    """The object keys, by pair, of the facts an event's extraction changed (its intake's facts,
-    those they superseded or conflict with); None when one is not in the lane's cache (a batch
-    resumed after a restart): then every claim of the pairs is revised."""
-    intake = state.intake or ()
-    ids = [item["fact_id"] for item in intake if "fact_id" in item]
-    ids += [other for item in intake for key in ("superseded", "conflicts_with") for other in item.get(key, ())]
+def batch_objects(cache: dict[str, Fact], states: list[EventState]) -> dict[tuple[str, str], set[str]] | None:
+    """The object keys, by pair, of the facts the batch's extraction changed (each event's intake
+    facts, those they superseded or conflict with: every event of the batch, since one event's
+    revision sees the facts of those after it, extracted already); None when one is not in the
+    lane's cache (a batch resumed after a restart): then every claim of the pairs is revised."""
     out: dict[tuple[str, str], set[str]] = {}
-    for fact_id in [*ids, *(state.superseded or ())]:
-        fact = cache.get(fact_id)
-        if fact is None:
-            return None
-        out.setdefault((fact.subject.id, fact.predicate), set()).add(object_key(fact.object))
+    for state in states:
+        intake = state.intake or ()
+        ids = [item["fact_id"] for item in intake if "fact_id" in item]
+        ids += [other for item in intake for key in ("superseded", "conflicts_with") for other in item.get(key, ())]
+        for fact_id in [*ids, *(state.superseded or ())]:
+            fact = cache.get(fact_id)
+            if fact is None:
+                return None
+            out.setdefault((fact.subject.id, fact.predicate), set()).add(object_key(fact.object))
     return out
 
 

@@ -215,6 +215,7 @@ def forget_caches(work: StageContext) -> None:
     state.predicates.clear()
     state.unlisted.clear()
     state.claims.clear()
+    state.stale_pairs.clear()
     state.beliefs.clear()
     state.belief_by_id.clear()
     state.new_supports.clear()
