@@ -75,12 +75,17 @@ class Tally:
         self.rows: dict[str, dict[str, float]] = {}
 
     def count(self, texts: list[str], seconds: float, default: str) -> None:
+        from cortexdb.engine.retrieve.embedders import batches
+
         lengths = [sum(e.attention_mask) for e in self.inner._tokenizer.encode_batch([t if t.strip() else "." for t in texts])]
         total = sum(lengths) or 1
+        padded = sum(len(b) * max(lengths[i] for i in b) for b in batches(lengths, self.inner.batch_size))
         for text, tokens in zip(texts, lengths, strict=True):
-            row = self.rows.setdefault(self.layer_of.get(text, default), {"texts": 0, "tokens": 0, "seconds": 0.0, "calls": 0})
+            row = self.rows.setdefault(self.layer_of.get(text, default),
+                                       {"texts": 0, "tokens": 0, "padded": 0.0, "seconds": 0.0, "calls": 0})  # fmt: skip
             row["texts"] += 1
             row["tokens"] += tokens
+            row["padded"] += padded * tokens / total
             row["seconds"] += seconds * tokens / total
         for layer in {self.layer_of.get(t, default) for t in texts}:
             self.rows[layer]["calls"] += 1
@@ -238,9 +243,12 @@ def main() -> None:
         result = run_arm(args, "cortexdb", profile=True)
         print(f"profiled CortexDB round: {result['seconds']:.1f} s, CPU {result['cpu']:.1f} s "
               f"(tokenizing for the tally included)")  # fmt: skip
-        print(f"  {'layer':16s} {'calls':>6s} {'texts':>7s} {'tokens':>8s} {'embed s':>8s}")
+        print(f"  {'layer':16s} {'calls':>6s} {'texts':>7s} {'tokens':>8s} {'padded':>8s} {'embed s':>8s}")
         for layer, row in sorted(result["layers"].items(), key=lambda kv: -kv[1]["tokens"]):
-            print(f"  {layer:16s} {row['calls']:6d} {row['texts']:7d} {row['tokens']:8d} {row['seconds']:8.2f}")
+            print(f"  {layer:16s} {row['calls']:6d} {row['texts']:7d} {row['tokens']:8d} {row['padded']:8.0f} "
+                  f"{row['seconds']:8.2f}")  # fmt: skip
+        print("  (padded: token slots the model computes, every text padded to its batch's longest;"
+              " a call's split by token share)")
     print(f"load average after: {load_average()}")
 
 

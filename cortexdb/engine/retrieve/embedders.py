@@ -114,8 +114,8 @@ class MiniLMEmbedder:
         )
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Embed in length-sorted batches: padding every text to the longest of an arbitrary
-        batch cost more than the model itself (measured: 37 -> 2x texts/s on LoCoMo turns)."""
+        """Embed in length-sorted batches (``batches``): padding every text to the longest of an
+        arbitrary batch costs more than the model itself."""
         out = self.embed_sums(texts)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-12)
@@ -126,7 +126,9 @@ class MiniLMEmbedder:
         text encoded once (a turn's vector with its predecessor's context, stages/index.py)."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         cleaned = [t if t.strip() else "." for t in texts]
-        lengths = [len(ids) for ids in (e.ids for e in self._tokenizer.encode_batch(cleaned))]
+        # each text's own length: the tokenizer pads a batch to its longest, so ``len(ids)`` was
+        # the same for every text and the batches were never sorted
+        lengths = [sum(e.attention_mask) for e in self._tokenizer.encode_batch(cleaned)]
         for positions in batches(lengths, self.batch_size):
             chunk = [cleaned[i] for i in positions]
             encoded = self._tokenizer.encode_batch(chunk)
