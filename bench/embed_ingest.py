@@ -75,7 +75,12 @@ class Tally:
         self.rows: dict[str, dict[str, float]] = {}
 
     def count(self, texts: list[str], seconds: float, default: str) -> None:
-        from cortexdb.engine.retrieve.embedders import batches
+        try:
+            from cortexdb.engine.retrieve.embedders import batches
+        except ImportError:  # an older tree (a before/after run): batches of 16 in input order
+
+            def batches(lengths, size):
+                return [list(range(i, min(i + size, len(lengths)))) for i in range(0, len(lengths), size)]
 
         lengths = [sum(e.attention_mask) for e in self.inner._tokenizer.encode_batch([t if t.strip() else "." for t in texts])]
         total = sum(lengths) or 1
