@@ -42,7 +42,9 @@ stages it cancelled (as ``GET /v1/lifecycle/memory-event`` does): the cancelled 
 replaced.  Issue 15's understanding layer adds the concepts of the scenario's subjects: their
 rows (``C``), the subject table (``CS``) and their vectors (``V``) are in
 ``pairs_added_since_v0``; a concept's id is its entity's uuid, so synthesis draws no id and every
-other id stays v0's.  Every other row is v0's, byte for byte.
+other id stays v0's.  A concept's vector is embedded from its summary without the record ids it
+cites (issue 17, docs/decisions.md "Derived vectors in a backlog"): the two concepts' ``V`` rows in
+``pairs_added_since_v0`` hold those vectors.  Every other row is v0's, byte for byte.
 """
 
 from __future__ import annotations

@@ -88,6 +88,15 @@ class EngineConfig:
     # "Turn context by pooling"): "pooled" (each text encoded once, token vectors pooled with the
     # predecessor's), "joint" (the two texts encoded together: twice the tokens), "none"
     turn_context: str = attrs.field(default="pooled", validator=attrs.validators.in_(("pooled", "joint", "none")))
+    # when derived records (facts, beliefs, episodes, concepts) get their vectors (decisions.md,
+    # "Derived vectors in a backlog"): "deferred" (their texts wait in a per-scope backlog,
+    # embedded together, each record once with its latest text, when the lane has been idle
+    # derived_vectors_quiet seconds or a flush waits, when the backlog holds
+    # derived_vectors_backlog records, or before a recall searches their layer), "eager" (in
+    # the stage that derives them), "auto" (deferred with a model embedder, eager with the hash one)
+    derived_vectors: str = attrs.field(default="auto", validator=attrs.validators.in_(("auto", "deferred", "eager")))
+    derived_vectors_backlog: int = attrs.field(default=1024, validator=attrs.validators.ge(1))
+    derived_vectors_quiet: float = attrs.field(default=0.25, validator=attrs.validators.ge(0))
     vector_segment_size: int = 20_000  # delta vectors sealed into an annoy segment
     vector_trees: int = 50
     # how the exact delta keeps its vectors in memory: float16 (half of float32's bytes, cosines

@@ -43,6 +43,9 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
         PREFIX_OF_LAYER[layer]: min(query.k, max(10, 2 * query.limits.get(layer, 10)))
         for layer in query.layers
     }
+    backlog = actor.lane.index.backlog  # derived records waiting for their vectors: embedded first
+    if backlog.holds_any(per_layer):
+        await actor.lane.index.drain(prefixes=per_layer)
     bm25, semantic = _hits(actor.lane.state, query, per_layer)
     ids = list(dict.fromkeys(list(bm25) + list(semantic)))
     if not ids:  # no query text (or no hit): the most recent records of each layer

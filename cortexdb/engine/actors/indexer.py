@@ -19,6 +19,7 @@ from ..retrieve import passages
 from ..retrieve.text_index import tokenize
 from ..storage import Op
 from .state import PartitionState
+from .vector_backlog import EVENT_PREFIX, VectorBacklog, defers, embed_text
 from .workers import OFF_LOOP_CHARS, in_slices, off_loop
 
 SLICE_DOCUMENTS = 64  # documents added to the indexes between two checkpoints of a large batch
@@ -41,6 +42,8 @@ class Indexer:
         self._vector_job = False
         self._vector_done = trio.Event()  # set while no vector job runs
         self._vector_done.set()
+        self.backlog = VectorBacklog(self.embed)  # derived records waiting for their vectors
+        self.deferring = defers(ctx.config, ctx.embedder)
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         """Embed off the event loop when the embedder is a model, or when the texts are many (the
@@ -101,13 +104,36 @@ class Indexer:
         if not documents:
             return
         await self.add_texts(documents)
-        vector_index = self.state.vector_index
+        vector_index, backlog = self.state.vector_index, self.backlog
         given = vectors or {}
-        todo = {d: t for d, t in documents.items() if d not in given and (embed_known or d not in vector_index)}
-        computed = await self.embed([(embed_texts or {}).get(d, t) for d, t in todo.items()]) if todo else []
-        pairs = [*given.items(), *zip(todo, computed, strict=True)]
+        texts = embed_texts or {}
+        todo = {d: embed_text(d, texts.get(d, t)) for d, t in documents.items()
+                if d not in given and (embed_known or (d not in vector_index and d not in backlog))}  # fmt: skip
+        if self.deferring:  # derived records wait (vector_backlog.py)
+            for doc_id in [d for d in todo if not d.startswith(EVENT_PREFIX)]:
+                backlog.put(doc_id, todo.pop(doc_id))
+        computed = await self.embed(list(todo.values())) if todo else []
+        await self.add_vectors(ops, [*given.items(), *zip(todo, computed, strict=True)])
+        if len(backlog) >= self.ctx.config.derived_vectors_backlog:
+            await self.drain(ops)
+
+    async def drain(self, ops: list[Op] | None = None, prefixes=None) -> None:
+        """Embed the derived records waiting for their vectors (of ``prefixes`` only, when
+        given) and index them; their vectors go into ``ops`` (a stage's batch) or are written
+        now."""
+        pairs = await self.backlog.take(prefixes)
         if not pairs:
             return
+        own: list[Op] = [] if ops is None else ops
+        await self.add_vectors(own, pairs)
+        if ops is None:
+            await self.state.tables.write(own)
+
+    async def add_vectors(self, ops: list[Op] | None, pairs: list[tuple[str, np.ndarray]]) -> None:
+        """Index (id, vector) pairs and persist them with ``ops``; seal what is due."""
+        if not pairs:
+            return
+        vector_index = self.state.vector_index
         for position, (doc_id, vector) in enumerate(pairs, 1):
             if position % SLICE_DOCUMENTS == 0:
                 await trio.lowlevel.checkpoint()
@@ -149,6 +175,7 @@ class Indexer:
         self.background.start_soon(job)
 
     def unindex(self, ops: list[Op] | None, doc_id: str) -> None:
+        self.backlog.drop(doc_id)
         self.state.text_index.remove(doc_id)
         self.state.vector_index.remove(doc_id)
         if ops is not None:

@@ -119,7 +119,7 @@ class Lane:
         """Nothing queued, running or owed: no event or item, no flush to answer, no vector
         seal or merge building (a release then loses no work, ``ScopeActor.releasable``)."""
         return (not self.queue and not self.items and not self.busy and not self._flush_waiters
-                and not self.index.vector_job_running)  # fmt: skip
+                and not self.index.vector_job_running and not len(self.index.backlog))  # fmt: skip
 
     def fail_waiting(self, error: CortexError) -> None:
         """Fail every reply the lane still owes (its actor crashed)."""
@@ -139,10 +139,14 @@ class Lane:
             if self.state.vector_index.needs_merge:
                 self.index.start_vector_job()
             await self._loop()
+            await self.index.drain()  # a graceful stop leaves no record without its vector
             background.cancel_scope.cancel()
 
     async def _loop(self) -> None:
         while not self.stopping:
+            if not self.queue and not self.items and len(self.index.backlog):
+                await self._drain_backlog()
+                continue
             if not self.queue and not self.items:
                 self._answer_flushes()
                 self._wakeup = trio.Event()
@@ -167,6 +171,21 @@ class Lane:
             finally:
                 self.busy = False
             await trio.lowlevel.checkpoint()
+
+    async def _drain_backlog(self) -> None:
+        """Idle time: embed the derived records' backlog once nothing arrived for
+        ``derived_vectors_quiet`` seconds, or at once when a flush waits (vector_backlog.py)."""
+        if not self._flush_waiters:
+            self._wakeup = trio.Event()
+            with trio.move_on_after(self.ctx.config.derived_vectors_quiet):
+                await self._wakeup.wait()
+            if self.queue or self.items or self.stopping:
+                return
+        self.busy = True
+        try:
+            await self.index.drain()
+        finally:
+            self.busy = False
 
     async def _run_items(self) -> None:
         while self.items and not self.stopping:
@@ -319,6 +338,7 @@ class Lane:
 
     async def _rebuild(self, item: RebuildItem) -> None:
         """Replay this scope's events into fresh derived layers."""
+        self.index.backlog.clear()  # its records are derived afresh
         await control.rebuild(self.work, self._clear_queue, self.enqueue)
         await self._drain_queue()
         await compress.seal_open_episode(self.work)

