@@ -39,6 +39,10 @@ class Item:
     # the event id the source gave the record (a line of our JSONL export): its ``preceded_by``
     # links are translated to our ids (``links.py``)
     source_id: str | None = None
+    # as an import window holds it (``window.py``): its scope as written (taken out of the
+    # envelope) and its ``strict_temporal`` sort key
+    scope: Any = None
+    order: Any = None
 
     def where(self) -> dict[str, Any]:
         return {self.unit: self.position}
