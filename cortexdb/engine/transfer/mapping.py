@@ -233,6 +233,11 @@ def actor(kind: str, ident: Any, session: Any = None) -> dict[str, Any]:
     return value
 
 
+def actor_id(kind: str, ident: Any) -> str:
+    """``actor(kind, ident)["id"]`` without the dict."""
+    return _actor_id(kind, ident) if type(ident) is str else _make_actor_id(kind, ident)
+
+
 def _make_actor_id(kind: str, ident: Any) -> str:
     return f"{kind}:{_UNSAFE.sub('_', str(ident))[:128]}"
 
