@@ -17,6 +17,7 @@ heap pages mapped to the process, so the job's RSS grew with the file's length
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from ..temporal import try_parse_rfc3339
@@ -45,5 +46,11 @@ def order(envelope: dict[str, Any], position: int) -> tuple[bool, float, int]:
     """The ``strict_temporal`` sort key: ``observed_at``, then the file's order (records without
     a readable time last)."""
     context = envelope.get("context")
-    value = try_parse_rfc3339(str(context.get("observed_at"))) if isinstance(context, dict) else None
+    text = context.get("observed_at") if isinstance(context, dict) else None
+    if type(text) is str and len(text) == 20 and text[19] == "Z" and text[10] == "T" and text[:4].isdigit():
+        try:  # the common YYYY-MM-DDTHH:MM:SSZ, by the C parser: the same instant the strict one reads
+            return (False, dt.datetime.fromisoformat(text).timestamp(), position)
+        except ValueError:
+            pass  # a leap second, a date that does not exist, ...: the strict parser decides
+    value = try_parse_rfc3339(str(text)) if isinstance(context, dict) else None
     return (value is None, value.timestamp() if value is not None else 0.0, position)
