@@ -108,7 +108,8 @@ def parse_only(spec: dict) -> dict:
     import itertools
 
     from cortexdb.engine.config import EngineConfig
-    from cortexdb.engine.transfer.imports import SOURCES, _observed
+    from cortexdb.engine.transfer.imports import SOURCES, _order
+    from cortexdb.engine.transfer.window import prepare
 
     config, module = EngineConfig(), SOURCES[spec["format"]]
     strict = spec["ordering"] == "strict_temporal"
@@ -117,9 +118,9 @@ def parse_only(spec: dict) -> dict:
     started, cpu, count = time.perf_counter(), time.process_time(), 0
     with open(spec["file"], "rb") as fh:
         records = module.read(fh, module.sniff(spec["file"]), options)
-        while chunk := list(itertools.islice(records, window)):
+        while chunk := [prepare(item, strict) for item in itertools.islice(records, window)]:
             if strict:
-                chunk.sort(key=_observed)
+                chunk.sort(key=_order)
             count += len(chunk)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -40,14 +40,15 @@ from ...errors import (
     RateLimited,
 )
 from ..jobs import JobKind, JobRun, Phase
+from ..memtrim import release_free_memory_soon
 from ..policy import capabilities as cap
 from ..scopes import canonical_scope, is_within
 from ..stages import IMPORT_COMPLETE, IMPORT_PHASES, IMPORT_PROGRESS
-from ..temporal import try_parse_rfc3339
 from ..writes import FAMILY_BULK
 from . import links, spool
 from .import_spec import COUNTS, check_declared, parse_request, status_wire
 from .mapping import Item, RecordError, scoped_key
+from .window import prepare, release
 from .sources import jsonl, letta, mcp, mem0, openai, zep
 
 SOURCES: dict[str, Any] = {"jsonl": jsonl, "mem0": mem0, "zep": zep, "letta": letta, "openai": openai,
@@ -156,6 +157,7 @@ class ImportService:
         strict = params["options"]["ordering"] == "strict_temporal"
         window = self._ctx.config.import_window if strict else self._ctx.config.bulk_max_items
         module = SOURCES[params["source"]]
+        trim_every = max(1, self._ctx.config.import_window)
         if getattr(module, "SOURCE_IDS", False):  # our JSONL export: preceded_by links to translate
             run.scratch["links"] = links.SourceIds(self._ctx.config.import_link_memory)
         with open(params["path"], "rb") as fh:
@@ -163,7 +165,8 @@ class ImportService:
                                                          "imported_at": run.record["created_at"]})  # fmt: skip
 
             def read_window() -> tuple[list[Item], int]:  # in a thread, never two at once
-                return list(itertools.islice(records, window)), fh.tell()
+                # scope and sort key taken as each record is read, off the loop (window.py)
+                return [prepare(item, strict) for item in itertools.islice(records, window)], fh.tell()
 
             seq, ahead = 0, await trio.to_thread.run_sync(read_window)
             while run.record["cancel_requested_at"] is None:
@@ -188,44 +191,48 @@ class ImportService:
                 state["committed"] = seq
                 await run.tick(position / max(1, params["size"]))
                 ahead = box[0].unwrap()
+                if seq // trim_every > start // trim_every:
+                    await release_free_memory_soon()  # what the window freed, back to the OS
 
     async def _window(self, run: JobRun, items: list[Item], strict: bool) -> None:
         progress, root = run.progress, run.record["scope"]
         progress["read"] += len(items)
         groups: dict[str, list[Item]] = {}
         allowed: dict[str, str] = run.scratch.setdefault("allowed", {})
-        rebind = not getattr(SOURCES[run.params["source"]], "KEYS_NAME_SCOPE", False)
         for item in items:
-            envelope = item.envelope
             if item.error is not None:
                 self._failed(run, item, item.error, item.detail)
                 continue
-            if envelope is None:
+            if item.envelope is None:
                 progress["skipped"] += 1
                 continue
-            raw = envelope.get("scope")
+            raw = item.scope
             scope = allowed.get(raw) if type(raw) is str else None  # seen (and allowed) before
             if scope is None:
                 try:
-                    scope = self._scope_of(run, envelope, root, allowed)
+                    scope = self._scope_of(run, raw, root, allowed)
                 except RecordError as exc:
                     self._failed(run, item, exc.code, exc.detail)
                     continue
-            envelope.pop("scope", None)  # the bulk request's (the envelope is the importer's own dict)
-            if rebind and isinstance(envelope.get("idempotency_key"), str):
-                envelope["idempotency_key"] = scoped_key(envelope["idempotency_key"], scope)
             groups.setdefault(scope, []).append(item)
         limit = self._ctx.config.bulk_max_items
+        rebind = not getattr(SOURCES[run.params["source"]], "KEYS_NAME_SCOPE", False)
         for scope, group in groups.items():
             if strict:  # sorted here, so the bulk write need not sort again (the same order)
-                group.sort(key=_observed)
+                group.sort(key=_order)
             for begin in range(0, len(group), limit):
-                await self._bulk(run, scope, group[begin : begin + limit])
+                part = group[begin : begin + limit]
+                for item in part:
+                    envelope = item.envelope
+                    if rebind and isinstance(envelope.get("idempotency_key"), str):
+                        envelope["idempotency_key"] = scoped_key(envelope["idempotency_key"], scope)
+                await self._bulk(run, scope, part)
+                release(part)  # the window shrinks as it is written
 
-    def _scope_of(self, run: JobRun, envelope: dict[str, Any], root: str, allowed: dict[str, str]) -> str:
-        """The record's scope, checked: canonical, within the import's, writable by the caller;
-        remembered (``allowed``: as written -> canonical) once allowed."""
-        raw = envelope.get("scope")
+    def _scope_of(self, run: JobRun, raw: Any, root: str, allowed: dict[str, str]) -> str:
+        """The record's scope (``raw``: as its envelope wrote it), checked: canonical, within the
+        import's, writable by the caller; remembered (``allowed``: as written -> canonical) once
+        allowed."""
         try:
             scope = canonical_scope(raw or "")
         except CortexError as exc:
@@ -323,10 +330,8 @@ async def _read_ahead(read: Any, box: list[outcome.Outcome]) -> None:
     box.append(await outcome.acapture(trio.to_thread.run_sync, read))
 
 
-def _observed(item: Item) -> Any:
-    context = item.envelope.get("context") if isinstance(item.envelope, dict) else None
-    value = try_parse_rfc3339(str((context or {}).get("observed_at"))) if isinstance(context, dict) else None
-    return (value is None, value.timestamp() if value is not None else 0.0, item.position)
+def _order(item: Item) -> Any:
+    return item.order
 
 
 def _culprit(exc: CortexError, items: list[Item]) -> int | None:

@@ -39,6 +39,10 @@ class Item:
     # the event id the source gave the record (a line of our JSONL export): its ``preceded_by``
     # links are translated to our ids (``links.py``)
     source_id: str | None = None
+    # as an import window holds it (``window.py``): its scope as written (taken out of the
+    # envelope) and its ``strict_temporal`` sort key
+    scope: Any = None
+    order: Any = None
 
     def where(self) -> dict[str, Any]:
         return {self.unit: self.position}
@@ -227,6 +231,11 @@ def actor(kind: str, ident: Any, session: Any = None) -> dict[str, Any]:
     if session not in (None, ""):
         value["session"] = str(session)[:256]
     return value
+
+
+def actor_id(kind: str, ident: Any) -> str:
+    """``actor(kind, ident)["id"]`` without the dict."""
+    return _actor_id(kind, ident) if type(ident) is str else _make_actor_id(kind, ident)
 
 
 def _make_actor_id(kind: str, ident: Any) -> str:

@@ -37,6 +37,7 @@ from ..mapping import (
     Item,
     RecordError,
     actor,
+    actor_id,
     digest,
     expand,
     failed,
@@ -176,7 +177,7 @@ def memory(item: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[st
         "idempotency_key": key_of("mem0", ident, digest(get("updated_at"), text)),
     }  # fmt: skip
     if user:
-        envelope["subject"] = {"id": actor("user", user)["id"], "type": "user"}
+        envelope["subject"] = {"id": actor_id("user", user), "type": "user"}
     return envelope
 
 
@@ -188,7 +189,8 @@ SCOPE_CACHE = 4096  # scopes remembered per import (one per user, agent, run and
 def _scope(options: dict[str, Any], state: dict[str, Any], user: Any, agent: Any, run: Any, app: Any) -> str:
     """``expand(template, ...)``, remembered: a file's records go to few scopes."""
     ident = (user, agent, run, app)
-    if not all(value is None or type(value) is str for value in ident):  # 1 and True are one dict key
+    if not ((user is None or type(user) is str) and (agent is None or type(agent) is str)  # 1 and True are one
+            and (run is None or type(run) is str) and (app is None or type(app) is str)):  # dict key  # fmt: skip
         return expand(options["template"], {"user_id": user, "agent_id": agent, "run_id": run, "app_id": app})
     cache = state.get("scopes")
     if cache is None or len(cache) >= SCOPE_CACHE:

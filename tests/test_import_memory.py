@@ -1,0 +1,84 @@
+"""An import's memory is bounded by its windows, whatever the file's length (issue 14): counted in
+records held, never in time or bytes of a loaded machine."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from cortexdb import EngineConfig, open_engine
+from cortexdb.engine.transfer import imports, window
+
+WINDOW, BULK = 10, 5
+
+
+def mem0_file(n: int) -> bytes:
+    results = [{"id": f"9d1c{i:08d}-0000-4000-8000-000000000000", "memory": f"note number {i}",
+                "hash": f"{i:032x}", "metadata": None, "user_id": "alice",
+                "created_at": f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}+00:00",
+                "updated_at": None} for i in range(n)]  # fmt: skip
+    return orjson.dumps({"results": results})
+
+
+async def held_at_most(monkeypatch, n: int, ordering: str) -> tuple[int, int]:
+    """(the most records holding a mapped envelope at any bulk request, trims) of an import of
+    ``n`` Mem0 records."""
+    prepared: list = []
+    original = window.prepare
+
+    def register(item, strict):
+        prepared.append(item)  # a strong reference: counted while it holds its envelope
+        return original(item, strict)
+
+    monkeypatch.setattr(imports, "prepare", register)
+    trims: list[int] = []
+
+    async def trim() -> bool:
+        trims.append(len(prepared))
+        return False
+
+    monkeypatch.setattr(imports, "release_free_memory_soon", trim)
+    most = 0
+    config = EngineConfig(import_window=WINDOW, bulk_max_items=BULK, episode_idle_check=3600.0)
+    async with open_engine("memory", id_seed=1, config=config) as engine:
+        bulk = engine.experience_bulk
+
+        async def counted(request, **kwargs):
+            nonlocal most
+            most = max(most, sum(1 for item in prepared if item.envelope is not None))
+            return await bulk(request, **kwargs)
+
+        monkeypatch.setattr(engine, "experience_bulk", counted)
+        started = await engine.imports.start("mem0", mem0_file(n), {"scope_template": "org:acme/user:{user_id}",
+                                                                     "options": {"ordering": ordering}})  # fmt: skip
+        status = await engine.imports.wait(started["import_id"])
+        assert status["status"] == "completed" and status["items"]["written"] == n, status
+    assert len(prepared) == n
+    assert all(item.envelope is None for item in prepared)  # every written record released
+    return most, len(trims)
+
+
+@pytest.mark.parametrize("ordering", ["strict_temporal", "batch_throughput"])
+async def test_the_records_an_import_holds_stay_under_two_windows_whatever_the_file_length(monkeypatch, ordering):
+    window_size = WINDOW if ordering == "strict_temporal" else BULK
+    short, short_trims = await held_at_most(monkeypatch, 3 * WINDOW, ordering)
+    long, long_trims = await held_at_most(monkeypatch, 30 * WINDOW, ordering)
+    # the window being written (shrinking as each request is written) and the one read ahead
+    assert 0 < short <= 2 * window_size
+    assert 0 < long <= 2 * window_size
+    # what the windows freed is given back to the OS once every import_window records
+    assert (short_trims, long_trims) == (3, 30)
+
+
+def test_prepare_takes_the_scope_out_and_orders_by_observed_time():
+    from cortexdb.engine.transfer.mapping import Item
+
+    later = Item(1, envelope={"scope": "org:a", "context": {"observed_at": "2026-01-02T00:00:00Z"}})
+    earlier = Item(2, envelope={"scope": "org:a", "context": {"observed_at": "2026-01-01T00:00:00Z"}})
+    timeless = Item(0, envelope={"scope": "org:b", "context": {}})
+    items = [window.prepare(item, True) for item in (later, earlier, timeless)]
+    assert [item.scope for item in items] == ["org:a", "org:a", "org:b"]
+    assert all("scope" not in item.envelope for item in items)
+    assert [item.position for item in sorted(items, key=imports._order)] == [2, 1, 0]
+    window.release(items)
+    assert all(item.envelope is None for item in items)
