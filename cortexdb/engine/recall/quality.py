@@ -1,0 +1,23 @@
+"""Ranking adjustments after the blend that lift recall quality (docs/decisions.md, "Recall
+quality"), each a setting of its own (0 turns it off), applied in this order to the scored
+candidates of a hybrid recall, after the router's handlers and before MMR.  Neither loads
+anything: both read the candidates the recall already holds.
+
+- ``speakers.prefer``: a question naming a person who speaks in the scope favours what that
+  person said (``recall_speaker_weight``);
+- ``episodes_context.lift``: a turn gains part of the best score of the other candidates of its
+  episode (``recall_episode_weight``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import episodes_context, speakers
+
+
+def adjust(config: Any, query: str, candidates: list[Any]) -> None:
+    if config.recall_mode != "hybrid" or not query:
+        return
+    speakers.prefer(query, candidates, config.recall_speaker_weight)
+    episodes_context.lift(candidates, config.recall_episode_weight)
