@@ -61,7 +61,7 @@ sys.path.insert(0, ROOT)
 import cortexdb  # noqa: E402
 from cortexdb import EngineConfig  # noqa: E402
 
-KS = (5, 10, 25, 50)
+KS = (5, 10, 20, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 DEFAULT_DATA = os.path.join(
     os.path.dirname(__file__), "..", "..", "shared", "bench-data", "locomo-dev.json"

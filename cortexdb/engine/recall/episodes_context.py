@@ -15,28 +15,36 @@ from typing import Any
 def episode_of(candidate: Any) -> str | None:
     if candidate.layer != "events":
         return None
-    return next((d for d in candidate.record.get("derives") or () if d.startswith("ep_")), None)
+    for derived in candidate.record.get("derives") or ():
+        if derived[:3] == "ep_":
+            return derived
+    return None
 
 
 def lift(candidates: list[Any], weight: float) -> int:
     """Add the episode-context term; returns how many candidates were raised."""
     if weight <= 0:
         return 0
-    best: dict[str, list[float]] = {}  # episode -> its two best scores
-    for candidate in candidates:
-        episode = episode_of(candidate)
-        if episode is not None:
-            top = best.setdefault(episode, [])
-            top.append(candidate.score)
-            top.sort(reverse=True)
-            del top[2:]
-    raised = 0
-    for candidate in candidates:
-        episode = episode_of(candidate)
-        top = best.get(episode) if episode is not None else None
-        if not top or len(top) < 2:
+    episodes = [episode_of(c) for c in candidates]
+    first: dict[str, float] = {}  # episode -> its best score, and its second best
+    second: dict[str, float] = {}
+    for candidate, episode in zip(candidates, episodes, strict=True):
+        if episode is None:
             continue
-        other = top[1] if candidate.score == top[0] else top[0]
+        score = candidate.score
+        best = first.get(episode)
+        if best is None:
+            first[episode] = score
+        elif score > best:
+            first[episode], second[episode] = score, best
+        elif score > second.get(episode, float("-inf")):
+            second[episode] = score
+    raised = 0
+    for candidate, episode in zip(candidates, episodes, strict=True):
+        if episode is None or episode not in second:  # alone in its episode
+            continue
+        best = first[episode]
+        other = second[episode] if candidate.score == best else best
         candidate.signals["episode"] = round(other, 4)
         candidate.score += weight * other
         raised += 1

@@ -50,13 +50,13 @@ def prefer(query: str, candidates: list[Any], weight: float) -> int:
     voices present); returns how many were raised."""
     if weight <= 0 or not query or not candidates:
         return 0
-    voices = {v for v in (voice(c) for c in candidates) if v}
-    chosen = named(query, voices)
-    if not chosen or chosen == voices:
+    voices = [voice(c) for c in candidates]
+    chosen = named(query, set(voices) - {None})
+    if not chosen or len(chosen) == len(set(voices) - {None}):
         return 0
     raised = 0
-    for candidate in candidates:
-        if voice(candidate) in chosen:
+    for candidate, who in zip(candidates, voices, strict=True):
+        if who in chosen:
             candidate.score += weight
             candidate.signals["speaker"] = 1.0
             raised += 1
