@@ -1,11 +1,11 @@
-"""Ranking adjustments after the blend (recall/quality.py): speaker-aware recall and episode
-context, each on a tiny constructed corpus.  Both backends for the engine-level test."""
+"""Ranking adjustments after the blend (recall/quality.py): speaker-aware recall, episode context
+and the length prior, each on a tiny constructed corpus.  Both backends for the engine-level test."""
 
 import pytest
 
 from cortexdb import EngineConfig
 from cortexdb.engine.model import Candidate
-from cortexdb.engine.recall import episodes_context, speakers
+from cortexdb.engine.recall import episodes_context, length_prior, speakers
 
 from .conftest import envelope
 
@@ -86,8 +86,27 @@ def test_episode_context_lifts_a_turn_among_good_company():
     assert episodes_context.lift([event("evt_x", 0.5, "ep_c"), event("evt_y", 0.4, "ep_c")], 0.0) == 0  # off
 
 
+def test_the_length_prior_saturates_and_reads_events_only():
+    short = candidate("evt_short", "user:a", 0.5)
+    short.text = "Thanks, Caroline!"
+    said = candidate("evt_said", "user:a", 0.5)
+    said.text = "I signed up for a pottery class yesterday and it is like therapy for me"  # 15 words
+    long = candidate("evt_long", "user:a", 0.5)
+    long.text = " ".join(["word"] * 90)
+    fact = candidate("fact_1", "user:a", 0.5, layer="facts")
+    fact.text = " ".join(["claim"] * 40)
+    assert length_prior.lift([short, said, long, fact], 0.1, 30) == 3
+    assert short.score == pytest.approx(0.5 + 0.1 * 2 / 30)
+    assert said.score == pytest.approx(0.5 + 0.1 * 15 / 30)
+    assert long.score == pytest.approx(0.6) and long.signals["length"] == 1.0  # saturated
+    assert fact.score == 0.5  # events only
+    assert length_prior.lift([short], 0.0, 30) == 0  # off
+
+
 def test_the_settings_are_checked():
     with pytest.raises(ValueError):
         EngineConfig(recall_speaker_weight=-0.1)
     with pytest.raises(ValueError):
         EngineConfig(recall_episode_weight=1.5)
+    with pytest.raises(ValueError):
+        EngineConfig(recall_length_words=0)

@@ -121,6 +121,9 @@ class EngineConfig:
     recall_speaker_weight: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     # an event candidate gets this times the best score of the other candidates of its episode
     recall_episode_weight: float = attrs.field(default=0.3, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    # an event candidate gets this times min(1, its words / recall_length_words): a length prior
+    recall_length_weight: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    recall_length_words: int = attrs.field(default=30, validator=attrs.validators.ge(1))
     # -- understanding (reference §7.5, §8.7.7-§8.7.11; docs/understanding.md) ------------------
     understanding_enabled: bool = True  # False: no synthesis (concepts say synthesis_disabled_by_policy)
     understanding_min_support: int = 2  # records a concept needs to be complete (_partial: false)
