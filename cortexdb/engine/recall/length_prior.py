@@ -21,7 +21,8 @@ def lift(candidates: list[Any], weight: float, saturation: int) -> int:
     for candidate in candidates:
         if candidate.layer != "events":
             continue
-        prior = min(1.0, len(candidate.text.split()) / saturation)
+        # words beyond the saturation are not counted (a long passage is not split whole)
+        prior = min(1.0, len(candidate.text.split(maxsplit=saturation)) / saturation)
         if prior:
             candidate.signals["length"] = round(prior, 4)
             candidate.score += weight * prior
