@@ -42,6 +42,7 @@ async def test_a_named_speaker_is_preferred(engine_factory, weight):
 def test_names_are_the_actors_words():
     assert speakers.name_words("user:caroline_smith") == {"caroline", "smith"}
     assert speakers.name_words("agent:al") == set()  # too short to be told from a word
+    assert speakers.name_words("user:will_2") == set()  # a stop word, a number
     voices = {"user:caroline_smith", "user:melanie"}
     assert speakers.named("What is Caroline's identity?", voices) == {"user:caroline_smith"}
     assert speakers.named("Did SMITH call?", voices) == {"user:caroline_smith"}

@@ -4,7 +4,8 @@ person said (docs/decisions.md, "Speaker-aware recall").
 A candidate's *voice* is who it comes from or is about: an event's observed actor, a fact's or a
 belief's subject.  The names are the scope's own — the voices among the recall's candidates — so
 nothing is listed by hand: an actor ``user:caroline_smith`` is named by a question containing
-``caroline`` or ``smith`` (whole words, case-folded, three letters or more).  When the question
+``caroline`` or ``smith`` (whole words, case-folded, three letters or more, not an English stop
+word: ``user:will`` is not named by "what will she do").  When the question
 names some voices but not all of those present, each candidate with a named voice gets
 ``EngineConfig.recall_speaker_weight`` added to its score (after the blend and the router's
 handlers, before MMR).  A question naming nobody, or every voice present, changes nothing.
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from ..retrieve.text_index import STOPWORDS
 
 _WORD = re.compile(r"[0-9a-z]+")
 MIN_NAME_CHARS = 3
@@ -34,9 +37,10 @@ def voice(candidate: Any) -> str | None:
 
 def name_words(actor_id: str) -> set[str]:
     """The words that name an actor: its id without the type, split on anything not a letter or
-    a digit (``user:caroline_smith`` -> caroline, smith)."""
+    a digit (``user:caroline_smith`` -> caroline, smith), without numbers and stop words."""
     name = actor_id.split(":", 1)[-1].casefold()
-    return {w for w in _WORD.findall(name) if len(w) >= MIN_NAME_CHARS and not w.isdigit()}
+    return {w for w in _WORD.findall(name)
+            if len(w) >= MIN_NAME_CHARS and not w.isdigit() and w not in STOPWORDS}  # fmt: skip
 
 
 def named(query: str, voices: set[str]) -> set[str]:
