@@ -75,15 +75,17 @@ def event(record_id: str, score: float, episode: str | None) -> Candidate:
 
 
 def test_episode_context_lifts_a_turn_among_good_company():
-    lone = event("evt_lone", 0.50, "ep_a")  # the only candidate of its episode
+    lone = event("evt_lone", 0.50, "ep_a")  # the only candidate of its episode: the best of itself
     company = [event("evt_best", 0.80, "ep_b"), event("evt_mate", 0.45, "ep_b")]
-    bare = event("evt_bare", 0.90, None)  # no episode: left as it is
-    pool = [lone, *company, bare]
-    assert episodes_context.lift(pool, 0.3) == 2
-    assert lone.score == 0.50 and bare.score == 0.90 and "episode" not in lone.signals
-    assert company[1].score == pytest.approx(0.45 + 0.3 * 0.80)  # the best other's score
-    assert company[0].score == pytest.approx(0.80 + 0.3 * 0.45)  # the best one gets the runner-up's
-    assert company[1].score > lone.score
+    bare = event("evt_bare", 0.40, None)  # of no episode: a document of its own
+    fact = candidate("fact_1", "user:a", 0.9, layer="facts")
+    pool = [lone, *company, bare, fact]
+    assert episodes_context.lift(pool, 0.3) == 4
+    assert lone.score == pytest.approx(0.50 * 1.3) and bare.score == pytest.approx(0.40 * 1.3)
+    assert company[0].score == pytest.approx(0.80 * 1.3)
+    assert company[1].score == pytest.approx(0.45 + 0.3 * 0.80)  # its episode's best score
+    assert company[1].signals["episode"] == 0.8 and fact.score == 0.9  # events only
+    assert company[1].score > lone.score  # in good company, above a better lone match
     assert episodes_context.lift([event("evt_x", 0.5, "ep_c"), event("evt_y", 0.4, "ep_c")], 0.0) == 0  # off
 
 

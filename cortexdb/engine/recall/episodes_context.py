@@ -1,10 +1,12 @@
-"""Episode context in ranking (docs/decisions.md, "Recall quality"): a turn in an episode where
-other candidates score well is more likely to be about the question than a lone match.
+"""Episode context in ranking (docs/decisions.md, "Recall quality after the blend"): a turn in
+an episode where candidates score well is likelier to be about the question than a lone match.
 
 Each event candidate's episode is the ``ep_`` record among what it derives (the episode windows
-of the segment stage).  A candidate gets ``weight`` times the best score of the *other*
-candidates of its episode, taken before any of them is raised, added to its own.  Only the
-candidates the recall already holds are looked at: nothing is loaded.
+of the segment stage).  As passage retrieval interpolates a passage's score with its document's
+best passage, each event candidate gets ``weight`` times the best score among the candidates of
+its episode (itself included, taken before any is raised) added to its own; an event of no
+episode is a document of its own.  Only the candidates the recall already holds are looked at:
+nothing is loaded.
 """
 
 from __future__ import annotations
@@ -26,26 +28,17 @@ def lift(candidates: list[Any], weight: float) -> int:
     if weight <= 0:
         return 0
     episodes = [episode_of(c) for c in candidates]
-    first: dict[str, float] = {}  # episode -> its best score, and its second best
-    second: dict[str, float] = {}
+    best: dict[str, float] = {}  # episode -> the best score among its candidates
     for candidate, episode in zip(candidates, episodes, strict=True):
-        if episode is None:
-            continue
-        score = candidate.score
-        best = first.get(episode)
-        if best is None:
-            first[episode] = score
-        elif score > best:
-            first[episode], second[episode] = score, best
-        elif score > second.get(episode, float("-inf")):
-            second[episode] = score
+        if episode is not None and candidate.score > best.get(episode, float("-inf")):
+            best[episode] = candidate.score
     raised = 0
     for candidate, episode in zip(candidates, episodes, strict=True):
-        if episode is None or episode not in second:  # alone in its episode
+        if candidate.layer != "events":
             continue
-        best = first[episode]
-        other = second[episode] if candidate.score == best else best
-        candidate.signals["episode"] = round(other, 4)
-        candidate.score += weight * other
+        # an event of no episode is a document of its own: the best of itself
+        context = best[episode] if episode is not None else candidate.score
+        candidate.signals["episode"] = round(context, 4)
+        candidate.score += weight * context
         raised += 1
     return raised
