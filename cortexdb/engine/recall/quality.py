@@ -1,12 +1,12 @@
 """Ranking adjustments after the blend that lift recall quality (docs/decisions.md, "Recall
-quality"), each a setting of its own (0 turns it off), applied in this order to the scored
+quality after the blend"), each a setting of its own (0 turns it off), applied in this order to the scored
 candidates of a hybrid recall, after the router's handlers and before MMR.  None loads
 anything: they read the candidates the recall already holds.
 
 - ``speakers.prefer``: a question naming a person who speaks in the scope favours what that
   person said (``recall_speaker_weight``);
-- ``episodes_context.lift``: a turn gains part of the best score of the other candidates of its
-  episode (``recall_episode_weight``);
+- ``episodes_context.lift``: a turn gains part of the best candidate score of its episode
+  (``recall_episode_weight``);
 - ``length_prior.lift``: an event gains in proportion to its words, up to a saturation
   (``recall_length_weight``, ``recall_length_words``).
 """

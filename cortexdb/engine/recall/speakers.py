@@ -1,5 +1,5 @@
 """Speaker-aware ranking: a question that names someone who speaks in the scope favours what that
-person said (docs/decisions.md, "Speaker-aware recall").
+person said (docs/decisions.md, "Recall quality after the blend").
 
 A candidate's *voice* is who it comes from or is about: an event's observed actor, a fact's or a
 belief's subject.  The names are the scope's own — the voices among the recall's candidates — so
