@@ -115,7 +115,7 @@ class EngineConfig:
     # hybrid (default) | bm25 | vector: which candidate sources and signals recall uses
     # (the single-signal modes exist for benchmark arms and diagnosis)
     recall_mode: str = "hybrid"
-    # recall ranking beyond the blend (recall/quality.py; docs/decisions.md, "Recall quality"):
+    # recall ranking after the blend (recall/quality.py; decisions.md "Recall quality after the blend"):
     # added to the score of the candidates whose speaker (an event's observed actor, a fact's or a
     # belief's subject) the question names, when it names some of the voices present but not all
     recall_speaker_weight: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
