@@ -4,6 +4,7 @@
                            [--arms hybrid,bm25,vector] [--samples N] [--questions N]
                            [--http] [--single] [--paths bulk,single,http] [--no-session]
                            [--turn-context pooled|joint|none] [--ingest-only] [--turns N]
+                           [--vector-cache PATH] [--set NAME=VALUE ...]
 
 Write paths (``--paths``; ``--http`` is ``--paths bulk,http`` and ``--single`` adds ``single``):
 ``bulk`` (the default) ingests with the embedded bulk API and ``flush(seal=True)``; ``single``
@@ -14,7 +15,10 @@ path reports its own figures, then a side-by-side table of recall@10 per categor
 runs the hybrid arm only (the arm is an engine setting, not a request field).  ``--no-session``
 writes the turns without ``observed_actor.session`` (a caller who names none);
 ``--turn-context`` sets ``EngineConfig.turn_context`` of the embedded paths; ``--ingest-only``
-reports ingest (turns/s and CPU ms per turn) without recall.
+reports ingest (turns/s and CPU ms per turn) without recall.  ``--vector-cache PATH`` keeps every
+text's vector in a file (bench/vector_cache.py: the same vectors, each text encoded once across
+runs), so a run after the first costs derivation and recall only; ``--set NAME=VALUE`` (repeatable)
+sets an ``EngineConfig`` field of the embedded paths (a recall setting under test).
 
 1. One scope per conversation; each turn is one event (observed_at = the session's date plus the
    turn's position in seconds; observed_actor = the speaker, session = the session number;
@@ -57,7 +61,7 @@ sys.path.insert(0, ROOT)
 import cortexdb  # noqa: E402
 from cortexdb import EngineConfig  # noqa: E402
 
-KS = (5, 10, 25, 50)
+KS = (5, 10, 20, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 DEFAULT_DATA = os.path.join(
     os.path.dirname(__file__), "..", "..", "shared", "bench-data", "locomo-dev.json"
@@ -193,7 +197,8 @@ async def run(args, arms: list[str], samples: list[dict], embedder, path: str) -
     each arm."""
 
     config = EngineConfig(recall_candidates=100, idle_timeout=3600,
-                          **({"turn_context": args.turn_context} if args.turn_context else {}))
+                          **({"turn_context": args.turn_context} if args.turn_context else {}),
+                          **settings(args.set))
     results = {arm: new_result() for arm in arms}
     ingest_events, ingest_seconds, ingest_cpu = 0, 0.0, 0.0
     write = ingest if path == "bulk" else ingest_single
@@ -326,6 +331,18 @@ def side_by_side(results: dict[str, dict]) -> None:
         print(f"questions whose top-10 turns differ, {names[0]} vs {name}: {differ} of {len(first)}")
 
 
+def settings(pairs: list[str]) -> dict:
+    """``--set NAME=VALUE`` pairs as EngineConfig fields (the value read as JSON, else a string)."""
+    out = {}
+    for pair in pairs or ():
+        name, _, value = pair.partition("=")
+        try:
+            out[name] = json.loads(value)
+        except ValueError:
+            out[name] = value
+    return out
+
+
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -350,6 +367,9 @@ def main() -> None:
     parser.add_argument("--ingest-only", action="store_true", help="embedded paths: ingest, no recall")
     parser.add_argument("--no-session", action="store_true",
                         help="write turns without observed_actor.session (a caller who names none)")
+    parser.add_argument("--vector-cache", default="", help="a .npz file of vectors reused across runs")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="an EngineConfig field of the embedded paths (repeatable)")
     args = parser.parse_args()
     global NAME_SESSIONS, TURNS
     NAME_SESSIONS, TURNS = not args.no_session, args.turns
@@ -367,6 +387,13 @@ def main() -> None:
     from cortexdb.engine.retrieve.embedders import by_name
 
     embedder = by_name(args.embedder)
+    if args.vector_cache:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("vector_cache", os.path.join(_HERE, "vector_cache.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        embedder = module.CachedEmbedder(embedder, args.vector_cache)
     print(f"LoCoMo dev: {len(samples)} conversations, embedder {embedder.name}, "
           f"cpu_count={os.cpu_count()}, load average {load_average()}")  # fmt: skip
     arms = args.arms.split(",")
@@ -389,6 +416,9 @@ def main() -> None:
         print(f"(load average after the {path} path: {load_average()})")
     if len(hybrid) > 1:
         side_by_side(hybrid)
+    if args.vector_cache:
+        embedder.save()
+        print(f"vector cache {args.vector_cache}: {embedder.hits} hits, {embedder.misses} texts encoded")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,23 @@ def test_locomo_benchmark_runs_through_a_real_server_beside_the_bulk_path():
     assert "questions whose top-10 turns differ, bulk vs http: 0 of" in result.stdout
 
 
+def test_locomo_vector_cache_reuses_vectors_and_set_changes_a_setting(tmp_path):
+    """``--vector-cache``: a second run encodes (almost) nothing and recalls the same; ``--set``
+    reaches EngineConfig (the quality adjustments off give other figures on this slice)."""
+    cache = str(tmp_path / "vectors.npz")
+    command = [sys.executable, "bench/locomo.py", "--samples", "1", "--questions", "30", "--turns", "120",
+               "--embedder", "hash", "--arms", "hybrid", "--vector-cache", cache]  # fmt: skip
+    runs = [subprocess.run(command + extra, capture_output=True, text=True, timeout=600, cwd=ROOT)
+            for extra in ([], [], ["--set", "recall_speaker_weight=0", "--set", "recall_length_weight=0"])]  # fmt: skip
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    encoded = [int(re.search(r"vector cache .*: (\d+) hits, (\d+) texts encoded", r.stdout)[2]) for r in runs]
+    assert encoded[0] > 100 and encoded[1] <= 5  # the query texts of a new pack id, at most
+    table = [re.search(r"1-4 \[\d+\].*", r.stdout)[0] for r in runs]
+    assert table[0] == table[1]
+    assert table[2] != table[0]
+
+
 def test_locomo_evidence_cleaning_follows_the_protocol():
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     from locomo import clean_evidence, parse_session_date

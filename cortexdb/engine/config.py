@@ -124,6 +124,15 @@ class EngineConfig:
     # hybrid (default) | bm25 | vector: which candidate sources and signals recall uses
     # (the single-signal modes exist for benchmark arms and diagnosis)
     recall_mode: str = "hybrid"
+    # recall ranking after the blend (recall/quality.py; decisions.md "Recall quality after the blend"):
+    # added to the score of the candidates whose speaker (an event's observed actor, a fact's or a
+    # belief's subject) the question names, when it names some of the voices present but not all
+    recall_speaker_weight: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    # an event candidate gets this times the best score of the other candidates of its episode
+    recall_episode_weight: float = attrs.field(default=0.3, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    # an event candidate gets this times min(1, its words / recall_length_words): a length prior
+    recall_length_weight: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    recall_length_words: int = attrs.field(default=30, validator=attrs.validators.ge(1))
     # -- understanding (reference §7.5, §8.7.7-§8.7.11; docs/understanding.md) ------------------
     understanding_enabled: bool = True  # False: no synthesis (concepts say synthesis_disabled_by_policy)
     understanding_min_support: int = 2  # records a concept needs to be complete (_partial: false)

@@ -36,7 +36,7 @@ from ..retrieve import document, planner, scoring
 from ..retrieve import filters as recall_filters
 from ..retrieve.temporal_filter import TemporalFilter
 from ..temporal import format_ts
-from . import contextdoc, graph, routing
+from . import contextdoc, graph, quality, routing
 from . import pack as packs
 from .cache import PackCache
 from .request import LAYERS, RecallSpec, validate
@@ -242,6 +242,7 @@ class RecallCoordinator:
         t = trio.current_time()
         scoring.score_candidates(candidates, plan.weights)
         routing.adjust(plan, candidates, expansion, trail)
+        quality.adjust(self.ctx.config, spec.query, candidates)
         trail.phases.append({"phase": "score", "weights": plan.weights, "elapsed_ms": trail.lap("rank", t)})
         t = trio.current_time()
         by_layer: dict[str, list[Candidate]] = {layer: [] for layer in LAYERS}

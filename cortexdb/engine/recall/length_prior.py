@@ -1,0 +1,30 @@
+"""A length prior for events (docs/decisions.md, "Recall quality after the blend"): a turn that
+says more is likelier to hold what a question asks than a short acknowledgement that happens to
+share its names ("Thanks, Caroline!").
+
+Each event candidate gets ``weight`` times ``min(1, words / saturation)`` of its text (a long
+event's passage counts its own words) added to its score.  BM25's length normalisation works the
+other way inside one signal; this is a document prior beside it, as in classic retrieval's
+length priors, and saturates so that a long turn is not preferred to a medium one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def lift(candidates: list[Any], weight: float, saturation: int) -> int:
+    """Add the prior to the event candidates; returns how many were raised."""
+    if weight <= 0:
+        return 0
+    raised = 0
+    for candidate in candidates:
+        if candidate.layer != "events":
+            continue
+        # words beyond the saturation are not counted (a long passage is not split whole)
+        prior = min(1.0, len(candidate.text.split(maxsplit=saturation)) / saturation)
+        if prior:
+            candidate.signals["length"] = round(prior, 4)
+            candidate.score += weight * prior
+            raised += 1
+    return raised

@@ -1,0 +1,67 @@
+"""Speaker-aware ranking: a question that names someone who speaks in the scope favours what that
+person said (docs/decisions.md, "Recall quality after the blend").
+
+A candidate's *voice* is who it comes from or is about: an event's observed actor, a fact's or a
+belief's subject.  The names are the scope's own — the voices among the recall's candidates — so
+nothing is listed by hand: an actor ``user:caroline_smith`` is named by a question containing
+``caroline`` or ``smith`` (whole words, case-folded, three letters or more, not an English stop
+word: ``user:will`` is not named by "what will she do").  When the question
+names some voices but not all of those present, each candidate with a named voice gets
+``EngineConfig.recall_speaker_weight`` added to its score (after the blend and the router's
+handlers, before MMR).  A question naming nobody, or every voice present, changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..retrieve.text_index import STOPWORDS
+
+_WORD = re.compile(r"[0-9a-z]+")
+MIN_NAME_CHARS = 3
+
+
+def voice(candidate: Any) -> str | None:
+    """The actor id a candidate comes from (an event) or is about (a fact, a belief)."""
+    record = candidate.record
+    if candidate.layer == "events":
+        actor = record.get("observed_actor") or {}
+        return actor.get("id") or record.get("actor")
+    if candidate.layer == "facts":
+        return (record.get("subject") or {}).get("name")
+    if candidate.layer == "beliefs":
+        return ((record.get("claim") or {}).get("subject") or {}).get("name")
+    return None
+
+
+def name_words(actor_id: str) -> set[str]:
+    """The words that name an actor: its id without the type, split on anything not a letter or
+    a digit (``user:caroline_smith`` -> caroline, smith), without numbers and stop words."""
+    name = actor_id.split(":", 1)[-1].casefold()
+    return {w for w in _WORD.findall(name)
+            if len(w) >= MIN_NAME_CHARS and not w.isdigit() and w not in STOPWORDS}  # fmt: skip
+
+
+def named(query: str, voices: set[str]) -> set[str]:
+    """The voices the query names."""
+    words = set(_WORD.findall(query.casefold()))
+    return {v for v in voices if name_words(v) & words}
+
+
+def prefer(query: str, candidates: list[Any], weight: float) -> int:
+    """Add ``weight`` to the candidates whose voice the query names (some but not all of the
+    voices present); returns how many were raised."""
+    if weight <= 0 or not query or not candidates:
+        return 0
+    voices = [voice(c) for c in candidates]
+    chosen = named(query, set(voices) - {None})
+    if not chosen or len(chosen) == len(set(voices) - {None}):
+        return 0
+    raised = 0
+    for candidate, who in zip(candidates, voices, strict=True):
+        if who in chosen:
+            candidate.score += weight
+            candidate.signals["speaker"] = 1.0
+            raised += 1
+    return raised
