@@ -140,7 +140,8 @@ async def _reembed(args: Any, scope: None) -> None:
     handler = _ProgressHandler()
     engine_log = logging.getLogger("cortexdb.engine")
     engine_log.addHandler(handler)
-    level, engine_log.level = engine_log.level, logging.INFO
+    level = engine_log.level
+    engine_log.setLevel(logging.INFO)  # setLevel, not the attribute: it clears the loggers' cached levels
     try:
         async with open_engine("leveldb", args.data, embedder=target, config=_config(target.name, reembed=True)) as engine:
             scopes = len(await engine.scope_paths())
