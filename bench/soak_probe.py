@@ -166,14 +166,14 @@ def watch():
                     born = int(o.lifecycle_id[4:12] + o.lifecycle_id[13:17], 16)
                     ages[(min(int((now_ms - born) / 60000), 9), o.stage)] += 1
             out.write('    lifecycle records alive by (minutes old, stage): ' + ', '.join(f'{k} {v}' for k, v in sorted(ages.items())) + '\n')
-            old_one = None
+            old_one = None if not TREE else None
             for o in gc.get_objects():
                 if type(o).__name__ == 'LifecycleEvent':
                     born = int(o.lifecycle_id[4:12] + o.lifecycle_id[13:17], 16)
                     if now_ms - born > 90000:
                         old_one = o
                         break
-            if old_one is not None:
+            if old_one is not None and TREE:
                 level, seen = [old_one], {id(old_one)}
                 out.write(f'    an old lifecycle record {old_one.stage} {old_one.lifecycle_id}, refcount {sys.getrefcount(old_one)}\n')
                 for depth in range(6):
@@ -207,10 +207,17 @@ def watch():
                 grown = (counts - previous).most_common(12)
                 out.write('    objects grown: ' + ', '.join(f'{k} +{v}' for k, v in grown)
                           + f' (total {sum(counts.values())})\n')
+            # the largest containers (a growing one is what holds the growth) and who holds them
+            sized = sorted(((len(o), o) for o in gc.get_objects()
+                            if type(o) in (list, dict, set, collections.deque, collections.OrderedDict)),
+                           key=lambda pair: pair[0], reverse=True)[:BIGGEST]
+            for n, obj in sized:
+                out.write(f'    big {type(obj).__name__}[{n}]: ' + ' -> '.join(chain(obj, hops=2)) + '\n')
+            del sized
             # survivors: containers made in the interval before last, still alive a whole interval
             # later (what is in flight now is not what grows)
             alive = [o for o in gc.get_objects() if type(o) in (list, dict, tuple, set) or type(o).__name__ == 'LifecycleEvent']
-            if made_before is not None:
+            if made_before is not None and SAMPLE:
                 survivors = [o for o in alive if id(o) in made_before]
                 out.write(f'    survivors of the interval before last: {len(survivors)}\n')
                 events = [o for o in survivors if type(o).__name__ == 'LifecycleEvent']
@@ -249,7 +256,9 @@ def watch():
 
 
 PATH, EVERY = sys.argv[1], float(sys.argv[2])
-SAMPLE = int(os.environ.get('SOAK_PROBE_SAMPLE', '200'))  # survivors traced to a holder per sample
+SAMPLE = int(os.environ.get('SOAK_PROBE_SAMPLE', '0'))
+BIGGEST = int(os.environ.get('SOAK_PROBE_BIGGEST', '15'))  # the largest containers named per sample
+TREE = os.environ.get('SOAK_PROBE_TREE') == '1'  # the referrers of an old lifecycle record  # survivors traced to a holder per sample
 COLLECT = os.environ.get('SOAK_PROBE_COLLECT') == '1'  # a full collection at every sample
 del sys.argv[1:3]
 # the server freezes its start-up objects (gc.freeze): frozen objects are invisible to
