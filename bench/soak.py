@@ -124,6 +124,8 @@ class Server:
         launcher = ["-m", "cortexdb.cli"]
         if args.tracemalloc:  # the server diffs tracemalloc snapshots into this file as it runs
             launcher = ["-X", "tracemalloc=3", "-c", TRACED.format(path=args.tracemalloc, every=args.sample_every)]
+        elif args.probe:  # the server appends where its memory is to this file (bench/soak_probe.py)
+            launcher = [os.path.join(HERE, "soak_probe.py"), args.probe, str(args.sample_every)]
         command = [sys.executable, *launcher, "serve", "--data", os.path.join(root, "data"),
                    "--backend", args.backend, "--bind", "127.0.0.1:0", "--preset", args.preset,
                    "--issuer-keys", keys, "--tenant", TENANT, "--operator", ACTOR, "--embedder", "hash",
@@ -627,6 +629,9 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="a subscriber that gets lagging reconnects with Last-Event-ID")
     parser.add_argument("--drain", type=float, default=60.0, help="seconds the subscribers get to catch up at the end")
     parser.add_argument("--py-spy", metavar="FILE", help="profile the server with py-spy (raw collapsed stacks)")
+    parser.add_argument("--probe", metavar="FILE", help="the server appends where its memory is to FILE "
+                        "(mappings, malloc, bounded structures, lifecycle records by age, growing object types "
+                        "and their holders: bench/soak_probe.py; it stops the server while it walks the heap)")
     parser.add_argument("--tracemalloc", metavar="FILE",
                         help="run the server under tracemalloc; it appends snapshot diffs to FILE")
     args = parser.parse_args()

@@ -200,6 +200,35 @@ async def test_recall_packs_are_bounded_by_count_oldest_first(engine_factory):
         assert len(engine._recall.cache) == 3
 
 
+async def test_the_pack_cache_is_bounded_by_the_bytes_of_its_packs_too(engine_factory):
+    """Packs are kept as JSON within ``pack_cache_bytes``: the oldest go first once their
+    encoded sizes add up to more, whatever the count; a kept pack reads back equal."""
+    from cortexdb import EngineConfig
+    from cortexdb.engine import jsoncodec
+    from cortexdb.errors import NotFound
+
+    from .conftest import envelope
+
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice")
+    async with engine_factory(config=config) as engine:
+        await engine.experience(envelope("I live in Paris."), wait="indexed")
+        first = await engine.recall({"scope": "org:acme/user:alice", "query": "where"})
+        size = len(jsoncodec.encode(first))
+        cache = engine._recall.cache
+        assert cache.bytes == size and engine.get_pack(first["pack_id"]) == jsoncodec.decode(jsoncodec.encode(first))
+        cache.max_bytes = 2 * size + size // 2  # room for two packs of about this size
+        packs = [first] + [await engine.recall({"scope": "org:acme/user:alice", "query": "where"}) for _ in range(3)]
+        assert len(cache) == 2 and cache.bytes <= cache.max_bytes
+        for old in packs[:2]:
+            with pytest.raises(NotFound):
+                engine.get_pack(old["pack_id"])
+        assert [engine.get_pack(p["pack_id"])["pack_id"] for p in packs[2:]] == [p["pack_id"] for p in packs[2:]]
+        cache.max_bytes = size // 2  # a pack larger than the whole budget is not kept
+        too_big = await engine.recall({"scope": "org:acme/user:alice", "query": "where"})
+        with pytest.raises(NotFound):
+            engine.get_pack(too_big["pack_id"])
+
+
 async def test_a_replayed_write_leaves_no_stage_waiter_behind(engine):
     from .conftest import envelope
 

@@ -24,9 +24,9 @@ class EngineConfig:
     )
     # facts and beliefs a scope's lane keeps decoded (each kind); beyond it the oldest go at the
     # end of a batch and reload from storage when needed (docs/decisions.md, "Soak memory")
-    derived_cache_records: int = 4096
+    derived_cache_records: int = 1024
     # bytes of stored episode JSON recall keeps decoded per scope (besides at most 128 episodes)
-    episode_cache_bytes: int = 4 << 20
+    episode_cache_bytes: int = 1 << 20
     # Open scopes (docs/server.md, "Open scopes"): an open scope holds its actor and its
     # in-memory indexes.  An idle one (no request, no queued or running work, not held) is released
     # - actor stopped, indexes dropped; the next request reopens it from storage - once idle for
@@ -121,6 +121,7 @@ class EngineConfig:
     recall_deadline: float = 5.0  # seconds a scope may take before the pack degrades without it
     pack_ttl_seconds: float = 60.0
     pack_cache_max: int = 1000  # recall packs kept for replay and GET; beyond it the oldest go first
+    pack_cache_bytes: int = 16 << 20  # and at most this much of them, as JSON (oldest out first)
     # hybrid (default) | bm25 | vector: which candidate sources and signals recall uses
     # (the single-signal modes exist for benchmark arms and diagnosis)
     recall_mode: str = "hybrid"

@@ -17,7 +17,7 @@ class DecodedEpisodes:
     their stored sizes add up to more than ``most_bytes`` (episodes grow with their events: a
     count alone let the cache grow through a long soak)."""
 
-    def __init__(self, most: int = EPISODE_CACHE_SIZE, most_bytes: int = 4 << 20) -> None:
+    def __init__(self, most: int = EPISODE_CACHE_SIZE, most_bytes: int = 1 << 20) -> None:
         self.most, self.most_bytes = most, most_bytes
         self._items: collections.OrderedDict[str, tuple[bytes, dict]] = collections.OrderedDict()
         self.bytes = 0

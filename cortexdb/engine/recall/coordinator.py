@@ -68,7 +68,8 @@ class RecallCoordinator:
     def __init__(self, ctx: Any, phrases: TemporalPhrases) -> None:
         self.ctx = ctx  # the engine's NodeContext
         self.phrases = phrases
-        self.cache = ctx.packs = PackCache(ctx.config.pack_ttl_seconds, ctx.config.pack_cache_max)
+        self.cache = ctx.packs = PackCache(ctx.config.pack_ttl_seconds, ctx.config.pack_cache_max,
+                                                 ctx.config.pack_cache_bytes)  # fmt: skip
         self.narrator: Any = None  # view=narrative: answer.AnswerService.narrative (set by the engine)
         self.graph = graph.RelationshipService(ctx)  # relationships: engine.relationships
 
