@@ -289,7 +289,12 @@ async def _version(tables, layer: str, record: dict[str, Any], clip: Clip) -> di
     itself when it has one version (the common case, judged without structuring it), else the
     latest version kept of those ``history`` loads."""
     times = _Times(record)
-    if record.get("version", 1) == 1 and record.get("recorded_to") is None:
+    # one version, or only the current one can be kept (history.py's rule: no include_superseded
+    # or recorded window, and the current version recorded by the clip's moment — a closed
+    # version ended when the current one began, so it is not held then): judged on the wire
+    # form, without structuring it (a grown episode's causal chain made that most of a recall)
+    only_current = not (clip.include_superseded or clip.recorded is not None or times.recorded_from > clip.at)
+    if record.get("recorded_to") is None and (record.get("version", 1) == 1 or only_current):
         kept = clip.keeps(layer, times) and not record.get("excluded_from_recall")
         return record if kept else None
     head = from_wire(record, RECORDS[layer])
