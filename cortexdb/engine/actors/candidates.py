@@ -61,8 +61,10 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
             continue
         if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
             continue
-        _signals(actor, candidate, query, bm25, semantic)
         out.append(candidate)
+    stored = actor.lane.state.vector_index.vectors([c.id for c in out])  # read back in one pass
+    for candidate in out:
+        _signals(actor, candidate, query, bm25, semantic, stored.get(candidate.id))
     if query.window is not None and query.text:
         out += await _in_window(actor, query, per_layer, set(ids), out, clip, events, observers)
     return out
@@ -100,7 +102,7 @@ async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: 
                 continue
             if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
                 continue
-            _signals(actor, candidate, query, lexical, near)
+            _signals(actor, candidate, query, lexical, near, indexes.vector_index.vector(candidate.id))
             candidate.in_window = True
             found.append(candidate)
             kept += 1
@@ -188,14 +190,14 @@ def _hits(indexes, query: Candidates, per_layer: dict[str, int]):
 
 
 def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, float],
-             semantic: dict[str, float]) -> None:  # fmt: skip
-    """A candidate's raw signals: BM25, cosine, recency, its vector (or tokens) for MMR."""
+             semantic: dict[str, float], stored: Any) -> None:  # fmt: skip
+    """A candidate's raw signals: BM25, cosine, recency, its vector (``stored``, the index's;
+    or tokens) for MMR."""
     indexes = actor.lane.state
     record_id = candidate.id  # a long event found without a query: its first passage
     text, mode = query.text, query.mode
     vector = query.vector if mode != "bm25" else None
     when = try_parse_rfc3339(candidate.time) or query.reference
-    stored = indexes.vector_index.vector(record_id)
     if record_id in semantic:
         cosine = semantic[record_id]
     else:
