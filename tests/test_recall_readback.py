@@ -152,16 +152,23 @@ class _Tables:
         self.concepts = _Concepts(concept)
 
 
-async def test_a_concept_candidate_is_its_stored_wire_form():
+async def test_a_concept_candidate_is_its_stored_wire_form(monkeypatch):
     concept = Concept(id="concept_1", scope="org:a", name="Hiking", summary="Likes hiking.",
                       summary_embedding=[0.5, 0.5], supported_by={"facts": ["fact_1"], "beliefs": ["belief_1"]},
                       valid_from=NOW - dt.timedelta(days=3), recorded_from=NOW - dt.timedelta(days=2),
                       last_synthesized_at=NOW - dt.timedelta(days=1), stance="supported", confidence=0.8)  # fmt: skip
     tables = _Tables(concept)
+    structure = concept_queries.from_wire
+
+    def structured(*args):
+        raise _Structured
+
+    monkeypatch.setattr(concept_queries, "from_wire", structured)  # the current version: not structured
     got = await concept_queries.candidate(tables, "concept_1", Clip.of(None, now=NOW))
     assert got.record == to_wire(concept) and got.text == "Hiking. Likes hiking."
     assert got.links == ["fact_1", "belief_1"] and got.time == to_wire(concept)["last_synthesized_at"]
     assert (got.importance, got.confidence) == (0.8, 0.8)
+    monkeypatch.setattr(concept_queries, "from_wire", structure)
     pinned = await concept_queries.candidate(tables, "concept_1", Clip.of(None, now=NOW, as_of=NOW))
     assert pinned.record == got.record and pinned.time == got.time  # the structured path agrees
     assert await concept_queries.candidate(_Tables(_deprecated(concept)), "concept_1", Clip.of(None, now=NOW)) is None

@@ -197,7 +197,9 @@ HANDLERS = {ReadConcepts: read_concepts, ReadConcept: read_concept, ReadRelated:
             ReadCoverage: read_coverage}  # fmt: skip
 
 
-_FIELDS = frozenset(a.name for a in attrs.fields(Concept))
+# the keys a concept's wire form always has (the converter renames ``partial`` and omits
+# ``_partial_reason`` and ``_progress`` when unset)
+_FIELDS = frozenset(a.name for a in attrs.fields(Concept)) - {"partial", "partial_reason", "progress"} | {"_partial"}
 
 
 async def candidate(tables: Any, concept_id: str, clip: Any) -> Candidate | None:
