@@ -211,7 +211,7 @@ async def candidate(tables: Any, concept_id: str, clip: Any) -> Candidate | None
     if raw is None:
         return None
     wire = jsoncodec.decode(raw)
-    if not clip.pinned and _FIELDS <= wire.keys():  # the current version, as stored
+    if not clip.pinned and wire.keys() >= _FIELDS:  # the current version, as stored
         if wire["stance"] == "deprecated" or wire["canonical_id"] is not None:
             return None
         if not clip.keeps("understanding", _WireTimes(wire)):
