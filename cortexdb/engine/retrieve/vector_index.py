@@ -29,30 +29,15 @@ segment: the delta stays small and sealed vectors leave the heap (decisions.md, 
 
 from __future__ import annotations
 
-import os
-import uuid
-
 import numpy as np
 import trio
 
-from ..memtrim import release_free_memory
 from .vector_runs import DeltaRows, EncodedRows, FlatRun, SegmentRows, scores
+from .vector_segments import Segment as _Segment
+from .vector_segments import build_annoy
 
 MERGE_RATIO = 1.5  # merge the newest two segments when the older is at most this much larger
 DTYPES = ("float32", "float16", "int8")
-
-
-class _Segment:
-    def __init__(self, annoy_index, ids: list[str], rows: FlatRun | None = None) -> None:
-        self.index = annoy_index
-        self.ids = ids
-        # the rows as stored, by position: a flat run is its own; an annoy segment built in a
-        # directory has a flat run of the same rows beside it, so a vector is read back from a
-        # mapping instead of annoy's item list (decisions.md, "Recall at 100k: vectors read back")
-        self.rows = annoy_index if isinstance(annoy_index, FlatRun) else rows
-        self.positions = {doc_id: i for i, doc_id in enumerate(ids)}
-        self.dead: set[str] = set()  # removed, or superseded by a newer vector elsewhere
-        self.kinds: np.ndarray | None = None  # a flat run's id-prefix codes, made on first need
 
 
 class VectorIndex:
@@ -294,7 +279,7 @@ class VectorIndex:
         if self.run_rows is not None and len(rows) < self.segment_size:  # a flat run (exact)
             run = FlatRun.write(self.directory, self.dimension, self.dtype, source)
             return run, run
-        index = self._build_annoy(rows)
+        index = build_annoy(rows, self.dimension, self.trees, self.directory)
         if self.directory is None:
             return index, None
         try:
@@ -302,28 +287,6 @@ class VectorIndex:
         except BaseException:
             index.unload()
             raise
-
-    def _build_annoy(self, rows):
-        from annoy import AnnoyIndex
-
-        index = AnnoyIndex(self.dimension, "angular")
-        path = None
-        if self.directory is not None:
-            os.makedirs(self.directory, exist_ok=True)
-            path = os.path.join(self.directory, f"{uuid.uuid4().hex}.ann")
-            index.on_disk_build(path)
-        try:
-            for position in range(len(rows)):
-                index.add_item(position, rows[position])
-            index.build(self.trees, n_jobs=1)
-            release_free_memory()  # the build's scratch memory (and the old delta's) goes back
-        finally:
-            if path is not None:  # mapped: the mapping keeps the file's pages; no name needed
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-        return index
 
     def search(
         self, query: np.ndarray, limit: int, prefixes: tuple[str, ...] | None = None
