@@ -1,5 +1,6 @@
 """The benchmarks run (on a tiny slice) so they never rot.  No assertion is made on time."""
 
+import json
 import os
 import re
 import subprocess
@@ -79,6 +80,24 @@ def test_locomo_evidence_cleaning_follows_the_protocol():
     assert clean_evidence(["D8:6; D9:17", "D:11:26", "D30:05", "", "garbage", "D1:3"]) == [
         "D8:6", "D9:17", "D11:26", "D30:5", "D1:3"]  # fmt: skip
     assert parse_session_date("1:56 pm on 8 May, 2023").isoformat() == "2023-05-08T13:56:00+00:00"
+
+
+def test_recall_ab_benchmark_loads_once_and_reopens(tmp_path):
+    data, outs = str(tmp_path / "data"), []
+    for run, shape in enumerate(("pack", "events", "events")):
+        out = str(tmp_path / f"ranked{run}.json")
+        result = subprocess.run(
+            [sys.executable, "bench/recall_ab.py", "--data", data, "--events", "150", "--queries", "4",
+             "--shape", shape, "--clock", "2026-11-28T03:00:00Z", "--out", out],
+            capture_output=True, text=True, timeout=600, cwd=ROOT,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert ("loaded 150 events" in result.stdout) == (run == 0)
+        assert re.search(rf"{shape}: wall p50 [\d.]+ ms p95 [\d.]+ ms \| CPU p50 [\d.]+ ms", result.stdout)
+        with open(out) as handle:
+            outs.append(json.load(handle))
+    assert len(outs[1]) == 4 and all(len(pack["events"]) <= 10 for pack in outs[1])
+    assert outs[1] == outs[2]  # the same data, the same pinned clock: the same ranking
 
 
 def test_recall_benchmark_runs_on_a_slice():

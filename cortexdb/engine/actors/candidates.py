@@ -64,8 +64,10 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
             continue
         if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
             continue
-        _signals(actor, candidate, query, bm25, semantic)
         out.append(candidate)
+    stored = actor.lane.state.vector_index.vectors([c.id for c in out])  # read back in one pass
+    for candidate in out:
+        _signals(actor, candidate, query, bm25, semantic, stored.get(candidate.id))
     if query.window is not None and query.text:
         out += await _in_window(actor, query, per_layer, set(ids), out, clip, events, observers)
     return out
@@ -103,7 +105,7 @@ async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: 
                 continue
             if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
                 continue
-            _signals(actor, candidate, query, lexical, near)
+            _signals(actor, candidate, query, lexical, near, indexes.vector_index.vector(candidate.id))
             candidate.in_window = True
             found.append(candidate)
             kept += 1
@@ -191,14 +193,14 @@ def _hits(indexes, query: Candidates, per_layer: dict[str, int]):
 
 
 def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, float],
-             semantic: dict[str, float]) -> None:  # fmt: skip
-    """A candidate's raw signals: BM25, cosine, recency, its vector (or tokens) for MMR."""
+             semantic: dict[str, float], stored: Any) -> None:  # fmt: skip
+    """A candidate's raw signals: BM25, cosine, recency, its vector (``stored``, the index's;
+    or tokens) for MMR."""
     indexes = actor.lane.state
     record_id = candidate.id  # a long event found without a query: its first passage
     text, mode = query.text, query.mode
     vector = query.vector if mode != "bm25" else None
     when = try_parse_rfc3339(candidate.time) or query.reference
-    stored = indexes.vector_index.vector(record_id)
     if record_id in semantic:
         cosine = semantic[record_id]
     else:
@@ -292,7 +294,12 @@ async def _version(tables, layer: str, record: dict[str, Any], clip: Clip) -> di
     itself when it has one version (the common case, judged without structuring it), else the
     latest version kept of those ``history`` loads."""
     times = _Times(record)
-    if record.get("version", 1) == 1 and record.get("recorded_to") is None:
+    # one version, or only the current one can be kept (history.py's rule: no include_superseded
+    # or recorded window, and the current version recorded by the clip's moment — a closed
+    # version ended when the current one began, so it is not held then): judged on the wire
+    # form, without structuring it (a grown episode's causal chain made that most of a recall)
+    only_current = not (clip.include_superseded or clip.recorded is not None or times.recorded_from > clip.at)
+    if record.get("recorded_to") is None and (record.get("version", 1) == 1 or only_current):
         kept = clip.keeps(layer, times) and not record.get("excluded_from_recall")
         return record if kept else None
     head = from_wire(record, RECORDS[layer])

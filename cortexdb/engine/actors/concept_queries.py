@@ -17,12 +17,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import attrs
+
 from ...errors import NotFound, ResourceDeleted
 from .. import jsoncodec
 from ..derive.concepts import term_key
-from ..model import Candidate, Concept, to_wire
+from ..model import Candidate, Concept, from_wire, to_wire
 from ..model.text import concept_text
-from ..temporal import format_ts
+from ..temporal import format_ts, parse_rfc3339
 from .concept_messages import ReadConcept, ReadConcepts, ReadCoverage, ReadRelated
 
 
@@ -134,6 +136,18 @@ async def read_related(actor: Any, query: ReadRelated) -> dict[str, Any]:
             "has_more": truncated, "next_cursor": None}  # fmt: skip
 
 
+class _WireTimes:
+    """A concept's wire times, parsed, as ``Clip.keeps`` reads them."""
+
+    def __init__(self, wire: dict[str, Any]) -> None:
+        self.recorded_from, self.recorded_to = _ts(wire["recorded_from"]), _ts(wire["recorded_to"])
+        self.valid_from, self.valid_to = _ts(wire["valid_from"]), _ts(wire["valid_to"])
+
+
+def _ts(value: Any) -> dt.datetime | None:
+    return parse_rfc3339(value) if value is not None else None
+
+
 def _lag(seconds: float) -> str:
     """An ISO 8601 duration of whole seconds (``PT0S``)."""
     seconds = max(0, int(seconds))
@@ -183,13 +197,30 @@ HANDLERS = {ReadConcepts: read_concepts, ReadConcept: read_concept, ReadRelated:
             ReadCoverage: read_coverage}  # fmt: skip
 
 
+# the keys a concept's wire form always has (the converter renames ``partial`` and omits
+# ``_partial_reason`` and ``_progress`` when unset)
+_FIELDS = frozenset(a.name for a in attrs.fields(Concept)) - {"partial", "partial_reason", "progress"} | {"_partial"}
+
+
 async def candidate(tables: Any, concept_id: str, clip: Any) -> Candidate | None:
     """A concept as a recall candidate (layer ``understanding``): the version the clip's
     ``as_of`` held (the current one without it), unless deprecated or an alias; its links and
-    citation chain are the facts and beliefs it cites."""
-    concept = await tables.concepts.get(concept_id)
-    if concept is None:
+    citation chain are the facts and beliefs it cites.  The current version is judged on its
+    stored wire form, not structured (its summary embedding made that a fifth of a recall)."""
+    raw = await tables.concepts.raw.get(concept_id)
+    if raw is None:
         return None
+    wire = jsoncodec.decode(raw)
+    if not clip.pinned and wire.keys() >= _FIELDS:  # the current version, as stored
+        if wire["stance"] == "deprecated" or wire["canonical_id"] is not None:
+            return None
+        if not clip.keeps("understanding", _WireTimes(wire)):
+            return None
+        cited = [*wire["supported_by"].get("facts", ()), *wire["supported_by"].get("beliefs", ())]
+        return Candidate(layer="understanding", id=concept_id, record=wire, text=concept_text(wire),
+                         time=wire["last_synthesized_at"] or wire["recorded_from"], importance=wire["confidence"],
+                         confidence=wire["confidence"], links=cited, chain={concept_id: cited}, raw_size=len(raw))  # fmt: skip
+    concept = from_wire(wire, Concept)
     version = await held(tables, concept, clip.at if clip.pinned else None)
     if version is None or not visible(version, False) or not clip.keeps("understanding", version):
         return None

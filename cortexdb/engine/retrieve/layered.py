@@ -101,6 +101,18 @@ class LayeredVectorIndex(_Layered):
         index = self._existing(doc_id)
         return index.vector(doc_id) if index is not None else None
 
+    def vectors(self, doc_ids) -> dict[str, np.ndarray]:
+        """The vectors of ``doc_ids`` that have one (``VectorIndex.vectors``, a layer at a time)."""
+        by_prefix: dict[str, list[str]] = {}
+        for doc_id in doc_ids:
+            by_prefix.setdefault(_prefix(doc_id), []).append(doc_id)
+        out: dict[str, np.ndarray] = {}
+        for prefix, ids in by_prefix.items():
+            index = self._indexes.get(prefix)
+            if index is not None:
+                out.update(index.vectors(ids))
+        return out
+
     @property
     def needs_seal(self) -> bool:
         return any(index.needs_seal for index in self._indexes.values())

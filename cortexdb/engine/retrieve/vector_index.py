@@ -29,26 +29,15 @@ segment: the delta stays small and sealed vectors leave the heap (decisions.md, 
 
 from __future__ import annotations
 
-import os
-import uuid
-
 import numpy as np
 import trio
 
-from ..memtrim import release_free_memory
 from .vector_runs import DeltaRows, EncodedRows, FlatRun, SegmentRows, scores
+from .vector_segments import Segment as _Segment
+from .vector_segments import build_annoy
 
 MERGE_RATIO = 1.5  # merge the newest two segments when the older is at most this much larger
 DTYPES = ("float32", "float16", "int8")
-
-
-class _Segment:
-    def __init__(self, annoy_index, ids: list[str]) -> None:
-        self.index = annoy_index
-        self.ids = ids
-        self.positions = {doc_id: i for i, doc_id in enumerate(ids)}
-        self.dead: set[str] = set()  # removed, or superseded by a newer vector elsewhere
-        self.kinds: np.ndarray | None = None  # a flat run's id-prefix codes, made on first need
 
 
 class VectorIndex:
@@ -202,8 +191,8 @@ class VectorIndex:
             # segment, but such a row is dead there (below); a grow meanwhile copies the delta and
             # the build keeps reading the old array
             rows = DeltaRows(self._delta, self._scales, live, self.dtype)
-            built = await trio.to_thread.run_sync(self._build, rows, abandon_on_cancel=True)
-            segment = _Segment(built, ids)
+            built, side = await trio.to_thread.run_sync(self._build, rows, abandon_on_cancel=True)
+            segment = _Segment(built, ids, side)
             # swap: vectors added while building stay in the delta; rows of the sealed part that
             # were removed meanwhile are dead in the new segment, and rows overwritten meanwhile
             # are dead there too, their new vector carried over into the next delta
@@ -242,12 +231,12 @@ class VectorIndex:
                 for position, doc_id in enumerate(segment.ids):
                     if doc_id not in dead:
                         ids.append(doc_id)
-                        sources.append((segment.index, position))
-            # the vectors are read from the segments one at a time as they are added
-            return ids, self._build(SegmentRows(sources)) if ids else None
+                        sources.append((segment.rows if segment.rows is not None else segment.index, position))
+            # the vectors are read from the segments' rows (a span at a time) as they are added
+            return ids, self._build(SegmentRows(sources)) if ids else (None, None)
 
-        ids, built = await trio.to_thread.run_sync(gather_and_build, abandon_on_cancel=True)
-        merged = _Segment(built, ids)
+        ids, (built, side) = await trio.to_thread.run_sync(gather_and_build, abandon_on_cancel=True)
+        merged = _Segment(built, ids, side)
         died_meanwhile = set().union(*(s.dead - d for s, d in zip(segments, dead_before, strict=True)))
         for doc_id in ids:
             if doc_id in died_meanwhile:
@@ -256,6 +245,8 @@ class VectorIndex:
                 self._where[doc_id] = merged
         for segment in segments:
             segment.index.unload()  # its pages go now, not when the object is collected
+            if segment.rows is not None and segment.rows is not segment.index:
+                segment.rows.unload()
         return merged
 
     async def rewrite(self) -> int:
@@ -280,32 +271,22 @@ class VectorIndex:
                 self._sealing = False
 
     def _build(self, rows):
-        """A flat run of ``rows`` while they are fewer than ``segment_size`` and runs are on;
-        else an annoy index of them (float32 vectors by position), built in a file of
-        ``directory`` and served memory-mapped from it when there is one (in a worker thread)."""
+        """(index, rows kept beside it): a flat run of ``rows`` while they are fewer than
+        ``segment_size`` and runs are on (its own rows); else an annoy index of them (float32
+        vectors by position), built in a file of ``directory`` and served memory-mapped from it
+        when there is one, with a flat run of the same rows beside it (in a worker thread)."""
+        source = rows if isinstance(rows, DeltaRows) else EncodedRows(rows, self.dtype)
         if self.run_rows is not None and len(rows) < self.segment_size:  # a flat run (exact)
-            source = rows if isinstance(rows, DeltaRows) else EncodedRows(rows, self.dtype)
-            return FlatRun.write(self.directory, self.dimension, self.dtype, source)
-        from annoy import AnnoyIndex
-
-        index = AnnoyIndex(self.dimension, "angular")
-        path = None
-        if self.directory is not None:
-            os.makedirs(self.directory, exist_ok=True)
-            path = os.path.join(self.directory, f"{uuid.uuid4().hex}.ann")
-            index.on_disk_build(path)
+            run = FlatRun.write(self.directory, self.dimension, self.dtype, source)
+            return run, run
+        index = build_annoy(rows, self.dimension, self.trees, self.directory)
+        if self.directory is None:
+            return index, None
         try:
-            for position in range(len(rows)):
-                index.add_item(position, rows[position])
-            index.build(self.trees, n_jobs=1)
-            release_free_memory()  # the build's scratch memory (and the old delta's) goes back
-        finally:
-            if path is not None:  # mapped: the mapping keeps the file's pages; no name needed
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-        return index
+            return index, FlatRun.write(self.directory, self.dimension, self.dtype, source)
+        except BaseException:
+            index.unload()
+            raise
 
     def search(
         self, query: np.ndarray, limit: int, prefixes: tuple[str, ...] | None = None
@@ -378,4 +359,30 @@ class VectorIndex:
         holder = self._where[doc_id]
         if holder is None:
             return self._row(self._delta_pos[doc_id])
+        if holder.rows is not None:
+            return holder.rows.get_item_vector(holder.positions[doc_id])
         return np.array(holder.index.get_item_vector(holder.positions[doc_id]), dtype=np.float32)
+
+    def vectors(self, doc_ids) -> dict[str, np.ndarray]:
+        """The live vectors of ``doc_ids`` (float32, as ``vector`` gives them), read a holder at
+        a time: the delta's rows in one take, a flat run's through one pass over its mapping."""
+        out: dict[str, np.ndarray] = {}
+        groups: dict[int, tuple[_Segment | None, list[str]]] = {}
+        for doc_id in doc_ids:
+            if doc_id in self._where and doc_id not in out:
+                holder = self._where[doc_id]
+                groups.setdefault(id(holder), (holder, []))[1].append(doc_id)
+                out[doc_id] = None  # type: ignore[assignment]  # filled below, in this order
+        for holder, ids in groups.values():
+            if holder is None:
+                positions = [self._delta_pos[doc_id] for doc_id in ids]
+                rows = self._delta[positions].astype(np.float32)
+                if self.dtype == "int8":
+                    rows *= self._scales[positions][:, None]
+            elif holder.rows is not None:
+                rows = holder.rows.rows_at([holder.positions[doc_id] for doc_id in ids])
+            else:
+                rows = [np.array(holder.index.get_item_vector(holder.positions[d]), dtype=np.float32) for d in ids]
+            for doc_id, row in zip(ids, rows, strict=True):
+                out[doc_id] = row
+        return out

@@ -122,6 +122,16 @@ class FlatRun:
             row *= self.scales[position]
         return row
 
+    def rows_at(self, positions: list[int]) -> np.ndarray:
+        """The rows at ``positions`` (any order) as float32, decoded as ``get_item_vector``
+        decodes one: a ``pread`` each (a fault on the shared mapping cost 10-20x one here)."""
+        out = np.empty((len(positions), self.dimension), dtype=np.float32)
+        for i, position in enumerate(positions):
+            out[i] = self.read(position, position + 1)[0]
+        if self.scales is not None:
+            out *= self.scales[positions][:, None]
+        return out
+
     def _mapped(self) -> mmap.mmap:
         if self._map is None:
             self._map = mmap.mmap(self.fd, self.count * self.row_bytes, mmap.MAP_SHARED, mmap.PROT_READ)

@@ -1,0 +1,114 @@
+"""Recall cost on a kept data dir, for comparing two versions of the code on the same data.
+
+    python bench/recall_ab.py --data DIR [--events 20000] [--queries 100] [--shape pack|events]
+                              [--clock 2026-11-28T03:00:00Z] [--out ranked.json] [--profile]
+
+The first run loads ``--events`` of bench/recall.py's synthetic events into DIR (LevelDB, hash
+embedder, bulk API, derivation and vector seals settled) and keeps it; later runs reopen it.  Then
+20 warm-up recalls and ``--queries`` timed ones, one after another: ``pack`` is the default
+holistic pack (bench/recall.py's), ``events`` the top 10 events (bench/peers.py's request).  It
+prints wall and CPU (this process's ``process_time``) p50 / p95 per recall; on a loaded machine
+the CPU time is the steadier figure.  ``--clock`` pins the engine's clock (recency and freshness
+are computed from it, so two runs rank ties alike); ``--out`` writes each pack's ranked ids and
+scores, to compare two runs; ``--profile`` prints a cProfile (CPU time) of the timed recalls.
+
+An A/B comparison: copy a loaded DIR twice, then run both arms at the same time, each on its copy,
+each with its code on ``PYTHONPATH`` (the copies matter: opening a data dir may seal episodes and
+write), and compare the two ``--out`` files (docs/benchmarks.md, "Recall at 100k: what a
+candidate costs").
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import random
+import statistics
+import sys
+import time
+
+import trio
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+sys.path.insert(0, os.path.join(_HERE, ".."))
+
+import cortexdb  # noqa: E402
+from cortexdb import EngineConfig  # noqa: E402
+
+SCOPE = "org:bench/user:alice"
+
+
+def _recall_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_recall", os.path.join(_HERE, "recall.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def request(shape: str, query: str) -> dict:
+    if shape == "pack":
+        return {"scope": SCOPE, "query": query, "traversal": "local", "diagnostics": "none"}
+    return {"scope": SCOPE, "view": "granular", "traversal": "local", "query": query, "include": ["events"],
+            "budgets": {"per_layer_limits": {"events": 10}}, "diagnostics": "none", "citation_mode": "none"}  # fmt: skip
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--events", type=int, default=20000)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--shape", choices=["pack", "events"], default="pack")
+    parser.add_argument("--clock", help="pin the engine's clock to this RFC 3339 moment")
+    parser.add_argument("--out", help="write the ranked ids and scores of each pack (JSON)")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    bench = _recall_module()
+    extra = {}
+    if args.clock:
+        from cortexdb.engine.clock import ManualClock
+
+        extra["clock"] = ManualClock(args.clock)
+    fresh = not os.path.exists(args.data)
+    config = EngineConfig(embedder="hash", idle_timeout=3600)
+    async with cortexdb.open_engine("leveldb", path=args.data, config=config, **extra) as engine:
+        if fresh:
+            started = time.perf_counter()
+            await bench.load(engine, SCOPE, random.Random(args.events), args.events)
+            await bench.settle(engine, SCOPE)
+            print(f"loaded {args.events} events in {time.perf_counter() - started:.0f} s")
+        await bench.settle(engine, SCOPE)
+        rng = random.Random(7)
+        for _ in range(20):
+            await engine.recall(request(args.shape, bench.text(rng, rng.choice(bench.QUERIES))))
+        queries = [bench.text(rng, rng.choice(bench.QUERIES)) for _ in range(args.queries)]
+        wall, cpu, ranked = [], [], []
+        profile = cProfile.Profile(time.process_time) if args.profile else None
+        for query in queries:
+            if profile:
+                profile.enable()
+            t, c = time.perf_counter(), time.process_time()
+            pack = await engine.recall(request(args.shape, query))
+            wall.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
+            if profile:
+                profile.disable()
+            ranked.append({layer: [(i["id"], i["score"]) for i in items] for layer, items in pack["layers"].items()})
+        print(f"{args.shape}: wall p50 {statistics.median(wall):.2f} ms p95 {bench.pct(wall, 0.95):.2f} ms | "
+              f"CPU p50 {statistics.median(cpu):.2f} ms p95 {bench.pct(cpu, 0.95):.2f} ms | "
+              f"{args.queries} recalls, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+        if args.out:
+            with open(args.out, "w") as handle:
+                json.dump(ranked, handle)
+        if profile:
+            stats = pstats.Stats(profile)
+            stats.sort_stats("cumulative").print_stats(40)
+
+
+if __name__ == "__main__":
+    trio.run(main)
