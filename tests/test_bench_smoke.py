@@ -327,5 +327,5 @@ def test_derive_benchmark_runs_and_prints_cpu_per_event():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     for size in (100, 300):
-        assert re.search(rf"{size:>7} events held, load [\d.]+: \| this:\s+[\d.]+ CPU ms/event", result.stdout)
+        assert re.search(rf"{size:>7} events held, load\s+[\d.]+: \| this:\s+[\d.]+ CPU ms/event", result.stdout)
     assert re.search(r"this: 400 events in all, [\d.]+ CPU ms/event, \d+ items/s until idle", result.stdout)

@@ -200,33 +200,47 @@ async def test_recall_packs_are_bounded_by_count_oldest_first(engine_factory):
         assert len(engine._recall.cache) == 3
 
 
-async def test_the_pack_cache_is_bounded_by_the_bytes_of_its_packs_too(engine_factory):
-    """Packs are kept as JSON within ``pack_cache_bytes``: the oldest go first once their
-    encoded sizes add up to more, whatever the count; a kept pack reads back equal."""
-    from cortexdb import EngineConfig
+def test_the_pack_cache_is_bounded_by_the_bytes_of_its_packs_too():
+    """Packs are kept as JSON within ``max_bytes`` (``pack_cache_bytes``): the oldest go first
+    once their encoded sizes add up to more, whatever the count; a pack larger than the whole
+    budget is not kept; a kept pack reads back equal, and expiry and purge keep the count."""
+    import datetime as dt
+
     from cortexdb.engine import jsoncodec
+    from cortexdb.engine.recall.cache import PackCache
     from cortexdb.errors import NotFound
+
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    packs = [{"pack_id": f"pk_{n}", "layers": {"events": [{"text": "x" * 1000}]}, "n": n} for n in range(4)]
+    size = len(jsoncodec.encode(packs[0]))
+    cache = PackCache(60.0, 1000, max_bytes=2 * size + size // 2)  # room for two of them
+    for pack in packs:
+        cache.put(pack, now)
+    assert len(cache) == 2 and cache.bytes == 2 * size
+    for old in packs[:2]:
+        with pytest.raises(NotFound):
+            cache.get(old["pack_id"], now)
+    assert [cache.get(p["pack_id"], now) for p in packs[2:]] == packs[2:]
+    cache.put({"pack_id": "pk_big", "text": "y" * 3 * size}, now)  # larger than the whole budget
+    with pytest.raises(NotFound):
+        cache.get("pk_big", now)
+    assert len(cache) == 2 and cache.bytes == 2 * size
+    cache.expire(now + dt.timedelta(seconds=61))
+    assert len(cache) == 0 and cache.bytes == 0
+    cache.put(packs[0], now)
+    cache.purge()
+    assert len(cache) == 0 and cache.bytes == 0
+
+
+async def test_a_recall_pack_is_kept_as_its_json(engine):
+    from cortexdb.engine import jsoncodec
 
     from .conftest import envelope
 
-    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice")
-    async with engine_factory(config=config) as engine:
-        await engine.experience(envelope("I live in Paris."), wait="indexed")
-        first = await engine.recall({"scope": "org:acme/user:alice", "query": "where"})
-        size = len(jsoncodec.encode(first))
-        cache = engine._recall.cache
-        assert cache.bytes == size and engine.get_pack(first["pack_id"]) == jsoncodec.decode(jsoncodec.encode(first))
-        cache.max_bytes = 2 * size + size // 2  # room for two packs of about this size
-        packs = [first] + [await engine.recall({"scope": "org:acme/user:alice", "query": "where"}) for _ in range(3)]
-        assert len(cache) == 2 and cache.bytes <= cache.max_bytes
-        for old in packs[:2]:
-            with pytest.raises(NotFound):
-                engine.get_pack(old["pack_id"])
-        assert [engine.get_pack(p["pack_id"])["pack_id"] for p in packs[2:]] == [p["pack_id"] for p in packs[2:]]
-        cache.max_bytes = size // 2  # a pack larger than the whole budget is not kept
-        too_big = await engine.recall({"scope": "org:acme/user:alice", "query": "where"})
-        with pytest.raises(NotFound):
-            engine.get_pack(too_big["pack_id"])
+    await engine.experience(envelope("I live in Paris."), wait="indexed")
+    pack = await engine.recall({"scope": "org:acme/user:alice", "query": "where"})
+    assert engine._recall.cache.bytes == len(jsoncodec.encode(pack))
+    assert engine.get_pack(pack["pack_id"]) == jsoncodec.decode(jsoncodec.encode(pack))
 
 
 async def test_a_replayed_write_leaves_no_stage_waiter_behind(engine):
