@@ -1,11 +1,15 @@
 """The server's entry point under ``bench/soak.py --probe FILE``: a thread appends, every
 ``--sample-every`` seconds, where the server's memory is: resident memory by kind of mapping
 (/proc/self/smaps), glibc's malloc counters (mallinfo2), pymalloc's block count, the sizes of the
-engine's bounded per-scope structures, the Python object types whose count grew most since the
-last sample, and for a few containers made since then the chain of holders from an object of
-ours down to them.  A diagnostic: it stops the server's threads while it walks the heap.
+engine's bounded caches, the Python object types whose count grew most since the last sample,
+and the largest containers with the chain of holders from an object of ours (or a module, or a
+frame) down to them.  The server's ``gc.freeze()`` is turned off: frozen objects are invisible to
+``gc.get_referrers``.  A diagnostic: it pauses the server while it walks the heap, so a soak run
+under it is for finding what grows, not for its latencies.
 
     python bench/soak_probe.py FILE EVERY serve ...   (the arguments of ``cortexdb serve``)
+    SOAK_PROBE_BIGGEST=N   how many of the largest containers to name (15)
+    SOAK_PROBE_COLLECT=1   a full collection at each sample, with what it freed
 """
 
 import collections, ctypes, gc, os, sys, threading, time
@@ -142,9 +146,8 @@ def structures():
             parts['frames n'] += len(obj._sse) + len(obj._ws)
     return ', '.join(f'{k} {v:.1f}' if isinstance(v, float) else f'{k} {v}' for k, v in sorted(parts.items(), key=str))
 def watch():
-    import random
     started = time.monotonic()
-    previous, previous_ids, made_before = None, None, None
+    previous = None
     while True:
         time.sleep(EVERY)
         stats = gc.get_stats()
@@ -158,44 +161,6 @@ def watch():
                       f'free {info.fordblks / 1e6:.1f}, mmapped {info.hblkhd / 1e6:.1f} ({info.hblks} blocks); '
                       f'pymalloc blocks {sys.getallocatedblocks()}\n')
             out.write('    structures: ' + structures() + '\n')
-            # the lifecycle records alive, by age (their uuid7 ids carry the time) and stage
-            now_ms = time.time() * 1000
-            ages = collections.Counter()
-            for o in gc.get_objects():
-                if type(o).__name__ == 'LifecycleEvent':
-                    born = int(o.lifecycle_id[4:12] + o.lifecycle_id[13:17], 16)
-                    ages[(min(int((now_ms - born) / 60000), 9), o.stage)] += 1
-            out.write('    lifecycle records alive by (minutes old, stage): ' + ', '.join(f'{k} {v}' for k, v in sorted(ages.items())) + '\n')
-            old_one = None if not TREE else None
-            for o in gc.get_objects():
-                if type(o).__name__ == 'LifecycleEvent':
-                    born = int(o.lifecycle_id[4:12] + o.lifecycle_id[13:17], 16)
-                    if now_ms - born > 90000:
-                        old_one = o
-                        break
-            if old_one is not None and TREE:
-                level, seen = [old_one], {id(old_one)}
-                out.write(f'    an old lifecycle record {old_one.stage} {old_one.lifecycle_id}, refcount {sys.getrefcount(old_one)}\n')
-                for depth in range(6):
-                    up = []
-                    for thing in level:
-                        for r in gc.get_referrers(thing):
-                            if id(r) in seen or r is level or r is up or (type(r).__name__ == 'frame' and r.f_code.co_filename == __file__):
-                                continue
-                            seen.add(id(r))
-                            up.append(r)
-                            extra = ''
-                            if isinstance(r, (list, tuple)):
-                                extra = ' of ' + ','.join(type(x).__name__ for x in r[:5])
-                            elif isinstance(r, dict):
-                                extra = ' keys ' + ','.join(str(k)[:24] for k in list(r)[:5])
-                            elif type(r).__name__ == 'frame':
-                                extra = f' {r.f_code.co_qualname} {os.path.basename(r.f_code.co_filename)}:{r.f_lineno}'
-                            out.write(f'      {"  " * depth}{describe(r)}{extra} (refcount {sys.getrefcount(r)})\n')
-                    level = up[:8]
-                    if not level:
-                        break
-                del level, up, old_one
             out.write(f'    gc: collections per generation {[s["collections"] for s in stats]}, '
                       f'collected {[s["collected"] for s in stats]}, counts {gc.get_count()}\n')
             if COLLECT:
@@ -214,51 +179,11 @@ def watch():
             for n, obj in sized:
                 out.write(f'    big {type(obj).__name__}[{n}]: ' + ' -> '.join(chain(obj, hops=2)) + '\n')
             del sized
-            # survivors: containers made in the interval before last, still alive a whole interval
-            # later (what is in flight now is not what grows)
-            alive = [o for o in gc.get_objects() if type(o) in (list, dict, tuple, set) or type(o).__name__ == 'LifecycleEvent']
-            if made_before is not None and SAMPLE:
-                survivors = [o for o in alive if id(o) in made_before]
-                out.write(f'    survivors of the interval before last: {len(survivors)}\n')
-                events = [o for o in survivors if type(o).__name__ == 'LifecycleEvent']
-                def tree(obj, depth, indent):
-                    for r in gc.get_referrers(obj):
-                        if r is survivors or r is events or r is alive or (isinstance(r, list) and len(r) > 100000) \
-                                or type(r).__name__ == 'frame' and r.f_code.co_filename == __file__:
-                            continue
-                        extra = ''
-                        if isinstance(r, (list, tuple)):
-                            extra = ' of ' + ','.join(type(x).__name__ for x in r[:6])
-                        elif isinstance(r, dict):
-                            extra = ' keys ' + ','.join(str(k)[:20] for k in list(r)[:6])
-                        elif type(r).__name__ == 'frame':
-                            extra = f' {r.f_code.co_qualname} {os.path.basename(r.f_code.co_filename)}:{r.f_lineno}'
-                        out.write(f'      {indent}{describe(r)}{extra}\n')
-                        if depth:
-                            tree(r, depth - 1, indent + '  ')
-                if events:
-                    out.write('    referrer tree of a surviving LifecycleEvent:\n')
-                    tree(events[0], 4, '')
-                for obj in events[:3]:
-                    refs = [r for r in gc.get_referrers(obj) if r is not survivors and r is not events]
-                    out.write(f'    a surviving LifecycleEvent {obj.stage} {obj.lifecycle_id}: refcount {sys.getrefcount(obj) - 3}, '
-                              f'referrers {[describe(r) for r in refs]}\n')
-                holders = collections.Counter()
-                picked = random.Random(0).sample(survivors, min(SAMPLE, len(survivors)))
-                for obj in picked:
-                    holders[' -> '.join(chain(obj)[:4])] += 1
-                for name, n in holders.most_common(12):
-                    out.write(f'    held {n * 100 / max(1, len(picked)):4.0f} %: {name}\n')
-            ids = {id(o) for o in alive}
-            made_before = ids - previous_ids if previous_ids is not None else None
-            previous_ids = ids
         previous = counts
 
 
 PATH, EVERY = sys.argv[1], float(sys.argv[2])
-SAMPLE = int(os.environ.get('SOAK_PROBE_SAMPLE', '0'))
 BIGGEST = int(os.environ.get('SOAK_PROBE_BIGGEST', '15'))  # the largest containers named per sample
-TREE = os.environ.get('SOAK_PROBE_TREE') == '1'  # the referrers of an old lifecycle record  # survivors traced to a holder per sample
 COLLECT = os.environ.get('SOAK_PROBE_COLLECT') == '1'  # a full collection at every sample
 del sys.argv[1:3]
 # the server freezes its start-up objects (gc.freeze): frozen objects are invisible to

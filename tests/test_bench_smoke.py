@@ -162,6 +162,24 @@ def test_soak_benchmark_runs_on_a_slice():
     assert re.search(r"client CPU: [\d.]+ s over \d+ s", out)
 
 
+def test_soak_probe_says_where_the_servers_memory_is(tmp_path):
+    """bench/soak.py --probe: the server writes its memory by mapping, malloc's counters, the
+    engine's bounded caches and the largest containers with their holders."""
+    probe = tmp_path / "probe.txt"
+    result = subprocess.run(
+        [sys.executable, "bench/soak.py", "--duration", "5", "--writes-per-s", "10", "--recalls-per-s", "2",
+         "--subscribers", "2", "--backend", "memory", "--sample-every", "2", "--drain", "30", "--probe", str(probe)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "SOAK_PROBE_BIGGEST": "3"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = probe.read_text()
+    assert re.search(r"^--- t=\d+ s  rss by mapping \(MB\): \S+ [\d.]+", text, re.M)
+    assert re.search(r"malloc: arena [\d.]+ MB, in use [\d.]+, free [\d.]+", text)
+    assert re.search(r"structures: .*facts n \d+.*packs n \d+", text)
+    assert re.search(r"objects grown: \w+ \+\d+", text)
+    assert len(re.findall(r"^    big \w+\[\d+\]: ", text, re.M)) >= 3
+
+
 def test_forget_benchmark_runs_on_a_slice():
     result = subprocess.run(
         [sys.executable, "bench/forget.py", "--sizes", "200", "--kept", "100", "--queries", "5"],

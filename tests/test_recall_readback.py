@@ -202,8 +202,7 @@ async def test_recall_reads_the_vectors_back_on_every_backend(engine_factory):
         await engine.flush()
         actor = engine._supervisor._handles[scope].actor
         with trio.fail_after(30):
-            while actor.lane.index._vector_job:  # the background seals and merges
-                await trio.sleep(0.01)
+            await actor.lane.index.vector_job_finished()  # the background seals and merges
         index = actor.lane.state.vector_index
         events = index._indexes["evt_"]
         assert events.segment_sizes  # sealed
