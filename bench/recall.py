@@ -259,11 +259,10 @@ def reset_peak() -> None:
 async def settle(engine, scope: str) -> None:
     """Derivation flushed and the scope's background vector seals and merges finished."""
     await engine.flush(scope)
-    for _ in range(6000):
-        indexes = [getattr(a, "pipeline", None) for a in _actors(engine)]
-        if not any(p is not None and p._vector_job for p in indexes):
-            break
-        await trio.sleep(0.05)
+    for actor in _actors(engine):
+        lane = getattr(actor, "lane", None)
+        if lane is not None:
+            await lane.index.vector_job_finished()
     gc.collect()
 
 

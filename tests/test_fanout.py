@@ -96,7 +96,7 @@ async def test_wait_ends_on_a_record_on_the_until_event_on_close_and_after_the_t
     assert trio.current_time() - started == pytest.approx(10.0)
 
     async def later(action) -> None:
-        await trio.sleep(1)
+        await trio.sleep(1)  # virtual time (autojump_clock): the record comes 1 s into the wait
         action()
 
     async with trio.open_nursery() as nursery:  # a record ends it

@@ -173,8 +173,7 @@ async def test_a_leveldb_engine_maps_its_segments_and_rebuilds_them_after_a_rest
         before = await engine.recall({"scope": "org:acme/user:alice", "query": "Cy in Rome", "include": ["events"]})  # fmt: skip
         lane = engine._supervisor._handles["org:acme/user:alice"].actor.lane
         with trio.fail_after(30):
-            while lane.index._vector_job:  # the background seal and merges
-                await trio.sleep(0.01)
+            await lane.index.vector_job_finished()  # the background seal and merges
         assert lane.state.vector_index._indexes["evt_"].segment_sizes  # sealed into segments
     folder = os.path.join(path, "vector-segments")
     assert os.listdir(folder) == []
