@@ -13,7 +13,8 @@ then times one more ``--batch`` events from the first call until the store is id
 - CPU ms per event of that batch (the process's user + system time: capture and derivation,
   the worker threads included), and of derivation alone (from the last call's return to idle);
 - items/s until idle (wall; on a shared machine the CPU figure is the one to compare);
-- the ratio of the baseline's CPU per event to this checkout's.
+- the ratio of the baseline's CPU per event to this checkout's;
+- the worker's peak RSS so far (``ru_maxrss``).
 A flat CPU per event across sizes is the goal (issue 17's ingest until idle, issue 10's soak):
 derivation should cost what one event brings, not what the scope already holds.
 """
@@ -91,6 +92,7 @@ def worker(root: str, batch: int) -> None:
                     "size": size, **grown, "cpu_ms": 1000 * (done_cpu - started_cpu) / batch,
                     "derive_cpu_ms": 1000 * (done_cpu - called_cpu) / batch,
                     "calls_per_s": batch / (called - started), "idle_per_s": batch / (done - started),
+                    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 }), flush=True)  # fmt: skip
 
     try:
@@ -143,7 +145,8 @@ def main() -> None:
             line = f"{size:>7} events held, load {os.getloadavg()[0]:4.1f}:"
             for name, row in rows.items():
                 line += (f" | {name}: {row['cpu_ms']:5.2f} CPU ms/event ({row['derive_cpu_ms']:5.2f} deriving), "
-                         f"{row['idle_per_s']:5.0f} items/s until idle, calls {row['calls_per_s']:5.0f}/s")  # fmt: skip
+                         f"{row['idle_per_s']:5.0f} items/s until idle, calls {row['calls_per_s']:5.0f}/s, "
+                         f"peak RSS {row['peak_rss_mb']:.0f} MB")  # fmt: skip
             if "baseline" in rows:
                 line += f" | baseline/this CPU {rows['baseline']['cpu_ms'] / rows['this']['cpu_ms']:.2f}x"
             print(line, flush=True)

@@ -13,7 +13,10 @@ class EngineConfig:
     default_caller: str = "user:local"
     mailbox_size: int = 1024  # bounded: a full mailbox makes senders wait (backpressure)
     capture_group: int = 512  # most captures one group commit takes from the mailbox
-    pipeline_batch: int = 128  # most events one derivation batch processes per stage
+    # most events one derivation batch processes per stage (a smaller backlog goes whole): a
+    # batch re-synthesises each subject it touches once, so a backlog derives in fewer, larger
+    # batches (docs/decisions.md, "Larger derivation batches")
+    pipeline_batch: int = 512
     # derivation defers to captures waiting in the mailbox until this many events are queued;
     # beyond it derivation runs regardless, so a sustained overload slows capture (backpressure)
     # instead of growing the backlog without bound
