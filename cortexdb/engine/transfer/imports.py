@@ -160,7 +160,7 @@ class ImportService:
         trim_every = max(1, self._ctx.config.import_window)
         if getattr(module, "SOURCE_IDS", False):  # our JSONL export: preceded_by links to translate
             run.scratch["links"] = links.SourceIds(self._ctx.config.import_link_memory)
-        with open(params["path"], "rb") as fh, collector.RarerFullCollections(self._ctx.config.import_gc_full_threshold):
+        with open(params["path"], "rb") as fh, collector.Thresholds(self._ctx.config.import_gc_thresholds):
             records = module.read(fh, params["format"], {**params["options"], "template": params["template"],
                                                          "imported_at": run.record["created_at"]})  # fmt: skip
 
