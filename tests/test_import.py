@@ -223,3 +223,23 @@ async def test_a_truncated_mem0_document_keeps_what_came_before_and_names_where_
         _, aborted = await run_import(engine, "mem0", cut, **{**request, "options": {"on_error": "abort"}})
         assert aborted["status"] == "failed" and aborted["error"]["error_code"] == "INVALID_BODY", aborted
         assert "record 5: invalid_json" in aborted["error"]["message"]
+
+
+async def test_a_memory_engine_keeps_one_transfer_dir_and_its_close_removes_it():
+    import os
+
+    from cortexdb.engine.transfer import spool
+
+    async with open_engine("memory", id_seed=1) as engine:
+        ctx = engine._ctx
+        assert ctx.transfer_tmp is None  # made on first use, not by every engine
+        for _ in range(3):
+            _, status = await run_import(engine, "jsonl", lines_of(3))
+            assert status["status"] == "completed", status
+        started = await engine.exports.start({"scope": "org:acme", "format": "jsonl"})
+        assert (await engine.exports.wait(started["export_id"]))["status"] == "completed"
+        directory = ctx.transfer_tmp
+        assert directory is not None and spool.transfer_dir(ctx) == directory  # one for the engine's life
+        assert os.path.isdir(directory) and engine.exports.directory() == directory
+        assert os.listdir(directory)  # the export's file, kept until the engine closes
+    assert not os.path.exists(directory) and ctx.transfer_tmp is None

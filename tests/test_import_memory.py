@@ -82,3 +82,56 @@ def test_prepare_takes_the_scope_out_and_orders_by_observed_time():
     assert [item.position for item in sorted(items, key=imports._order)] == [2, 1, 0]
     window.release(items)
     assert all(item.envelope is None for item in items)
+
+
+
+def test_collections_are_rarer_while_imports_write_and_the_last_one_puts_the_thresholds_back():
+    import gc
+
+    from cortexdb.engine.transfer import collector
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with collector.Thresholds((5000, 10, 15)):
+            assert gc.get_threshold() == (5000, 10, 15) and collector.holders() == 1
+            with collector.Thresholds((100, 5, 50)):  # a second import: the first's stay
+                assert gc.get_threshold() == (5000, 10, 15) and collector.holders() == 2
+            assert gc.get_threshold() == (5000, 10, 15)  # the first is still writing
+        assert gc.get_threshold() == (700, 10, 10) and collector.holders() == 0
+        gc.set_threshold(700, 20, 500)
+        with collector.Thresholds((5000, 10, 15)):  # each never below what the application set
+            assert gc.get_threshold() == (5000, 20, 500)
+        with collector.Thresholds(None):  # None: the collector is left alone
+            assert gc.get_threshold() == (700, 20, 500) and collector.holders() == 0
+        assert gc.get_threshold() == (700, 20, 500)
+    finally:
+        gc.set_threshold(*before)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_an_import_raises_the_thresholds_only_while_it_writes(monkeypatch, fails):
+    import gc
+
+    from cortexdb.engine.transfer import collector
+
+    seen: list[tuple] = []
+    config = EngineConfig(import_window=WINDOW, bulk_max_items=BULK, episode_idle_check=3600.0,
+                          import_gc_thresholds=(7777, 11, 77))  # fmt: skip
+    before = gc.get_threshold()
+    async with open_engine("memory", id_seed=1, config=config) as engine:
+        bulk = engine.experience_bulk
+
+        async def observed(request, **kwargs):
+            seen.append(gc.get_threshold())
+            if fails:
+                raise RuntimeError("the store broke")
+            return await bulk(request, **kwargs)
+
+        monkeypatch.setattr(engine, "experience_bulk", observed)
+        started = await engine.imports.start("mem0", mem0_file(3 * WINDOW), {"scope_template": "org:acme/user:{user_id}"})
+        status = await engine.imports.wait(started["import_id"])
+        assert status["status"] == ("failed" if fails else "completed"), status
+    wanted = tuple(max(now, raised) for now, raised in zip(before, (7777, 11, 77)))
+    assert seen and all(thresholds == wanted for thresholds in seen)
+    assert gc.get_threshold() == before and collector.holders() == 0  # put back, failed or not

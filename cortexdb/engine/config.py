@@ -185,6 +185,11 @@ class EngineConfig:
     # source ids an import wrote are remembered (~150 bytes each); an older one is kept as written
     import_link_memory: int = 100_000
     import_max_errors: int = 100  # the first errors an import's status keeps (all are counted)
+    # while an import writes, CPython's collector thresholds (its defaults 700, 10, 10): a young
+    # collection every 5,000 net allocations, a full one about every 750,000 (the defaults: 7,000
+    # to 70,000), process-wide, each never below what is set, put back when the last import ends
+    # (transfer/collector.py); None leaves the collector alone
+    import_gc_thresholds: tuple[int, int, int] | None = (5_000, 10, 15)
     export_max_running: int = 4  # export jobs running at once; one more is 429 RATE_LIMITED
     export_inline_max_bytes: int = 16 * 1024 * 1024  # an inline export's largest size (else a file)
     export_max_bytes: int = 4 * 1024 * 1024 * 1024  # an export file's largest size (413 beyond)

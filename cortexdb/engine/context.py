@@ -5,6 +5,7 @@ maintenance timer, the derivation worker processes."""
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -65,6 +66,7 @@ class NodeContext:
     stage_observer: Any = None  # Engine.observe_stages: e.g. the server's latency histograms
     vocabularies: Any = None  # vocabularies.Vocabularies (§8.14): set by ``node_context``
     placement: Any = None  # placement.Placement: the partitions this node holds (None: one node)
+    transfer_tmp: str | None = None  # a memory engine's transfer dir (transfer/spool.py): removed on close
 
 
 def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int | None,
@@ -91,6 +93,16 @@ def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int
         ctx.placement, placement.ctx = placement, ctx
     ctx.vocabularies = Vocabularies(tables, clock, config)
     return ctx
+
+
+async def close_context(ctx: NodeContext) -> None:
+    """What the context holds beyond the engine's nursery, let go as the engine closes: the LLM
+    providers' clients, and a memory engine's temporary transfer directory with its spooled
+    sources and export files (``transfer/spool.py``: it cannot resume a job anyway)."""
+    await ctx.llms.aclose()
+    if ctx.transfer_tmp is not None:
+        shutil.rmtree(ctx.transfer_tmp, ignore_errors=True)
+        ctx.transfer_tmp = None
 
 
 async def check_embedder(ctx: NodeContext) -> bool:

@@ -23,7 +23,7 @@ from .actors.bus import Subscription
 from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
 from .config import EngineConfig
-from .context import NodeContext, check_embedder, derivation_processes, maintenance, node_context
+from .context import NodeContext, check_embedder, close_context, derivation_processes, maintenance, node_context
 from .forget import ForgetService, erasure
 from .lifecycle import lifecycle_wire as lifecycle_wire  # the server's lifecycle streams use it
 from .model import to_wire
@@ -113,7 +113,7 @@ class Engine:
     async def _stop(self) -> None:
         await self._supervisor.stop()
         await release_placement(self._ctx)
-        await self._ctx.llms.aclose()
+        await close_context(self._ctx)  # LLM clients; a memory engine's transfer dir
 
     # -- writing -------------------------------------------------------------------------------
     async def experience(self, envelope: dict[str, Any], *, caller: str | None = None,

@@ -45,7 +45,7 @@ from ..policy import capabilities as cap
 from ..scopes import canonical_scope, is_within
 from ..stages import IMPORT_COMPLETE, IMPORT_PHASES, IMPORT_PROGRESS
 from ..writes import FAMILY_BULK
-from . import links, spool
+from . import collector, links, spool
 from .import_spec import COUNTS, check_declared, parse_request, status_wire
 from .mapping import Item, RecordError, scoped_key
 from .window import prepare, release
@@ -160,7 +160,7 @@ class ImportService:
         trim_every = max(1, self._ctx.config.import_window)
         if getattr(module, "SOURCE_IDS", False):  # our JSONL export: preceded_by links to translate
             run.scratch["links"] = links.SourceIds(self._ctx.config.import_link_memory)
-        with open(params["path"], "rb") as fh:
+        with open(params["path"], "rb") as fh, collector.Thresholds(self._ctx.config.import_gc_thresholds):
             records = module.read(fh, params["format"], {**params["options"], "template": params["template"],
                                                          "imported_at": run.record["created_at"]})  # fmt: skip
 

@@ -17,11 +17,18 @@ from ...errors import PayloadTooLarge
 
 def transfer_dir(ctx: Any) -> str:
     """``EngineConfig.transfer_dir``, else ``<data dir>/transfer``, else a temporary directory
-    (a memory engine: it cannot resume a job after a restart anyway)."""
+    (a memory engine: it cannot resume a job after a restart anyway), one for the engine's
+    lifetime, made on first use and removed with what is in it when the engine closes
+    (``context.close_context``)."""
     chosen = ctx.config.transfer_dir
     if chosen is None:
         data_dir = getattr(ctx.store, "path", None)
-        chosen = os.path.join(data_dir, "transfer") if data_dir else tempfile.mkdtemp(prefix="cortexdb-transfer-")
+        if data_dir:
+            chosen = os.path.join(data_dir, "transfer")
+        else:
+            if ctx.transfer_tmp is None:
+                ctx.transfer_tmp = tempfile.mkdtemp(prefix="cortexdb-transfer-")
+            chosen = ctx.transfer_tmp
     os.makedirs(chosen, exist_ok=True)
     return chosen
 
