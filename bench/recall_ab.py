@@ -107,7 +107,7 @@ async def main() -> None:
                 json.dump(ranked, handle)
         if profile:
             stats = pstats.Stats(profile)
-            stats.sort_stats("cumulative").print_stats(40)
+            stats.sort_stats(os.environ.get("AB_SORT", "cumulative")).print_stats(int(os.environ.get("AB_LINES", "40")))
 
 
 if __name__ == "__main__":

@@ -333,9 +333,10 @@ class TextIndex:
             slots, tf = slots[keep], tf[keep]
         return slots, tf
 
-    def score(self, query: str, doc_id: str) -> float:
+    def score(self, query: str, doc_id: str, tokens: list[str] | None = None) -> float:
         """BM25 of one document for ``query`` — rank-bm25's ``get_batch_scores`` for one id: a
-        candidate found by the vector search gets its real lexical score, not 0."""
+        candidate found by the vector search gets its real lexical score, not 0.  ``tokens``:
+        ``tokenize(query)`` when the caller has it (a recall scores many candidates)."""
         slot = self._slot.get(doc_id)
         if slot is None:
             return 0.0
@@ -347,7 +348,7 @@ class TextIndex:
         own = dict(zip(pairs[::2], pairs[1::2], strict=True))
         total = 0.0
         term_ids = self._term_id
-        for term in tokenize(query):
+        for term in tokenize(query) if tokens is None else tokens:
             tf = own.get(term_ids.get(term, -1))
             if tf:
                 total += self._idf(term) * tf * (k1 + 1) / (tf + norm)
