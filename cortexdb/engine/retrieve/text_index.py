@@ -28,7 +28,7 @@ import snowballstemmer
 
 _TOKEN = re.compile(r"[0-9a-z]+")
 # the passages of one event (``<id>#p<n>``, see passages.py) share its key; ties among them take
-# the exact path (_duplicate_keys)
+# the exact path (_key_order)
 _UUID = re.compile(
     r"^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-[0-9a-f]{4}-[0-9a-f]{12}(?:#p\d+)?$"
 )
@@ -301,8 +301,9 @@ class TextIndex:
             above = candidates[scores > threshold]
             tied = candidates[scores == threshold]
             need = limit - len(above)
-            if self._keyed and not self._duplicate_keys(tied):
-                best = tied[np.argsort(self._slot_key[tied], kind="stable")[::-1][:need]]
+            order = self._key_order(tied) if self._keyed else None
+            if order is not None:
+                best = tied[order[::-1][:need]]
                 candidates = [*above.tolist(), *best.tolist()]
             else:
                 chosen = heapq.nlargest(need, tied.tolist(), key=ids.__getitem__)
@@ -311,10 +312,17 @@ class TextIndex:
                         reverse=True)  # fmt: skip
         return ranked[:limit]
 
-    def _duplicate_keys(self, slots: np.ndarray) -> bool:
-        """Two ids with the same first 64 bits (different random tails) need the string order."""
+    def _key_order(self, slots: np.ndarray) -> np.ndarray | None:
+        """The positions of ``slots`` in id order (a stable argsort of their keys), or None when
+        two of them share a key: the same first 64 bits (different random tails) need the string
+        order.  One sort answers both (a ``np.unique`` beside the argsort cost a third of a
+        search at 100k documents, where thousands of synthetic turns tie)."""
         keys = self._slot_key[slots]
-        return len(np.unique(keys)) != len(keys)
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        if len(ordered) > 1 and bool((ordered[1:] == ordered[:-1]).any()):
+            return None
+        return order
 
     def _norms(self, avg_len: float) -> np.ndarray:
         """BM25's length normalisation per slot, cached until a document is added or removed."""
