@@ -273,7 +273,7 @@ async def _load(
                      chain=await _belief_chain(tables, record_id, support_ids), raw_size=len(raw))  # fmt: skip
 
 
-class _Times:
+class Times:
     """A wire record's times, parsed, as ``Clip`` reads them."""
 
     def __init__(self, record: dict[str, Any]) -> None:
@@ -294,7 +294,7 @@ async def _version(tables, layer: str, record: dict[str, Any], clip: Clip) -> di
     """The version of a record (its stored wire form) the clip keeps, or None: the record
     itself when it has one version (the common case, judged without structuring it), else the
     latest version kept of those ``history`` loads."""
-    times = _Times(record)
+    times = Times(record)
     # one version, or only the current one can be kept (history.py's rule: no include_superseded
     # or recorded window, and the current version recorded by the clip's moment — a closed
     # version ended when the current one began, so it is not held then): judged on the wire
