@@ -303,8 +303,7 @@ class TextIndex:
             need = limit - len(above)
             order = self._key_order(tied) if self._keyed else None
             if order is not None:
-                best = tied[order[::-1][:need]]
-                candidates = [*above.tolist(), *best.tolist()]
+                candidates = [*above.tolist(), *tied[order[::-1][:need]].tolist()]
             else:
                 chosen = heapq.nlargest(need, tied.tolist(), key=ids.__getitem__)
                 candidates = [*above.tolist(), *chosen]
@@ -313,16 +312,12 @@ class TextIndex:
         return ranked[:limit]
 
     def _key_order(self, slots: np.ndarray) -> np.ndarray | None:
-        """The positions of ``slots`` in id order (a stable argsort of their keys), or None when
-        two of them share a key: the same first 64 bits (different random tails) need the string
-        order.  One sort answers both (a ``np.unique`` beside the argsort cost a third of a
-        search at 100k documents, where thousands of synthetic turns tie)."""
+        """``slots``' positions in id order, or None when two share a key (the same first 64 bits
+        need the string order): one sort, not an ``np.unique`` beside it (decisions.md)."""
         keys = self._slot_key[slots]
         order = np.argsort(keys, kind="stable")
         ordered = keys[order]
-        if len(ordered) > 1 and bool((ordered[1:] == ordered[:-1]).any()):
-            return None
-        return order
+        return None if bool((ordered[1:] == ordered[:-1]).any()) else order
 
     def _norms(self, avg_len: float) -> np.ndarray:
         """BM25's length normalisation per slot, cached until a document is added or removed."""
@@ -342,9 +337,8 @@ class TextIndex:
         return slots, tf
 
     def score(self, query: str, doc_id: str, tokens: list[str] | None = None) -> float:
-        """BM25 of one document for ``query`` — rank-bm25's ``get_batch_scores`` for one id: a
-        candidate found by the vector search gets its real lexical score, not 0.  ``tokens``:
-        ``tokenize(query)`` when the caller has it (a recall scores many candidates)."""
+        """BM25 of one document for ``query`` (or its ``tokens``) — rank-bm25's
+        ``get_batch_scores`` for one id: a vector hit gets its real lexical score, not 0."""
         slot = self._slot.get(doc_id)
         if slot is None:
             return 0.0
