@@ -10,7 +10,7 @@ holistic pack (bench/recall.py's), ``events`` the top 10 events (bench/peers.py'
 prints wall and CPU (this process's ``process_time``) p50 / p95 per recall; on a loaded machine
 the CPU time is the steadier figure.  ``--clock`` pins the engine's clock (recency and freshness
 are computed from it, so two runs rank ties alike); ``--out`` writes each pack's ranked ids and
-scores, to compare two runs; ``--profile`` prints a cProfile (CPU time) of the timed recalls.
+scores and its ``relationships`` part, to compare two runs; ``--profile`` prints a cProfile (CPU time) of the timed recalls.
 
 An A/B comparison: copy a loaded DIR twice, then run both arms at the same time, each on its copy,
 each with its code on ``PYTHONPATH`` (the copies matter: opening a data dir may seal episodes and
@@ -98,7 +98,8 @@ async def main() -> None:
             cpu.append((time.process_time() - c) * 1000)
             if profile:
                 profile.disable()
-            ranked.append({layer: [(i["id"], i["score"]) for i in items] for layer, items in pack["layers"].items()})
+            ranked.append({**{layer: [(i["id"], i["score"]) for i in items] for layer, items in pack["layers"].items()},
+                           "relationships": pack.get("relationships")})  # fmt: skip
         print(f"{args.shape}: wall p50 {statistics.median(wall):.2f} ms p95 {bench.pct(wall, 0.95):.2f} ms | "
               f"CPU p50 {statistics.median(cpu):.2f} ms p95 {bench.pct(cpu, 0.95):.2f} ms | "
               f"{args.queries} recalls, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
@@ -107,7 +108,7 @@ async def main() -> None:
                 json.dump(ranked, handle)
         if profile:
             stats = pstats.Stats(profile)
-            stats.sort_stats("cumulative").print_stats(40)
+            stats.sort_stats(os.environ.get("AB_SORT", "cumulative")).print_stats(int(os.environ.get("AB_LINES", "40")))
 
 
 if __name__ == "__main__":

@@ -66,8 +66,9 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
             continue
         out.append(candidate)
     stored = actor.lane.state.vector_index.vectors([c.id for c in out])  # read back in one pass
+    tokens = tokenize(query.text) if query.text and query.mode != "vector" else None
     for candidate in out:
-        _signals(actor, candidate, query, bm25, semantic, stored.get(candidate.id))
+        _signals(actor, candidate, query, bm25, semantic, stored.get(candidate.id), tokens)
     if query.window is not None and query.text:
         out += await _in_window(actor, query, per_layer, set(ids), out, clip, events, observers)
     return out
@@ -193,9 +194,9 @@ def _hits(indexes, query: Candidates, per_layer: dict[str, int]):
 
 
 def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, float],
-             semantic: dict[str, float], stored: Any) -> None:  # fmt: skip
+             semantic: dict[str, float], stored: Any, tokens: list[str] | None = None) -> None:  # fmt: skip
     """A candidate's raw signals: BM25, cosine, recency, its vector (``stored``, the index's;
-    or tokens) for MMR."""
+    or tokens) for MMR.  ``tokens``: the query's, tokenized once per recall."""
     indexes = actor.lane.state
     record_id = candidate.id  # a long event found without a query: its first passage
     text, mode = query.text, query.mode
@@ -207,7 +208,7 @@ def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, flo
         cosine = float(stored @ vector) if stored is not None and vector is not None else 0.0
     lexical = bm25.get(record_id)
     if lexical is None:
-        lexical = indexes.text_index.score(text, record_id) if text and mode != "vector" else 0.0
+        lexical = indexes.text_index.score(text, record_id, tokens) if text and mode != "vector" else 0.0
     candidate.scope = actor.scope
     candidate.bm25 = lexical
     candidate.semantic = cosine
@@ -272,7 +273,7 @@ async def _load(
                      chain=await _belief_chain(tables, record_id, support_ids), raw_size=len(raw))  # fmt: skip
 
 
-class _Times:
+class Times:
     """A wire record's times, parsed, as ``Clip`` reads them."""
 
     def __init__(self, record: dict[str, Any]) -> None:
@@ -293,7 +294,7 @@ async def _version(tables, layer: str, record: dict[str, Any], clip: Clip) -> di
     """The version of a record (its stored wire form) the clip keeps, or None: the record
     itself when it has one version (the common case, judged without structuring it), else the
     latest version kept of those ``history`` loads."""
-    times = _Times(record)
+    times = Times(record)
     # one version, or only the current one can be kept (history.py's rule: no include_superseded
     # or recorded window, and the current version recorded by the clip's moment — a closed
     # version ended when the current one began, so it is not held then): judged on the wire

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..derive.visibility import Clip
-from ..model import Fact
+from ..model import Fact, from_wire
 from ..temporal import format_ts
-from . import history
+from . import candidates, history
 from .messages import ReadRelationships
 
 DIRECTIONS = ("out", "in", "both")
@@ -72,6 +72,31 @@ def _takes(fact: Fact, query: ReadRelationships) -> bool:
     return query.min_confidence is None or fact.confidence >= query.min_confidence
 
 
+def _passed_over(wire: dict[str, Any], clip: Clip, query: ReadRelationships) -> bool:
+    """Whether a fact (its stored wire form) is certainly not an edge of the walk, decided without
+    structuring it: when only its current version can be held (``candidates._version``'s rule: a
+    row without ``recorded_to``, never revised or recorded by the clip's moment), that version is
+    the fact the walk judges, so the clip's verdict and ``_takes``'s checks can be read off the
+    wire.  False when older versions may count: the structured path decides."""
+    if wire.get("recorded_to") is not None:
+        return False
+    times = candidates.Times(wire)
+    if wire.get("version", 1) != 1 and clip.history(times):
+        return False
+    if not clip.keeps("facts", times):
+        return True
+    target, polarity, confidence = wire.get("object"), wire.get("polarity"), wire.get("confidence")
+    if not isinstance(target, dict) or not isinstance(polarity, int | float) or not isinstance(confidence, int | float):
+        return False  # an unusual row: the structured path decides (and says what is wrong)
+    if wire.get("excluded_from_recall") or polarity < 0:
+        return True
+    if target.get("type") != "entity" or not target.get("id"):
+        return True
+    if query.types and wire.get("predicate") not in query.types:
+        return True
+    return query.min_confidence is not None and not confidence >= query.min_confidence
+
+
 async def walk(actor: Any, query: ReadRelationships) -> dict[str, Any]:
     tables = actor.tables
     clip = Clip.of(None, now=actor.ctx.clock.now(), as_of=query.as_of)
@@ -87,10 +112,13 @@ async def walk(actor: Any, query: ReadRelationships) -> dict[str, Any]:
             if len(edges) == query.max_edges or examined == query.max_examined > 0:
                 truncated = True
                 break
-            head = await tables.facts.get(fact_id)
-            if head is None:
+            wire = await tables.facts.json.get(fact_id)
+            if wire is None:
                 continue
             examined += 1
+            if _passed_over(wire, clip, query):
+                continue  # what the structured path below would decide, without structuring it
+            head = from_wire(wire, Fact)
             held = clip.select("facts", await history.fact_versions(tables, head, clip))
             fact = held[-1] if held else None
             if fact is None or not _takes(fact, query):

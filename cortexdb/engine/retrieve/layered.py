@@ -73,10 +73,11 @@ class LayeredTextIndex(_Layered):
             if index.dead_pairs or len(index) < index.slots:
                 index.compact()
 
-    def score(self, query: str, doc_id: str) -> float:
-        """The exact BM25 score of one document (0.0 when it shares no query term)."""
+    def score(self, query: str, doc_id: str, tokens: list[str] | None = None) -> float:
+        """The exact BM25 score of one document (0.0 when it shares no query term);
+        ``tokens``: the query's, when the caller already has them."""
         index = self._existing(doc_id)
-        return index.score(query, doc_id) if index is not None else 0.0
+        return index.score(query, doc_id, tokens) if index is not None else 0.0
 
 
 class LayeredVectorIndex(_Layered):

@@ -28,7 +28,7 @@ import snowballstemmer
 
 _TOKEN = re.compile(r"[0-9a-z]+")
 # the passages of one event (``<id>#p<n>``, see passages.py) share its key; ties among them take
-# the exact path (_duplicate_keys)
+# the exact path (_key_order)
 _UUID = re.compile(
     r"^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-[0-9a-f]{4}-[0-9a-f]{12}(?:#p\d+)?$"
 )
@@ -301,9 +301,9 @@ class TextIndex:
             above = candidates[scores > threshold]
             tied = candidates[scores == threshold]
             need = limit - len(above)
-            if self._keyed and not self._duplicate_keys(tied):
-                best = tied[np.argsort(self._slot_key[tied], kind="stable")[::-1][:need]]
-                candidates = [*above.tolist(), *best.tolist()]
+            order = self._key_order(tied) if self._keyed else None
+            if order is not None:
+                candidates = [*above.tolist(), *tied[order[::-1][:need]].tolist()]
             else:
                 chosen = heapq.nlargest(need, tied.tolist(), key=ids.__getitem__)
                 candidates = [*above.tolist(), *chosen]
@@ -311,10 +311,13 @@ class TextIndex:
                         reverse=True)  # fmt: skip
         return ranked[:limit]
 
-    def _duplicate_keys(self, slots: np.ndarray) -> bool:
-        """Two ids with the same first 64 bits (different random tails) need the string order."""
+    def _key_order(self, slots: np.ndarray) -> np.ndarray | None:
+        """``slots``' positions in id order, or None when two share a key (the same first 64 bits
+        need the string order): one sort, not an ``np.unique`` beside it (decisions.md)."""
         keys = self._slot_key[slots]
-        return len(np.unique(keys)) != len(keys)
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        return None if bool((ordered[1:] == ordered[:-1]).any()) else order
 
     def _norms(self, avg_len: float) -> np.ndarray:
         """BM25's length normalisation per slot, cached until a document is added or removed."""
@@ -333,9 +336,9 @@ class TextIndex:
             slots, tf = slots[keep], tf[keep]
         return slots, tf
 
-    def score(self, query: str, doc_id: str) -> float:
-        """BM25 of one document for ``query`` — rank-bm25's ``get_batch_scores`` for one id: a
-        candidate found by the vector search gets its real lexical score, not 0."""
+    def score(self, query: str, doc_id: str, tokens: list[str] | None = None) -> float:
+        """BM25 of one document for ``query`` (or its ``tokens``) — rank-bm25's
+        ``get_batch_scores`` for one id: a vector hit gets its real lexical score, not 0."""
         slot = self._slot.get(doc_id)
         if slot is None:
             return 0.0
@@ -347,7 +350,7 @@ class TextIndex:
         own = dict(zip(pairs[::2], pairs[1::2], strict=True))
         total = 0.0
         term_ids = self._term_id
-        for term in tokenize(query):
+        for term in tokenize(query) if tokens is None else tokens:
             tf = own.get(term_ids.get(term, -1))
             if tf:
                 total += self._idf(term) * tf * (k1 + 1) / (tf + norm)
