@@ -137,6 +137,16 @@ class EngineConfig:
     # an event candidate gets this times min(1, its words / recall_length_words): a length prior
     recall_length_weight: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     recall_length_words: int = attrs.field(default=30, validator=attrs.validators.ge(1))
+    # pseudo-relevance feedback (actors/requery.py, retrieve/feedback.py; decisions.md "Candidates
+    # beyond the question's words"): the best recall_feedback_docs event hits of the first search
+    # (0: no second search) move the query vector toward their mean (recall_feedback_vector,
+    # Rocchio's beta) and add their recall_feedback_terms heaviest terms to the BM25 query (0: none;
+    # it lost on LoCoMo); each layer is searched again, at most recall_feedback_new new hits of it
+    # become candidates, and every candidate is scored against the moved query
+    recall_feedback_docs: int = attrs.field(default=3, validator=attrs.validators.ge(0))
+    recall_feedback_vector: float = attrs.field(default=0.15, validator=[attrs.validators.ge(0), attrs.validators.le(4)])
+    recall_feedback_terms: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    recall_feedback_new: int = attrs.field(default=50, validator=attrs.validators.ge(0))
     # -- understanding (reference §7.5, §8.7.7-§8.7.11; docs/understanding.md) ------------------
     understanding_enabled: bool = True  # False: no synthesis (concepts say synthesis_disabled_by_policy)
     understanding_min_support: int = 2  # records a concept needs to be complete (_partial: false)

@@ -20,7 +20,7 @@ from ..retrieve.scoring import estimate_tokens, learned_at, recency
 from ..retrieve.temporal_filter import happened_in
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
-from . import concept_queries, history
+from . import concept_queries, history, requery
 from .episode_cache import decode_episode
 from .messages import Candidates
 
@@ -52,19 +52,28 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
         ids = await _recent(actor.tables, query.layers, max(per_layer.values(), default=20))
     temporal = query.temporal
     clip = Clip.of(temporal, now=actor.ctx.clock.now(), include_superseded=query.include_superseded)
-    out: list[Candidate] = []
     events: dict[str, list] = {}  # each event read and decoded once per recall
     observers = Observers(actor) if recall_filters.mentions(query.filters, "observed_actor") else None
-    for record_id in ids:
-        layer = layer_of(record_id)
-        if layer is None or layer not in query.layers:
-            continue
-        candidate = await _load(actor.tables, layer, record_id, clip, actor, events)
-        if candidate is None or (layer == "events" and not temporal.matches(layer, candidate.record)):
-            continue
-        if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
-            continue
-        out.append(candidate)
+
+    async def admit(record_ids: list[str]) -> list[Candidate]:
+        kept: list[Candidate] = []
+        for record_id in record_ids:
+            layer = layer_of(record_id)
+            if layer is None or layer not in query.layers:
+                continue
+            candidate = await _load(actor.tables, layer, record_id, clip, actor, events)
+            if candidate is None or (layer == "events" and not temporal.matches(layer, candidate.record)):
+                continue
+            if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
+                continue
+            kept.append(candidate)
+        return kept
+
+    out = await admit(ids)
+    if requery.wanted(actor.ctx.config, query, per_layer):  # a second search from the first's best
+        query, bm25, semantic, new = requery.reformulate(actor, query, per_layer, bm25, semantic, out)
+        out += await admit(new)
+        ids += new
     stored = actor.lane.state.vector_index.vectors([c.id for c in out])  # read back in one pass
     tokens = tokenize(query.text) if query.text and query.mode != "vector" else None
     for candidate in out:
