@@ -14,7 +14,7 @@ def test_locomo_ab_compares_variants_over_one_ingest():
     assert os.path.exists(data), "the LoCoMo dev split lives in ../shared/bench-data"
     result = subprocess.run(
         [sys.executable, "bench/locomo_ab.py", "--samples", "1", "--questions", "10", "--embedder", "hash",
-         "--variant", "off:recall_feedback_docs=0", "--variant", "on:"],
+         "--variant", "off:recall_feedback_docs=0", "--variant", "on:recall_feedback_docs=3"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

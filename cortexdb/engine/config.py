@@ -143,7 +143,7 @@ class EngineConfig:
     # Rocchio's beta) and add their recall_feedback_terms heaviest terms to the BM25 query (0: none;
     # it lost on LoCoMo); each layer is searched again, at most recall_feedback_new new hits of it
     # become candidates, and every candidate is scored against the moved query
-    recall_feedback_docs: int = attrs.field(default=3, validator=attrs.validators.ge(0))
+    recall_feedback_docs: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     recall_feedback_vector: float = attrs.field(default=0.15, validator=[attrs.validators.ge(0), attrs.validators.le(4)])
     recall_feedback_terms: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     recall_feedback_new: int = attrs.field(default=50, validator=attrs.validators.ge(0))
