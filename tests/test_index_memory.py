@@ -6,6 +6,7 @@ import random
 import zlib
 
 import numpy as np
+import snowballstemmer
 import pytest
 import trio
 from rank_bm25 import BM25Okapi
@@ -79,10 +80,19 @@ def test_bm25_removing_every_document_of_a_term_forgets_the_term():
     assert [d for d, _ in index.search("beta")] == ["b"]
 
 
-def test_numbers_do_not_fill_the_stem_cache():
+def test_numbers_and_ids_do_not_fill_the_stem_cache():
+    """Only words take a place in the stem cache: numbers and tokens with a digit (an id's hex
+    runs, cited in a concept's summary) are an unbounded vocabulary.  They stem as before."""
     text_index._stem_cached.cache_clear()
     assert tokenize("note 48213 and 7 then 2nd") == ["note", "48213", "7", "2nd"]
-    assert text_index._stem_cached.cache_info().currsize == 2  # "note" and "2nd"
+    cited = "likes pottery [fact_01a2209a-8129-77f0-b0dd-577170465343] 1990s"
+    assert tokenize(cited) == ["like", "potteri", "fact", "01a2209a", "8129", "77f0", "b0dd",
+                               "577170465343", "1990s"]
+    assert text_index._stem_cached.cache_info().currsize == 4  # note, like, pottery, fact
+    stemmer = snowballstemmer.stemmer("english")
+    for token in ("2nd", "b0dd", "1990s", "a0ed", "mp3s", "covid19"):  # the stems are Porter2's
+        assert tokenize(token) == [stemmer.stemWord(token)]
+    assert text_index._stem_cached.cache_info().currsize == 4
 
 
 def _unit(rng, n, d):
