@@ -12,7 +12,14 @@ under it is for finding what grows, not for its latencies.
     SOAK_PROBE_COLLECT=1   a full collection at each sample, with what it freed
 """
 
-import collections, ctypes, gc, os, sys, threading, time
+import collections
+import ctypes
+import gc
+import os
+import sys
+import threading
+import time
+
 # bench/http.py would shadow the stdlib package `http`: keep this directory off the import path
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
@@ -191,5 +198,6 @@ del sys.argv[1:3]
 gc.freeze = lambda: None
 threading.Thread(target=watch, daemon=True).start()
 sys.argv[0] = 'cortexdb'
-from cortexdb.cli import main
+from cortexdb.cli import main  # noqa: E402 (after the probe is in place)
+
 sys.exit(main())

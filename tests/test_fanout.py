@@ -210,7 +210,7 @@ def test_the_pack_cache_is_bounded_by_the_bytes_of_its_packs_too():
     from cortexdb.engine.recall.cache import PackCache
     from cortexdb.errors import NotFound
 
-    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     packs = [{"pack_id": f"pk_{n}", "layers": {"events": [{"text": "x" * 1000}]}, "n": n} for n in range(4)]
     size = len(jsoncodec.encode(packs[0]))
     cache = PackCache(60.0, 1000, max_bytes=2 * size + size // 2)  # room for two of them

@@ -132,6 +132,6 @@ async def test_an_import_raises_the_thresholds_only_while_it_writes(monkeypatch,
         started = await engine.imports.start("mem0", mem0_file(3 * WINDOW), {"scope_template": "org:acme/user:{user_id}"})
         status = await engine.imports.wait(started["import_id"])
         assert status["status"] == ("failed" if fails else "completed"), status
-    wanted = tuple(max(now, raised) for now, raised in zip(before, (7777, 11, 77)))
+    wanted = tuple(max(now, raised) for now, raised in zip(before, (7777, 11, 77), strict=True))
     assert seen and all(thresholds == wanted for thresholds in seen)
     assert gc.get_threshold() == before and collector.holders() == 0  # put back, failed or not

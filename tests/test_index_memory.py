@@ -6,14 +6,14 @@ import random
 import zlib
 
 import numpy as np
-import snowballstemmer
 import pytest
+import snowballstemmer
 import trio
 from rank_bm25 import BM25Okapi
 
 import cortexdb
 from cortexdb import EngineConfig
-from cortexdb.engine.retrieve import text_index
+from cortexdb.engine.retrieve import tokens
 from cortexdb.engine.retrieve.embedders import HashEmbedder
 from cortexdb.engine.retrieve.layered import LayeredVectorIndex
 from cortexdb.engine.retrieve.text_index import TextIndex, tokenize
@@ -83,16 +83,16 @@ def test_bm25_removing_every_document_of_a_term_forgets_the_term():
 def test_numbers_and_ids_do_not_fill_the_stem_cache():
     """Only words take a place in the stem cache: numbers and tokens with a digit (an id's hex
     runs, cited in a concept's summary) are an unbounded vocabulary.  They stem as before."""
-    text_index._stem_cached.cache_clear()
+    tokens._stem_cached.cache_clear()
     assert tokenize("note 48213 and 7 then 2nd") == ["note", "48213", "7", "2nd"]
     cited = "likes pottery [fact_01a2209a-8129-77f0-b0dd-577170465343] 1990s"
     assert tokenize(cited) == ["like", "potteri", "fact", "01a2209a", "8129", "77f0", "b0dd",
                                "577170465343", "1990s"]
-    assert text_index._stem_cached.cache_info().currsize == 4  # note, like, pottery, fact
+    assert tokens._stem_cached.cache_info().currsize == 4  # note, like, pottery, fact
     stemmer = snowballstemmer.stemmer("english")
     for token in ("2nd", "b0dd", "1990s", "a0ed", "mp3s", "covid19"):  # the stems are Porter2's
         assert tokenize(token) == [stemmer.stemWord(token)]
-    assert text_index._stem_cached.cache_info().currsize == 4
+    assert tokens._stem_cached.cache_info().currsize == 4
 
 
 def _unit(rng, n, d):
@@ -216,7 +216,7 @@ def test_hash_embedder_equals_its_feature_by_feature_definition():
 
     def reference(text: str, dimension: int = 384) -> np.ndarray:
         vector = np.zeros(dimension, dtype=np.float32)
-        words = text_index._TOKEN.findall(text.casefold())
+        words = tokens._TOKEN.findall(text.casefold())
         features = list(words) + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
         for word in words:
             padded = f"#{word}#"

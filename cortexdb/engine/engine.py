@@ -23,7 +23,14 @@ from .actors.bus import Subscription
 from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
 from .config import EngineConfig
-from .context import NodeContext, check_embedder, close_context, derivation_processes, maintenance, node_context
+from .context import (
+    NodeContext,
+    check_embedder,
+    close_context,
+    derivation_processes,
+    maintenance,
+    node_context,
+)
 from .forget import ForgetService, erasure
 from .lifecycle import lifecycle_wire as lifecycle_wire  # the server's lifecycle streams use it
 from .model import to_wire

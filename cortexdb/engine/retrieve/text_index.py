@@ -16,62 +16,20 @@ arrays without them.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
-import threading
 from array import array
 from collections import Counter
 
 import numpy as np
-import snowballstemmer
 
-_TOKEN = re.compile(r"[0-9a-z]+")
+from .tokens import STOPWORDS, tokenize  # noqa: F401 (the index's words; recall imports them here)
+
 # the passages of one event (``<id>#p<n>``, see passages.py) share its key; ties among them take
 # the exact path (_key_order)
 _UUID = re.compile(
     r"^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-[0-9a-f]{4}-[0-9a-f]{12}(?:#p\d+)?$"
 )
-# a Snowball stemmer keeps its state on the object: one per thread, as long texts are tokenised
-# in a worker thread while recall tokenises its query on the event loop
-_STEMMERS = threading.local()
-# English function words: in a small scope "did" or "when" can be rare enough to outweigh the
-# words that carry the question (docs/decisions.md, "BM25 terms")
-STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "d", "ll", "m", "re", "ve"])
-
-
-# the stem cache holds words: the vocabulary of a language is bounded, so the cache fills and
-# stays full.  A token with a digit in it ("2nd", "b0dd", an id's hex runs from a concept's
-# citations) belongs to an unbounded vocabulary: it is stemmed every time (a few microseconds)
-# and never cached, or the cache would grow with every record cited (docs/decisions.md, "The
-# soak's memory, engine alone").
-STEM_CACHE_WORDS = 65_536
-_DIGITS = re.compile(r"[0-9]")
-
-
-def _stemmer():
-    stemmer = getattr(_STEMMERS, "stemmer", None)
-    if stemmer is None:
-        stemmer = _STEMMERS.stemmer = snowballstemmer.stemmer("english")
-    return stemmer
-
-
-@functools.lru_cache(maxsize=STEM_CACHE_WORDS)
-def _stem_cached(word: str) -> str:
-    return _stemmer().stemWord(word)
-
-
-def _stem(token: str) -> str:
-    if token.isdigit():  # Porter2 leaves a run of digits as it is
-        return token
-    if _DIGITS.search(token) is not None:
-        return _stemmer().stemWord(token)
-    return _stem_cached(token)
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased alphanumeric runs, English stop words dropped, Snowball (Porter2) stems."""
-    return [_stem(token) for token in _TOKEN.findall(text.casefold()) if token not in STOPWORDS]
 
 
 def _grow(values: np.ndarray, size: int) -> np.ndarray:

@@ -45,7 +45,7 @@ class Thresholds:
         with _lock:
             if _holders == 0:
                 _saved = gc.get_threshold()
-                gc.set_threshold(*(max(now, wanted) for now, wanted in zip(_saved, self.thresholds)))
+                gc.set_threshold(*(max(now, wanted) for now, wanted in zip(_saved, self.thresholds, strict=True)))
             _holders += 1
         return self
 

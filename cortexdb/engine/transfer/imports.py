@@ -48,8 +48,8 @@ from ..writes import FAMILY_BULK
 from . import collector, links, spool
 from .import_spec import COUNTS, check_declared, parse_request, status_wire
 from .mapping import Item, RecordError, scoped_key
-from .window import prepare, release
 from .sources import jsonl, letta, mcp, mem0, openai, zep
+from .window import prepare, release
 
 SOURCES: dict[str, Any] = {"jsonl": jsonl, "mem0": mem0, "zep": zep, "letta": letta, "openai": openai,
                            "mcp": mcp}  # fmt: skip
