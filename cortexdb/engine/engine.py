@@ -5,7 +5,7 @@ delegates: writes, reads, recall, phrases, the lifecycle bus, forget, erasures, 
 owns the root nursery: the supervisor, maintenance, the job runner and every actor end with it.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 (one line for .context keeps the module within its ratchet)
 
 import logging
 from collections.abc import AsyncIterator
@@ -23,14 +23,7 @@ from .actors.bus import Subscription
 from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
 from .config import EngineConfig
-from .context import (
-    NodeContext,
-    check_embedder,
-    close_context,
-    derivation_processes,
-    maintenance,
-    node_context,
-)
+from .context import NodeContext, check_embedder, close_context, derivation_processes, maintenance, node_context
 from .forget import ForgetService, erasure
 from .lifecycle import lifecycle_wire as lifecycle_wire  # the server's lifecycle streams use it
 from .model import to_wire
