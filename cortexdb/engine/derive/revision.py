@@ -166,8 +166,9 @@ def revise_pair(
             # was held by facts superseded since the last revision (by events of the same batch):
             # then it is created, or its end moved, as revisions between them would have
             held = evidence_of.superseded(claim[skip:])
-            if not held or _never_held(held, evidence, floor):
-                continue
+            if not held or _never_held(held, evidence, floor) or (
+                    belief is not None and max(f.valid_to for f in held) <= belief.valid_to):
+                continue  # fmt: skip
         if belief_math.should_delete(evidence.mean, evidence.stance, floor, evidence.weight_for,
                                      evidence.weight_against):  # fmt: skip
             if belief is not None:
@@ -296,7 +297,7 @@ def _revise(claim: str, belief: Belief, evidence: _Evidence, ended: list[dt.date
         # every supporting fact was superseded: the claim held until the last of them ended
         belief.valid_to = max(ended) if ended else now
     policy = belief.revision_policy
-    anchor = revised_confidence(belief)
+    anchor = belief.confidence if belief.revised_confidence is None else belief.revised_confidence
     changed = (abs(evidence.mean - anchor) >= policy.min_evidence_delta
                or evidence.stance != belief.stance)  # fmt: skip
     if not changed:
@@ -326,12 +327,6 @@ def _revise(claim: str, belief: Belief, evidence: _Evidence, ended: list[dt.date
     out.settled.add(claim)
     out.revised.append(belief.id)
     return belief
-
-
-def revised_confidence(belief: Belief) -> float:
-    """The confidence of the belief's last revision (what ``min_evidence_delta`` is measured
-    from)."""
-    return belief.confidence if belief.revised_confidence is None else belief.revised_confidence
 
 
 def gated(belief: Belief, now: dt.datetime) -> bool:
