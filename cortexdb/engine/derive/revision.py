@@ -166,7 +166,7 @@ def revise_pair(
             # was held by facts superseded since the last revision (by events of the same batch):
             # then it is created, or its end moved, as revisions between them would have
             held = evidence_of.superseded(claim[skip:])
-            if not held or _never_held(held, evidence, floor) or (
+            if not held or _never_held(held, floor) or (
                     belief is not None and max(f.valid_to for f in held) <= belief.valid_to):
                 continue  # fmt: skip
         if belief_math.should_delete(evidence.mean, evidence.stance, floor, evidence.weight_for,
@@ -252,13 +252,12 @@ def _weights(evidence: _Evidence) -> dict[str, float]:
     return {"for": round(evidence.weight_for, 4), "against": round(evidence.weight_against, 4)}
 
 
-def _never_held(held: list[Fact], evidence: _Evidence, floor: float) -> bool:
-    """Whether superseded facts would not have made a belief while they were live: their
-    weight against today's evidence against the claim is below the floor."""
+def _never_held(held: list[Fact], floor: float) -> bool:
+    """Whether superseded facts would not have made a belief while they were live: their weight
+    alone is below the floor (rivals live with them then are not known here)."""
     weight_for = sum(weight(f) for f in held)
-    mean, _, _ = belief_math.posterior(weight_for, evidence.weight_against)
-    return belief_math.should_delete(mean, belief_math.stance(mean, evidence.weight_against), floor,
-                                     weight_for, evidence.weight_against)  # fmt: skip
+    mean, _, _ = belief_math.posterior(weight_for, 0.0)
+    return belief_math.should_delete(mean, belief_math.stance(mean, 0.0), floor, weight_for, 0.0)
 
 
 def _create(representative: Fact, predicate: str, evidence: _Evidence, scope: str,
