@@ -10,7 +10,9 @@ positively):
 | none, and no belief or a closed one           | nothing (history stays as it is)                     |
 | below the floor, not ``contradicted``; or none at all | the belief is **deleted** (``below_confidence_floor`` / ``no_remaining_evidence``) |
 | some, no belief yet                           | a belief is **created**                              |
-| some, a belief whose confidence moves by ``min_evidence_delta`` or whose stance changes | **revised** — unless the policy's cooldown or hourly rate is spent: then **deferred** (``partial``, ``revision_in_progress``) |
+| some, a belief whose confidence moves by ``min_evidence_delta`` since its last revision, or whose stance changes | **revised** — unless the policy's cooldown or hourly rate is spent: then **deferred** (``partial``, ``revision_in_progress``) |
+| some, a smaller move                          | the confidence follows the evidence in place (``revised_confidence`` keeps the last revision's) |
+| none, but facts superseded since the last revision held it | a **closed** belief is created (or its end moved), as a revision between them would have left it |
 | the supporting facts were all superseded      | the belief is closed: ``valid_to`` = when the last of them ended |
 
 A belief's confidence is the Beta posterior mean of its evidence (``confidence_rule:
