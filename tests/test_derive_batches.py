@@ -1,14 +1,15 @@
 """A backlog derives in batches of at most ``pipeline_batch`` events (docs/decisions.md, "Larger
-derivation batches"): whatever the bound, the same current facts (with their confidences) and
-beliefs on the same claims with the same stances.  What a belief's confidence is, and so what a
-concept weighs, still depends on where the batches fell (an event's revision sees the facts of
-the events after it in its batch): that was so before the bound changed (16 against 128 too),
-and is recorded there, not pinned here."""
+derivation batches" and "Belief confidence whatever the batches"): whatever the bound, from one
+event a batch (a write derived alone) to 512, the same current facts (with their confidences),
+the same beliefs (their claims, stances, confidences and validity, the closed ones of towns left
+included) and concepts citing the same beliefs (issue 17: every write path reaches the same
+result).  What is not pinned: ``revision_count`` and ``last_revised_at`` (how many commits saw a
+belief move), and a belief's versions (one a commit)."""
 
 import cortexdb
 from cortexdb import EngineConfig
 
-from .conftest import envelope
+from .conftest import START, envelope
 
 SCOPE = "org:acme/user:alice"
 TOWNS = ["Paris", "Lyon", "Nantes", "Lille", "Brest"]
@@ -27,7 +28,7 @@ def _ref(value: dict) -> str:
     return str(value.get("name") or value.get("value"))
 
 
-async def _derived(clock, batch: int) -> tuple[list, list, list]:
+async def _derived(clock, batch: int) -> tuple[list, list, list, list, list]:
     config = EngineConfig(pipeline_batch=batch, episode_idle_check=3600.0, default_caller="user:alice")
     async with cortexdb.open_engine("memory", clock=clock, id_seed=7, config=config) as engine:
         items = [turn(i) for i in range(300)]
@@ -38,18 +39,36 @@ async def _derived(clock, batch: int) -> tuple[list, list, list]:
         facts = (await engine.facts(SCOPE, limit=1000))["items"]
         beliefs = (await engine.beliefs(SCOPE, limit=1000))["items"]
         concepts = (await engine.understanding(SCOPE, limit=1000))["items"]
+        cited = [(c["name"], b) for c in concepts for b in c["supported_by"]["beliefs"]]
+        weighed = sorted([(name, *_belief(await engine.get_belief(SCOPE, belief_id))) for name, belief_id in cited])
     return (
         sorted((_ref(f["subject"]), f["predicate"], _ref(f["object"]), f["confidence"]) for f in facts),
         sorted((_ref(b["claim"]["subject"]), b["claim"]["predicate"], _ref(b["claim"]["object"]), b["stance"])
                for b in beliefs),  # fmt: skip
         sorted((c["name"], c["supported_by"]["facts"] != []) for c in concepts),
+        sorted((_ref(b["claim"]["object"]), b["confidence"], b["confidence_interval"]["lower"],
+                b["confidence_interval"]["upper"], b["evidence"]["for"]) for b in beliefs),  # fmt: skip
+        weighed,
     )
 
 
-async def test_batch_size_keeps_facts_claims_and_stances(clock):
-    small = await _derived(clock.__class__("2026-05-13T15:42:09Z"), 16)
-    large = await _derived(clock.__class__("2026-05-13T15:42:09Z"), 512)
-    facts, beliefs, concepts = large
+def _belief(wire: dict) -> tuple:
+    """What a concept cites: the claim, how it is held and until when."""
+    claim = wire["claim"]
+    return (_ref(claim["subject"]), claim["predicate"], _ref(claim["object"]), wire["stance"],
+            wire["confidence"], wire["valid_to"])  # fmt: skip
+
+
+async def test_batch_size_keeps_facts_beliefs_and_concepts(clock):
+    runs = {batch: await _derived(clock.__class__(START), batch) for batch in (1, 16, 128, 512)}
+    facts, beliefs, concepts, confidences, cited = runs[512]
     assert len(facts) == 9 and len(beliefs) == 9  # a town, seven likes, the sister's town
     assert concepts == [("Ana", True), ("user:alice", True)]
-    assert small == large
+    # "likes tea" was said 43 times: its confidence is the posterior mean of all of it, whether
+    # the batches moved it by less than the policy's delta at a time (1, 16) or at once (512)
+    assert ("tea", 0.9242, 0.7823, 0.9958, 11.2) in confidences
+    # the towns left are closed contradicted beliefs however the moves fell into batches
+    assert len(cited) == 17 and ("user:alice", "lives_in", "Paris", "contradicted", 0.3509,
+                                 "2026-05-13T00:48:00Z") in [c[1:] for c in cited]  # fmt: skip
+    for batch, derived in runs.items():
+        assert derived == runs[512], batch

@@ -128,6 +128,45 @@ def test_a_claim_whose_facts_were_all_superseded_is_closed():
     assert claim("Paris") not in again.beliefs and again.deleted == []
 
 
+def test_moves_under_the_delta_follow_the_evidence_without_a_revision():
+    """A belief's confidence is the posterior mean of its evidence whatever steps it came in:
+    moves smaller than ``min_evidence_delta`` update it in place (no revision), and they add up
+    to a revision once it has moved by the delta since the last one."""
+    policy = RevisionPolicy(min_evidence_delta=0.15)
+    paris = [fact(f"fact_{n}", "Paris") for n in range(1, 5)]
+    belief = revise(paris[:1], policy=policy).beliefs[claim("Paris")]
+    first = belief.confidence
+    for n in (2, 3):  # two small moves: no revision, the confidence follows, the anchor stays
+        out = revise(paris[:n], {claim("Paris"): belief}, policy=policy)
+        belief = out.beliefs[claim("Paris")]
+        assert out.revised == [] and out.changed == [belief] and belief.revision_count == 0
+        assert belief.confidence == round(belief_math.posterior(0.8 * n, 0.0)[0], 4)
+        assert belief.revised_confidence == first
+    at_once = revise(paris[:3], {claim("Paris"): revise(paris[:1], policy=policy).beliefs[claim("Paris")]},
+                     policy=policy).beliefs[claim("Paris")]  # fmt: skip
+    assert signature(at_once) == signature(belief)  # step by step or at once: the same belief
+    out = revise(paris, {claim("Paris"): belief}, policy=policy)  # 0.64 -> 0.81 since the last revision: one
+    assert out.revised == [belief.id] and out.beliefs[claim("Paris")].revision_count == 1
+    assert out.beliefs[claim("Paris")].revised_confidence is None
+
+
+def test_a_claim_superseded_before_its_revision_gets_a_closed_belief():
+    """A fact superseded by an event derived in the same batch never had a live revision: its
+    claim gets the closed belief that a revision between the two would have left."""
+    moved = T0 + dt.timedelta(days=3)
+    closed = fact("fact_1", "Paris", valid_to=moved, recorded_to=moved, superseded_by="fact_2")
+    berlin = fact("fact_2", "Berlin", at=moved, supersedes="fact_1")
+    at_once = revise([berlin, closed], now=moved).beliefs[claim("Paris")]
+    first = revise([fact("fact_1", "Paris")]).beliefs[claim("Paris")]
+    stepwise = revise([berlin, closed], {claim("Paris"): first}, now=moved).beliefs[claim("Paris")]
+    assert (at_once.stance, at_once.confidence, at_once.valid_from, at_once.valid_to) == (
+        stepwise.stance, stepwise.confidence, stepwise.valid_from, stepwise.valid_to) == (
+        "contradicted", round(belief_math.posterior(0.0, 0.8)[0], 4), T0, moved)  # fmt: skip
+    weak = fact("fact_1", "Paris", confidence=0.05, valid_to=moved, recorded_to=moved, superseded_by="fact_2")
+    # under a floor it never reached alone, it was never held: nothing
+    assert claim("Paris") not in revise([berlin, weak], now=moved, floor=0.6).beliefs
+
+
 def test_rival_claims_are_in_tension():
     paris = fact("fact_1", "Paris", confidence=0.8, conflicts_with=["fact_2"], status="conflict_detected")
     rome = fact("fact_2", "Rome", confidence=0.4, conflicts_with=["fact_1"], status="conflict_detected")

@@ -10,7 +10,9 @@ positively):
 | none, and no belief or a closed one           | nothing (history stays as it is)                     |
 | below the floor, not ``contradicted``; or none at all | the belief is **deleted** (``below_confidence_floor`` / ``no_remaining_evidence``) |
 | some, no belief yet                           | a belief is **created**                              |
-| some, a belief whose confidence moves by ``min_evidence_delta`` or whose stance changes | **revised** — unless the policy's cooldown or hourly rate is spent: then **deferred** (``partial``, ``revision_in_progress``) |
+| some, a belief whose confidence moves by ``min_evidence_delta`` since its last revision, or whose stance changes | **revised** — unless the policy's cooldown or hourly rate is spent: then **deferred** (``partial``, ``revision_in_progress``) |
+| some, a smaller move                          | the confidence follows the evidence in place (``revised_confidence`` keeps the last revision's) |
+| none, but facts superseded since the last revision held it | a **closed** belief is created (or its end moved), as a revision between them would have left it |
 | the supporting facts were all superseded      | the belief is closed: ``valid_to`` = when the last of them ended |
 
 A belief's confidence is the Beta posterior mean of its evidence (``confidence_rule:
@@ -160,8 +162,15 @@ def revise_pair(
         if belief is None and claim in suppressed:
             continue
         evidence = capped(evidence_of(claim[skip:]), belief.revision_policy if belief is not None else policy)
+        held: list[Fact] = []
         if not evidence.supporting and (belief is None or belief.valid_to is not None):
-            continue  # no live evidence: nothing to create, or history already closed
+            # no live evidence: nothing to create, or history already closed; unless the claim
+            # was held by facts superseded since the last revision (by events of the same batch):
+            # then it is created, or its end moved, as revisions between them would have
+            held = evidence_of.superseded(claim[skip:])
+            if not held or _never_held(held, floor) or (
+                    belief is not None and max(f.valid_to for f in held) <= belief.valid_to):
+                continue  # fmt: skip
         if belief_math.should_delete(evidence.mean, evidence.stance, floor, evidence.weight_for,
                                      evidence.weight_against):  # fmt: skip
             if belief is not None:
@@ -171,7 +180,8 @@ def revise_pair(
             out.settled.add(claim)
             continue
         if belief is None:
-            belief = _create(representative, predicate, evidence, scope, policy, now, new_id())
+            belief = _create(representative, predicate, evidence, scope, policy, now, new_id(), held,
+                             evidence_of.ended(claim[skip:]))  # fmt: skip
             out.created.append(belief.id)
             out.new_claims[claim] = belief.id
         else:
@@ -216,6 +226,11 @@ class _Grouped:
         return _Evidence(supporting, against, weight_for, weight_against, mean, lower, upper,
                          stance)  # fmt: skip
 
+    def superseded(self, okey: str) -> list[Fact]:
+        """The positive facts of object ``okey`` that a successor closed (not excluded)."""
+        return [f for f in self.by_object.get(okey, ()) if f.polarity > 0 and f.superseded_by
+                and f.valid_to is not None and not f.excluded_from_recall]  # fmt: skip
+
     def ended(self, okey: str) -> list[dt.datetime]:
         """When the facts of object ``okey`` that ended did."""
         return [f.valid_to for f in self.by_object.get(okey, ()) if f.valid_to is not None]
@@ -239,8 +254,25 @@ def _weights(evidence: _Evidence) -> dict[str, float]:
     return {"for": round(evidence.weight_for, 4), "against": round(evidence.weight_against, 4)}
 
 
+def _never_held(held: list[Fact], floor: float) -> bool:
+    """Whether superseded facts would not have made a belief while they were live: their weight
+    alone is below the floor (rivals live with them then are not known here)."""
+    weight_for = sum(weight(f) for f in held)
+    mean, _, _ = belief_math.posterior(weight_for, 0.0)
+    return belief_math.should_delete(mean, belief_math.stance(mean, 0.0), floor, weight_for, 0.0)
+
+
 def _create(representative: Fact, predicate: str, evidence: _Evidence, scope: str,
-            policy: RevisionPolicy, now: dt.datetime, belief_id: str) -> Belief:  # fmt: skip
+            policy: RevisionPolicy, now: dt.datetime, belief_id: str, held: list[Fact],
+            ended: list[dt.datetime]) -> Belief:  # fmt: skip
+    """A new belief; ``held``: the superseded facts of a claim that no live fact asserts, whose
+    belief is created closed (as a revision between them and their successors would have left it)."""
+    if held:
+        belief = _create(representative, predicate, attrs.evolve(evidence, supporting=held), scope,
+                         policy, now, belief_id, [], [])  # fmt: skip
+        belief.supports = _supports(evidence)
+        belief.valid_to = max(ended)
+        return belief
     return Belief(
         id=belief_id, scope=scope,
         claim={"subject": to_wire(representative.subject), "predicate": predicate,
@@ -266,9 +298,16 @@ def _revise(claim: str, belief: Belief, evidence: _Evidence, ended: list[dt.date
         # every supporting fact was superseded: the claim held until the last of them ended
         belief.valid_to = max(ended) if ended else now
     policy = belief.revision_policy
-    changed = (abs(evidence.mean - belief.confidence) >= policy.min_evidence_delta
+    anchor = belief.confidence if belief.revised_confidence is None else belief.revised_confidence
+    changed = (abs(evidence.mean - anchor) >= policy.min_evidence_delta
                or evidence.stance != belief.stance)  # fmt: skip
     if not changed:
+        # the confidence follows the evidence (whatever batches it came in); a move by less than
+        # the delta from the last revision is not a revision (docs/decisions.md, "Belief
+        # confidence whatever the batches")
+        belief.confidence = round(evidence.mean, 4)
+        belief.confidence_interval = _interval(evidence)
+        belief.revised_confidence = anchor if belief.confidence != anchor else None
         return belief
     if gated(belief, now):
         belief.partial, belief.partial_reason = True, "revision_in_progress"
@@ -277,6 +316,7 @@ def _revise(claim: str, belief: Belief, evidence: _Evidence, ended: list[dt.date
         return belief
     belief.confidence = round(evidence.mean, 4)
     belief.confidence_interval = _interval(evidence)
+    belief.revised_confidence = None
     belief.stance = evidence.stance
     belief.revision_count += 1
     belief.last_revised_at = now

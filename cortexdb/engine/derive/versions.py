@@ -7,7 +7,7 @@ says, and kept.  What changes a record's version:
 | layer    | a new version when                                                              |
 |----------|---------------------------------------------------------------------------------|
 | fact     | its validity (``valid_from``, ``valid_to``), its standing (superseded, in conflict) or its exclusion changes — not when another event merely repeats it (``reinforced``: evidence accrues in place) |
-| belief   | a revision (confidence, stance, ``revision_count``), its validity, a deferral or its exclusion — not when only the weights of its supports move |
+| belief   | a revision (confidence, stance, ``revision_count``), its validity, a deferral or its exclusion — not when only the weights of its supports move (and its confidence by less than the delta) |
 | episode  | every commit that changes it (an event joins, it is sealed, an event leaves)     |
 
 A closed fact or belief is stored whole.  A closed episode is stored *compact*: while it is open
@@ -40,10 +40,16 @@ def snapshot_fact(fact: Fact) -> Fact:
 def belief_revised(before: Belief, after: Belief) -> bool:
     """Whether ``after`` says something else than ``before`` (a new version) or only weighs its
     evidence anew (the same version, updated in place)."""
-    return (before.confidence, before.stance, before.valid_from, before.valid_to, before.partial,
+    return (_revised(before), before.stance, before.valid_from, before.valid_to, before.partial,
             before.revision_count, before.excluded_from_recall) != (
-        after.confidence, after.stance, after.valid_from, after.valid_to, after.partial,
+        _revised(after), after.stance, after.valid_from, after.valid_to, after.partial,
         after.revision_count, after.excluded_from_recall)  # fmt: skip
+
+
+def _revised(belief: Belief) -> float:
+    """The confidence of the belief's last revision: a move by less than the policy's delta since
+    is weighed in place (``confidence`` follows the evidence), not a version."""
+    return belief.confidence if belief.revised_confidence is None else belief.revised_confidence
 
 
 def legacy(record: Any) -> bool:

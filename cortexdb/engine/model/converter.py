@@ -52,6 +52,8 @@ for _cls in (records.Fact, records.Belief, records.Episode, records.Concept):
     _overrides = {**_PARTIAL, **(_VERSIONED if _cls is not records.Concept else {})}
     if _cls is records.Fact:  # only a fact approved from a proposal has one (docs/proposals.md)
         _overrides["proposal"] = override(omit_if_default=True)
+    if _cls is records.Belief:  # only while evidence has moved it by less than the policy's delta
+        _overrides["revised_confidence"] = override(omit_if_default=True)
     converter.register_unstructure_hook(_cls, make_dict_unstructure_fn(_cls, converter, **_overrides))
     converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_overrides))
 

@@ -144,6 +144,9 @@ class Belief:
     # list of timestamps grew with every revision and was re-serialised each time
     revision_window_start: Timestamp | None = None
     revisions_in_window: int = 0
+    # the confidence of the last revision, when evidence has moved ``confidence`` since by less
+    # than ``min_evidence_delta`` (derive/revision.py); None: ``confidence`` is that one
+    revised_confidence: float | None = None
     source: str = "derived"
     supporting_evidence_redacted: bool = False
     supporting_evidence_redacted_fraction: float = 0.0
@@ -166,7 +169,8 @@ class Belief:
             valid_to=self.valid_to, recorded_from=self.recorded_from,
             recorded_to=self.recorded_to, last_revised_at=self.last_revised_at,
             revision_count=self.revision_count, version=self.version,
-            revision_window_start=self.revision_window_start, revisions_in_window=self.revisions_in_window, source=self.source,
+            revision_window_start=self.revision_window_start, revisions_in_window=self.revisions_in_window,
+            revised_confidence=self.revised_confidence, source=self.source,
             supporting_evidence_redacted=self.supporting_evidence_redacted,
             supporting_evidence_redacted_fraction=self.supporting_evidence_redacted_fraction,
             why_url=self.why_url, evidence=self.evidence,
