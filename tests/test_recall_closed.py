@@ -98,14 +98,14 @@ async def test_the_set_is_rebuilt_on_reopen_and_rebuild(engine, clock):
     first = set(_state(engine).closed.ids)
     kinds = {record_id.split("_", 1)[0] for record_id in first}
     assert len(first) >= 2 and kinds <= {"fact", "belief"} and first == await _closed_in_tables(engine, clock)
-    assert await engine.release(ALICE)
+    assert await engine.release(ALICE, drain=True)  # once its vector builds are done
     await engine.ping(ALICE)  # reopened: restored from the tables
     assert _state(engine).closed.ids == first
     await engine.rebuild(ALICE)
     await engine.flush(ALICE)
     rebuilt = set(_state(engine).closed.ids)
     assert rebuilt and rebuilt == await _closed_in_tables(engine, clock)  # what the replay closed
-    assert await engine.release(ALICE)
+    assert await engine.release(ALICE, drain=True)  # once its vector builds are done
     await engine.ping(ALICE)
     assert _state(engine).closed.ids == rebuilt
 
