@@ -52,6 +52,7 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
         ids = await _recent(actor.tables, query.layers, max(per_layer.values(), default=20))
     temporal = query.temporal
     clip = Clip.of(temporal, now=actor.ctx.clock.now(), include_superseded=query.include_superseded)
+    closed = actor.lane.state.closed.skipped(clip)  # heads the clip drops: not read (closed.py)
     events: dict[str, list] = {}  # each event read and decoded once per recall
     observers = Observers(actor) if recall_filters.mentions(query.filters, "observed_actor") else None
 
@@ -59,7 +60,7 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
         kept: list[Candidate] = []
         for record_id in record_ids:
             layer = layer_of(record_id)
-            if layer is None or layer not in query.layers:
+            if layer is None or layer not in query.layers or record_id in closed:
                 continue
             candidate = await _load(actor.tables, layer, record_id, clip, actor, events)
             if candidate is None or (layer == "events" and not temporal.matches(layer, candidate.record)):
@@ -95,6 +96,7 @@ async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: 
     examined = actor.ctx.config.recall_window_examined
     vector = query.vector if query.mode != "bm25" else None
     found: list[Candidate] = []
+    closed = indexes.closed.skipped(clip)  # heads the clip drops: not read (closed.py)
     for prefix, share in per_layer.items():
         layer = LAYER_OF_PREFIX[prefix[:-1]]
         kept = sum(1 for c in plain if c.layer == layer and happened_in(layer, c.record, query.window))
@@ -105,7 +107,7 @@ async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: 
         for record_id in _alternate(list(lexical), list(near)):
             if kept >= share:
                 break
-            if record_id in seen:
+            if record_id in seen or record_id in closed:
                 continue
             seen.add(record_id)
             candidate = await _load(actor.tables, layer, record_id, clip, actor, events)

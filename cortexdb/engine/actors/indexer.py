@@ -176,6 +176,7 @@ class Indexer:
 
     def unindex(self, ops: list[Op] | None, doc_id: str) -> None:
         self.backlog.drop(doc_id)
+        self.state.closed.discard(doc_id)  # a deleted fact or belief
         self.state.text_index.remove(doc_id)
         self.state.vector_index.remove(doc_id)
         if ops is not None:

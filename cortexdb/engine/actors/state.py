@@ -45,6 +45,7 @@ from ..derive.revision import claim_key, claim_pair
 from ..model import Belief, Episode, Event, Fact
 from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
 from ..storage import Partition
+from .closed import ClosedRecords
 
 EPISODE_WINDOW = "main"  # the key of the scope's one open episode window (table EO)
 Pair = tuple[str, str]  # (subject id, predicate)
@@ -114,6 +115,7 @@ class PartitionState:
     given: dict[str, Any] = attrs.field(factory=dict)
     given_stored: bool | None = None
     segmentation: Any = None  # derive.episodes.Segmentation, read from the scope record once
+    closed: ClosedRecords = attrs.field(factory=ClosedRecords)  # closed.py: what a plain recall skips
 
     @classmethod
     def fresh(cls, ctx: Any, tables: Partition) -> PartitionState:

@@ -262,6 +262,7 @@ def _apply(work: StageContext, batch: StageBatch, revision: Revision, summary: S
     for belief in revision.changed:  # unchanged beliefs are not rewritten
         close_belief(work, batch, revision.previous.get(belief.id), belief, now)
         batch.ops.append(tables.beliefs.put_op(belief.id, belief))
+        state.closed.note(belief, now)
     state.deferred.difference_update(revision.settled)
     state.deferred.update(revision.gated)
     summary.created += revision.created

@@ -214,6 +214,7 @@ async def commit_proposal(work: StageContext, proposal: dict[str, Any], approver
         fact = work.state.facts[intake[0]["fact_id"]]
         fact.proposal = {"proposal_id": proposal["id"], "approved_by": approver}
         batch.ops.append(work.tables.facts.put_op(fact.id, fact))  # after fact_ops' put: this one stands
+        work.state.closed.note(fact, work.ctx.clock.now())
     state.derives += [d for d in dict.fromkeys(derived) if d not in state.derives]
     batch.ops.append(work.state_op(event_id, state))
     await work.commit(batch)

@@ -326,8 +326,9 @@ def _add_support(state, fact: Fact, event_id: str) -> None:
 
 def fact_ops(work: StageContext, batch: StageBatch, touched: dict[str, Fact]) -> None:
     """The writes of the facts a stage touched: the record, its index row, new supports."""
-    tables = work.tables
+    tables, closed, now = work.tables, work.state.closed, work.ctx.clock.now()
     for fact in touched.values():
+        closed.note(fact, now)  # a superseded or invalidated head: skipped by a plain recall
         for event_id in work.state.new_supports.pop(fact.id, ()):
             batch.ops.append(tables.fact_supports.put_op((fact.id, event_id), True))
         batch.ops += fact_version_ops(work, fact)

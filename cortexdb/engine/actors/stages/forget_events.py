@@ -262,6 +262,7 @@ async def mark(work: StageContext, out: Writes, item: MarkEvidence, result: dict
             belief.supporting_evidence_redacted = True
             belief.supporting_evidence_redacted_fraction = fraction
             out.ops.append(work.tables.beliefs.put_op(belief.id, belief))
+            work.state.closed.note(belief, work.ctx.clock.now())
             result["beliefs"] += 1
     for episode_id in episodes:
         episode = await work.tables.episodes.get(episode_id)
@@ -292,6 +293,7 @@ async def demote(work: StageContext, out: Writes, item: Demote, result: dict[str
         else:
             belief.partial, belief.partial_reason = True, EVIDENCE_REDACTED
             out.ops.append(tables.beliefs.put_op(belief_id, belief))
+            state.closed.note(belief, work.ctx.clock.now())
             result["demoted"] = result.get("demoted", 0) + 1
         await out.maybe_flush()
 

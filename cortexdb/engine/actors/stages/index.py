@@ -146,13 +146,15 @@ async def restore(work: StageContext, pending: set[str]) -> None:
     """Rebuild the text and vector indexes after a (re)start: every derived event (not pending,
     not cancelled), fact, episode and belief; stored vectors are reused, missing ones embedded."""
     documents = await _event_documents_on_start(work, pending)
-    tables = work.tables
+    tables, closed, now = work.tables, work.state.closed, work.ctx.clock.now()
     async for _, fact in tables.facts.scan():
+        closed.note(fact, now)  # closed.py: the heads a plain recall skips
         if not fact.excluded_from_recall:
             documents[fact.id] = fact_text(fact)
     async for _, episode in tables.episodes.scan():
         documents[episode.id] = episode_text(episode)
     async for _, belief in tables.beliefs.scan():
+        closed.note(belief, now)
         documents[belief.id] = belief_text(belief)
     async for _, concept in tables.concepts.scan():
         if concept.stance != "deprecated":
