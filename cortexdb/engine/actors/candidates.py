@@ -16,6 +16,7 @@ from ..model import Belief, Candidate, Episode, Fact, from_wire, to_wire
 from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
 from ..retrieve import passages, render
+from ..retrieve.feedback import alternate
 from ..retrieve.scoring import estimate_tokens, learned_at, recency
 from ..retrieve.temporal_filter import happened_in
 from ..retrieve.text_index import tokenize
@@ -104,7 +105,7 @@ async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: 
             continue
         lexical = dict(indexes.text_index.search(query.text, examined, prefix)) if query.mode != "vector" else {}
         near = dict(indexes.vector_index.search(vector, examined, prefix)) if vector is not None else {}
-        for record_id in _alternate(list(lexical), list(near)):
+        for record_id in alternate(list(lexical), list(near)):
             if kept >= share:
                 break
             if record_id in seen or record_id in closed:
@@ -123,15 +124,6 @@ async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: 
             kept += 1
     return found
 
-
-def _alternate(first: list[str], second: list[str]) -> list[str]:
-    """Both rankings merged best first, one from each in turn, each id once."""
-    merged: dict[str, None] = {}
-    for index in range(max(len(first), len(second))):
-        for ranking in (first, second):
-            if index < len(ranking):
-                merged.setdefault(ranking[index], None)
-    return list(merged)
 
 
 async def _kept(filters: Any, layer: str, record: dict[str, Any], observers: Observers | None) -> bool:

@@ -52,7 +52,7 @@ def reformulate(actor, query: Any, per_layer: dict[str, int], bm25: dict[str, fl
         lexical.update(found_lexical)
         near.update(found_near)
         fresh = 0
-        for record_id in _alternate([i for i, _ in found_lexical], [i for i, _ in found_near]):
+        for record_id in feedback.alternate([i for i, _ in found_lexical], [i for i, _ in found_near]):
             if fresh >= config.recall_feedback_new:
                 break
             if record_id not in seen:
@@ -61,11 +61,3 @@ def reformulate(actor, query: Any, per_layer: dict[str, int], bm25: dict[str, fl
                 fresh += 1
     return query, lexical, near, new
 
-
-def _alternate(first: list[str], second: list[str]) -> list[str]:
-    merged: dict[str, None] = {}
-    for index in range(max(len(first), len(second))):
-        for ranking in (first, second):
-            if index < len(ranking):
-                merged.setdefault(ranking[index], None)
-    return list(merged)

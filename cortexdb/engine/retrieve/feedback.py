@@ -32,6 +32,16 @@ RRF_K = 60
 _WORD = re.compile(r"[0-9a-z]+")  # the text index's tokens
 
 
+def alternate(first: list[str], second: list[str]) -> list[str]:
+    """Both rankings merged best first, one from each in turn, each id once."""
+    merged: dict[str, None] = {}
+    for index in range(max(len(first), len(second))):
+        for ranking in (first, second):
+            if index < len(ranking):
+                merged.setdefault(ranking[index], None)
+    return list(merged)
+
+
 def feedback_docs(bm25: dict[str, float], semantic: dict[str, float], prefix: str, m: int) -> list[str]:
     """The ``m`` best ids of ``prefix`` by reciprocal-rank fusion of the two rankings."""
     fused: dict[str, float] = {}
