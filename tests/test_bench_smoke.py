@@ -347,3 +347,18 @@ def test_derive_benchmark_runs_and_prints_cpu_per_event():
     for size in (100, 300):
         assert re.search(rf"{size:>7} events held, load\s+[\d.]+: \| this:\s+[\d.]+ CPU ms/event", result.stdout)
     assert re.search(r"this: 400 events in all, [\d.]+ CPU ms/event, \d+ items/s until idle", result.stdout)
+
+
+def test_engine_memory_bench_says_what_the_scopes_structures_account_for():
+    result = subprocess.run(
+        [sys.executable, "bench/engine_memory.py", "--checkpoints", "60,150", "--recall-every", "25",
+         "--set", "pack_cache_max=1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert re.search(r"^60 writes \(\d+ s\): anonymous RSS [\d.]+ MB, scopes' structures [\d.]+ MB over 5 scopes", out, re.M)
+    assert re.search(r"^150 writes .* over 5 scopes", out, re.M)
+    assert re.search(r"heap: .*pymalloc blocks [\d,]+; LevelDB's estimate [\d.]+ MB; stem cache [\d,]+", out)
+    assert re.search(r"since 60: anonymous RSS -?[\d,]+ B a write, the scopes' structures -?[\d,]+ B a write", out)
+    assert re.search(r"^    text_index\._indexes +[\d,]+ B a write", out, re.M)
