@@ -347,6 +347,26 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def samples_and_embedder(args: argparse.Namespace) -> tuple[list, object]:
+    """The first ``--samples`` conversations of ``--data`` and the ``--embedder``, through
+    ``--vector-cache`` when one is given (also bench/locomo_ab.py's)."""
+    with open(args.data) as handle:
+        samples = json.load(handle)
+    if args.samples:
+        samples = samples[: args.samples]
+    from cortexdb.engine.retrieve.embedders import by_name
+
+    embedder = by_name(args.embedder)
+    if args.vector_cache:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("vector_cache", os.path.join(_HERE, "vector_cache.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        embedder = module.CachedEmbedder(embedder, args.vector_cache)
+    return samples, embedder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -380,20 +400,7 @@ def main() -> None:
     unknown = set(paths) - {"bulk", "single", "http"}
     if unknown:
         parser.error(f"unknown write path(s): {sorted(unknown)}")
-    with open(args.data) as handle:
-        samples = json.load(handle)
-    if args.samples:
-        samples = samples[: args.samples]
-    from cortexdb.engine.retrieve.embedders import by_name
-
-    embedder = by_name(args.embedder)
-    if args.vector_cache:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("vector_cache", os.path.join(_HERE, "vector_cache.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        embedder = module.CachedEmbedder(embedder, args.vector_cache)
+    samples, embedder = samples_and_embedder(args)
     print(f"LoCoMo dev: {len(samples)} conversations, embedder {embedder.name}, "
           f"cpu_count={os.cpu_count()}, load average {load_average()}")  # fmt: skip
     arms = args.arms.split(",")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import statistics
 import sys
@@ -119,15 +118,7 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:FIELD=VALUE,...")
     args = parser.parse_args()
     variants = [parse_variant(v) for v in args.variant] or [("default", {})]
-    with open(args.data) as handle:
-        samples = json.load(handle)
-    if args.samples:
-        samples = samples[: args.samples]
-    from cortexdb.engine.retrieve.embedders import by_name
-
-    embedder = by_name(args.embedder)
-    if args.vector_cache:
-        embedder = _load("vector_cache").CachedEmbedder(embedder, args.vector_cache)
+    samples, embedder = locomo.samples_and_embedder(args)
     print(f"LoCoMo dev A/B: {len(samples)} conversations, embedder {embedder.name}, "
           f"variants {variants}, load average {locomo.load_average()}", flush=True)  # fmt: skip
     out = trio.run(run, args, samples, embedder, variants)
