@@ -125,6 +125,49 @@ def heap_line(libc) -> str:
             f"posterior cache {belief_rules._posterior.cache_info().currsize:,}")  # fmt: skip
 
 
+def pymalloc() -> dict[str, int]:
+    """pymalloc's own accounting (``sys._debugmallocstats``, which writes to fd 2): its arenas of
+    1 MiB each are mapped directly, outside glibc's malloc; the blocks in use are the live small
+    objects; the difference is pymalloc's fragmentation (free blocks and pools in arenas it cannot
+    give back because some block in them lives)."""
+    wanted = {"# arenas allocated current": "arenas", "# bytes in allocated blocks": "allocated"}
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(sink.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        sink.seek(0)
+        text = sink.read().decode(errors="replace")
+    found = {}
+    for line in text.splitlines():
+        label, _, value = line.partition("=")
+        if label.strip() in wanted:
+            found[wanted[label.strip()]] = int(value.strip().replace(",", ""))
+    return found
+
+
+def split_line(libc, anon: float) -> str:
+    """Anonymous RSS split into pymalloc's arenas, glibc's heap (its arenas and its mmapped blocks)
+    and the rest (thread stacks, other direct mappings)."""
+    stats = pymalloc()
+    arenas = stats.get("arenas", 0) * 1048576 / 1e6
+    live = stats.get("allocated", 0) / 1e6
+    glibc = ""
+    rest = anon * 1048576 / 1e6 - arenas
+    if libc is not None:
+        info = libc.mallinfo2()
+        held = (info.arena + info.hblkhd) / 1e6
+        rest -= held
+        glibc = (f"glibc holds {held:.1f} MB (in use {(info.uordblks + info.hblkhd) / 1e6:.1f}, "
+                 f"free {info.fordblks / 1e6:.1f}, mmapped {info.hblkhd / 1e6:.1f}); ")  # fmt: skip
+    return (f"  split: pymalloc arenas {arenas:.1f} MB ({live:.1f} MB in live blocks, {arenas - live:.1f} MB "
+            f"free in them); {glibc}rest {rest:.1f} MB (glibc's free pages after the trim are not resident)")  # fmt: skip
+
+
 def _libc():
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -160,6 +203,7 @@ async def run(args: argparse.Namespace, config: EngineConfig) -> None:
                 print(f"{checkpoint} writes ({time.perf_counter() - started:.0f} s): anonymous RSS {anon:.1f} MB, "
                       f"scopes' structures {sum(parts.values()) / 1e6:.1f} MB over {lanes} scopes", flush=True)  # fmt: skip
                 print(heap_line(libc))
+                print(split_line(libc, anon))
                 if previous is not None:
                     before_parts, before_count, before_anon, before_types = previous
                     span = checkpoint - before_count

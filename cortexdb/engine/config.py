@@ -57,6 +57,12 @@ class EngineConfig:
     subscriber_buffer: int = 10_000
     idempotency_ttl_seconds: float = 86_400.0
     maintenance_interval: float = 60.0
+    # allocations of at least this many bytes get their own mapping, returned to the OS on free,
+    # for the whole process (glibc's M_MMAP_THRESHOLD, fixed so it no longer climbs to 32 MiB and
+    # large buffers stop fragmenting the heap; memtrim.py).  None: glibc's dynamic default.
+    # glibc's MALLOC_MMAP_THRESHOLD_ environment variable, when set, wins.  Not glibc: ignored.
+    malloc_mmap_threshold: int | None = attrs.field(default=65_536, validator=attrs.validators.optional(
+        [attrs.validators.ge(0), attrs.validators.le(32 * 1024 * 1024)]))
     bulk_max_items: int = 1000
     # the largest text one event may carry, in bytes of UTF-8: content.text, a triple's object, and
     # json content as encoded.  1 MiB holds the envelope's 1,000,000-character text when it is ASCII

@@ -24,7 +24,7 @@ from .config import EngineConfig
 from .derive.rules import RuleExtractor
 from .ids import IdGenerator
 from .llm import LLMRouter
-from .memtrim import release_free_memory_soon
+from .memtrim import fix_mmap_threshold, release_free_memory_soon
 from .policy.hook import AllowAll, PolicyHook
 from .retrieve.embedders import by_name
 from .storage import NodeTables
@@ -71,6 +71,7 @@ class NodeContext:
 
 def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int | None,
                  extractor: Any, policy: PolicyHook | None, embedder: Any, llm: Any = None) -> NodeContext:  # fmt: skip
+    fix_mmap_threshold(config.malloc_mmap_threshold)  # large buffers stay out of the heap (memtrim.py)
     placement = Placement(store, config) if config.node_id else None
     if placement is not None:  # several nodes share the store: scope actors' writes are fenced
         store = FencedStore(store, placement)
