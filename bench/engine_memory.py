@@ -200,7 +200,8 @@ async def run(args: argparse.Namespace, config: EngineConfig) -> None:
                 parts, lanes = structures()
                 anon = anonymous_mb()
                 types = collections.Counter(type(o).__name__ for o in gc.get_objects())
-                print(f"{checkpoint} writes ({time.perf_counter() - started:.0f} s): anonymous RSS {anon:.1f} MB, "
+                print(f"{checkpoint} writes ({time.perf_counter() - started:.0f} s, CPU {time.process_time():.0f} s): "
+                      f"anonymous RSS {anon:.1f} MB, "
                       f"scopes' structures {sum(parts.values()) / 1e6:.1f} MB over {lanes} scopes", flush=True)  # fmt: skip
                 print(heap_line(libc))
                 print(split_line(libc, anon))

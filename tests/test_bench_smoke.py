@@ -357,8 +357,10 @@ def test_engine_memory_bench_says_what_the_scopes_structures_account_for():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert re.search(r"^60 writes \(\d+ s\): anonymous RSS [\d.]+ MB, scopes' structures [\d.]+ MB over 5 scopes", out, re.M)
+    assert re.search(r"^60 writes \(\d+ s, CPU \d+ s\): anonymous RSS [\d.]+ MB, scopes' structures [\d.]+ MB over 5 scopes", out, re.M)
     assert re.search(r"^150 writes .* over 5 scopes", out, re.M)
     assert re.search(r"heap: .*pymalloc blocks [\d,]+; LevelDB's estimate [\d.]+ MB; stem cache [\d,]+", out)
+    assert re.search(r"split: pymalloc arenas [\d.]+ MB \([\d.]+ MB in live blocks, -?[\d.]+ MB free in them\); "
+                     r"(glibc holds [\d.]+ MB .*; )?rest -?[\d.]+ MB", out)
     assert re.search(r"since 60: anonymous RSS -?[\d,]+ B a write, the scopes' structures -?[\d,]+ B a write", out)
     assert re.search(r"^    text_index\._indexes +[\d,]+ B a write", out, re.M)
