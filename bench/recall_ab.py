@@ -2,6 +2,7 @@
 
     python bench/recall_ab.py --data DIR [--events 20000] [--queries 100] [--shape pack|events]
                               [--clock 2026-11-28T03:00:00Z] [--out ranked.json] [--profile]
+                              [--mmap-thresholds 65536,dynamic]
 
 The first run loads ``--events`` of bench/recall.py's synthetic events into DIR (LevelDB, hash
 embedder, bulk API, derivation and vector seals settled) and keeps it; later runs reopen it.  Then
@@ -11,6 +12,11 @@ prints wall and CPU (this process's ``process_time``) p50 / p95 per recall; on a
 the CPU time is the steadier figure.  ``--clock`` pins the engine's clock (recency and freshness
 are computed from it, so two runs rank ties alike); ``--out`` writes each pack's ranked ids and
 scores and its ``relationships`` part, to compare two runs; ``--profile`` prints a cProfile (CPU time) of the timed recalls.
+
+``--mmap-thresholds A,B`` compares glibc malloc settings in one process instead: the timed recalls
+alternate between the two (``dynamic``: glibc's default, emulated by a 32 MiB threshold, the
+ceiling the default climbs to), and it prints CPU p50 / p95 for each (docs/decisions.md, "A fixed
+mmap threshold").
 
 An A/B comparison: copy a loaded DIR twice, then run both arms at the same time, each on its copy,
 each with its code on ``PYTHONPATH`` (the copies matter: opening a data dir may seal episodes and
@@ -67,7 +73,11 @@ async def main() -> None:
     parser.add_argument("--clock", help="pin the engine's clock to this RFC 3339 moment")
     parser.add_argument("--out", help="write the ranked ids and scores of each pack (JSON)")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--mmap-thresholds", help="two malloc mmap thresholds (bytes or 'dynamic') to alternate")
     args = parser.parse_args()
+    if args.mmap_thresholds:
+        await thresholds_ab(args, [_threshold(t) for t in args.mmap_thresholds.split(",")])
+        return
     bench = _recall_module()
     extra = {}
     if args.clock:
@@ -109,6 +119,41 @@ async def main() -> None:
         if profile:
             stats = pstats.Stats(profile)
             stats.sort_stats(os.environ.get("AB_SORT", "cumulative")).print_stats(int(os.environ.get("AB_LINES", "40")))
+
+
+def _threshold(text: str) -> int:
+    return 32 * 1024 * 1024 if text.strip() == "dynamic" else int(text)
+
+
+async def thresholds_ab(args: argparse.Namespace, thresholds: list[int]) -> None:
+    """The same recalls, alternating between malloc mmap thresholds in one process."""
+    import ctypes
+
+    mallopt = ctypes.CDLL("libc.so.6").mallopt
+    bench = _recall_module()
+    config = EngineConfig(embedder="hash", idle_timeout=3600)
+    fresh = not os.path.exists(args.data)
+    async with cortexdb.open_engine("leveldb", path=args.data, config=config) as engine:
+        if fresh:
+            await bench.load(engine, SCOPE, random.Random(args.events), args.events)
+        await bench.settle(engine, SCOPE)
+        rng = random.Random(7)
+        queries = [bench.text(rng, rng.choice(bench.QUERIES)) for _ in range(args.queries)]
+        cpu: dict[int, list[float]] = {t: [] for t in thresholds}
+        for round_ in range(6):
+            for threshold in thresholds if round_ % 2 == 0 else thresholds[::-1]:
+                mallopt(-3, threshold)  # M_MMAP_THRESHOLD
+                for query in queries[:20]:  # warm-up under this setting
+                    await engine.recall(request(args.shape, query))
+                for query in queries:
+                    c = time.process_time()
+                    await engine.recall(request(args.shape, query))
+                    cpu[threshold].append((time.process_time() - c) * 1000)
+        base = statistics.median(cpu[thresholds[-1]])
+        for threshold, values in cpu.items():
+            print(f"{args.shape}, mmap threshold {threshold:>9,}: CPU p50 {statistics.median(values):.2f} ms "
+                  f"p95 {bench.pct(values, 0.95):.2f} ms ({len(values)} recalls; p50 ratio to the last "
+                  f"{statistics.median(values) / base:.3f}), load average {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":
