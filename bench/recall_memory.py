@@ -192,6 +192,12 @@ async def run(args, path: str) -> None:
         gc.collect()
         first = sample()
         print(row("1st recall", first))
+        snapshot = None
+        if args.tracemalloc:
+            import tracemalloc
+
+            tracemalloc.start(4)
+            snapshot = tracemalloc.take_snapshot()
         ranked, cpu = [], []
         for done in range(1, args.recalls + 1):
             query = bench.text(rng, rng.choice(bench.QUERIES))
@@ -206,6 +212,12 @@ async def run(args, path: str) -> None:
                 print(row(f"{done} recalls", now, f"CPU p50 {statistics.median(cpu):.2f} ms, load "
                                                   f"{os.getloadavg()[0]:.1f}"), flush=True)  # fmt: skip
                 cpu = []
+        if snapshot is not None:
+            gc.collect()
+            print("Python allocations that grew most over the recalls (tracemalloc):")
+            for stat in tracemalloc.take_snapshot().compare_to(snapshot, "traceback")[:8]:
+                print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  "
+                      + " <- ".join(f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno}" for f in stat.traceback))
         if args.bm25:  # bench/recall.py's baseline, built in the same process before its last memory figure
             rng_texts = random.Random(args.events)
             texts = []
@@ -235,6 +247,8 @@ def main() -> None:
     parser.add_argument("--shape", choices=["pack", "events"], default="pack")
     parser.add_argument("--bm25", action="store_true", help="then build bench/recall.py's rank-bm25 baseline "
                         "over the --events texts in this process, and sample again")
+    parser.add_argument("--tracemalloc", action="store_true", help="the Python allocations that grew most "
+                        "between the 1st recall and the last (slows recalls down)")
     parser.add_argument("--copy", action="store_true", help="run on a throwaway copy of --data")
     parser.add_argument("--clock", help="pin the engine's clock to this RFC 3339 moment")
     parser.add_argument("--out", help="write the ranked ids and scores of each pack (JSON)")
