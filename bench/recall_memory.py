@@ -6,7 +6,8 @@
 
 ``--data`` is a kept data dir as bench/recall_ab.py makes it (LevelDB, hash embedder, bench/recall.py's
 synthetic events in one scope, derivation and vector seals settled); when it does not exist it is
-loaded here with ``--events``.  ``--copy`` runs on a throwaway copy (opening a data dir may seal
+loaded here with ``--events``.  ``--mmap-reads`` lets LevelDB read its tables through memory maps (the
+engine's default is ``pread``: docs/decisions.md, "LevelDB tables read with pread").  ``--copy`` runs on a throwaway copy (opening a data dir may seal
 episodes and write, so two arms compared on the same data each need their own copy).
 
 It samples this process's memory after the open (and the scope's first recall, which opens the
@@ -17,6 +18,8 @@ scope and builds its indexes), then every ``--every`` recalls up to ``--recalls`
   once mapped), flat vector runs (``*.run``), LevelDB tables (``*.ldb``), glibc's main heap
   (``[heap]``), other anonymous memory (glibc's thread arenas and large blocks, pymalloc's arenas,
   numpy's arrays), shared libraries and the rest;
+- LevelDB's own figure of its memory (memtables and block cache, ``ldb_mem``), which sits in
+  malloc's;
 - glibc's ``mallinfo2``: bytes malloc hands out (in use) and free bytes it keeps; and pymalloc's
   arenas (``sys._debugmallocstats``), which sit in anonymous memory beside malloc's.
 
@@ -148,8 +151,16 @@ def pymalloc_arenas() -> float:
     return int(arenas.group(1).replace(",", "")) * per / 2**20
 
 
-def sample() -> dict[str, float]:
+def leveldb_memory(engine) -> float:
+    """MB LevelDB says it holds in memory (memtables and block cache: ``approximate-memory-usage``)."""
+    db = getattr(getattr(getattr(engine, "_ctx", None), "store", None), "_db", None)
+    value = db.get_property(b"leveldb.approximate-memory-usage") if db is not None else None
+    return int(value) / 2**20 if value else float("nan")
+
+
+def sample(engine=None) -> dict[str, float]:
     out = dict(status())
+    out["ldb_mem"] = leveldb_memory(engine)
     for name, figures in smaps().items():
         out[name] = figures["rss"]
         out[f"{name}_size"] = figures["size"]
@@ -159,7 +170,7 @@ def sample() -> dict[str, float]:
 
 
 COLUMNS = ("VmRSS", "RssAnon", "RssFile", "annoy", "runs", "ldb", "heap", "anon", "libs", "malloc_used",
-           "malloc_free", "pymalloc")  # fmt: skip
+           "malloc_free", "pymalloc", "ldb_mem")  # fmt: skip
 
 
 def row(label: str, figures: dict[str, float], extra: str = "") -> str:
@@ -190,14 +201,13 @@ async def run(args, path: str) -> None:
         rng = random.Random(7)
         await engine.recall(recall_ab.request(args.shape, bench.text(rng, rng.choice(bench.QUERIES))))
         gc.collect()
-        first = sample()
+        first = sample(engine)
         print(row("1st recall", first))
         snapshot = None
-        if args.tracemalloc:
+        if args.tracemalloc:  # traced from here; compared from the first interval's end (caches full by then)
             import tracemalloc
 
             tracemalloc.start(4)
-            snapshot = tracemalloc.take_snapshot()
         ranked, cpu = [], []
         for done in range(1, args.recalls + 1):
             query = bench.text(rng, rng.choice(bench.QUERIES))
@@ -208,13 +218,16 @@ async def run(args, path: str) -> None:
                 ranked.append({**{layer: [(i["id"], i["score"]) for i in items] for layer, items in pack["layers"].items()},
                                "relationships": pack.get("relationships")})  # fmt: skip
             if done % args.every == 0 or done == args.recalls:
-                now = sample()
+                now = sample(engine)
                 print(row(f"{done} recalls", now, f"CPU p50 {statistics.median(cpu):.2f} ms, load "
                                                   f"{os.getloadavg()[0]:.1f}"), flush=True)  # fmt: skip
                 cpu = []
+                if args.tracemalloc and snapshot is None:
+                    gc.collect()
+                    snapshot = tracemalloc.take_snapshot()
         if snapshot is not None:
             gc.collect()
-            print("Python allocations that grew most over the recalls (tracemalloc):")
+            print(f"Python allocations that grew most from recall {args.every} on (tracemalloc):")
             for stat in tracemalloc.take_snapshot().compare_to(snapshot, "traceback")[:8]:
                 print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  "
                       + " <- ".join(f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno}" for f in stat.traceback))
@@ -248,11 +261,17 @@ def main() -> None:
     parser.add_argument("--bm25", action="store_true", help="then build bench/recall.py's rank-bm25 baseline "
                         "over the --events texts in this process, and sample again")
     parser.add_argument("--tracemalloc", action="store_true", help="the Python allocations that grew most "
-                        "between the 1st recall and the last (slows recalls down)")
+                        "between the first --every recalls and the last (slows recalls down)")
+    parser.add_argument("--mmap-reads", action="store_true", help="LevelDB reads its tables through memory "
+                        "maps (its own default; the engine's is pread: decisions.md)")
     parser.add_argument("--copy", action="store_true", help="run on a throwaway copy of --data")
     parser.add_argument("--clock", help="pin the engine's clock to this RFC 3339 moment")
     parser.add_argument("--out", help="write the ranked ids and scores of each pack (JSON)")
     args = parser.parse_args()
+    if args.mmap_reads:  # the A/B's other arm: LevelDB's tables read through memory maps, as before
+        from cortexdb.backends.leveldb import files
+
+        files.DEFAULT_OPTIONS["mmap_reads"] = True
     if not args.copy:
         trio.run(run, args, args.data)
         return
