@@ -21,6 +21,7 @@ their memory maps, which is only a matter of memory, never of results.
 from __future__ import annotations
 
 import ctypes
+import logging
 import struct
 import threading
 
@@ -81,6 +82,8 @@ def disable_mmap_reads() -> str:
     with _lock:
         if _state is None:
             _state = _disable()
+            if _state != "pread":
+                logging.getLogger(__name__).info("LevelDB keeps reading tables through memory maps: %s", _state)
         return _state
 
 
