@@ -22,7 +22,10 @@ first ``layer`` event and to ``done`` (the whole pack), p50 each, and first even
 Memory (this process's /proc/self/status): RSS just before the load, then the growth at its peak
 during the load (VmHWM, reset before each size) and steady after it (derivation flushed, vector
 seals finished, ``gc.collect()``), per event, and the steady growth's anonymous and file-backed
-parts (memory-mapped index files count as file-backed: the kernel may reclaim them).
+parts (memory-mapped index files count as file-backed: the kernel may reclaim them); then after
+the two passes of recalls (read before the rank-bm25 baseline builds its index in this process),
+and after the router's and the streaming recalls too, each with its two parts
+(bench/recall_memory.py splits them by mapping).
 Goals (issue 3): at 100k events in one scope, peak growth <= 600 MB and steady <= 400 MB.
 """
 
@@ -357,6 +360,9 @@ async def main() -> None:
                 # a second pass: the first runs right after the bulk load (cold caches, LevelDB
                 # still compacting what was just written); both are printed
                 again = await time_recalls(engine, "org:bench/user:alice", rng, args.queries, "local")
+                # the memory after the recalls is read before the baseline below builds rank-bm25's
+                # index of every text in this process (whatever of it the allocator keeps would count)
+                recalled = memory()
                 baseline = rank_bm25_baseline(texts, rng)
                 p50 = statistics.median(latencies)
                 print(f"{size:>7} events, one scope: recall p50 {p50:6.1f} ms  p95 {pct(latencies, 0.95):6.1f} ms  "
@@ -374,12 +380,17 @@ async def main() -> None:
                 print(f"{size:>7} events, one scope, streaming: first event (plan) p50 {first:6.2f} ms, first layer "
                       f"p50 {layer:6.1f} ms, whole pack (done) p50 {done:6.1f} ms; first event / whole pack "
                       f"{first / done:.3f}")  # fmt: skip
+                final = memory()
                 peak, steady = after["VmHWM"] - before["VmRSS"], after["VmRSS"] - before["VmRSS"]
                 print(f"{size:>7} events, one scope, memory: RSS {before['VmRSS']:.0f} MB before the load, "
                       f"growth peak {peak:+.0f} MB (sampled: anonymous {peaks['RssAnon'] - before['RssAnon']:+.0f} MB, file-backed "
                       f"{peaks['RssFile'] - before['RssFile']:+.0f} MB), steady {steady:+.0f} MB ({steady * 1024 / size:.2f} KB/event; "
                       f"anonymous {after['RssAnon'] - before['RssAnon']:+.0f} MB, file-backed "
-                      f"{after['RssFile'] - before['RssFile']:+.0f} MB); after the recalls {memory()['VmRSS'] - before['VmRSS']:+.0f} MB")  # fmt: skip
+                      f"{after['RssFile'] - before['RssFile']:+.0f} MB); after the recalls {recalled['VmRSS'] - before['VmRSS']:+.0f} MB "
+                      f"(anonymous {recalled['RssAnon'] - before['RssAnon']:+.0f} MB, file-backed "
+                      f"{recalled['RssFile'] - before['RssFile']:+.0f} MB), after the router and streaming recalls too "
+                      f"{final['VmRSS'] - before['VmRSS']:+.0f} MB (anonymous {final['RssAnon'] - before['RssAnon']:+.0f} MB, "
+                      f"file-backed {final['RssFile'] - before['RssFile']:+.0f} MB)")  # fmt: skip
             if str(size) not in args.holistic_sizes.split(","):
                 continue
             path2 = tempfile.mkdtemp(prefix="bench-recall-h-")

@@ -364,3 +364,21 @@ def test_engine_memory_bench_says_what_the_scopes_structures_account_for():
                      r"(glibc holds [\d.]+ MB .*; )?rest -?[\d.]+ MB", out)
     assert re.search(r"since 60: anonymous RSS -?[\d,]+ B a write, the scopes' structures -?[\d,]+ B a write", out)
     assert re.search(r"^    text_index\._indexes +[\d,]+ B a write", out, re.M)
+
+
+def test_recall_memory_benchmark_splits_rss_by_mapping_and_its_arms_agree(tmp_path):
+    data, outs = str(tmp_path / "data"), []
+    for arm in ([], ["--copy", "--mmap-reads"]):
+        out = str(tmp_path / f"packs{len(outs)}.json")
+        result = subprocess.run(
+            [sys.executable, "bench/recall_memory.py", "--data", data, "--events", "150", "--recalls", "4",
+             "--every", "2", "--clock", "2026-11-28T03:00:00Z", "--out", out, *arm],
+            capture_output=True, text=True, timeout=600, cwd=ROOT,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert len(re.findall(r"^\s+[24] recalls(\s+-?[\d.]+|\s+nan){13}\s+CPU p50", result.stdout, re.M)) == 2
+        assert re.search(r"growth over the 1st recall: VmRSS [+-][\d.]+ MB \(anonymous", result.stdout)
+        with open(out) as handle:
+            outs.append(json.load(handle))
+    assert ("mapped MB" in result.stdout) and len(outs[0]) == 4
+    assert outs[0] == outs[1]  # LevelDB's reads through maps or pread: the same packs

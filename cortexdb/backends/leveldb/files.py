@@ -7,6 +7,7 @@ from __future__ import annotations
 import plyvel
 
 from ...errors import DataDirLocked, WalUnavailable
+from .mmap_reads import disable_mmap_reads
 
 # A 4 MB memtable (LevelDB's default) fills in under a second at capture rates, and level-0
 # files then pile up faster than compaction drains them, which makes LevelDB throttle writers.
@@ -19,6 +20,10 @@ DEFAULT_OPTIONS = {
     "lru_cache_size": 8 << 20,
     "bloom_filter_bits": 10,
     "max_file_size": 16 << 20,
+    # not a plyvel option: False reads tables with pread into the block cache above, not through
+    # memory maps whose touched pages stay resident (mmap_reads.py; decisions.md, "LevelDB tables
+    # read with pread").  Process-wide, settled by the process's first open of a DB
+    "mmap_reads": False,
 }
 INFO_LOGS = ("LOG", "LOG.old")  # LevelDB's info log: manual compactions quote their keys
 FLUSH_KEY = b"\xff" * 17  # above every key: compacting [it, it] only flushes the memtable
@@ -47,8 +52,11 @@ def unpack(value: bytes) -> list[bytes]:
 
 
 def open_db(path: str, settings: dict) -> plyvel.DB:
+    options = dict(settings)
+    if not options.pop("mmap_reads", True):
+        disable_mmap_reads()
     try:
-        return plyvel.DB(path, create_if_missing=True, **settings)
+        return plyvel.DB(path, create_if_missing=True, **options)
     except plyvel.IOError as exc:
         if "lock" in str(exc).lower():
             raise DataDirLocked(
