@@ -68,6 +68,29 @@ def test_top_keeps_every_value_tied_with_the_last() -> None:
     assert top(values, 2).tolist() == [1, 2, 3, 5]
     assert top(values, 1).tolist() == [1]
     assert top(values, 10).tolist() == [0, 1, 2, 3, 5, 6]  # never a left-out row
+    names = ["g", "a", "f", "c", "x", "b", "e"]
+    assert top(values, 2, names.__getitem__).tolist() == [1, 5]  # of the 0.7s, id "b" first
+    assert top(values, 3, names.__getitem__).tolist() == [1, 3, 5]
+
+
+def test_many_equal_rows_cost_no_more_than_the_limit(tmp_path) -> None:
+    """A thousand copies of one vector: a run gives back ``limit`` of them, the smallest ids,
+    with or without its sketch."""
+    rng = np.random.default_rng(11)
+    rows = _clustered(rng, 3000)
+    rows[1000:2000] = rows[3]
+    plain, sketched = _runs(tmp_path, rows)
+    ids = [f"evt_{(i * 7919) % 3000:05d}" for i in range(len(rows))]
+    query = rows[3].astype(np.float32)
+    query /= np.linalg.norm(query)
+    expected = sorted(range(len(rows)), key=lambda i: (-float(rows[i].astype(np.float32) @ query), ids[i]))
+    for run in (plain, sketched):
+        found = run.nearest(query, 5, None, ids)
+        assert len(found) == 5
+        assert {ids[p] for p, _ in found} == {ids[i] for i in expected[:5]}
+        assert sorted(ids[p] for p, _ in found) == sorted(ids[i] for i in [3, *range(10, 20), *range(1000, 2000)])[:5]
+    plain.unload()
+    sketched.unload()
 
 
 def test_equal_vectors_are_kept_by_id_wherever_they_are(tmp_path) -> None:

@@ -320,7 +320,7 @@ class VectorIndex:
                 codes = [self._kinds[p] for p in prefixes if p in self._kinds]
                 keep = keep & np.isin(self._delta_kind[:count], codes)
             scores = np.where(keep, scores, -np.inf)
-            for position in top(scores, limit).tolist():  # with every row tied with the last
+            for position in top(scores, limit, self._delta_ids.__getitem__).tolist():  # ties by id
                 results[self._delta_ids[position]] = float(scores[position])
         ranked = sorted(results.items(), key=lambda item: (-item[1], item[0]))
         return ranked[:limit]
@@ -343,7 +343,7 @@ class VectorIndex:
             if skip is None:
                 skip = np.zeros(len(ids), dtype=bool)
             skip[[segment.positions[doc_id] for doc_id in segment.dead]] = True
-        for position, similarity in segment.index.nearest(query, limit, skip):
+        for position, similarity in segment.index.nearest(query, limit, skip, ids):
             doc_id = ids[position]
             if similarity > results.get(doc_id, -2.0):
                 results[doc_id] = similarity

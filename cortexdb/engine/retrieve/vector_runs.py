@@ -55,15 +55,21 @@ def scores(rows: np.ndarray, scales: np.ndarray | None, query: np.ndarray, dtype
     return out[0] * (peak / 127.0) * scales
 
 
-def top(values: np.ndarray, limit: int) -> np.ndarray:
-    """Positions of the ``limit`` largest finite ``values`` and of every value tied with the
-    last of them, ascending: which of equal scores a caller keeps is then its own choice (the
-    index's, by id), not the partition's (decisions.md, "Vector ties")."""
+def top(values: np.ndarray, limit: int, key=None) -> np.ndarray:
+    """Positions of the ``limit`` largest finite ``values``, ascending; among values equal to
+    the last of them, those of the smallest ``key(position)`` (the row's id), not whichever the
+    partition left first (decisions.md, "Vector ties").  Without ``key``, every tied one."""
     finite = values > -np.inf
     if int(finite.sum()) <= limit:
         return np.flatnonzero(finite)
     kth = np.partition(values, len(values) - limit)[len(values) - limit]
-    return np.flatnonzero(values >= kth)
+    chosen = np.flatnonzero(values >= kth)
+    if key is None or len(chosen) == limit:
+        return chosen
+    tied = np.flatnonzero(values == kth).tolist()
+    need = limit - (len(chosen) - len(tied))
+    kept = sorted(sorted(tied, key=key)[:need])
+    return np.sort(np.concatenate([np.flatnonzero(values > kth), np.asarray(kept, dtype=np.intp)]))
 
 
 def encode(vector: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
@@ -159,9 +165,11 @@ class FlatRun:
             self._map = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
         return self._map
 
-    def nearest(self, query: np.ndarray, limit: int, skip: np.ndarray | None) -> list[tuple[int, float]]:
-        """The ``limit`` best (position, cosine) pairs, exact, best first (and every row tied
-        with the last), rows where the boolean ``skip`` is true left out; through the int8
+    def nearest(self, query: np.ndarray, limit: int, skip: np.ndarray | None,
+                ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
+        """The ``limit`` best (position, cosine) pairs, exact, best first, equal cosines by
+        their ``ids`` (without ids, every row tied with the last is kept too), rows where the
+        boolean ``skip`` is true left out; through the int8
         sketch when the run has one (``_sketched``).  The rows are scored where the kernel's
         page cache holds them, through a read-only mapping whose pages are let go
         (``MADV_DONTNEED``) before returning: no copy, and nothing of the run stays in the
@@ -174,18 +182,21 @@ class FlatRun:
             rows = np.frombuffer(mapped, dtype=self.dtype, count=self.count * self.dimension)
             rows = rows.reshape(self.count, self.dimension)
             if self.sketch is not None:
-                best = self._sketched(mapped, rows, query, limit, skip)
+                best = self._sketched(mapped, rows, query, limit, skip, ids)
             else:
-                best = self._scan(rows, query, limit, skip)
+                best = self._scan(rows, query, limit, skip, ids)
         finally:
             mapped.madvise(mmap.MADV_DONTNEED)
-        best.sort(key=lambda item: (-item[1], item[0]))
-        if len(best) > limit:  # the limit best and every one tied with the last
-            last = best[limit - 1][1]
+        best.sort(key=lambda item: (-item[1], item[0] if ids is None else ids[item[0]]))
+        if len(best) > limit:
+            if ids is not None:
+                return best[:limit]
+            last = best[limit - 1][1]  # every one tied with the last
             best = [item for item in best if item[1] >= last]
         return best
 
-    def _scan(self, rows: np.ndarray, query: np.ndarray, limit: int, skip: np.ndarray | None) -> list[tuple[int, float]]:
+    def _scan(self, rows: np.ndarray, query: np.ndarray, limit: int, skip: np.ndarray | None,
+              ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         best: list[tuple[int, float]] = []
         for start in range(0, self.count, BLOCK_ROWS):
             stop = min(self.count, start + BLOCK_ROWS)
@@ -193,11 +204,12 @@ class FlatRun:
             found = np.asarray(scores(rows[start:stop], scales, query, self.dtype), dtype=np.float64)
             if skip is not None:
                 found[skip[start:stop]] = -np.inf
-            best += [(start + int(p), float(found[p])) for p in top(found, limit).tolist()]
+            key = None if ids is None else (lambda p, start=start: ids[start + p])
+            best += [(start + int(p), float(found[p])) for p in top(found, limit, key).tolist()]
         return best
 
     def _sketched(self, mapped, rows: np.ndarray, query: np.ndarray, limit: int,
-                  skip: np.ndarray | None) -> list[tuple[int, float]]:  # fmt: skip
+                  skip: np.ndarray | None, ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         """The exact best through the sketch: every row that can be among the ``limit`` best
         (vector_sketch.shortlist) scored exactly, with the kernel ``_scan`` uses."""
         small = np.frombuffer(mapped, dtype=np.int8, offset=self.count * self.row_bytes)
@@ -212,7 +224,8 @@ class FlatRun:
         if not len(shortlist):
             return []
         exact = np.asarray(scores(rows[shortlist], None, query, self.dtype), dtype=np.float64)
-        return [(int(shortlist[p]), float(exact[p])) for p in top(exact, limit).tolist()]
+        key = None if ids is None else (lambda p: ids[shortlist[p]])
+        return [(int(shortlist[p]), float(exact[p])) for p in top(exact, limit, key).tolist()]
 
     def unload(self) -> None:
         if self._map is not None:
