@@ -11,7 +11,8 @@ holistic pack (bench/recall.py's), ``events`` the top 10 events (bench/peers.py'
 prints wall and CPU (this process's ``process_time``) p50 / p95 per recall; on a loaded machine
 the CPU time is the steadier figure.  ``--clock`` pins the engine's clock (recency and freshness
 are computed from it, so two runs rank ties alike); ``--out`` writes each pack's ranked ids and
-scores and its ``relationships`` part, to compare two runs; ``--profile`` prints a cProfile (CPU time) of the timed recalls.
+scores and its ``relationships`` part, to compare two runs; ``--profile`` prints a cProfile (CPU time) of the timed recalls (environment: ``AB_SORT``,
+``AB_LINES``, and ``AB_CALLERS``, a pattern whose callers it prints too).
 
 ``--mmap-thresholds A,B`` compares glibc malloc settings in one process instead: the timed recalls
 alternate between the two (``dynamic``: glibc's default, emulated by a 32 MiB threshold, the
@@ -119,6 +120,8 @@ async def main() -> None:
         if profile:
             stats = pstats.Stats(profile)
             stats.sort_stats(os.environ.get("AB_SORT", "cumulative")).print_stats(int(os.environ.get("AB_LINES", "40")))
+            if os.environ.get("AB_CALLERS"):  # who calls the functions matching this pattern
+                stats.print_callers(os.environ["AB_CALLERS"])
 
 
 def _threshold(text: str) -> int:

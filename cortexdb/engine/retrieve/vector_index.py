@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 import trio
 
-from .vector_runs import DeltaRows, EncodedRows, FlatRun, SegmentRows, scores
+from .vector_runs import DeltaRows, EncodedRows, FlatRun, SegmentRows, scores, top
 from .vector_segments import Segment as _Segment
 from .vector_segments import build_annoy
 
@@ -277,7 +277,7 @@ class VectorIndex:
         when there is one, with a flat run of the same rows beside it (in a worker thread)."""
         source = rows if isinstance(rows, DeltaRows) else EncodedRows(rows, self.dtype)
         if self.run_rows is not None and len(rows) < self.segment_size:  # a flat run (exact)
-            run = FlatRun.write(self.directory, self.dimension, self.dtype, source)
+            run = FlatRun.write(self.directory, self.dimension, self.dtype, source, sketch=True)
             return run, run
         index = build_annoy(rows, self.dimension, self.trees, self.directory)
         if self.directory is None:
@@ -320,13 +320,8 @@ class VectorIndex:
                 codes = [self._kinds[p] for p in prefixes if p in self._kinds]
                 keep = keep & np.isin(self._delta_kind[:count], codes)
             scores = np.where(keep, scores, -np.inf)
-            take = min(limit, int(keep.sum()))
-            if take:
-                top = np.argpartition(-scores, take - 1)[:take] if take < count else np.arange(count)
-                for position in top.tolist():
-                    value = float(scores[position])
-                    if value != -np.inf:
-                        results[self._delta_ids[position]] = value
+            for position in top(scores, limit, self._delta_ids.__getitem__).tolist():  # ties by id
+                results[self._delta_ids[position]] = float(scores[position])
         ranked = sorted(results.items(), key=lambda item: (-item[1], item[0]))
         return ranked[:limit]
 
@@ -348,7 +343,7 @@ class VectorIndex:
             if skip is None:
                 skip = np.zeros(len(ids), dtype=bool)
             skip[[segment.positions[doc_id] for doc_id in segment.dead]] = True
-        for position, similarity in segment.index.nearest(query, limit, skip):
+        for position, similarity in segment.index.nearest(query, limit, skip, ids):
             doc_id = ids[position]
             if similarity > results.get(doc_id, -2.0):
                 results[doc_id] = similarity

@@ -22,6 +22,8 @@ import uuid
 
 import numpy as np
 
+from . import vector_sketch
+
 BLOCK_ROWS = 4096  # rows scored (and written) at a time
 
 
@@ -53,6 +55,23 @@ def scores(rows: np.ndarray, scales: np.ndarray | None, query: np.ndarray, dtype
     return out[0] * (peak / 127.0) * scales
 
 
+def top(values: np.ndarray, limit: int, key=None) -> np.ndarray:
+    """Positions of the ``limit`` largest finite ``values``, ascending; among values equal to
+    the last of them, those of the smallest ``key(position)`` (the row's id), not whichever the
+    partition left first (decisions.md, "Vector ties").  Without ``key``, every tied one."""
+    finite = values > -np.inf
+    if int(finite.sum()) <= limit:
+        return np.flatnonzero(finite)
+    kth = np.partition(values, len(values) - limit)[len(values) - limit]
+    chosen = np.flatnonzero(values >= kth)
+    if key is None or len(chosen) == limit:
+        return chosen
+    tied = np.flatnonzero(values == kth).tolist()
+    need = limit - (len(chosen) - len(tied))
+    kept = sorted(sorted(tied, key=key)[:need])
+    return np.sort(np.concatenate([np.flatnonzero(values > kth), np.asarray(kept, dtype=np.intp)]))
+
+
 def encode(vector: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
     """A float32 vector as a row of ``dtype`` and its scale (int8's; 1.0 otherwise)."""
     if dtype != "int8":
@@ -66,16 +85,22 @@ def encode(vector: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
 class FlatRun:
     """``count`` rows of ``dimension`` in an unlinked file, read by block (see the module)."""
 
-    def __init__(self, fd: int, count: int, dimension: int, dtype: str, scales: np.ndarray | None) -> None:
+    def __init__(self, fd: int, count: int, dimension: int, dtype: str, scales: np.ndarray | None,
+                 sketch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
         self.fd, self.count, self.dimension, self.dtype = fd, count, dimension, dtype
         self.scales = scales
         self.row_bytes = dimension * np.dtype(dtype).itemsize
+        # an int8 sketch of the rows after them in the file, and its (scale, a‖xi‖, ‖e‖) per
+        # row (vector_sketch.py): what ``nearest`` reads first
+        self.sketch = sketch
         self._map: mmap.mmap | None = None  # made on the first search (nearest)
 
     @classmethod
-    def write(cls, directory: str, dimension: int, dtype: str, rows) -> FlatRun:
+    def write(cls, directory: str, dimension: int, dtype: str, rows, sketch: bool = False) -> FlatRun:
         """A run of ``rows`` (``len`` and ``block(start, stop) -> (rows of dtype, scales)``),
-        written a block at a time (in a worker thread)."""
+        written a block at a time (in a worker thread); ``sketch`` (float16 rows, a kernel that
+        accumulates in float32): with an int8 sketch of them after them (vector_sketch.py)."""
+        sketch = sketch and dtype == "float16" and vector_sketch.usable()
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, f"{uuid.uuid4().hex}.run")
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
@@ -83,20 +108,22 @@ class FlatRun:
             os.unlink(path)  # the descriptor keeps the file; its name is never needed again
             count = len(rows)
             scales = np.empty(count, dtype=np.float32) if dtype == "int8" else None
-            offset = 0
+            kept = [np.empty(count, dtype=np.float32) for _ in range(3)] if sketch else None
+            row_bytes = dimension * np.dtype(dtype).itemsize
             for start in range(0, count, BLOCK_ROWS):
                 block, block_scales = rows.block(start, min(count, start + BLOCK_ROWS))
-                data = np.ascontiguousarray(block, dtype=dtype).tobytes()
-                while data:
-                    written = os.pwrite(fd, data, offset)
-                    offset += written
-                    data = data[written:]
+                _pwrite_all(fd, np.ascontiguousarray(block, dtype=dtype).tobytes(), start * row_bytes)
                 if scales is not None:
                     scales[start : start + len(block)] = block_scales
+                if kept is not None:
+                    small, *per_row = vector_sketch.encode(block)
+                    _pwrite_all(fd, small.tobytes(), count * row_bytes + start * dimension)
+                    for into, values in zip(kept, per_row, strict=True):
+                        into[start : start + len(block)] = values
         except BaseException:
             os.close(fd)
             raise
-        return cls(fd, count, dimension, dtype, scales)
+        return cls(fd, count, dimension, dtype, scales, tuple(kept) if kept is not None else None)
 
     def __len__(self) -> int:
         return self.count
@@ -134,28 +161,42 @@ class FlatRun:
 
     def _mapped(self) -> mmap.mmap:
         if self._map is None:
-            self._map = mmap.mmap(self.fd, self.count * self.row_bytes, mmap.MAP_SHARED, mmap.PROT_READ)
+            size = self.count * (self.row_bytes + (self.dimension if self.sketch is not None else 0))
+            self._map = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
         return self._map
 
-    def nearest(self, query: np.ndarray, limit: int, skip: np.ndarray | None) -> list[tuple[int, float]]:
-        """The ``limit`` best (position, cosine) pairs, exact, rows where the boolean ``skip``
-        is true left out.  The rows are scored where the kernel's page cache holds them, through
-        a read-only mapping whose pages are let go (``MADV_DONTNEED``) before returning: no copy,
-        and nothing of the run stays in the resident set between searches (decisions.md, "Runs
-        by default")."""
+    def nearest(self, query: np.ndarray, limit: int, skip: np.ndarray | None,
+                ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
+        """The ``limit`` best (position, cosine) pairs, exact, best first, equal cosines by
+        their ``ids`` (without ids, every row tied with the last is kept too), rows where the
+        boolean ``skip`` is true left out; through the int8
+        sketch when the run has one (``_sketched``).  The rows are scored where the kernel's
+        page cache holds them, through a read-only mapping whose pages are let go
+        (``MADV_DONTNEED``) before returning: no copy, and nothing of the run stays in the
+        resident set between searches (decisions.md, "Runs by default")."""
         best: list[tuple[int, float]] = []
         if not self.count:
             return best
         mapped = self._mapped()
         try:
-            best = self._scan(np.frombuffer(mapped, dtype=self.dtype).reshape(self.count, self.dimension),
-                              query, limit, skip)  # fmt: skip
+            rows = np.frombuffer(mapped, dtype=self.dtype, count=self.count * self.dimension)
+            rows = rows.reshape(self.count, self.dimension)
+            if self.sketch is not None:
+                best = self._sketched(mapped, rows, query, limit, skip, ids)
+            else:
+                best = self._scan(rows, query, limit, skip, ids)
         finally:
             mapped.madvise(mmap.MADV_DONTNEED)
-        best.sort(key=lambda item: -item[1])
-        return best[:limit] if len(best) > limit else best
+        best.sort(key=lambda item: (-item[1], item[0] if ids is None else ids[item[0]]))
+        if len(best) > limit:
+            if ids is not None:
+                return best[:limit]
+            last = best[limit - 1][1]  # every one tied with the last
+            best = [item for item in best if item[1] >= last]
+        return best
 
-    def _scan(self, rows: np.ndarray, query: np.ndarray, limit: int, skip: np.ndarray | None) -> list[tuple[int, float]]:
+    def _scan(self, rows: np.ndarray, query: np.ndarray, limit: int, skip: np.ndarray | None,
+              ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         best: list[tuple[int, float]] = []
         for start in range(0, self.count, BLOCK_ROWS):
             stop = min(self.count, start + BLOCK_ROWS)
@@ -163,10 +204,28 @@ class FlatRun:
             found = np.asarray(scores(rows[start:stop], scales, query, self.dtype), dtype=np.float64)
             if skip is not None:
                 found[skip[start:stop]] = -np.inf
-            take = min(limit, stop - start)
-            top = np.argpartition(-found, take - 1)[:take] if take < stop - start else np.arange(stop - start)
-            best += [(start + int(p), float(found[p])) for p in top.tolist() if found[p] != -np.inf]
+            key = None if ids is None else (lambda p, start=start: ids[start + p])
+            best += [(start + int(p), float(found[p])) for p in top(found, limit, key).tolist()]
         return best
+
+    def _sketched(self, mapped, rows: np.ndarray, query: np.ndarray, limit: int,
+                  skip: np.ndarray | None, ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
+        """The exact best through the sketch: every row that can be among the ``limit`` best
+        (vector_sketch.shortlist) scored exactly, with the kernel ``_scan`` uses."""
+        small = np.frombuffer(mapped, dtype=np.int8, offset=self.count * self.row_bytes)
+        small = small.reshape(self.count, self.dimension)
+        sketch_query = vector_sketch.Query(np.asarray(query, dtype=np.float32).astype(np.float16))
+        scale, norms, errors = self.sketch
+        found = _simsimd().cdist(sketch_query.int8, small, metric="dot")
+        found = np.asarray(found, dtype=np.float64)[0] * scale * sketch_query.b  # in float64
+        if skip is not None:
+            found[skip] = -np.inf
+        shortlist = vector_sketch.shortlist(found, sketch_query.bounds(norms, errors), limit)
+        if not len(shortlist):
+            return []
+        exact = np.asarray(scores(rows[shortlist], None, query, self.dtype), dtype=np.float64)
+        key = None if ids is None else (lambda p: ids[shortlist[p]])
+        return [(int(shortlist[p]), float(exact[p])) for p in top(exact, limit, key).tolist()]
 
     def unload(self) -> None:
         if self._map is not None:
@@ -184,6 +243,13 @@ class FlatRun:
             self.unload()
         except OSError:
             pass
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    while data:
+        written = os.pwrite(fd, data, offset)
+        offset += written
+        data = data[written:]
 
 
 class DeltaRows:
