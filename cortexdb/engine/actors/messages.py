@@ -30,6 +30,7 @@ from .concept_messages import (
     Synthesize,
     SynthesizeItem,
 )
+from .recall_messages import ReadVoices
 from .reply import ReplySlot as ReplySlot  # the one-shot reply every request carries
 
 
@@ -227,12 +228,12 @@ class ReadRelationships:
 QUERY_TYPES = (
     ReadEvents, ReadEvent, ReadEventState, ReadFacts, ReadFact, ReadTimeline, ReadFactSupports,
     ReadBeliefs, ReadBelief, ReadWhy, ReadEpisodes, ReadEpisode, CountRecords, LayerCounts, Candidates,
-    ReadConcepts, ReadConcept, ReadRelated, ReadCoverage, ReadRelationships,
+    ReadConcepts, ReadConcept, ReadRelated, ReadCoverage, ReadRelationships, ReadVoices,
 )  # fmt: skip
 Query = (
     ReadEvents | ReadEvent | ReadEventState | ReadFacts | ReadFact | ReadTimeline | ReadFactSupports
     | ReadBeliefs | ReadBelief | ReadWhy | ReadEpisodes | ReadEpisode | CountRecords | LayerCounts
-    | Candidates | ReadConcepts | ReadConcept | ReadRelated | ReadCoverage | ReadRelationships
+    | Candidates | ReadConcepts | ReadConcept | ReadRelated | ReadCoverage | ReadRelationships | ReadVoices
 )  # fmt: skip
 
 

@@ -49,6 +49,29 @@ def named(query: str, voices: set[str]) -> set[str]:
     return {v for v in voices if name_words(v) & words}
 
 
+_TOKEN = re.compile(r"\S+")
+
+
+def content_query(query: str, voices: set[str] | list[str]) -> str:
+    """The question without the words that name a voice of the scope (whole words, case-folded,
+    a possessive ``'s`` and punctuation around them ignored), the rest as written; the question
+    itself when that leaves no word.  Every turn is indexed led by its speaker's name
+    (model/text.py ``turn_text``), so a speaker's name matches half a conversation: it says who,
+    which ``prefer`` weighs, not what (docs/decisions.md, "The question's content")."""
+    names: set[str] = set()
+    for actor_id in voices:
+        names |= name_words(actor_id)
+    if not names or not query:
+        return query
+    kept = []
+    for token in _TOKEN.findall(query):
+        words = _WORD.findall(re.sub(r"['’]s\b", "", token.casefold()))
+        if words and all(w in names for w in words):
+            continue
+        kept.append(token)
+    return " ".join(kept) if kept else query
+
+
 def prefer(query: str, candidates: list[Any], weight: float) -> int:
     """Add ``weight`` to the candidates whose voice the query names (some but not all of the
     voices present); returns how many were raised."""
