@@ -137,8 +137,8 @@ class EngineConfig:
     # an event candidate gets this times min(1, its words / recall_length_words): a length prior
     recall_length_weight: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     recall_length_words: int = attrs.field(default=30, validator=attrs.validators.ge(1))
-    # diversity across where events were said (recall/diversity.py; decisions.md "Diversity across
-    # sessions"): within each session (recall_diversity_by "session", an event of no session falls
+    # diversity across where events were said, off (recall/diversity.py; recall-signals.md "Diversity
+    # across sessions": it lost on LoCoMo): within each session (recall_diversity_by "session", an event of no session falls
     # back to its episode) or episode ("episode"), the n-th best event candidate loses
     # recall_diversity_weight * n / (n + 1) of its score (0: off)
     recall_diversity_weight: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])

@@ -1,6 +1,7 @@
-"""Diversity across sessions or episodes in ranking (docs/decisions.md, "Diversity across
-sessions"): a question whose answer is spread over several conversations needs evidence from
-each of them, and the best-scored events of a recall tend to cluster in one.
+"""Diversity across sessions or episodes in ranking, off by default (docs/recall-signals.md,
+"Diversity across sessions"; docs/decisions.md, "The question's content"): a question whose
+answer is spread over several conversations needs evidence from each of them.  Measured on
+LoCoMo it lost at every weight: a recall's best events already span several sessions.
 
 The event candidates are grouped by where they were said: the session their observed actor
 names (``observed_actor.session``), or — with ``by="episode"``, or for an event of no session —
@@ -18,9 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from .episodes_context import episode_of
-
-GROUPINGS = ("session", "episode")
-
 
 def group_of(candidate: Any, by: str) -> str | None:
     """The group of an event candidate (None: a group of its own)."""
