@@ -20,6 +20,7 @@ from typing import Any
 
 from .episodes_context import episode_of
 
+
 def group_of(candidate: Any, by: str) -> str | None:
     """The group of an event candidate (None: a group of its own)."""
     if by == "session":
