@@ -122,6 +122,7 @@ def test_the_content_query_leaves_out_the_voices_names():
     assert speakers.content_query("What is Melanie's job, Smith?", voices) == "What is job,"  # possessive, punctuation
     assert speakers.content_query("Did Al and Carolines meet?", voices) == "Did Al and Carolines meet?"  # whole names only
     assert speakers.content_query("Caroline?", voices) == "Caroline?"  # nothing left: the question itself
+    assert speakers.content_query("Who is Caroline?", voices) == "Who is Caroline?"  # stop words only: the same
     assert speakers.content_query("What does Caroline do?", []) == "What does Caroline do?"
 
 

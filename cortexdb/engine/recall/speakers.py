@@ -55,7 +55,7 @@ _TOKEN = re.compile(r"\S+")
 def content_query(query: str, voices: set[str] | list[str]) -> str:
     """The question without the words that name a voice of the scope (whole words, case-folded,
     a possessive ``'s`` and punctuation around them ignored), the rest as written; the question
-    itself when that leaves no word.  Every turn is indexed led by its speaker's name
+    itself when that leaves nothing but stop words ("Who is Caroline?").  Every turn is indexed led by its speaker's name
     (model/text.py ``turn_text``), so a speaker's name matches half a conversation: it says who,
     which ``prefer`` weighs, not what (docs/decisions.md, "The question's content")."""
     names: set[str] = set()
@@ -69,7 +69,8 @@ def content_query(query: str, voices: set[str] | list[str]) -> str:
         if words and all(w in names for w in words):
             continue
         kept.append(token)
-    return " ".join(kept) if kept else query
+    content = " ".join(kept)
+    return content if any(w not in STOPWORDS for w in _WORD.findall(content.casefold())) else query
 
 
 def prefer(query: str, candidates: list[Any], weight: float) -> int:
