@@ -244,8 +244,8 @@ def test_7_no_private_attribute_crosses_a_module():
 
 # -- rule 8: the closed message sets ------------------------------------------------------------------
 MESSAGES = "cortexdb.engine.actors.messages"
-# the understanding's and recall's own messages live beside it (messages.py lists them in its sets)
-MESSAGE_MODULES = (MESSAGES, "cortexdb.engine.actors.concept_messages", "cortexdb.engine.actors.recall_messages")
+# the understanding's messages live beside it (messages.py lists them in its sets)
+MESSAGE_MODULES = (MESSAGES, "cortexdb.engine.actors.concept_messages")
 # the message sets of messages.py: each a tuple and the union that must name the same types
 SETS = {"MESSAGE_TYPES": "Message", "QUERY_TYPES": "Query", "LANE_ITEM_TYPES": "LaneItem"}
 # the classes of messages.py that are parts of messages, not messages

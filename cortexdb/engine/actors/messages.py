@@ -30,7 +30,6 @@ from .concept_messages import (
     Synthesize,
     SynthesizeItem,
 )
-from .recall_messages import ReadVoices
 from .reply import ReplySlot as ReplySlot  # the one-shot reply every request carries
 
 
@@ -208,6 +207,7 @@ class Candidates:
     limits: dict[str, int] = attrs.field(factory=dict)  # the pack's per-layer limits
     include_superseded: bool = False
     window: Any = None  # the temporal handler's [start, end): its records are also looked for beyond k
+    content: Any = None  # speakers.ContentQuery: text and vector are the question less the voices' names
 
 
 @attrs.frozen(kw_only=True)
@@ -228,12 +228,12 @@ class ReadRelationships:
 QUERY_TYPES = (
     ReadEvents, ReadEvent, ReadEventState, ReadFacts, ReadFact, ReadTimeline, ReadFactSupports,
     ReadBeliefs, ReadBelief, ReadWhy, ReadEpisodes, ReadEpisode, CountRecords, LayerCounts, Candidates,
-    ReadConcepts, ReadConcept, ReadRelated, ReadCoverage, ReadRelationships, ReadVoices,
+    ReadConcepts, ReadConcept, ReadRelated, ReadCoverage, ReadRelationships,
 )  # fmt: skip
 Query = (
     ReadEvents | ReadEvent | ReadEventState | ReadFacts | ReadFact | ReadTimeline | ReadFactSupports
     | ReadBeliefs | ReadBelief | ReadWhy | ReadEpisodes | ReadEpisode | CountRecords | LayerCounts
-    | Candidates | ReadConcepts | ReadConcept | ReadRelated | ReadCoverage | ReadRelationships | ReadVoices
+    | Candidates | ReadConcepts | ReadConcept | ReadRelated | ReadCoverage | ReadRelationships
 )  # fmt: skip
 
 

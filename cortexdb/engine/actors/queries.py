@@ -42,7 +42,6 @@ from .messages import (
     ReadFacts,
     ReadFactSupports,
     ReadTimeline,
-    ReadVoices,
     ReadWhy,
 )
 
@@ -371,10 +370,6 @@ async def layer_counts(actor, query: LayerCounts) -> dict[str, int]:
             "facts": await tables.facts.count(), "beliefs": await tables.beliefs.count()}  # fmt: skip
 
 
-async def read_voices(actor, query: ReadVoices) -> list[str]:
-    return sorted(actor.lane.state.voices)
-
-
 async def recall_candidates(actor, query: Candidates) -> list:
     return await candidates.gather(actor, query)  # looked up per call (tests may patch it)
 
@@ -385,6 +380,6 @@ HANDLERS: dict[type, Callable[[Any, Any], Awaitable[Any]]] = {
     ReadFactSupports: read_fact_supports, ReadBeliefs: read_beliefs, ReadBelief: read_belief,
     ReadWhy: read_why, ReadEpisodes: read_episodes, ReadEpisode: read_episode,
     CountRecords: count_records, LayerCounts: layer_counts, Candidates: recall_candidates,
-    **concept_queries.HANDLERS, relations.ReadRelationships: relations.walk, ReadVoices: read_voices,
+    **concept_queries.HANDLERS, relations.ReadRelationships: relations.walk,
 }  # fmt: skip
 assert set(HANDLERS) == set(QUERY_TYPES)  # the query set is closed: one handler each

@@ -28,7 +28,7 @@ import trio
 
 from ...errors import CortexError
 from .. import jsoncodec
-from ..actors.messages import Candidates, ReadVoices
+from ..actors.messages import Candidates
 from ..model import Candidate
 from ..phrases import TemporalPhrases
 from ..policy.capabilities import SCOPE_READ_LOCAL, SIGNAL_READ, scope_read
@@ -196,9 +196,12 @@ class RecallCoordinator:
                         trail: packs.Trail):  # fmt: skip
         t = trio.current_time()
         temporal = plan.temporal
-        text = await self._content_query(spec.query, scopes)
+        config = self.ctx.config
+        content = None  # the content query (speakers.ContentQuery): each scope strips its voices
+        if spec.query and config.recall_content_query and config.recall_mode == "hybrid":
+            content = speakers.ContentQuery(spec.query, self._embed)
         fields = {
-            "text": text, "vector": await self._embed(text),
+            "text": spec.query, "vector": None if content else await self._embed(spec.query), "content": content,
             "layers": spec.layers, "k": self.ctx.config.recall_candidates,
             "temporal": temporal, "filters": spec.filters,
             "reference": temporal.as_of or temporal.reference or now,
@@ -209,31 +212,9 @@ class RecallCoordinator:
                              "bm25_hits": sum(1 for c in candidates if c.bm25 > 0),
                              "vector_hits": sum(1 for c in candidates if c.semantic > 0),
                              "candidates": len(candidates), "elapsed_ms": trail.lap("recall", t),
-                             **({"content_query": text} if text != spec.query else {})})  # fmt: skip
+                             **({"content_query": searched} if content and (searched := content.searched()) else {})})  # fmt: skip
         trail.phases.append({"phase": "rerank", "model": None, "elapsed_ms": 0.0})
         return candidates, traversed, degraded
-
-    async def _content_query(self, query: str, scopes: list[str]) -> str:
-        """What the indexes are searched with: a hybrid recall's question without the names of
-        the traversed scopes' voices (``recall_content_query``; speakers.content_query), who it
-        asks about being the speaker prior's to weigh; a scope that does not answer in time
-        names none."""
-        config = self.ctx.config
-        if not (query and config.recall_content_query and config.recall_mode == "hybrid"):
-            return query
-        voices: set[str] = set()
-
-        async def ask(path: str) -> None:
-            with trio.move_on_after(config.recall_deadline):
-                try:
-                    voices.update(await self.ctx.supervisor.request(path, lambda reply: ReadVoices(reply=reply)))
-                except CortexError:
-                    pass  # the candidates request reports the scope as degraded
-
-        async with trio.open_nursery() as nursery:
-            for path in scopes:
-                nursery.start_soon(ask, path)
-        return speakers.content_query(query, voices)
 
     async def _fan_out(self, scopes: list[str], fields: dict[str, Any]):
         """Ask every scope for candidates at once, each under ``recall_deadline``."""

@@ -14,6 +14,7 @@ handlers, before MMR).  A question naming nobody, or every voice present, change
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..retrieve.text_index import STOPWORDS
@@ -71,6 +72,31 @@ def content_query(query: str, voices: set[str] | list[str]) -> str:
         kept.append(token)
     content = " ".join(kept)
     return content if any(w not in STOPWORDS for w in _WORD.findall(content.casefold())) else query
+
+
+class ContentQuery:
+    """A recall's question as each scope searches it (``Candidates.content``): the content query
+    against the scope's own voices, and its embedding, computed once per distinct text.  Asked by
+    the scope inside its candidates request, so the recall stays one message per scope, served
+    in mailbox order."""
+
+    def __init__(self, question: str, embed: Callable[[str], Awaitable[Any]]) -> None:
+        self.question = question
+        self._embed = embed
+        self.vectors: dict[str, Any] = {}  # each text searched -> its vector
+
+    async def __call__(self, voices: set[str]) -> tuple[str, Any]:
+        # no lock: two scopes asking at once may both encode a text, but a scope whose vector is
+        # known (or an inline embedder) goes on without yielding, as the plain recall does
+        text = content_query(self.question, voices)
+        if text not in self.vectors:
+            self.vectors[text] = await self._embed(text)
+        return text, self.vectors[text]
+
+    def searched(self) -> str | list[str] | None:
+        """What the trail says was searched instead of the question (None: the question)."""
+        texts = [t for t in self.vectors if t != self.question]
+        return None if not texts else texts[0] if len(self.vectors) == 1 else sorted(self.vectors)
 
 
 def prefer(query: str, candidates: list[Any], weight: float) -> int:
