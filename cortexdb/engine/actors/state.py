@@ -118,7 +118,7 @@ class PartitionState:
     given_stored: bool | None = None
     segmentation: Any = None  # derive.episodes.Segmentation, read from the scope record once
     closed: ClosedRecords = attrs.field(factory=ClosedRecords)  # closed.py: what a plain recall skips
-    voices: set[str] = attrs.field(factory=set)  # who speaks in the indexed events (ReadVoices)
+    voices: set[str] = attrs.field(factory=set)  # who speaks in the indexed events (speakers.ContentQuery)
 
     @classmethod
     def fresh(cls, ctx: Any, tables: Partition) -> PartitionState:
