@@ -1,8 +1,9 @@
 """Ranking adjustments after the blend (recall/quality.py): speaker-aware recall, episode context
-and the length prior, each on a tiny constructed corpus.  Both backends for the engine-level test."""
+the length prior and the content query, each on a tiny constructed corpus.  Both backends for the engine-level test."""
 
 import pytest
 
+import cortexdb
 from cortexdb import EngineConfig
 from cortexdb.engine.model import Candidate
 from cortexdb.engine.recall import episodes_context, length_prior, speakers
@@ -113,3 +114,49 @@ def test_the_settings_are_checked():
         EngineConfig(recall_episode_weight=1.5)
     with pytest.raises(ValueError):
         EngineConfig(recall_length_words=0)
+
+
+def test_the_content_query_leaves_out_the_voices_names():
+    voices = ["user:caroline_smith", "user:melanie", "agent:al"]
+    assert speakers.content_query("What kind of art does Caroline make?", voices) == "What kind of art does make?"
+    assert speakers.content_query("What is Melanie's job, Smith?", voices) == "What is job,"  # possessive, punctuation
+    assert speakers.content_query("Did Al and Carolines meet?", voices) == "Did Al and Carolines meet?"  # whole names only
+    assert speakers.content_query("Caroline?", voices) == "Caroline?"  # nothing left: the question itself
+    assert speakers.content_query("Who is Caroline?", voices) == "Who is Caroline?"  # stop words only: the same
+    assert speakers.content_query("What does Caroline do?", []) == "What does Caroline do?"
+
+
+@pytest.mark.parametrize("content", [False, True])
+async def test_recall_searches_the_content_of_the_question(engine_factory, content):
+    """The indexes are searched with the question less the names of the scope's voices (the
+    trail says with what); a name that is no voice stays."""
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", recall_content_query=content)
+    async with engine_factory(config=config) as engine:
+        for second, (speaker, text) in enumerate([
+            ("melanie", "Caroline! Caroline, you are so kind, Caroline."),
+            ("caroline", "I paint abstract art with bright colours."),
+            ("melanie", "Jean paints landscapes."),
+        ]):  # fmt: skip
+            await engine.experience(turn(text, speaker, second), caller="user:alice", wait="indexed")
+        pack = await engine.recall({"scope": SCOPE, "query": "What art do Caroline and Jean paint?",
+                                    "include": ["events"], "diagnostics": "full"})  # fmt: skip
+    phases = {p["phase"]: p for p in pack["provenance"]["trail"]}
+    if content:
+        assert phases["hybrid_retrieve"]["content_query"] == "What art do and Jean paint?"
+    else:
+        assert "content_query" not in phases["hybrid_retrieve"]
+    assert len(pack["layers"]["events"]) == 3
+
+
+async def test_the_voices_come_back_after_a_restart(tmp_path, clock):
+    """The scope's voices are rebuilt with its indexes when a data dir is opened again."""
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice")
+    path = str(tmp_path / "data")
+    async with cortexdb.open_engine("leveldb", path=path, clock=clock, id_seed=7, config=config) as engine:
+        await engine.experience(turn("I paint abstract art.", "caroline", 0), caller="user:alice", wait="indexed")
+    async with cortexdb.open_engine("leveldb", path=path, clock=clock, id_seed=8, config=config) as engine:
+        pack = await engine.recall({"scope": SCOPE, "query": "What does Caroline paint?", "include": ["events"],
+                                    "diagnostics": "full"})  # fmt: skip
+    phases = {p["phase"]: p for p in pack["provenance"]["trail"]}
+    assert phases["hybrid_retrieve"]["content_query"] == "What does paint?"
+    assert len(pack["layers"]["events"]) == 1

@@ -143,6 +143,16 @@ class EngineConfig:
     # an event candidate gets this times min(1, its words / recall_length_words): a length prior
     recall_length_weight: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     recall_length_words: int = attrs.field(default=30, validator=attrs.validators.ge(1))
+    # diversity across where events were said, off (recall/diversity.py; recall-signals.md "Diversity
+    # across sessions": it lost on LoCoMo): within each session (recall_diversity_by "session", an event of no session falls
+    # back to its episode) or episode ("episode"), the n-th best event candidate loses
+    # recall_diversity_weight * n / (n + 1) of its score (0: off)
+    recall_diversity_weight: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    recall_diversity_by: str = attrs.field(default="session", validator=attrs.validators.in_(("session", "episode")))
+    # a hybrid recall searches its indexes with the question less the words naming a voice of the
+    # scope (recall/speakers.py content_query; decisions.md "The question's content"): the turns
+    # are indexed led by their speaker's name, which the speaker prior weighs instead
+    recall_content_query: bool = True
     # pseudo-relevance feedback (actors/requery.py, retrieve/feedback.py; decisions.md "Candidates
     # beyond the question's words"): the best recall_feedback_docs event hits of the first search
     # (0: no second search) move the query vector toward their mean (recall_feedback_vector,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from .. import jsoncodec
 from ..derive.beliefs import calibrated
 from ..derive.visibility import Clip
@@ -37,6 +39,9 @@ def layer_of(record_id: str) -> str | None:
 async def gather(actor, query: Candidates) -> list[Candidate]:
     """The scope's candidates: its BM25 and vector hits per layer (the most recent records when
     there is no query text or no hit), loaded, filtered, with their raw signals."""
+    if query.content is not None:  # the question less this scope's voices' names (recall/speakers.py)
+        text, vector = await query.content(actor.lane.state.voices)
+        query = attrs.evolve(query, text=text, vector=vector, content=None)
     # top-k per layer and source, sized to what the layer can return (two sources of 2x the limit
     # fill MMR's 4x pool): short fact
     # texts and broad episode summaries must not crowd out the turns, and nobody loads 400 records

@@ -207,6 +207,7 @@ class Candidates:
     limits: dict[str, int] = attrs.field(factory=dict)  # the pack's per-layer limits
     include_superseded: bool = False
     window: Any = None  # the temporal handler's [start, end): its records are also looked for beyond k
+    content: Any = None  # speakers.ContentQuery: text and vector are the question less the voices' names
 
 
 @attrs.frozen(kw_only=True)

@@ -30,6 +30,8 @@ which search the text and vector indexes.
 | ``given``        | queued events' given vectors (as ``events``: beyond the cache, table ``GV``) |
 | ``given_stored`` | whether a queued event's given vector may be in ``GV`` only (None: not looked yet) |
 | ``suppressing``  | whether the scope has forget suppressions (``FG``); None: not looked yet |
+| ``voices``       | the actor ids of the indexed events (kept on forget: a stale one only    |
+|                  | leaves its name out of a recall's content query, recall/speakers.py)     |
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ class PartitionState:
     given_stored: bool | None = None
     segmentation: Any = None  # derive.episodes.Segmentation, read from the scope record once
     closed: ClosedRecords = attrs.field(factory=ClosedRecords)  # closed.py: what a plain recall skips
+    voices: set[str] = attrs.field(factory=set)  # who speaks in the indexed events (speakers.ContentQuery)
 
     @classmethod
     def fresh(cls, ctx: Any, tables: Partition) -> PartitionState:

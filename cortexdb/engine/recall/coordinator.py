@@ -36,7 +36,7 @@ from ..retrieve import document, planner, scoring
 from ..retrieve import filters as recall_filters
 from ..retrieve.temporal_filter import TemporalFilter
 from ..temporal import format_ts
-from . import contextdoc, graph, quality, routing
+from . import contextdoc, graph, quality, routing, speakers
 from . import pack as packs
 from .cache import PackCache
 from .request import LAYERS, RecallSpec, validate
@@ -196,8 +196,12 @@ class RecallCoordinator:
                         trail: packs.Trail):  # fmt: skip
         t = trio.current_time()
         temporal = plan.temporal
+        config = self.ctx.config
+        content = None  # the content query (speakers.ContentQuery): each scope strips its voices
+        if spec.query and config.recall_content_query and config.recall_mode == "hybrid":
+            content = speakers.ContentQuery(spec.query, self._embed)
         fields = {
-            "text": spec.query, "vector": await self._embed(spec.query),
+            "text": spec.query, "vector": None if content else await self._embed(spec.query), "content": content,
             "layers": spec.layers, "k": self.ctx.config.recall_candidates,
             "temporal": temporal, "filters": spec.filters,
             "reference": temporal.as_of or temporal.reference or now,
@@ -207,7 +211,8 @@ class RecallCoordinator:
         trail.phases.append({"phase": "hybrid_retrieve", "scopes": len(scopes),
                              "bm25_hits": sum(1 for c in candidates if c.bm25 > 0),
                              "vector_hits": sum(1 for c in candidates if c.semantic > 0),
-                             "candidates": len(candidates), "elapsed_ms": trail.lap("recall", t)})  # fmt: skip
+                             "candidates": len(candidates), "elapsed_ms": trail.lap("recall", t),
+                             **({"content_query": searched} if content and (searched := content.searched()) else {})})  # fmt: skip
         trail.phases.append({"phase": "rerank", "model": None, "elapsed_ms": 0.0})
         return candidates, traversed, degraded
 

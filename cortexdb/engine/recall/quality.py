@@ -8,14 +8,16 @@ anything: they read the candidates the recall already holds.
 - ``episodes_context.lift``: a turn gains part of the best candidate score of its episode
   (``recall_episode_weight``);
 - ``length_prior.lift``: an event gains in proportion to its words, up to a saturation
-  (``recall_length_weight``, ``recall_length_words``).
+  (``recall_length_weight``, ``recall_length_words``);
+- ``diversity.spread``: the n-th best event of a session (or episode) loses part of its score
+  (``recall_diversity_weight``, ``recall_diversity_by``; off by default).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import episodes_context, length_prior, speakers
+from . import diversity, episodes_context, length_prior, speakers
 
 
 def adjust(config: Any, query: str, candidates: list[Any]) -> None:
@@ -24,3 +26,4 @@ def adjust(config: Any, query: str, candidates: list[Any]) -> None:
     speakers.prefer(query, candidates, config.recall_speaker_weight)
     episodes_context.lift(candidates, config.recall_episode_weight)
     length_prior.lift(candidates, config.recall_length_weight, config.recall_length_words)
+    diversity.spread(candidates, config.recall_diversity_weight, config.recall_diversity_by)

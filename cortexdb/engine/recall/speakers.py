@@ -14,6 +14,7 @@ handlers, before MMR).  A question naming nobody, or every voice present, change
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..retrieve.text_index import STOPWORDS
@@ -47,6 +48,55 @@ def named(query: str, voices: set[str]) -> set[str]:
     """The voices the query names."""
     words = set(_WORD.findall(query.casefold()))
     return {v for v in voices if name_words(v) & words}
+
+
+_TOKEN = re.compile(r"\S+")
+
+
+def content_query(query: str, voices: set[str] | list[str]) -> str:
+    """The question without the words that name a voice of the scope (whole words, case-folded,
+    a possessive ``'s`` and punctuation around them ignored), the rest as written; the question
+    itself when that leaves nothing but stop words ("Who is Caroline?").  Every turn is indexed led by its speaker's name
+    (model/text.py ``turn_text``), so a speaker's name matches half a conversation: it says who,
+    which ``prefer`` weighs, not what (docs/decisions.md, "The question's content")."""
+    names: set[str] = set()
+    for actor_id in voices:
+        names |= name_words(actor_id)
+    if not names or not query:
+        return query
+    kept = []
+    for token in _TOKEN.findall(query):
+        words = _WORD.findall(re.sub(r"['’]s\b", "", token.casefold()))
+        if words and all(w in names for w in words):
+            continue
+        kept.append(token)
+    content = " ".join(kept)
+    return content if any(w not in STOPWORDS for w in _WORD.findall(content.casefold())) else query
+
+
+class ContentQuery:
+    """A recall's question as each scope searches it (``Candidates.content``): the content query
+    against the scope's own voices, and its embedding, computed once per distinct text.  Asked by
+    the scope inside its candidates request, so the recall stays one message per scope, served
+    in mailbox order."""
+
+    def __init__(self, question: str, embed: Callable[[str], Awaitable[Any]]) -> None:
+        self.question = question
+        self._embed = embed
+        self.vectors: dict[str, Any] = {}  # each text searched -> its vector
+
+    async def __call__(self, voices: set[str]) -> tuple[str, Any]:
+        # no lock: two scopes asking at once may both encode a text, but a scope whose vector is
+        # known (or an inline embedder) goes on without yielding, as the plain recall does
+        text = content_query(self.question, voices)
+        if text not in self.vectors:
+            self.vectors[text] = await self._embed(text)
+        return text, self.vectors[text]
+
+    def searched(self) -> str | list[str] | None:
+        """What the trail says was searched instead of the question (None: the question)."""
+        texts = [t for t in self.vectors if t != self.question]
+        return None if not texts else texts[0] if len(self.vectors) == 1 else sorted(self.vectors)
 
 
 def prefer(query: str, candidates: list[Any], weight: float) -> int:

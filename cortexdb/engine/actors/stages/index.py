@@ -41,6 +41,7 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
         if vector is not None and not spans and len(vector) == work.ctx.embedder.dimension:
             given[event.id] = vector
         _event_documents(event, spans, documents, turns, embedded_here=event.id not in given)
+        work.state.voices.add(event.actor)
         layers = ["events"]
         facts = work.state.derived_facts(state.derives)
         for fact in facts:
@@ -212,6 +213,7 @@ async def _event_documents_on_start(work: StageContext, pending: set[str]) -> di
         if state is not None and state.cancelled:
             continue
         spans = state.passages if state is not None else None
+        work.state.voices.add(event.actor)
         if spans is None and len(content_text(event.content)) > long_text:
             spans = await work.index.split(event)  # indexed before passages: split now
             if state is not None:
