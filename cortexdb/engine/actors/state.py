@@ -234,7 +234,7 @@ class PartitionState:
             for claim, belief_id in missing.items():
                 out[claim] = stored.get(belief_id)
         for claim, belief in out.items():
-            if claim not in self.beliefs:
+            if belief is not None and claim not in self.beliefs:  # a claim without one: no entry
                 self.keep_belief(claim, belief)
         return out
 

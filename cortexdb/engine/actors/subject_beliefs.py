@@ -75,7 +75,9 @@ class SubjectBeliefs:
             summary.ids[claim] = belief.id
         before = len(summary.live)
         if live(belief):
-            summary.live[claim] = digest(belief)
+            held = summary.live.get(claim)  # what the digest reads of it unchanged: kept
+            if held is None or (held.id, held.confidence, held.stance) != (belief.id, belief.confidence, belief.stance):
+                summary.live[claim] = digest(belief)
         else:
             summary.live.pop(claim, None)
         self.held += len(summary.live) - before

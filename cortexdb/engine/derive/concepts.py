@@ -58,6 +58,7 @@ class BeliefDigest(NamedTuple):
 
     id: str
     confidence: float
+    stance: str
     predicate: str
     line: str  # its summary line (``_belief_line``)
     okey: str  # its object's key (``object_key_wire``): what makes it a distinct claim
@@ -68,7 +69,7 @@ def digest(belief: Belief) -> BeliefDigest:
     claim = belief.claim
     obj = claim["object"]
     target = obj.get("id") if obj.get("type") == "entity" else None
-    return BeliefDigest(belief.id, belief.confidence, claim["predicate"], _belief_line(belief),
+    return BeliefDigest(belief.id, belief.confidence, belief.stance, claim["predicate"], _belief_line(belief),
                         object_key_wire(obj), target or None)  # fmt: skip
 
 
