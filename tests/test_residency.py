@@ -93,6 +93,11 @@ def test_the_estimate_counts_what_a_scope_holds():
     text = 160 + 1024 * 17 + 4 * 40  # a slot, the per-slot arrays' minimum, four postings
     vectors = 200 + 64 * (384 * 2 + 3)  # the id, the delta's first chunk of 64 float16 rows
     assert residency.scope_bytes(state, decoded_extra=2) == residency.ACTOR_BYTES + text + vectors + 2 * 1536
+    from cortexdb.engine.actors.subject_beliefs import SubjectBeliefs
+
+    state.subject_beliefs = SubjectBeliefs()  # the digests of subjects' live beliefs count too
+    state.subject_beliefs.held = 3
+    assert residency.scope_bytes(state) == residency.ACTOR_BYTES + text + vectors + 3 * residency.DIGEST_BYTES
 
     class Measured:  # an index that reports its own size is taken at its word
         def estimated_bytes(self) -> int:

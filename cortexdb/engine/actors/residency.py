@@ -21,6 +21,7 @@ an upper bound of the RSS the scope's structures hold (docs/decisions.md, "Relea
 | a text-index slot (per-slot arrays hold at least ``TEXT_MIN_SLOTS``) | ``TEXT_SLOT_BYTES`` + ``TEXT_SLOT_ARRAYS`` |
 | a (document, term) posting, with its share of the term dictionary | ``TEXT_PAIR_BYTES``      |
 | a decoded record (event, fact, belief, episode) | ``RECORD_BYTES``                           |
+| a live belief in its subject's summary (``subject_beliefs``) | ``DIGEST_BYTES``              |
 
 **The choice** (``to_release``), over the open scopes from the least recently used:
 
@@ -49,6 +50,7 @@ TEXT_SLOT_ARRAYS = 17  # length (float64), key (uint64), alive (bool)
 TEXT_MIN_SLOTS = 1024
 TEXT_PAIR_BYTES = 40  # 16 in the postings and the slot's pairs; ~650 terms per 1,900 pairs at 100 events
 RECORD_BYTES = 1536
+DIGEST_BYTES = 500  # a live belief in its subject's summary: 413 measured, its claim key (~100) shared
 
 
 @attrs.frozen
@@ -95,7 +97,8 @@ def scope_bytes(state: Any, decoded_extra: int = 0) -> int:
     vectors = sum(vector_bytes(index) for index in state.vector_index.parts())
     texts = sum(text_bytes(index) for index in state.text_index.parts())
     decoded = len(state.events) + len(state.facts) + len(state.beliefs) + len(state.belief_by_id)
-    return ACTOR_BYTES + vectors + texts + (decoded + decoded_extra) * RECORD_BYTES
+    digests = getattr(getattr(state, "subject_beliefs", None), "held", 0)  # subject_beliefs.py
+    return ACTOR_BYTES + vectors + texts + (decoded + decoded_extra) * RECORD_BYTES + digests * DIGEST_BYTES
 
 
 def to_release(scopes: list[OpenScope], *, now: float, idle_timeout: float,

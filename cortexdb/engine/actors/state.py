@@ -23,6 +23,7 @@ which search the text and vector indexes.
 | ``claims``       | subject -> the claims given a belief since the last trim (``BI`` not stored yet) |
 | ``belief_by_id`` | the beliefs revised or created, by id                                  |
 | ``deferred``     | claim keys whose revision waits on the revision-policy gate            |
+| ``subject_beliefs`` | subject -> its claims' belief ids and live beliefs' digests (``subject_beliefs``) |
 | ``episode``      | the open episode window (``EO``), once loaded                          |
 | ``last_activity``, ``last_sealed`` | when the window last took an event; the last sealed episode |
 | ``previous_turn``| the latest turn (``Turn``): the context of the next one's vector |
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import attrs
@@ -48,6 +50,7 @@ from ..model import Belief, Episode, Event, Fact
 from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
 from ..storage import Partition
 from .closed import ClosedRecords
+from .subject_beliefs import SubjectBeliefs, Summary
 
 EPISODE_WINDOW = "main"  # the key of the scope's one open episode window (table EO)
 Pair = tuple[str, str]  # (subject id, predicate)
@@ -119,6 +122,7 @@ class PartitionState:
     segmentation: Any = None  # derive.episodes.Segmentation, read from the scope record once
     closed: ClosedRecords = attrs.field(factory=ClosedRecords)  # closed.py: what a plain recall skips
     voices: set[str] = attrs.field(factory=set)  # who speaks in the indexed events (speakers.ContentQuery)
+    subject_beliefs: SubjectBeliefs = attrs.field(factory=SubjectBeliefs)
 
     @classmethod
     def fresh(cls, ctx: Any, tables: Partition) -> PartitionState:
@@ -222,24 +226,46 @@ class PartitionState:
         return [self.facts[f] for f in derives if f.startswith("fact_") and f in self.facts]
 
     # -- beliefs -------------------------------------------------------------------------------
+    async def beliefs_for(self, subject_id: str, claims: Iterable[str]) -> dict[str, Belief | None]:
+        """The belief of each of a subject's ``claims`` (None: none): cached, else read by the id
+        its subject's summary names (a claim it does not name has none: no read)."""
+        summary = await self.subject_summary(subject_id)
+        out = {claim: self.beliefs.get(claim) for claim in claims}
+        missing = {c: summary.ids[c] for c, b in out.items() if b is None and c in summary.ids}
+        if missing:
+            stored = await self.tables.beliefs.get_many(list(missing.values()))
+            for claim, belief_id in missing.items():
+                out[claim] = stored.get(belief_id)
+        for claim, belief in out.items():
+            if belief is not None and claim not in self.beliefs:  # a claim without one: no entry
+                self.keep_belief(claim, belief)
+        return out
+
     async def belief_for(self, claim: str) -> Belief | None:
-        if claim in self.beliefs:
-            return self.beliefs[claim]
-        belief = None
-        belief_id = await self.tables.belief_claims.get(claim)
-        if belief_id is not None:
-            belief = await self.tables.beliefs.get(belief_id)
-        self.keep_belief(claim, belief)
-        return belief
+        return (await self.beliefs_for(claim_pair(claim)[0], [claim]))[claim]
 
     def keep_belief(self, claim: str, belief: Belief | None) -> None:
+        """A claim's belief as read, or as a revision leaves it (None: none, or deleted)."""
         self.beliefs[claim] = belief
         if belief is not None:
             self.belief_by_id[belief.id] = belief
+        self.subject_beliefs.note(claim, belief)
+
+    async def subject_summary(self, subject_id: str) -> Summary:
+        """The subject's claims with a belief and its live beliefs' digests, loaded on first use
+        (``subject_beliefs``)."""
+        summary = self.subject_beliefs.get(subject_id)
+        if summary is None:
+            summary = self.subject_beliefs.load(subject_id, await self.beliefs_by_claim(subject_id))
+        return summary
 
     async def beliefs_of(self, subject_id: str) -> list[Belief | None]:
         """The beliefs of a subject's claims: those ``BI`` lists, in its order (cached, else read
         by id and cached), then any made since it was written (this batch's), in the cache's."""
+        return list((await self.beliefs_by_claim(subject_id)).values())
+
+    async def beliefs_by_claim(self, subject_id: str) -> dict[str, Belief | None]:
+        """``beliefs_of`` by claim."""
         start = claim_key(subject_id, "", "")[: len(subject_id) + 1]
         by_claim = {c: b async for c, b in self.tables.belief_claims.scan(starting_with=start)}
         missing = [b for c, b in by_claim.items() if c not in self.beliefs]
@@ -252,7 +278,7 @@ class PartitionState:
         made = {c for c in self.claims.get(subject_id, ()) if c not in out and c in self.beliefs}
         if made:  # the cache's order (one pass over it, only then)
             out.update({c: b for c, b in self.beliefs.items() if c in made})
-        return list(out.values())
+        return out
 
     def note_claim(self, claim: str) -> None:
         """A claim given its first belief, its ``BI`` row not stored yet: listed under its subject
@@ -298,6 +324,7 @@ class PartitionState:
                 del self.belief_by_id[belief_id]
                 dropped += 1
         self._trim_pairs(limit)
+        self.subject_beliefs.trim(limit)
         return dropped
 
     def _trim_pairs(self, limit: int) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -51,17 +51,51 @@ class Settings:
     invalidation_threshold: float = 0.5
 
 
+class BeliefDigest(NamedTuple):
+    """What synthesis reads of a live belief (``digest``): the lane keeps one per live belief of
+    the subjects it synthesizes (``actors.subject_beliefs``), so a batch does not decode every
+    belief of a subject it touches."""
+
+    id: str
+    confidence: float
+    stance: str
+    predicate: str
+    line: str  # its summary line (``_belief_line``)
+    okey: str  # its object's key (``object_key_wire``): what makes it a distinct claim
+    target: str | None  # the entity its object names (an edge's end), else None
+
+
+def digest(belief: Belief) -> BeliefDigest:
+    claim = belief.claim
+    obj = claim["object"]
+    target = obj.get("id") if obj.get("type") == "entity" else None
+    return BeliefDigest(belief.id, belief.confidence, belief.stance, claim["predicate"], _belief_line(belief),
+                        object_key_wire(obj), target or None)  # fmt: skip
+
+
+def strongest(digests: list[BeliefDigest], limit: int) -> list[BeliefDigest]:
+    """The ``limit`` digests synthesis would consult first (``consulted``'s order)."""
+    return sorted(digests, key=_belief_order)[:limit]
+
+
+def _belief_order(b: BeliefDigest) -> tuple[float, str, str]:
+    return (-b.confidence, b.predicate, b.id)
+
+
 @attrs.frozen
 class Inputs:
-    """What the scope knows about a concept's subject (and the subjects coalesced into it)."""
+    """What the scope knows about a concept's subject (and the subjects coalesced into it).
+    ``beliefs`` may hold only the strongest ``max_inputs`` (``strongest``) when ``belief_count``
+    says how many live beliefs there are in all."""
 
     subject_id: str
     name: str
     facts: tuple[Fact, ...]
-    beliefs: tuple[Belief, ...]
+    beliefs: tuple[BeliefDigest, ...]
     targets: dict[str, str] = attrs.field(factory=dict)  # entity id -> its concept id
     relations: dict[str, tuple[str, str]] = attrs.field(factory=dict)  # predicate -> (relation, vocabulary)
     members: tuple[str, ...] = ()  # subject ids coalesced into this concept
+    belief_count: int | None = None  # the live beliefs in all (None: ``len(beliefs)``)
 
 
 def term_key(text: str) -> str:
@@ -98,26 +132,25 @@ def object_key_wire(obj: dict[str, Any]) -> str:
     return object_key(SimpleNamespace(type=obj.get("type"), id=obj.get("id"), value=obj.get("value")))
 
 
-def consulted(inputs: Inputs, settings: Settings) -> tuple[list[Fact], list[Belief], int]:
+def consulted(inputs: Inputs, settings: Settings) -> tuple[list[Fact], list[BeliefDigest], int]:
     """The records synthesis consults (strongest first, at most ``max_inputs``) and how many
     there were in all."""
     facts = sorted(inputs.facts, key=lambda f: (-f.confidence, f.predicate, f.id))
-    beliefs = sorted(inputs.beliefs, key=lambda b: (-b.confidence, b.claim["predicate"], b.id))
-    total = len(facts) + len(beliefs)
+    beliefs = sorted(inputs.beliefs, key=_belief_order)
+    total = len(facts) + (len(beliefs) if inputs.belief_count is None else inputs.belief_count)
     budget = settings.max_inputs
     facts = facts[:budget]
     beliefs = beliefs[: max(0, budget - len(facts))]
     return facts, beliefs, total
 
 
-def _edges(facts: list[Fact], beliefs: list[Belief], inputs: Inputs) -> list[dict[str, Any]]:
+def _edges(facts: list[Fact], beliefs: list[BeliefDigest], inputs: Inputs) -> list[dict[str, Any]]:
     best: dict[tuple[str, str], dict[str, Any]] = {}
-    claims = [(f.predicate, f.object, f.confidence, f.polarity) for f in facts]
-    claims += [(b.claim["predicate"], b.claim["object"], b.confidence, 1) for b in beliefs]
-    for predicate, obj, confidence, polarity in claims:
-        target_entity = obj.get("id") if isinstance(obj, dict) else getattr(obj, "id", None)
-        kind = obj.get("type") if isinstance(obj, dict) else getattr(obj, "type", None)
-        if kind != "entity" or polarity < 0 or predicate in SAME_AS:
+    claims = [(f.predicate, f.object.id if f.object.type == "entity" else None, f.confidence, f.polarity)
+              for f in facts]  # fmt: skip
+    claims += [(b.predicate, b.target, b.confidence, 1) for b in beliefs]
+    for predicate, target_entity, confidence, polarity in claims:
+        if target_entity is None or polarity < 0 or predicate in SAME_AS:
             continue
         target = inputs.targets.get(target_entity or "")
         if target is None:
@@ -130,9 +163,9 @@ def _edges(facts: list[Fact], beliefs: list[Belief], inputs: Inputs) -> list[dic
     return [best[key] for key in sorted(best)]
 
 
-def topics_of(facts: list[Fact], beliefs: list[Belief]) -> list[str]:
+def topics_of(facts: list[Fact], beliefs: list[BeliefDigest]) -> list[str]:
     """A concept's topics: the predicates of what it consulted, most frequent first."""
-    counts = Counter([f.predicate for f in facts] + [b.claim["predicate"] for b in beliefs])
+    counts = Counter([f.predicate for f in facts] + [b.predicate for b in beliefs])
     return [topic for topic, _ in sorted(counts.items(), key=lambda tc: (-tc[1], tc[0]))]
 
 
@@ -143,8 +176,8 @@ def synthesize(inputs: Inputs, previous: Concept | None, *, concept_id: str, sco
     facts, beliefs, total = consulted(inputs, settings)
     count = len(facts) + len(beliefs)
     claims = len({(f.predicate, object_key(f.object)) for f in facts}
-                 | {(b.claim["predicate"], object_key_wire(b.claim["object"])) for b in beliefs})  # fmt: skip
-    lines = [_fact_line(f) for f in facts] + [_belief_line(b) for b in beliefs]
+                 | {(b.predicate, b.okey) for b in beliefs})  # fmt: skip
+    lines = [_fact_line(f) for f in facts] + [b.line for b in beliefs]
     summary = f"{inputs.name}: " + "; ".join(lines) + "." if lines else None
     confidences = [f.confidence for f in facts] + [b.confidence for b in beliefs]
     confidence = round(sum(confidences) / count * (1 - 2.0**-count), 4) if count else 0.0

@@ -121,10 +121,14 @@ def claims_of(subject_id: str, predicate: str, facts: list[Fact]) -> dict[str, F
     """Claim key -> the fact that represents it: the latest positive assertion of each object
     (excluded ones still name their claim, so a belief that rested only on them is revisited and
     deleted for lack of evidence)."""
-    return _claims(subject_id, predicate, [(object_key(f.object), f) for f in facts])
+    return claims_keyed(subject_id, predicate, keyed_facts(facts))
 
 
-def _claims(subject_id: str, predicate: str, keyed: list[tuple[str, Fact]]) -> dict[str, Fact]:
+def keyed_facts(facts: list[Fact]) -> list[tuple[str, Fact]]:
+    return [(object_key(f.object), f) for f in facts]  # each fact's object key, computed once
+
+
+def claims_keyed(subject_id: str, predicate: str, keyed: list[tuple[str, Fact]]) -> dict[str, Fact]:
     claims: dict[str, Fact] = {}
     # in creation order (ids are time-ordered; ``recorded_from`` is the current version's)
     for okey, fact in sorted(keyed, key=lambda kf: (not kf[1].excluded_from_recall, kf[1].id)):
@@ -142,17 +146,17 @@ def revise_pair(
     subject_id: str, predicate: str, facts: list[Fact], beliefs: Mapping[str, Belief | None], *,
     scope: str, floor: float, policy: RevisionPolicy, now: dt.datetime, new_id: Callable[[], str],
     claims: Mapping[str, Fact] | None = None, suppressed: AbstractSet[str] = frozenset(),
-) -> Revision:  # fmt: skip
+    keyed: list[tuple[str, Fact]] | None = None) -> Revision:  # fmt: skip
     """Revise the beliefs of one pair's claims from its facts (the table in the module doc).
     ``beliefs`` holds the stored belief (or None) of every claim ``claims_of`` names; a caller
     that computed ``claims_of(subject_id, predicate, facts)`` to load them passes it as
-    ``claims`` (it is not computed twice).  No belief is created for a ``suppressed`` claim (one
-    a forget removed)."""
+    ``claims`` (not computed twice; ``keyed``: its ``keyed_facts``).  No belief is created for a
+    ``suppressed`` claim (one a forget removed)."""
     out = Revision()
     before: dict[str, Belief] = {}  # each existing belief as it was (revision changes a copy)
-    keyed = [(object_key(f.object), f) for f in facts]  # each fact's object key, computed once
+    keyed = keyed_facts(facts) if keyed is None else keyed
     if claims is None:
-        claims = _claims(subject_id, predicate, keyed)
+        claims = claims_keyed(subject_id, predicate, keyed)
     evidence_of = _Grouped(keyed)
     skip = len(subject_id) + len(predicate) + 2  # a claim key is "subject\x1fpredicate\x1fokey"
     for claim, representative in claims.items():

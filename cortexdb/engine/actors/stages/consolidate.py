@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from ...derive.facts import object_key
-from ...derive.revision import Revision, claim_pair, claims_of, revise_pair
+from ...derive.revision import Revision, claim_pair, claims_keyed, keyed_facts, revise_pair
 from ...model import Event, EventState, Fact, RevisionPolicy, to_wire
 from ...model.text import belief_text, concept_text
 from ...stages import Stage
@@ -163,7 +163,8 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
         facts = await state.current_facts(subject_id, predicate)
         seen = {f.id for f in facts}
         facts += [f for f in extra.get((subject_id, predicate), ()) if f.id not in seen]
-        claims = claims_of(subject_id, predicate, facts)
+        keyed = keyed_facts(facts)
+        claims = claims_keyed(subject_id, predicate, keyed)
         wanted = objects.get((subject_id, predicate)) if objects is not None else None
         skip = len(subject_id) + len(predicate) + 2  # a claim key is "subject\x1fpredicate\x1fokey"
         if wanted is not None and (subject_id, predicate) not in state.stale_pairs and independent(
@@ -171,7 +172,7 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
             claims = {claim: fact for claim, fact in claims.items() if claim[skip:] in wanted}
         else:
             state.stale_pairs.discard((subject_id, predicate))
-        revision = await _revise_pair(work, subject_id, predicate, facts, now, claims)
+        revision = await _revise_pair(work, subject_id, predicate, facts, now, claims, keyed)
         _apply(work, batch, revision, summary, now, cause)
 
 
@@ -210,16 +211,19 @@ def independent(state: Any, facts: list[Fact], claims: dict[str, Fact], others: 
 
 
 async def _revise_pair(work: StageContext, subject_id: str, predicate: str, facts: list[Fact],
-                       now: dt.datetime, claims: dict[str, Fact] | None = None) -> Revision:  # fmt: skip
+                       now: dt.datetime, claims: dict[str, Fact] | None = None,
+                       keyed: list[tuple[str, Fact]] | None = None) -> Revision:  # fmt: skip
+    if keyed is None:
+        keyed = keyed_facts(facts)
     if claims is None:
-        claims = claims_of(subject_id, predicate, facts)
-    beliefs = {claim: await work.state.belief_for(claim) for claim in claims}
+        claims = claims_keyed(subject_id, predicate, keyed)
+    beliefs = await work.state.beliefs_for(subject_id, claims)
     config = work.config
     return revise_pair(
         subject_id, predicate, facts, beliefs, scope=work.scope, floor=config.confidence_floor,
         policy=default_policy(config), now=now,
         new_id=lambda: work.ctx.ids.new("belief"), claims=claims,
-        suppressed=await suppress.suppressed_claims(work, claims, facts, beliefs),
+        suppressed=await suppress.suppressed_claims(work, claims, facts, beliefs), keyed=keyed,
     )  # fmt: skip
 
 
@@ -250,7 +254,7 @@ def _apply(work: StageContext, batch: StageBatch, revision: Revision, summary: S
             batch.ops.append(work.ctx.tables.audit_rows.put_op(row["id"], row))
             note = row["summary"]
         batch.ops.append(tables.belief_deletions.put_op(deletion.belief.id, note))
-        state.beliefs[deletion.claim] = None
+        state.keep_belief(deletion.claim, None)
         summary.deleted.append(deletion.belief.id)
     homes = work.ctx.tables.belief_homes
     for claim, belief_id in revision.new_claims.items():

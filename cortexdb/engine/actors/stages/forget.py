@@ -218,6 +218,7 @@ def forget_caches(work: StageContext) -> None:
     state.stale_pairs.clear()
     state.beliefs.clear()
     state.belief_by_id.clear()
+    state.subject_beliefs.clear()
     state.new_supports.clear()
     state.closing.clear()
     state.episode, state.episode_loaded = None, False

@@ -287,7 +287,7 @@ async def demote(work: StageContext, out: Writes, item: Demote, result: dict[str
                                                                    "belief_id": belief_id,
                                                                    "confidence": belief.confidence})]  # fmt: skip
             work.index.unindex(out.ops, belief_id)
-            state.beliefs[claim] = None
+            state.keep_belief(claim, None)
             state.belief_by_id.pop(belief_id, None)
             result["deleted"] = result.get("deleted", 0) + 1
         else:

@@ -208,7 +208,7 @@ async def _delete_belief(work: StageContext, out: Writes, belief_id: str, suppre
         out.ops.append(tables.belief_claims.delete_op(claim))
     out.ops += [tables.beliefs.delete_op(belief_id), tables.forgotten.put_op(belief_id, note(work, "beliefs"))]
     work.index.unindex(out.ops, belief_id)
-    state.beliefs[claim] = None
+    state.keep_belief(claim, None)
     state.belief_by_id.pop(belief_id, None)
     state.deferred.discard(claim)
     result["beliefs"] += 1

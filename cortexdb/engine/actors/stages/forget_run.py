@@ -54,6 +54,8 @@ async def run(work: StageContext, item: Any, unqueue: Callable[[Any], None],
     except Exception:
         forget_caches(work)  # what was changed in memory may not be stored: reload it
         raise
+    finally:  # beliefs changed here (deleted, demoted, redacted): their subjects' summaries reload
+        work.state.subject_beliefs.clear()
     follow = {scope: [ReplaceDerives(tuple((e, tuple(m.items())) for e, m in owed.items()))]
               for scope, owed in result.pop("follow_ups").items()}  # fmt: skip
     for scope, supports in result.pop("drop_supports", {}).items():

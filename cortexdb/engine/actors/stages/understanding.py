@@ -24,6 +24,7 @@ import attrs
 from ...derive import concepts as synth
 from ...model import Belief, Concept, Fact
 from ...model.text import concept_text
+from ..subject_beliefs import live
 from .common import StageBatch, StageContext
 
 
@@ -69,11 +70,38 @@ class Synthesis:
         subject whose superseded facts pile up costs what it holds now, not all it ever held."""
         return await self.work.state.subject_facts(subject_id)
 
-    async def beliefs(self, subject_id: str) -> list[Belief]:
-        """The subject's live beliefs (the lane's claim lists: ``state.beliefs_of``)."""
-        return [b for b in await self.work.state.beliefs_of(subject_id)
-                if b is not None and b.recorded_to is None and b.stance != "deprecated"
-                and not b.excluded_from_recall]  # fmt: skip
+    async def beliefs(self, subject_id: str) -> list[synth.BeliefDigest]:
+        """The digests of the subject's live beliefs (``state.subject_summary``, kept current at
+        each belief write: a batch does not read every belief of the subjects it touches)."""
+        return list((await self.work.state.subject_summary(subject_id)).live.values())
+
+    async def records(self, subject_id: str) -> list[Belief]:
+        """The subject's live beliefs as records, in ``state.beliefs_of``'s order: what the two
+        rare cases that depend on that order read (``name``, ``belief_targets``)."""
+        return [b for b in await self.work.state.beliefs_of(subject_id) if live(b)]
+
+    async def name(self, subject_id: str, facts: list[Fact], beliefs: list[synth.BeliefDigest]) -> str:
+        """The subject's name: the first of its facts that names it, else the first of its own
+        live beliefs (in ``beliefs_of``'s order) that does, else its id."""
+        name = _name(subject_id, facts, [])
+        if name == subject_id and beliefs:
+            name = _name(subject_id, [], await self.records(subject_id))
+        return name
+
+    async def belief_targets(self, group: list[str], beliefs: list[synth.BeliefDigest]) -> list[str]:
+        """The entities the group's live beliefs name as objects.  A concept id drawn for an
+        entity that is not an ``ent_`` id (``concept_id``) depends on the order they come in:
+        then the records are read, in the order their subjects' ``beliefs_of`` gives."""
+        targets = [b.target for b in beliefs if b.target]
+        if all(synth.concept_id_of(t) for t in targets):
+            return targets
+        out = []
+        for subject_id in group:
+            for belief in await self.records(subject_id):
+                obj = belief.claim["object"]
+                if obj.get("type") == "entity" and obj.get("id"):
+                    out.append(obj["id"])
+        return out
 
     def same_as(self, facts: list[Fact]) -> list[str]:
         """The entities ``facts`` say their subject is one with: for each, the latest current
@@ -116,20 +144,22 @@ class Synthesis:
         for peer in peers:
             group[peer] = await self.concept_id(peer)
         canonical = synth.canonical_of([c for c in group.values() if c])
-        beliefs = await self.beliefs(subject_id)
+        own = await self.beliefs(subject_id)
+        beliefs = list(own)
         for peer in peers:
             facts += await self.facts(peer)
             beliefs += await self.beliefs(peer)
-        name = _name(subject_id, facts, beliefs)
+        name = await self.name(subject_id, facts, own)
         targets: dict[str, str] = {}
-        for obj in [f.object for f in facts] + [b.claim["object"] for b in beliefs]:
-            entity = obj.get("id") if isinstance(obj, dict) else obj.id
-            kind = obj.get("type") if isinstance(obj, dict) else obj.type
-            if kind == "entity" and entity and entity not in group:
+        entities = [f.object.id for f in facts if f.object.type == "entity" and f.object.id]
+        for entity in entities + await self.belief_targets([subject_id, *peers], beliefs):
+            if entity not in group:
                 targets[entity] = await self.concept_id(entity)
-        inputs = synth.Inputs(subject_id=subject_id, name=name, facts=tuple(facts), beliefs=tuple(beliefs),
+        strongest = synth.strongest(beliefs, self.work.config.understanding_max_inputs)
+        inputs = synth.Inputs(subject_id=subject_id, name=name, facts=tuple(facts), beliefs=tuple(strongest),
                               targets=targets, relations=self.relations,
-                              members=tuple(p for p in group if p != subject_id))  # fmt: skip
+                              members=tuple(p for p in group if p != subject_id),
+                              belief_count=len(beliefs))  # fmt: skip
         self.done.update(group)
         await self.write(inputs, canonical)
         for concept_id in group.values():
