@@ -2,6 +2,7 @@
 
     python bench/engine_memory.py [--checkpoints 6000,18000,30000] [--scopes 5] [--recall-every N]
                                   [--set NAME=VALUE ...] [--backend leveldb|memory]
+                                  [--tracemalloc FRAMES]
 
 The soak's texts (bench/soak.py) are written one at a time, round robin over ``--scopes`` user
 scopes, into an embedded engine on a LevelDB data dir with the hash embedder (``--recall-every N``:
@@ -168,6 +169,23 @@ def split_line(libc, anon: float) -> str:
             f"free in them); {glibc}rest {rest:.1f} MB (glibc's free pages after the trim are not resident)")  # fmt: skip
 
 
+def trace_growth(snapshot, frames: int):
+    """From the first checkpoint on, Python's allocations are traced (``--tracemalloc N``: N frames
+    each); from the second, what grew since the one before, by place of allocation."""
+    import tracemalloc
+
+    if not tracemalloc.is_tracing():
+        tracemalloc.start(frames)
+        return None
+    current = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    if snapshot is not None:
+        print("  traced growth since the last checkpoint (Python allocations):")
+        for stat in current.compare_to(snapshot, "traceback")[:12]:
+            where = " < ".join(f"{os.path.relpath(f.filename)}:{f.lineno}" for f in stat.traceback)
+            print(f"    {stat.size_diff / 1e6:+8.2f} MB {stat.count_diff:+9,} blocks  {where}")
+    return current
+
+
 def _libc():
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -185,6 +203,7 @@ async def run(args: argparse.Namespace, config: EngineConfig) -> None:
         options = {"path": os.path.join(root, "data")} if args.backend == "leveldb" else {}
         async with cortexdb.open_engine(args.backend, config=config, embedder=by_name("hash"), **options) as engine:
             previous = None
+            traced = None
             written, started = 0, time.perf_counter()
             for checkpoint in args.checkpoints:
                 while written < checkpoint:
@@ -218,6 +237,8 @@ async def run(args: argparse.Namespace, config: EngineConfig) -> None:
                     more = sorted(((types[k] - before_types.get(k, 0), k) for k in types), reverse=True)[:6]
                     print("  objects grown: " + ", ".join(f"{name} +{n:,}" for n, name in more if n > 0))
                 previous = (parts, checkpoint, anon, types)
+                if args.tracemalloc:
+                    traced = trace_growth(traced, args.tracemalloc)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -227,6 +248,8 @@ def main() -> None:
     parser.add_argument("--checkpoints", default="6000,18000,30000")
     parser.add_argument("--scopes", type=int, default=5)
     parser.add_argument("--recall-every", type=int, default=0, help="a recall after every N writes (0: none)")
+    parser.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
+                        help="trace Python's allocations from the first checkpoint (FRAMES per trace)")
     parser.add_argument("--backend", choices=("leveldb", "memory"), default="leveldb")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="an EngineConfig field (JSON value, else a string)")  # fmt: skip
