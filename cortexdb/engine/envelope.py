@@ -113,20 +113,33 @@ def _scope(value: Any, field: str) -> str:
         raise
 
 
+_ACTORS_SEEN = 4096  # actor ids and types remembered as valid (a writer names few actors)
+_actors_seen: dict[tuple[Any, Any], bool] = {}
+_SCALARS = frozenset((str, int, float, bool, type(None)))  # a label's value (bool: int's subclass)
+
+
 def _actor(value: Any, field: str) -> dict | None:
     actor = _obj(value, field, required=False)
     if actor is None:
         return None
     actor_id = actor.get("id")
+    kind = actor.get("type")
+    seen = (actor_id, kind) if type(actor_id) is str and (kind is None or type(kind) is str) else None
+    if seen is not None and seen in _actors_seen:  # this id and type were checked before
+        _string(actor.get("session"), f"{field}.session", max_len=256)
+        return actor
     if not isinstance(actor_id, str) or not ACTOR_ID.match(actor_id):
         _fail(f"{field}.id", "must be an actor id of the form type:id (e.g. user:alice)")
-    kind = actor.get("type")
     if kind is not None:
         if not isinstance(kind, str):
             _fail(f"{field}.type", "must be a string")
         if kind != actor_id.split(":", 1)[0]:
             _fail(f"{field}.type", f"does not match the type of id {actor_id!r}")
     _string(actor.get("session"), f"{field}.session", max_len=256)
+    if seen is not None:
+        if len(_actors_seen) >= _ACTORS_SEEN:
+            _actors_seen.clear()
+        _actors_seen[seen] = True
     return actor
 
 
@@ -216,8 +229,11 @@ def blob_ids_of(content: dict[str, Any]) -> list[tuple[str, str]]:
 
 def validate_context(context: Any, field: str = "context") -> dict:
     context = _obj(context, field, required=True)
-    _timestamp(context.get("observed_at"), f"{field}.observed_at", required=True)
-    _timestamp(context.get("source_recorded_at"), f"{field}.source_recorded_at", required=False)
+    observed = context.get("observed_at")
+    _timestamp(observed, f"{field}.observed_at", required=True)
+    recorded = context.get("source_recorded_at")
+    if recorded is not None and recorded != observed:  # the same text is the same instant: checked
+        _timestamp(recorded, f"{field}.source_recorded_at", required=False)
     preceded = context.get("preceded_by")
     if preceded is not None:
         if not isinstance(preceded, list) or len(preceded) > MAX_LIST:
@@ -235,7 +251,7 @@ def validate_context(context: Any, field: str = "context") -> dict:
                     _fail(f"{field}.labels[{index}]", "must be a string of at most 1024 characters")
         elif isinstance(labels, dict):
             for name, value in labels.items():
-                if not isinstance(value, str | int | float | bool) and value is not None:
+                if type(value) not in _SCALARS and not isinstance(value, str | int | float | bool):
                     _fail(f"{field}.labels.{name}", "must be a string, number, boolean or null")
         else:
             _fail(f"{field}.labels", "must be an array of strings or an object of scalars")
