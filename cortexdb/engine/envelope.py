@@ -113,7 +113,9 @@ def _scope(value: Any, field: str) -> str:
         raise
 
 
-_ACTORS_SEEN = 4096  # actor ids and types remembered as valid (a writer names few actors)
+# actor ids and types found valid, remembered (a writer names few actors; a bulk write the same
+# one in every item): their regex and type check run once, not twice a record (docs/decisions.md)
+_ACTORS_SEEN = 4096
 _actors_seen: dict[tuple[Any, Any], bool] = {}
 _SCALARS = frozenset((str, int, float, bool, type(None)))  # a label's value (bool: int's subclass)
 
@@ -136,7 +138,7 @@ def _actor(value: Any, field: str) -> dict | None:
         if kind != actor_id.split(":", 1)[0]:
             _fail(f"{field}.type", f"does not match the type of id {actor_id!r}")
     _string(actor.get("session"), f"{field}.session", max_len=256)
-    if seen is not None:
+    if seen is not None and len(actor_id) <= 512:  # the memo holds short strings only
         if len(_actors_seen) >= _ACTORS_SEEN:
             _actors_seen.clear()
         _actors_seen[seen] = True
