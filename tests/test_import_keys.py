@@ -10,7 +10,11 @@ from cortexdb.engine.transfer.mapping import digest, key, scoped_key
 
 # computed by the build before scoped_key was inlined (session 28): these must never change
 PINNED = [
-    ("mem0:7f3a9c52-1b2d-4e8f-9a10-3c5d7e9f1a2b:f4d1ded60dd55107", "org:acme/user:alice", "mem0:75cc5ad1619cc49f"),
+    (
+        "mem0:7f3a9c52-1b2d-4e8f-9a10-3c5d7e9f1a2b:f4d1ded60dd55107",
+        "org:acme/user:alice",
+        "mem0:75cc5ad1619cc49f",
+    ),
     ("jsonl-key-1", "org:acme", "jsonl-key-1~29fc82a9"),
     ("a" * 50 + ":" + "b" * 30, "org:acme", "a" * 50 + ":d339f65238e1"),
 ]
@@ -51,5 +55,8 @@ async def test_a_jsonl_record_with_a_key_of_64_characters_imports_and_replays():
             started = await engine.imports.start("jsonl", lines, {"scope_template": "org:acme"})
             status = await engine.imports.wait(started["import_id"])
             assert status["status"] == "completed", status
-            assert (status["items"]["written"], status["items"]["replayed"], status["items"]["failed"]) == (
-                written, replayed, 0), status
+            assert (
+                status["items"]["written"],
+                status["items"]["replayed"],
+                status["items"]["failed"],
+            ) == (written, replayed, 0), status
