@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from ..errors import InvalidEnvelope, InvalidScopeGrammar
+from .given_vector import MAX_VECTOR, validate_vector  # noqa: F401 (the envelope's, re-exported)
 from .jsoncodec import MAX_DEPTH_CEILING, first_fault
 from .model.fields import ANY, unknown_field
 from .scopes import canonical_scope
@@ -48,7 +49,6 @@ ENVELOPE_SHAPE = {
 MAX_TEXT = 1_000_000
 MAX_IDEMPOTENCY_KEY = 64
 MAX_LIST = 1000
-MAX_VECTOR = 4096  # numbers in a given ``vector`` (the embedder's dimension is checked on write)
 ACTOR_ID = re.compile(r"^[a-z][a-z0-9_]*:[^\s/]{1,256}$")
 EVENT_ID = re.compile(r"^evt_[A-Za-z0-9_-]{1,64}$")
 MODALITY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -312,39 +312,6 @@ def validate_modality(value: Any, field: str = "modality") -> str:
             field, "must be a lowercase identifier (known: " + ", ".join(sorted(MODALITIES)) + ")"
         )
     return value
-
-
-def validate_vector(value: Any, field: str = "vector") -> np.ndarray | None:
-    """A given vector (docs/embedding.md, "Given vectors"): finite numbers, not all zero, as a
-    unit float32 vector (recall scores cosines); its length is checked against the embedder's
-    dimension where the engine knows it (``writes.check_vector``)."""
-    if value is None:
-        return None
-    numbers = value
-    if isinstance(value, np.ndarray):
-        if value.ndim != 1 or value.dtype.kind not in "fiu":
-            _fail(field, "must be a one-dimensional array of numbers")
-    else:
-        if not isinstance(value, list | tuple):
-            _fail(field, "must be an array of numbers")
-        plain = set(map(type, value)) <= {float, int}  # the common case, at C speed: else each
-        if not plain and any(isinstance(x, bool) or not isinstance(x, int | float) for x in value):
-            _fail(field, "must be an array of numbers")
-    if not 0 < len(numbers) <= MAX_VECTOR:
-        _fail(field, f"must hold 1 to {MAX_VECTOR} numbers")
-    try:
-        vector = np.asarray(numbers, dtype=np.float64)
-    except OverflowError:
-        _fail(field, "must hold finite numbers")
-    if not np.isfinite(vector).all():
-        _fail(field, "must hold finite numbers (no NaN or infinity)")
-    norm = float(np.linalg.norm(vector))
-    if not norm or not np.isfinite(norm):
-        _fail(field, "must not be all zeros" if not norm else "must hold numbers of a usable size")
-    unit = (vector / norm).astype(np.float32)
-    if not np.isfinite(unit).all() or not unit.any():
-        _fail(field, "must hold numbers of a usable size")
-    return unit
 
 
 @attrs.frozen
