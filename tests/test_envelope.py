@@ -178,3 +178,43 @@ def test_identities_default_down_the_chain():
         "user:alice",
         "user:bob",
     )
+
+
+def test_an_actor_checked_before_still_has_its_session_and_type_checked():
+    """Actor ids and types seen valid are remembered (a writer names few actors): what the
+    memo does not cover — the session, another type with the same id — is still checked."""
+    validate_envelope(base())  # user:alice / user remembered
+    with pytest.raises(InvalidEnvelope) as info:
+        validate_envelope(mutate("observed_actor.session", "s" * 257))
+    assert info.value.details["field"] == "observed_actor.session"
+    with pytest.raises(InvalidEnvelope) as info:
+        validate_envelope(mutate("observed_actor.session", 7))
+    assert info.value.details["field"] == "observed_actor.session"
+    with pytest.raises(InvalidEnvelope) as info:
+        validate_envelope(mutate("subject", {"id": "user:alice", "type": "agent"}))
+    assert info.value.details["field"] == "subject.type"
+    with pytest.raises(InvalidEnvelope) as info:
+        validate_envelope(mutate("subject", {"id": "user:alice", "type": ["user"]}))
+    assert info.value.details["field"] == "subject.type"
+
+
+def test_a_source_time_equal_to_the_observed_time_is_checked_once_and_labels_hold_scalars():
+    body = mutate("context.source_recorded_at", "2026-05-13T15:42:00Z")
+    body["context"]["observed_at"] = "2026-05-13T15:42:00Z"
+    body["context"]["labels"] = {"a": "x", "b": 1, "c": 1.5, "d": True, "e": None}
+    assert validate_envelope(body).context["source_recorded_at"] == "2026-05-13T15:42:00Z"
+    body["context"]["observed_at"] = body["context"]["source_recorded_at"] = "2026-02-30T00:00:00Z"
+    with pytest.raises(InvalidEnvelope) as info:
+        validate_envelope(body)
+    assert info.value.details["field"] == "context.observed_at"
+
+    class Text(str):
+        pass
+
+    body = base()
+    body["context"]["labels"] = {"a": Text("x")}
+    validate_envelope(body)  # a str subclass is a string
+    body["context"]["labels"] = {"a": {"nested": 1}}
+    with pytest.raises(InvalidEnvelope) as info:
+        validate_envelope(body)
+    assert info.value.details["field"] == "context.labels.a"

@@ -45,6 +45,7 @@ PURE_PACKAGES = ("cortexdb.engine.model", "cortexdb.engine.derive", "cortexdb.en
                  "cortexdb.engine.spi", "cortexdb.engine.policy")  # fmt: skip
 LEAVES = {
     "cortexdb.errors", "cortexdb.schemas", "cortexdb.engine.stages", "cortexdb.engine.envelope",
+    "cortexdb.engine.given_vector",
     "cortexdb.engine.config", "cortexdb.engine.clock", "cortexdb.engine.ids", "cortexdb.engine.scopes",
     "cortexdb.engine.temporal", "cortexdb.engine.timephrases", "cortexdb.engine.jsoncodec",
     "cortexdb.engine.cursor", "cortexdb.engine.limits", "cortexdb.engine.memtrim",

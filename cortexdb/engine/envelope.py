@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from ..errors import InvalidEnvelope, InvalidScopeGrammar
+from .given_vector import MAX_VECTOR, validate_vector  # noqa: F401 (the envelope's, re-exported)
 from .jsoncodec import MAX_DEPTH_CEILING, first_fault
 from .model.fields import ANY, unknown_field
 from .scopes import canonical_scope
@@ -48,7 +49,6 @@ ENVELOPE_SHAPE = {
 MAX_TEXT = 1_000_000
 MAX_IDEMPOTENCY_KEY = 64
 MAX_LIST = 1000
-MAX_VECTOR = 4096  # numbers in a given ``vector`` (the embedder's dimension is checked on write)
 ACTOR_ID = re.compile(r"^[a-z][a-z0-9_]*:[^\s/]{1,256}$")
 EVENT_ID = re.compile(r"^evt_[A-Za-z0-9_-]{1,64}$")
 MODALITY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -113,20 +113,35 @@ def _scope(value: Any, field: str) -> str:
         raise
 
 
+# actor ids and types found valid, remembered (a writer names few actors; a bulk write the same
+# one in every item): their regex and type check run once, not twice a record (docs/decisions.md)
+_ACTORS_SEEN = 4096
+_actors_seen: dict[tuple[Any, Any], bool] = {}
+_SCALARS = frozenset((str, int, float, bool, type(None)))  # a label's value (bool: int's subclass)
+
+
 def _actor(value: Any, field: str) -> dict | None:
     actor = _obj(value, field, required=False)
     if actor is None:
         return None
     actor_id = actor.get("id")
+    kind = actor.get("type")
+    seen = (actor_id, kind) if type(actor_id) is str and (kind is None or type(kind) is str) else None
+    if seen is not None and seen in _actors_seen:  # this id and type were checked before
+        _string(actor.get("session"), f"{field}.session", max_len=256)
+        return actor
     if not isinstance(actor_id, str) or not ACTOR_ID.match(actor_id):
         _fail(f"{field}.id", "must be an actor id of the form type:id (e.g. user:alice)")
-    kind = actor.get("type")
     if kind is not None:
         if not isinstance(kind, str):
             _fail(f"{field}.type", "must be a string")
         if kind != actor_id.split(":", 1)[0]:
             _fail(f"{field}.type", f"does not match the type of id {actor_id!r}")
     _string(actor.get("session"), f"{field}.session", max_len=256)
+    if seen is not None and len(actor_id) <= 512:  # the memo holds short strings only
+        if len(_actors_seen) >= _ACTORS_SEEN:
+            _actors_seen.clear()
+        _actors_seen[seen] = True
     return actor
 
 
@@ -216,8 +231,11 @@ def blob_ids_of(content: dict[str, Any]) -> list[tuple[str, str]]:
 
 def validate_context(context: Any, field: str = "context") -> dict:
     context = _obj(context, field, required=True)
-    _timestamp(context.get("observed_at"), f"{field}.observed_at", required=True)
-    _timestamp(context.get("source_recorded_at"), f"{field}.source_recorded_at", required=False)
+    observed = context.get("observed_at")
+    _timestamp(observed, f"{field}.observed_at", required=True)
+    recorded = context.get("source_recorded_at")
+    if recorded is not None and recorded != observed:  # the same text is the same instant: checked
+        _timestamp(recorded, f"{field}.source_recorded_at", required=False)
     preceded = context.get("preceded_by")
     if preceded is not None:
         if not isinstance(preceded, list) or len(preceded) > MAX_LIST:
@@ -235,7 +253,7 @@ def validate_context(context: Any, field: str = "context") -> dict:
                     _fail(f"{field}.labels[{index}]", "must be a string of at most 1024 characters")
         elif isinstance(labels, dict):
             for name, value in labels.items():
-                if not isinstance(value, str | int | float | bool) and value is not None:
+                if type(value) not in _SCALARS and not isinstance(value, str | int | float | bool):
                     _fail(f"{field}.labels.{name}", "must be a string, number, boolean or null")
         else:
             _fail(f"{field}.labels", "must be an array of strings or an object of scalars")
@@ -294,39 +312,6 @@ def validate_modality(value: Any, field: str = "modality") -> str:
             field, "must be a lowercase identifier (known: " + ", ".join(sorted(MODALITIES)) + ")"
         )
     return value
-
-
-def validate_vector(value: Any, field: str = "vector") -> np.ndarray | None:
-    """A given vector (docs/embedding.md, "Given vectors"): finite numbers, not all zero, as a
-    unit float32 vector (recall scores cosines); its length is checked against the embedder's
-    dimension where the engine knows it (``writes.check_vector``)."""
-    if value is None:
-        return None
-    numbers = value
-    if isinstance(value, np.ndarray):
-        if value.ndim != 1 or value.dtype.kind not in "fiu":
-            _fail(field, "must be a one-dimensional array of numbers")
-    else:
-        if not isinstance(value, list | tuple):
-            _fail(field, "must be an array of numbers")
-        plain = set(map(type, value)) <= {float, int}  # the common case, at C speed: else each
-        if not plain and any(isinstance(x, bool) or not isinstance(x, int | float) for x in value):
-            _fail(field, "must be an array of numbers")
-    if not 0 < len(numbers) <= MAX_VECTOR:
-        _fail(field, f"must hold 1 to {MAX_VECTOR} numbers")
-    try:
-        vector = np.asarray(numbers, dtype=np.float64)
-    except OverflowError:
-        _fail(field, "must hold finite numbers")
-    if not np.isfinite(vector).all():
-        _fail(field, "must hold finite numbers (no NaN or infinity)")
-    norm = float(np.linalg.norm(vector))
-    if not norm or not np.isfinite(norm):
-        _fail(field, "must not be all zeros" if not norm else "must hold numbers of a usable size")
-    unit = (vector / norm).astype(np.float32)
-    if not np.isfinite(unit).all() or not unit.any():
-        _fail(field, "must hold numbers of a usable size")
-    return unit
 
 
 @attrs.frozen

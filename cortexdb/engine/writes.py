@@ -186,7 +186,7 @@ class Writes:
         """(envelope, validated envelope, identities) of ``items[index]``, authorised."""
         if not isinstance(raw, dict):
             raise InvalidEnvelope(f"items[{index}]", "must be an object")
-        envelope = {k: v for k, v in raw.items()}
+        envelope = dict(raw)
         envelope["scope"] = request.get("scope")
         if raw.get("scope") is not None and (not isinstance(raw["scope"], str) or not isinstance(envelope["scope"], str)
                                              or canonical_scope(raw["scope"]) != canonical_scope(envelope["scope"])):  # fmt: skip

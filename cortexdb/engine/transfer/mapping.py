@@ -196,6 +196,8 @@ def key(source: str, *parts: Any) -> str:
     text = f"{source}:" + ":".join([_safe(p) for p in parts])
     if len(text) <= MAX_KEY:
         return text
+    if len(source) > MAX_KEY - 2:  # the slice below would be negative: a key too long to be valid
+        return f"{source[: MAX_KEY - 18]}:{hashlib.sha256(text.encode()).hexdigest()[:17]}"
     digest = hashlib.sha256(text.encode()).hexdigest()[: MAX_KEY - len(source) - 2]
     return f"{source}:{digest}"
 
@@ -213,7 +215,12 @@ def scoped_key(value: str, scope: str) -> str:
     text = f"{value}~{_scope_tag(scope)}"
     if len(text) <= MAX_KEY:
         return text
-    return key(value.split(":", 1)[0], digest(value, scope))
+    source = value.split(":", 1)[0]
+    # ``key(source, digest(value, scope))`` inlined (a Mem0 key with its uuid is always too long
+    # to bind as it is): the digest of two strings is the same without the sort option, and a
+    # hex digest is safe as it is
+    tail = hashlib.sha256(orjson.dumps((value, scope))).hexdigest()[:16]
+    return f"{source}:{tail}" if len(source) + 17 <= MAX_KEY else key(source, tail)
 
 
 @functools.lru_cache(maxsize=4096)
