@@ -49,7 +49,7 @@ from cortexdb.engine.retrieve.embedders import by_name  # noqa: E402
 
 STATE_PARTS = ("events", "facts", "new_supports", "fact_ids", "current", "unlisted", "predicates", "claims",
                "stale_pairs", "pairs_used", "closing", "beliefs", "belief_by_id", "deferred", "episode",
-               "previous_turn", "given")  # fmt: skip
+               "previous_turn", "given", "closed", "voices", "subject_beliefs")  # fmt: skip
 
 
 def _soak():
