@@ -126,6 +126,18 @@ def test_the_content_query_leaves_out_the_voices_names():
     assert speakers.content_query("What does Caroline do?", []) == "What does Caroline do?"
 
 
+def test_a_scopes_voices_keep_their_names_as_they_are_added():
+    voices = speakers.Voices()
+    assert speakers.content_query("What does Caroline paint?", voices) == "What does Caroline paint?"
+    for actor in ("user:caroline_smith", "user:melanie", None, "user:caroline_smith", "agent:al"):
+        voices.add(actor)
+    assert voices.ids == {"user:caroline_smith", "user:melanie", "agent:al"}
+    assert voices.names == {"caroline", "smith", "melanie"}  # "al": under three letters
+    questions = ["What kind of art does Caroline make?", "What is Melanie's job, Smith?", "Who is Caroline?"]
+    for question in questions:  # the same as from the list of ids
+        assert speakers.content_query(question, voices) == speakers.content_query(question, sorted(voices.ids))
+
+
 @pytest.mark.parametrize("content", [False, True])
 async def test_recall_searches_the_content_of_the_question(engine_factory, content):
     """The indexes are searched with the question less the names of the scope's voices (the

@@ -48,6 +48,7 @@ from ..derive import episodes as episode_rules
 from ..derive.revision import claim_key, claim_pair
 from ..model import Belief, Episode, Event, Fact
 from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
+from ..retrieve.voices import Voices
 from ..storage import Partition
 from .closed import ClosedRecords
 from .subject_beliefs import SubjectBeliefs, Summary
@@ -121,7 +122,7 @@ class PartitionState:
     given_stored: bool | None = None
     segmentation: Any = None  # derive.episodes.Segmentation, read from the scope record once
     closed: ClosedRecords = attrs.field(factory=ClosedRecords)  # closed.py: what a plain recall skips
-    voices: set[str] = attrs.field(factory=set)  # who speaks in the indexed events (speakers.ContentQuery)
+    voices: Voices = attrs.field(factory=Voices)  # who speaks in the indexed events, and their names (speakers.py)
     subject_beliefs: SubjectBeliefs = attrs.field(factory=SubjectBeliefs)
 
     @classmethod

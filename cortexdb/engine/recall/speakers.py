@@ -18,9 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..retrieve.text_index import STOPWORDS
-
-_WORD = re.compile(r"[0-9a-z]+")
-MIN_NAME_CHARS = 3
+from ..retrieve.voices import MIN_NAME_CHARS, WORD, Voices, name_words  # noqa: F401 (this module's words)
 
 
 def voice(candidate: Any) -> str | None:
@@ -36,42 +34,37 @@ def voice(candidate: Any) -> str | None:
     return None
 
 
-def name_words(actor_id: str) -> set[str]:
-    """The words that name an actor: its id without the type, split on anything not a letter or
-    a digit (``user:caroline_smith`` -> caroline, smith), without numbers and stop words."""
-    name = actor_id.split(":", 1)[-1].casefold()
-    return {w for w in _WORD.findall(name)
-            if len(w) >= MIN_NAME_CHARS and not w.isdigit() and w not in STOPWORDS}  # fmt: skip
-
-
 def named(query: str, voices: set[str]) -> set[str]:
     """The voices the query names."""
-    words = set(_WORD.findall(query.casefold()))
+    words = set(WORD.findall(query.casefold()))
     return {v for v in voices if name_words(v) & words}
 
 
 _TOKEN = re.compile(r"\S+")
 
 
-def content_query(query: str, voices: set[str] | list[str]) -> str:
+def content_query(query: str, voices: Voices | set[str] | list[str]) -> str:
     """The question without the words that name a voice of the scope (whole words, case-folded,
     a possessive ``'s`` and punctuation around them ignored), the rest as written; the question
     itself when that leaves nothing but stop words ("Who is Caroline?").  Every turn is indexed led by its speaker's name
     (model/text.py ``turn_text``), so a speaker's name matches half a conversation: it says who,
     which ``prefer`` weighs, not what (docs/decisions.md, "The question's content")."""
-    names: set[str] = set()
-    for actor_id in voices:
-        names |= name_words(actor_id)
+    if isinstance(voices, Voices):
+        names = voices.names
+    else:
+        names = set()
+        for actor_id in voices:
+            names |= name_words(actor_id)
     if not names or not query:
         return query
     kept = []
     for token in _TOKEN.findall(query):
-        words = _WORD.findall(re.sub(r"['’]s\b", "", token.casefold()))
+        words = WORD.findall(re.sub(r"['’]s\b", "", token.casefold()))
         if words and all(w in names for w in words):
             continue
         kept.append(token)
     content = " ".join(kept)
-    return content if any(w not in STOPWORDS for w in _WORD.findall(content.casefold())) else query
+    return content if any(w not in STOPWORDS for w in WORD.findall(content.casefold())) else query
 
 
 class ContentQuery:
@@ -85,7 +78,7 @@ class ContentQuery:
         self._embed = embed
         self.vectors: dict[str, Any] = {}  # each text searched -> its vector
 
-    async def __call__(self, voices: set[str]) -> tuple[str, Any]:
+    async def __call__(self, voices: Voices | set[str]) -> tuple[str, Any]:
         # no lock: two scopes asking at once may both encode a text, but a scope whose vector is
         # known (or an inline embedder) goes on without yielding, as the plain recall does
         text = content_query(self.question, voices)
