@@ -107,6 +107,24 @@ def test_the_length_prior_saturates_and_reads_events_only():
     assert length_prior.lift([short], 0.0, 30) == 0  # off
 
 
+def test_the_question_prior_lowers_turns_that_ask():
+    asks = candidate("evt_asks", "user:a", 0.5)
+    asks.text = "Wow, Mel, that's awesome! What's your best camping memory?"  # 5 of 9 words asked
+    says = candidate("evt_says", "user:a", 0.5)
+    says.text = "We roast marshmallows around the campfire. It's the best!"
+    mixed = candidate("evt_mixed", "user:a", 0.5)
+    mixed.text = "Did you go? I went camping at the beach with my kids last summer"  # 3 of 14
+    fact = candidate("fact_1", "user:a", 0.5, layer="facts")
+    fact.text = "user:a asked what?"
+    assert length_prior.asked_share(asks.text) == pytest.approx(5 / 9)
+    assert length_prior.asked_share("") == 0.0
+    assert length_prior.asks([asks, says, mixed, fact], 0.1) == 2
+    assert asks.score == pytest.approx(0.5 - 0.1 * 5 / 9) and asks.signals["asks"] == round(5 / 9, 4)
+    assert mixed.score == pytest.approx(0.5 - 0.1 * 3 / 14)
+    assert says.score == 0.5 and "asks" not in says.signals and fact.score == 0.5  # events only
+    assert length_prior.asks([asks], 0.0) == 0  # off
+
+
 def test_the_settings_are_checked():
     with pytest.raises(ValueError):
         EngineConfig(recall_speaker_weight=-0.1)
@@ -114,6 +132,10 @@ def test_the_settings_are_checked():
         EngineConfig(recall_episode_weight=1.5)
     with pytest.raises(ValueError):
         EngineConfig(recall_length_words=0)
+    with pytest.raises(ValueError):
+        EngineConfig(recall_question_weight=1.5)
+    with pytest.raises(ValueError):
+        EngineConfig(turn_context_weight=-0.5)
 
 
 def test_the_content_query_leaves_out_the_voices_names():

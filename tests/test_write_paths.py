@@ -156,6 +156,21 @@ async def test_a_turn_is_pooled_with_the_previous_turn_of_its_session():
         assert cosine(stored, embedder.embed([f"{texts['D1:1']}\n{texts['D1:2']}"])[0]) < 0.999
 
 
+async def test_the_previous_turn_counts_by_the_context_weight():
+    """``turn_context_weight``: the predecessor's sums are scaled before they are added."""
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", turn_context_weight=0.5)
+    async with cortexdb.open_engine("memory", clock=ManualClock(START), id_seed=7, config=config) as engine:
+        for turn in turns()[:2]:
+            await engine.experience(envelope(turn), wait="indexed")
+        page = await engine.events(SCOPE)
+        by_label = {e["context"]["labels"][0][7:]: e["id"] for e in page["items"]}
+        stored = engine._supervisor.actor(SCOPE).lane.state.vector_index.vector(by_label["D1:2"])  # noqa: SLF001
+        texts = [f"{t['speaker']}: {t['text']}" for t in turns()[:2]]
+        sums = HashEmbedder().embed_sums(texts)
+        assert cosine(stored, 0.5 * sums[0] + sums[1]) > 0.99999
+        assert cosine(stored, sums[0] + sums[1]) < 0.9999  # not the full weight
+
+
 def cosine(a, b) -> float:
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 

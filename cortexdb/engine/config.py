@@ -97,6 +97,8 @@ class EngineConfig:
     # "Turn context by pooling"): "pooled" (each text encoded once, token vectors pooled with the
     # predecessor's), "joint" (the two texts encoded together: twice the tokens), "none"
     turn_context: str = attrs.field(default="pooled", validator=attrs.validators.in_(("pooled", "joint", "none")))
+    # "pooled": the previous turn's token sums count this much beside the turn's own (1: as much)
+    turn_context_weight: float = attrs.field(default=1.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     # when derived records (facts, beliefs, episodes, concepts) get their vectors (decisions.md,
     # "Derived vectors in a backlog"): "deferred" (their texts wait in a per-scope backlog,
     # embedded together, each record once with its latest text, when the lane has been idle
@@ -143,6 +145,9 @@ class EngineConfig:
     # an event candidate gets this times min(1, its words / recall_length_words): a length prior
     recall_length_weight: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     recall_length_words: int = attrs.field(default=30, validator=attrs.validators.ge(1))
+    # an event candidate loses this times the share of its words in sentences ending with "?": a
+    # turn that asks holds no answer (recall/length_prior.py ``asks``)
+    recall_question_weight: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     # diversity across where events were said, off (recall/diversity.py; recall-signals.md "Diversity
     # across sessions": it lost on LoCoMo): within each session (recall_diversity_by "session", an event of no session falls
     # back to its episode) or episode ("episode"), the n-th best event candidate loses

@@ -10,6 +10,7 @@ length priors, and saturates so that a long turn is not preferred to a medium on
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -28,3 +29,36 @@ def lift(candidates: list[Any], weight: float, saturation: int) -> int:
             candidate.score += weight * prior
             raised += 1
     return raised
+
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+
+
+def asked_share(text: str) -> float:
+    """The share of a text's words in sentences that end with a question mark."""
+    words = asked = 0
+    for sentence in _SENTENCE.findall(text):
+        count = len(sentence.split())
+        words += count
+        if sentence.rstrip().endswith("?"):
+            asked += count
+    return asked / words if words else 0.0
+
+
+def asks(candidates: list[Any], weight: float) -> int:
+    """A question prior for events: a turn that asks ("What's your best camping memory?") shares
+    the topic of the question it is recalled for but holds no answer; each event candidate loses
+    ``weight`` times the share of its words in sentences ending with ``?``.  Returns how many
+    were lowered."""
+    if weight <= 0:
+        return 0
+    lowered = 0
+    for candidate in candidates:
+        if candidate.layer != "events" or "?" not in candidate.text:
+            continue
+        share = asked_share(candidate.text)
+        if share:
+            candidate.signals["asks"] = round(share, 4)
+            candidate.score -= weight * share
+            lowered += 1
+    return lowered

@@ -26,4 +26,5 @@ def adjust(config: Any, query: str, candidates: list[Any]) -> None:
     speakers.prefer(query, candidates, config.recall_speaker_weight)
     episodes_context.lift(candidates, config.recall_episode_weight)
     length_prior.lift(candidates, config.recall_length_weight, config.recall_length_words)
+    length_prior.asks(candidates, config.recall_question_weight)
     diversity.spread(candidates, config.recall_diversity_weight, config.recall_diversity_by)

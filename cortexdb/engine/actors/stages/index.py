@@ -112,6 +112,7 @@ async def turn_vectors(work: StageContext, turns: list[Turn]) -> tuple[dict[str,
                 wanted[previous.event_id + "#context"] = previous.text
         previous = turn
     sums = dict(zip(wanted, await work.index.embed_sums(list(wanted.values())), strict=True)) if wanted else {}
+    weight = work.config.turn_context_weight
     vectors: dict[str, np.ndarray] = {}
     for turn in turns:
         previous = state.previous_turn
@@ -123,7 +124,7 @@ async def turn_vectors(work: StageContext, turns: list[Turn]) -> tuple[dict[str,
                 if context is None:
                     context = sums.get(previous.event_id + "#context")
                 if context is not None:
-                    total = context + own
+                    total = weight * context + own
             norm = float(np.linalg.norm(total))
             vectors[turn.event_id] = (total / norm if norm else total).astype(np.float32)
         state.previous_turn = turn.with_sums(own)
