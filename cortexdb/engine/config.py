@@ -98,7 +98,7 @@ class EngineConfig:
     # predecessor's), "joint" (the two texts encoded together: twice the tokens), "none"
     turn_context: str = attrs.field(default="pooled", validator=attrs.validators.in_(("pooled", "joint", "none")))
     # "pooled": the previous turn's token sums count this much beside the turn's own (1: as much)
-    turn_context_weight: float = attrs.field(default=1.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    turn_context_weight: float = attrs.field(default=0.5, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     # when derived records (facts, beliefs, episodes, concepts) get their vectors (decisions.md,
     # "Derived vectors in a backlog"): "deferred" (their texts wait in a per-scope backlog,
     # embedded together, each record once with its latest text, when the lane has been idle
@@ -147,7 +147,7 @@ class EngineConfig:
     recall_length_words: int = attrs.field(default=30, validator=attrs.validators.ge(1))
     # an event candidate loses this times the share of its words in sentences ending with "?": a
     # turn that asks holds no answer (recall/length_prior.py ``asks``)
-    recall_question_weight: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
+    recall_question_weight: float = attrs.field(default=0.2, validator=[attrs.validators.ge(0), attrs.validators.le(1)])
     # diversity across where events were said, off (recall/diversity.py; recall-signals.md "Diversity
     # across sessions": it lost on LoCoMo): within each session (recall_diversity_by "session", an event of no session falls
     # back to its episode) or episode ("episode"), the n-th best event candidate loses
