@@ -64,7 +64,10 @@ from cortexdb import EngineConfig, ManualClock
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "formats_v0.json")
 START = "2026-05-13T15:42:09Z"
 ALICE, TEAM = "org:acme/user:alice", "org:acme/team:x"
-CONFIG = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", passage_max_chars=200)
+# turn_context_weight 1.0: the vectors the fixture was recorded with (session 29 made the default
+# 0.5, a vector setting: the format is unchanged)
+CONFIG = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", passage_max_chars=200,
+                      turn_context_weight=1.0)
 LONG = " ".join(
     f"Paragraph {i} talks about the harbour, the ferries and the weather in May." for i in range(12)
 )

@@ -148,7 +148,7 @@ async def test_a_turn_is_pooled_with_the_previous_turn_of_its_session():
         texts = {t["label"]: f"{t['speaker']}: {t['text']}" for t in turns()[:8]}
         embedder = HashEmbedder()
         sums = embedder.embed_sums([texts["D1:1"], texts["D1:2"]])
-        pooled = sums[0] + sums[1]
+        pooled = CONTEXT * sums[0] + sums[1]
         stored = index.vector(by_label["D1:2"])
         assert cosine(stored, pooled) > 0.99999  # (the index keeps float16)
         assert cosine(index.vector(by_label["D2:1"]), embedder.embed([texts["D2:1"]])[0]) > 0.99999
@@ -156,9 +156,10 @@ async def test_a_turn_is_pooled_with_the_previous_turn_of_its_session():
         assert cosine(stored, embedder.embed([f"{texts['D1:1']}\n{texts['D1:2']}"])[0]) < 0.999
 
 
-async def test_the_previous_turn_counts_by_the_context_weight():
+@pytest.mark.parametrize("weight", [1.0, 0.25])
+async def test_the_previous_turn_counts_by_the_context_weight(weight):
     """``turn_context_weight``: the predecessor's sums are scaled before they are added."""
-    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", turn_context_weight=0.5)
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", turn_context_weight=weight)
     async with cortexdb.open_engine("memory", clock=ManualClock(START), id_seed=7, config=config) as engine:
         for turn in turns()[:2]:
             await engine.experience(envelope(turn), wait="indexed")
@@ -167,8 +168,12 @@ async def test_the_previous_turn_counts_by_the_context_weight():
         stored = engine._supervisor.actor(SCOPE).lane.state.vector_index.vector(by_label["D1:2"])  # noqa: SLF001
         texts = [f"{t['speaker']}: {t['text']}" for t in turns()[:2]]
         sums = HashEmbedder().embed_sums(texts)
-        assert cosine(stored, 0.5 * sums[0] + sums[1]) > 0.99999
-        assert cosine(stored, sums[0] + sums[1]) < 0.9999  # not the full weight
+        assert cosine(stored, weight * sums[0] + sums[1]) > 0.99999
+        other = 0.5 if weight == 1.0 else 1.0
+        assert cosine(stored, other * sums[0] + sums[1]) < 0.9999
+
+
+CONTEXT = EngineConfig().turn_context_weight  # how much the previous turn's sums count
 
 
 def cosine(a, b) -> float:
@@ -206,7 +211,7 @@ async def test_turns_without_a_session_take_context_within_the_episode_gap():
         embedder = HashEmbedder()
         texts = [f"{speaker}: {text}" for _, speaker, text in lines]
         sums = embedder.embed_sums(texts)
-        assert cosine(index.vector(ids[1]), sums[0] + sums[1]) > 0.99999
+        assert cosine(index.vector(ids[1]), CONTEXT * sums[0] + sums[1]) > 0.99999
         assert cosine(index.vector(ids[2]), sums[2]) > 0.99999
 
 
@@ -223,4 +228,4 @@ async def test_after_a_restart_the_next_turn_is_pooled_with_the_last_one_before_
         done = await engine.experience(envelope(rest), wait="indexed")
         index = engine._supervisor.actor(SCOPE).lane.state.vector_index  # noqa: SLF001
         sums = HashEmbedder().embed_sums([f"{t['speaker']}: {t['text']}" for t in (first[-1], rest)])
-        assert cosine(index.vector(done.event_id), sums[0] + sums[1]) > 0.99999
+        assert cosine(index.vector(done.event_id), CONTEXT * sums[0] + sums[1]) > 0.99999
