@@ -6,6 +6,8 @@ Each event candidate gets ``weight`` times ``min(1, words / saturation)`` of its
 event's passage counts its own words) added to its score.  BM25's length normalisation works the
 other way inside one signal; this is a document prior beside it, as in classic retrieval's
 length priors, and saturates so that a long turn is not preferred to a medium one.
+
+``asks`` is the question prior beside it: the words a turn spends asking are not an answer.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ anything: they read the candidates the recall already holds.
   (``recall_episode_weight``);
 - ``length_prior.lift``: an event gains in proportion to its words, up to a saturation
   (``recall_length_weight``, ``recall_length_words``);
+- ``length_prior.asks``: an event loses in proportion to the share of its words that ask
+  (sentences ending with ``?``: ``recall_question_weight``; decisions.md, "Less of the previous
+  turn, and a prior against turns that ask");
 - ``diversity.spread``: the n-th best event of a session (or episode) loses part of its score
   (``recall_diversity_weight``, ``recall_diversity_by``; off by default).
 """
