@@ -68,6 +68,9 @@ async def test_feedback_reaches_a_turn_sharing_no_word_with_the_question(engine_
     async with engine_factory(config=config) as engine:
         for second, text in enumerate([HOBBY, *FILLERS, TARGET]):
             await engine.experience(turn(text, "caroline", second), caller="user:alice", wait="indexed")
+        # derivation done: an event's facts count in its importance (a slower store would
+        # otherwise recall before some are derived, and rank by what happened to be ready)
+        await engine.flush(SCOPE)
         found = await event_texts(engine, "What hobby does Caroline have?", 3)
     assert found[0] == HOBBY
     # the first stage takes 10 hits a source: the fillers share "caroline", the target nothing;
