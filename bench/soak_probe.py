@@ -10,6 +10,7 @@ under it is for finding what grows, not for its latencies.
     python bench/soak_probe.py FILE EVERY serve ...   (the arguments of ``cortexdb serve``)
     SOAK_PROBE_BIGGEST=N   how many of the largest containers to name (15)
     SOAK_PROBE_COLLECT=1   a full collection at each sample, with what it freed
+    SOAK_PROBE_HOLDERS=LifecycleEvent,CancelScope   name the holders of a few objects of these types
 """
 
 import collections
@@ -179,6 +180,12 @@ def watch():
                 grown = (counts - previous).most_common(12)
                 out.write('    objects grown: ' + ', '.join(f'{k} +{v}' for k, v in grown)
                           + f' (total {sum(counts.values())})\n')
+            # who holds the oldest objects of the types that grow (SOAK_PROBE_HOLDERS=Type,Type)
+            for kind in HOLDERS:
+                found = [o for o in gc.get_objects() if type(o).__name__ == kind]
+                for obj in found[:2] + found[len(found) // 2:len(found) // 2 + 1]:
+                    out.write(f'    holder of a {kind} (of {len(found)}): ' + ' -> '.join(chain(obj, hops=3)) + '\n')
+                del found
             # the largest containers (a growing one is what holds the growth) and who holds them
             sized = sorted(((len(o), o) for o in gc.get_objects()
                             if type(o) in (list, dict, set, collections.deque, collections.OrderedDict)),
@@ -192,6 +199,7 @@ def watch():
 PATH, EVERY = sys.argv[1], float(sys.argv[2])
 BIGGEST = int(os.environ.get('SOAK_PROBE_BIGGEST', '15'))  # the largest containers named per sample
 COLLECT = os.environ.get('SOAK_PROBE_COLLECT') == '1'  # a full collection at every sample
+HOLDERS = [k for k in os.environ.get('SOAK_PROBE_HOLDERS', '').split(',') if k]  # types whose holders are named
 del sys.argv[1:3]
 # the server freezes its start-up objects (gc.freeze): frozen objects are invisible to
 # gc.get_referrers, so the holders of what grows could not be named
