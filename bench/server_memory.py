@@ -10,7 +10,7 @@ and with the machine's other work.  This bench runs the same server (`cortexdb s
 the soak's preset, token and writes over ``--scopes`` user scopes, a recall every
 ``--recall-every`` writes, ``--subscribers`` SSE lifecycle streams open throughout) in phases.
 After each phase it waits until the firehose subscriber has seen every acknowledged write
-consolidated, then asks the server (SIGUSR2, handled by this bench's entry point) for a full
+consolidated, then asks the server (SIGUSR2, handled by bench/server_settle.py) for a full
 garbage collection and ``malloc_trim(0)`` and reads its memory: RSS, anonymous RSS, glibc's
 malloc (in use, free inside its heap, its own mappings) and pymalloc's blocks.  The growth
 between checkpoints, per write, is what the server keeps per write once it is idle, whatever the
@@ -18,7 +18,8 @@ rate: the figure bench/engine_memory.py gives for the engine alone, here with HT
 audit and the SSE fan-out on top.
 
 ``--tracemalloc FRAMES`` runs the server under tracemalloc and prints, at each checkpoint after
-the first, the allocation sites that grew most since the previous one.
+the first, the allocation sites that grew most since the previous one; ``--types`` the object
+types whose count grew and what holds them (bench/server_settle.py is the server's entry point).
 """
 
 from __future__ import annotations
@@ -45,54 +46,6 @@ from cortexdb.server import auth  # noqa: E402
 _spec = importlib.util.spec_from_file_location("soak", os.path.join(HERE, "soak.py"))
 soak = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(soak)  # type: ignore[union-attr]
-
-# the server's entry point: SIGUSR2 asks a thread for a settled measurement, written to PATH as one
-# line per checkpoint (then the tracemalloc diff since the previous one), ended by a line "."
-SETTLE = """
-import ctypes, gc, signal, sys, threading, tracemalloc
-PATH = {path!r}
-asked = threading.Event()
-signal.signal(signal.SIGUSR2, lambda *_: asked.set())
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ('arena', 'ordblks', 'smblks', 'hblks', 'hblkhd',
-                                               'usmblks', 'fsmblks', 'uordblks', 'fordblks', 'keepcost')]
-libc = ctypes.CDLL('libc.so.6')
-libc.mallinfo2.restype = MallInfo2
-def status():
-    found = {{}}
-    with open('/proc/self/status') as f:
-        for line in f:
-            key, _, value = line.partition(':')
-            if key in ('VmRSS', 'RssAnon', 'RssFile'):
-                found[key] = int(value.split()[0]) / 1024
-    return found
-def settle():
-    previous = None
-    while True:
-        asked.wait()
-        asked.clear()
-        gc.collect()
-        libc.malloc_trim(0)
-        rss, info = status(), libc.mallinfo2()
-        with open(PATH, 'a') as out:
-            out.write(f"rss={{rss['VmRSS']:.1f}} anon={{rss['RssAnon']:.1f}} arena={{info.arena / 1e6:.1f}} "
-                      f"inuse={{info.uordblks / 1e6:.1f}} free={{info.fordblks / 1e6:.1f}} "
-                      f"mmapped={{info.hblkhd / 1e6:.1f}} blocks={{sys.getallocatedblocks()}}\\n")
-            if tracemalloc.is_tracing():
-                snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
-                if previous is not None:
-                    for stat in snapshot.compare_to(previous, 'traceback')[:15]:
-                        out.write(f'  {{stat.size_diff / 1e6:+8.2f}} MB {{stat.count_diff:+8d}} blocks (now {{stat.size / 1e6:.1f}} MB)\\n')
-                        for line in stat.traceback.format()[-10:]:
-                            out.write('        ' + line + '\\n')
-                previous = snapshot
-            out.write('.\\n')
-threading.Thread(target=settle, daemon=True).start()
-sys.argv[0] = 'cortexdb'
-from cortexdb.cli import main
-sys.exit(main())
-"""
-
 
 def parse(line: str) -> dict[str, float]:
     return {k: float(v) for k, v in (part.split("=") for part in line.split())}
@@ -193,6 +146,8 @@ def main() -> None:
     parser.add_argument("--http-server", default="cortex", choices=("cortex", "hypercorn"))
     parser.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
                         help="trace the server's allocations (FRAMES deep) and diff them between checkpoints")
+    parser.add_argument("--types", action="store_true",
+                        help="at each checkpoint after the first, the object types that grew and what holds them")
     parser.add_argument("--settle-timeout", type=float, default=900.0)
     args = parser.parse_args()
     if args.subscribers < 1:
@@ -203,9 +158,12 @@ def main() -> None:
         auth.keygen(keys)
         token = auth.mint(keys, sub=soak.ACTOR, tenant=soak.TENANT, ttl=24 * 3600)
         answers = os.path.join(root, "settled.txt")
-        launcher = (["-X", f"tracemalloc={args.tracemalloc}"] if args.tracemalloc else []) + ["-c", SETTLE.format(path=answers)]
+        launcher = (["-X", f"tracemalloc={args.tracemalloc}"] if args.tracemalloc else []) + \
+            [os.path.join(HERE, "server_settle.py"), answers]
         server_args = argparse.Namespace(backend="leveldb", preset=args.preset, http_server=args.http_server,
                                          tracemalloc=None, probe=None)  # fmt: skip
+        if args.types:
+            os.environ["SETTLE_TYPES"] = "1"  # read by bench/server_settle.py in the server
         server = soak.Server(server_args, root, keys, launcher=launcher)
         print(f"server memory, settled: {args.subscribers} SSE subscribers, {args.scopes} scopes, "
               f"{args.writes_per_s:g} writes/s in phases, a recall every {args.recall_every} writes, "
