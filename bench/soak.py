@@ -120,12 +120,15 @@ def in_scope(record_scope: str | None, scope: str | None) -> bool:
 
 # -- the server process ------------------------------------------------------------------------
 class Server:
-    def __init__(self, args: argparse.Namespace, root: str, keys: str) -> None:
-        launcher = ["-m", "cortexdb.cli"]
-        if args.tracemalloc:  # the server diffs tracemalloc snapshots into this file as it runs
+    def __init__(self, args: argparse.Namespace, root: str, keys: str, launcher: list[str] | None = None) -> None:
+        """``launcher``: the interpreter arguments before ``serve`` (default: the CLI module, or
+        the probe / tracemalloc entry points the options name)."""
+        if launcher is None and args.tracemalloc:  # the server diffs tracemalloc snapshots into this file
             launcher = ["-X", "tracemalloc=3", "-c", TRACED.format(path=args.tracemalloc, every=args.sample_every)]
-        elif args.probe:  # the server appends where its memory is to this file (bench/soak_probe.py)
+        elif launcher is None and args.probe:  # the server appends where its memory is (bench/soak_probe.py)
             launcher = [os.path.join(HERE, "soak_probe.py"), args.probe, str(args.sample_every)]
+        elif launcher is None:
+            launcher = ["-m", "cortexdb.cli"]
         command = [sys.executable, *launcher, "serve", "--data", os.path.join(root, "data"),
                    "--backend", args.backend, "--bind", "127.0.0.1:0", "--preset", args.preset,
                    "--issuer-keys", keys, "--tenant", TENANT, "--operator", ACTOR, "--embedder", "hash",
@@ -207,6 +210,7 @@ class Subscriber:
         self.other: collections.Counter[bytes] = collections.Counter()
         self.ends: collections.Counter[str] = collections.Counter()  # how each connection ended
         self.stages: dict[bytes, set[bytes]] | None = {} if verify else None
+        self.consolidated = 0  # with verify: how many writes' `consolidated` records arrived
         self.failure: str | None = None
         self.open = False
 
@@ -304,6 +308,7 @@ class Subscriber:
             if at >= 0:
                 event_id = rest[at + 12 : rest.index(b'"', at + 12)]
                 self.stages.setdefault(event_id, set()).add(stage)
+                self.consolidated += stage == b"consolidated"
 
     def reset(self, floor: bytes) -> None:
         self.floor = floor
@@ -311,6 +316,7 @@ class Subscriber:
         self.fingerprint = 0
         if self.stages is not None:
             self.stages.clear()
+            self.consolidated = 0
 
 
 # -- load ----------------------------------------------------------------------------------------
@@ -437,6 +443,14 @@ async def soak(args: argparse.Namespace, server: Server, token: str) -> dict[str
                  "--duration", str(int(args.duration)), "--rate", "50", "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
+        def behind() -> int:
+            """Acknowledged writes the firehose subscriber has not yet seen consolidated: the
+            derivation backlog (events held until derived), as the client sees it."""
+            verifier = subscribers[0] if subscribers else None
+            if verifier is None or verifier.stages is None:
+                return -1
+            return len(writes.ids) - verifier.consolidated
+
         async def sampler() -> None:
             last_t, last_client, last_server, last_delay = started, client_cpu0, server_cpu0, server.run_delay()
             last_received = 0
@@ -453,7 +467,8 @@ async def soak(args: argparse.Namespace, server: Server, token: str) -> dict[str
                                 "writes": len(writes.latencies), "p50": pct(window, 0.5), "p99": pct(window, 0.99),
                                 "delivered": (received - last_received) / (now - last_t),
                                 "lagging": sum(s.laggings for s in subscribers),
-                                "open": sum(s.open for s in subscribers), "load": load_average()})  # fmt: skip
+                                "open": sum(s.open for s in subscribers), "load": load_average(),
+                                "behind": behind()})  # fmt: skip
                 print("  " + row(samples[-1]), flush=True)
                 last_t, last_client, last_server, last_received, last_delay = now, client, srv, received, delay
                 if now >= until:
@@ -533,15 +548,19 @@ from cortexdb.cli import main
 sys.exit(main())
 """
 
+# behind: acknowledged writes whose `consolidated` record the firehose subscriber has not seen yet
+# (the derivation backlog, -1 without subscribers).
 # srv wait %: the share of time the server's event loop was ready to run but had no core (other
 # processes on the machine); load: the machine's 1-minute load average.
 
-HEADER = "   t s   RSS MB  anon MB   srv CPU %  srv wait %  cli CPU %   writes   w p50 ms   w p99 ms   frames/s  lagging  open  load"
+HEADER = ("   t s   RSS MB  anon MB   srv CPU %  srv wait %  cli CPU %   writes   w p50 ms   w p99 ms   frames/s  lagging  open  load"
+          "  behind")
 
 
 def row(s: dict[str, Any]) -> str:
     return (f"{s['t']:6.0f}  {s['rss']:7.1f}  {s['anon']:7.1f}  {s['server_cpu']:9.0f}  {s['waiting']:10.0f}  {s['client_cpu']:9.0f}  {s['writes']:7d}"
-            f"  {s['p50']:9.1f}  {s['p99']:9.1f}  {s['delivered']:9.0f}  {s['lagging']:7d}  {s['open']:4d}  {s['load']:4.1f}")  # fmt: skip
+            f"  {s['p50']:9.1f}  {s['p99']:9.1f}  {s['delivered']:9.0f}  {s['lagging']:7d}  {s['open']:4d}  {s['load']:4.1f}"
+            f"  {s.get('behind', -1):6d}")  # fmt: skip
 
 
 def report(args: argparse.Namespace, result: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ under it is for finding what grows, not for its latencies.
     python bench/soak_probe.py FILE EVERY serve ...   (the arguments of ``cortexdb serve``)
     SOAK_PROBE_BIGGEST=N   how many of the largest containers to name (15)
     SOAK_PROBE_COLLECT=1   a full collection at each sample, with what it freed
+    SOAK_PROBE_HOLDERS=LifecycleEvent,CancelScope   name the holders of a few objects of these types
 """
 
 import collections
@@ -152,6 +153,47 @@ def structures():
         elif name == 'FrameCache':
             parts['frames n'] += len(obj._sse) + len(obj._ws)
     return ', '.join(f'{k} {v:.1f}' if isinstance(v, float) else f'{k} {v}' for k, v in sorted(parts.items(), key=str))
+def heap_lines(previous):
+    """What the heap walk finds, as text.  It runs with the GIL held throughout (see ``held``) and
+    returns no object of the heap: only strings and the type counts."""
+    lines = ['    structures: ' + structures() + '\n']
+    counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
+    if COLLECT:
+        before = sys.getallocatedblocks()
+        found = gc.collect()
+        lines.append(f'    gc.collect(): {found} unreachable, pymalloc blocks {before} -> {sys.getallocatedblocks()}\n')
+    if previous is not None:
+        grown = (counts - previous).most_common(12)
+        lines.append('    objects grown: ' + ', '.join(f'{k} +{v}' for k, v in grown) + f' (total {sum(counts.values())})\n')
+    # who holds a few objects of the types that grow (SOAK_PROBE_HOLDERS=Type,Type)
+    for kind in HOLDERS:
+        found = [o for o in gc.get_objects() if type(o).__name__ == kind]
+        for obj in found[:2] + found[len(found) // 2:len(found) // 2 + 1]:
+            lines.append(f'    holder of a {kind} (of {len(found)}): ' + ' -> '.join(chain(obj, hops=3)) + '\n')
+        del found
+    # the largest containers (a growing one is what holds the growth) and who holds them
+    sized = sorted(((len(o), o) for o in gc.get_objects()
+                    if type(o) in (list, dict, set, collections.deque, collections.OrderedDict)),
+                   key=lambda pair: pair[0], reverse=True)[:BIGGEST]
+    for n, obj in sized:
+        lines.append(f'    big {type(obj).__name__}[{n}]: ' + ' -> '.join(chain(obj, hops=2)) + '\n')
+    return lines, counts
+
+
+def held(fn, *args):
+    """Run ``fn`` without letting another thread run: a heap walk can be handed a tuple another
+    thread is still building (``gc.get_referrers``, ``gc.get_objects``), and CPython refuses to
+    resize a tuple someone else holds (SystemError in the server).  So no walk's reference may
+    outlive the walk: with a long switch interval the GIL stays with this thread until ``fn``
+    returns and its frame, with every reference it took, is gone.  ``fn`` does no I/O."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        return fn(*args)
+    finally:
+        sys.setswitchinterval(interval)
+
+
 def watch():
     started = time.monotonic()
     previous = None
@@ -160,38 +202,22 @@ def watch():
         stats = gc.get_stats()
         kinds = mappings()
         info = libc.mallinfo2()
-        counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
+        lines, previous = held(heap_lines, previous)
         with open(PATH, 'a') as out:
             out.write(f'--- t={time.monotonic() - started:.0f} s  rss by mapping (MB): '
                       + ', '.join(f'{k} {v / 1024:.1f}' for k, v in kinds.most_common(8)) + '\n')
             out.write(f'    malloc: arena {info.arena / 1e6:.1f} MB, in use {info.uordblks / 1e6:.1f}, '
                       f'free {info.fordblks / 1e6:.1f}, mmapped {info.hblkhd / 1e6:.1f} ({info.hblks} blocks); '
                       f'pymalloc blocks {sys.getallocatedblocks()}\n')
-            out.write('    structures: ' + structures() + '\n')
             out.write(f'    gc: collections per generation {[s["collections"] for s in stats]}, '
                       f'collected {[s["collected"] for s in stats]}, counts {gc.get_count()}\n')
-            if COLLECT:
-                before = sys.getallocatedblocks()
-                found = gc.collect()
-                out.write(f'    gc.collect(): {found} unreachable, pymalloc blocks {before} -> {sys.getallocatedblocks()}; '
-                          f'rss by mapping after: ' + ', '.join(f'{k} {v / 1024:.1f}' for k, v in mappings().most_common(3)) + '\n')
-            if previous is not None:
-                grown = (counts - previous).most_common(12)
-                out.write('    objects grown: ' + ', '.join(f'{k} +{v}' for k, v in grown)
-                          + f' (total {sum(counts.values())})\n')
-            # the largest containers (a growing one is what holds the growth) and who holds them
-            sized = sorted(((len(o), o) for o in gc.get_objects()
-                            if type(o) in (list, dict, set, collections.deque, collections.OrderedDict)),
-                           key=lambda pair: pair[0], reverse=True)[:BIGGEST]
-            for n, obj in sized:
-                out.write(f'    big {type(obj).__name__}[{n}]: ' + ' -> '.join(chain(obj, hops=2)) + '\n')
-            del sized
-        previous = counts
+            out.writelines(lines)
 
 
 PATH, EVERY = sys.argv[1], float(sys.argv[2])
 BIGGEST = int(os.environ.get('SOAK_PROBE_BIGGEST', '15'))  # the largest containers named per sample
 COLLECT = os.environ.get('SOAK_PROBE_COLLECT') == '1'  # a full collection at every sample
+HOLDERS = [k for k in os.environ.get('SOAK_PROBE_HOLDERS', '').split(',') if k]  # types whose holders are named
 del sys.argv[1:3]
 # the server freezes its start-up objects (gc.freeze): frozen objects are invisible to
 # gc.get_referrers, so the holders of what grows could not be named

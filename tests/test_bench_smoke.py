@@ -152,6 +152,7 @@ def test_soak_benchmark_runs_on_a_slice():
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert re.search(r"^\s+\d+\s+[\d.]+\s+[\d.]+\s+\d+\s+\d+\s+\d+", out, re.M)  # an RSS sample row
+    assert re.search(r"\s+behind$", out, re.M) and re.search(r"\s[\d.]+\s+-?\d+$", out, re.M)  # the backlog column
     assert re.search(r"RSS: [\d.]+ MB at t=\d+ s .* -> [\d.]+ MB at t=\d+ s: growth [+-][\d.]+ %", out)
     assert re.search(r"anonymous RSS \(RssAnon\): [\d.]+ MB at t=\d+ s -> [\d.]+ MB: growth [+-][\d.]+ %", out)
     assert re.search(r"writes:\s+\d+ acknowledged .* p50 [\d.]+ ms\s+p99 [\d.]+ ms", out)
@@ -169,7 +170,8 @@ def test_soak_probe_says_where_the_servers_memory_is(tmp_path):
     result = subprocess.run(
         [sys.executable, "bench/soak.py", "--duration", "5", "--writes-per-s", "10", "--recalls-per-s", "2",
          "--subscribers", "2", "--backend", "memory", "--sample-every", "2", "--drain", "30", "--probe", str(probe)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "SOAK_PROBE_BIGGEST": "3"},
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "SOAK_PROBE_BIGGEST": "3", "SOAK_PROBE_HOLDERS": "LifecycleEvent"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     text = probe.read_text()
@@ -178,6 +180,24 @@ def test_soak_probe_says_where_the_servers_memory_is(tmp_path):
     assert re.search(r"structures: .*facts n \d+.*packs n \d+", text)
     assert re.search(r"objects grown: \w+ \+\d+", text)
     assert len(re.findall(r"^    big \w+\[\d+\]: ", text, re.M)) >= 3
+    assert re.search(r"^    holder of a LifecycleEvent \(of \d+\): \S+", text, re.M)
+
+
+def test_server_memory_measures_the_server_at_rest_between_phases():
+    """bench/server_memory.py: after each phase the server is settled (every write seen
+    consolidated), collected and trimmed, then measured; tracemalloc diffs follow the second."""
+    result = subprocess.run(
+        [sys.executable, "bench/server_memory.py", "--checkpoints", "40,80", "--writes-per-s", "20",
+         "--subscribers", "3", "--tracemalloc", "2"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)", out, re.M)
+    assert [int(r[0]) for r in rows] == [40, 80] and all(float(r[3]) > 0 for r in rows)
+    assert re.search(r"^\s+[+-][\d.]+ MB\s+[+-]\d+ blocks \(now [\d.]+ MB\)", out, re.M)  # a traced site
+    assert re.search(r"anonymous RSS from 40 to 80 writes: [\d.]+ -> [\d.]+ MB \([+-][\d.]+ %, -?[\d.]+ KB a write\)", out)
+    assert "errors: 0; subscribers that got lagging: 0" in out
 
 
 def test_forget_benchmark_runs_on_a_slice():

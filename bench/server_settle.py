@@ -1,0 +1,115 @@
+"""The server's entry point under bench/server_memory.py: on SIGUSR2 a thread collects garbage,
+trims glibc's heap and appends one settled measurement to FILE (a line of figures, then what grew
+since the previous measurement, then a line "."):
+
+- RSS, anonymous RSS, glibc's malloc (in use, free inside its heap, its own mappings), pymalloc's
+  blocks;
+- under ``-X tracemalloc=N``: the allocation sites that grew most;
+- with ``SETTLE_TYPES=1``: the object types whose count grew most, and for the top ones the types
+  that hold a few of their objects (one hop of ``gc.get_referrers``).
+
+    python bench/server_settle.py FILE serve ...   (the arguments of ``cortexdb serve``)
+"""
+
+import collections
+import ctypes
+import gc
+import os
+import signal
+import sys
+import threading
+import tracemalloc
+import types
+
+# bench/http.py would shadow the stdlib package `http`: keep this directory off the import path
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                               "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+asked = threading.Event()
+
+
+def status() -> dict:
+    found = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                found[key] = int(value.split()[0]) / 1024
+    return found
+
+
+def type_lines(previous):
+    """The types that grew and who holds a few of their objects, as text.  Runs with the GIL
+    held and keeps no heap object past its return (bench/soak_probe.py, ``held``)."""
+    counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
+    lines = []
+    if previous is not None:
+        grown = (counts - previous).most_common(15)
+        lines.append("  types grown: " + ", ".join(f"{k} +{v}" for k, v in grown))
+        for kind, _ in grown[:6]:
+            found = [o for o in gc.get_objects() if type(o).__name__ == kind]
+            holders = collections.Counter()
+            sample = found[-50:]  # the newest ones
+            for obj in sample:
+                for holder in gc.get_referrers(obj):
+                    if holder is not found and holder is not sample and not isinstance(holder, types.FrameType):
+                        name = type(holder).__name__
+                        if isinstance(holder, (list, dict, tuple, set)):
+                            name += f"[{len(holder)}]"
+                        holders[name] += 1
+            lines.append(f"    {kind} held by: " + ", ".join(f"{k} x{v}" for k, v in holders.most_common(6)))
+            del found, sample
+    return lines, counts
+
+
+def held(fn, *args):
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        return fn(*args)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def settle() -> None:
+    previous_trace = previous_types = None
+    while True:
+        asked.wait()
+        asked.clear()
+        gc.collect()
+        libc.malloc_trim(0)
+        rss, info = status(), libc.mallinfo2()
+        lines = [f"rss={rss['VmRSS']:.1f} anon={rss['RssAnon']:.1f} arena={info.arena / 1e6:.1f} "
+                 f"inuse={info.uordblks / 1e6:.1f} free={info.fordblks / 1e6:.1f} "
+                 f"mmapped={info.hblkhd / 1e6:.1f} blocks={sys.getallocatedblocks()}"]  # fmt: skip
+        if tracemalloc.is_tracing():
+            snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+            if previous_trace is not None:
+                for stat in snapshot.compare_to(previous_trace, "traceback")[:15]:
+                    lines.append(f"  {stat.size_diff / 1e6:+8.2f} MB {stat.count_diff:+8d} blocks (now {stat.size / 1e6:.1f} MB)")
+                    lines.extend("        " + line for line in stat.traceback.format()[-10:])
+            previous_trace = snapshot
+        if TYPES:
+            found, previous_types = held(type_lines, previous_types)
+            lines.extend(found)
+        with open(PATH, "a") as out:
+            out.write("\n".join(lines) + "\n.\n")
+
+
+PATH = sys.argv[1]
+TYPES = os.environ.get("SETTLE_TYPES") == "1"
+del sys.argv[1]
+signal.signal(signal.SIGUSR2, lambda *_: asked.set())
+threading.Thread(target=settle, daemon=True).start()
+sys.argv[0] = "cortexdb"
+from cortexdb.cli import main  # noqa: E402 (after the handler is in place)
+
+sys.exit(main())
