@@ -1,7 +1,8 @@
 """Recall cost on a kept data dir, for comparing two versions of the code on the same data.
 
     python bench/recall_ab.py --data DIR [--events 20000] [--queries 100] [--shape pack|events]
-                              [--clock 2026-11-28T03:00:00Z] [--out ranked.json] [--profile]
+                              [--clock 2026-11-28T03:00:00Z] [--out ranked.json] [--out-items items.json]
+                              [--profile]
                               [--mmap-thresholds 65536,dynamic]
 
 The first run loads ``--events`` of bench/recall.py's synthetic events into DIR (LevelDB, hash
@@ -11,7 +12,8 @@ holistic pack (bench/recall.py's), ``events`` the top 10 events (bench/peers.py'
 prints wall and CPU (this process's ``process_time``) p50 / p95 per recall; on a loaded machine
 the CPU time is the steadier figure.  ``--clock`` pins the engine's clock (recency and freshness
 are computed from it, so two runs rank ties alike); ``--out`` writes each pack's ranked ids and
-scores and its ``relationships`` part, to compare two runs; ``--profile`` prints a cProfile (CPU time) of the timed recalls (environment: ``AB_SORT``,
+scores and its ``relationships`` part, to compare two runs (``--out-items``: its items whole,
+context block and relationships part, to see that two versions answer alike byte for byte); ``--profile`` prints a cProfile (CPU time) of the timed recalls (environment: ``AB_SORT``,
 ``AB_LINES``, and ``AB_CALLERS``, a pattern whose callers it prints too).
 
 ``--mmap-thresholds A,B`` compares glibc malloc settings in one process instead: the timed recalls
@@ -73,6 +75,7 @@ async def main() -> None:
     parser.add_argument("--shape", choices=["pack", "events"], default="pack")
     parser.add_argument("--clock", help="pin the engine's clock to this RFC 3339 moment")
     parser.add_argument("--out", help="write the ranked ids and scores of each pack (JSON)")
+    parser.add_argument("--out-items", help="write each pack's items whole, its context block and relationships (JSON)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--mmap-thresholds", help="two malloc mmap thresholds (bytes or 'dynamic') to alternate")
     args = parser.parse_args()
@@ -98,7 +101,7 @@ async def main() -> None:
         for _ in range(20):
             await engine.recall(request(args.shape, bench.text(rng, rng.choice(bench.QUERIES))))
         queries = [bench.text(rng, rng.choice(bench.QUERIES)) for _ in range(args.queries)]
-        wall, cpu, ranked = [], [], []
+        wall, cpu, ranked, whole = [], [], [], []
         profile = cProfile.Profile(time.process_time) if args.profile else None
         for query in queries:
             if profile:
@@ -111,12 +114,18 @@ async def main() -> None:
                 profile.disable()
             ranked.append({**{layer: [(i["id"], i["score"]) for i in items] for layer, items in pack["layers"].items()},
                            "relationships": pack.get("relationships")})  # fmt: skip
+            if args.out_items:
+                whole.append({"layers": pack["layers"], "context_block": pack["context_block"],
+                              "relationships": pack.get("relationships")})  # fmt: skip
         print(f"{args.shape}: wall p50 {statistics.median(wall):.2f} ms p95 {bench.pct(wall, 0.95):.2f} ms | "
               f"CPU p50 {statistics.median(cpu):.2f} ms p95 {bench.pct(cpu, 0.95):.2f} ms | "
               f"{args.queries} recalls, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
         if args.out:
             with open(args.out, "w") as handle:
                 json.dump(ranked, handle)
+        if args.out_items:
+            with open(args.out_items, "w") as handle:
+                json.dump(whole, handle)
         if profile:
             stats = pstats.Stats(profile)
             stats.sort_stats(os.environ.get("AB_SORT", "cumulative")).print_stats(int(os.environ.get("AB_LINES", "40")))

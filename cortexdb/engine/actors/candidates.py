@@ -7,6 +7,7 @@ importance, confidence), its links for graph proximity and its citation chain do
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import attrs
@@ -24,7 +25,7 @@ from ..retrieve.temporal_filter import happened_in
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
 from . import concept_queries, history, requery
-from .episode_cache import decode_episode
+from .episode_cache import decode_episode, episode_header
 from .messages import Candidates
 
 LAYER_OF_PREFIX = {"evt": "events", "fact": "facts", "ep": "episodes", "belief": "beliefs",
@@ -256,8 +257,13 @@ async def _load(
     raw = await table.raw.get(record_id)
     if raw is None:
         return None
+    complete = None  # an episode ranked on its header: its whole record once chosen (complete)
     if layer == "episodes" and actor is not None:
-        record = decode_episode(actor, record_id, raw)
+        record = _episode_header(raw, clip)
+        if record is not None:
+            complete = functools.partial(decode_episode, actor, record_id, raw)
+        else:
+            record = decode_episode(actor, record_id, raw)
     else:
         record = jsoncodec.decode(raw)
     record = await _version(tables, layer, record, clip)
@@ -272,13 +278,26 @@ async def _load(
         return Candidate(layer=layer, id=record_id, record=record, text=episode_text(record),
                          time=record["ended_at"], importance=record.get("centrality_score", 0.0),
                          confidence=1.0, links=list(record["events"]),
-                         chain={record_id: list(record["events"])}, raw_size=len(raw))  # fmt: skip
+                         chain={record_id: list(record["events"])}, raw_size=len(raw), complete=complete)  # fmt: skip
     calibrated(record)
     support_ids = [support["id"] for support in record.get("supports", [])]
     return Candidate(layer=layer, id=record_id, record=record, text=belief_text(record),
                      time=record["last_revised_at"], importance=record["confidence"],
                      confidence=record["confidence"], links=support_ids,
                      chain=await _belief_chain(tables, record_id, support_ids), raw_size=len(raw))  # fmt: skip
+
+
+def _episode_header(raw: bytes, clip: Clip) -> dict[str, Any] | None:
+    """An episode candidate's record until it is chosen: its header (``episode_cache``), when
+    ``_version`` will judge the stored version itself (the header has every field it reads);
+    None when older versions may count (they are structured from the whole record)."""
+    header = episode_header(raw)
+    if header is None or header.get("recorded_to") is not None:
+        return None
+    if header.get("version", 1) == 1 or not (clip.include_superseded or clip.recorded is not None
+                                                or Times(header).recorded_from > clip.at):  # fmt: skip
+        return header
+    return None
 
 
 class Times:
