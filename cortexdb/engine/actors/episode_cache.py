@@ -103,4 +103,4 @@ def episode_header(raw: bytes) -> dict[str, Any] | None:
         return None
     if not isinstance(header, dict) or "supports" in header or "causal_chain" in header:
         return None
-    return header if HEADER_KEYS <= header.keys() else None
+    return header if header.keys() >= HEADER_KEYS else None
