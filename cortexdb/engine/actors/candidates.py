@@ -259,16 +259,15 @@ async def _load(
         return None
     complete = None  # an episode ranked on its header: its whole record once chosen (complete)
     if layer == "episodes" and actor is not None:
-        record = _episode_header(raw, clip)
-        if record is not None:
-            complete = functools.partial(decode_episode, actor, record_id, raw)
-        else:
-            record = decode_episode(actor, record_id, raw)
+        whole = functools.partial(decode_episode, actor, record_id, raw)
+        header = episode_header(raw)
+        record, complete = (header, whole) if header is not None else (whole(), None)
     else:
         record = jsoncodec.decode(raw)
-    record = await _version(tables, layer, record, clip)
-    if record is None:
+    kept = await _version(tables, layer, record, clip, complete)
+    if kept is None:
         return None
+    complete, record = complete if kept is record else None, kept  # history's version: whole already
     if layer == "facts":
         return Candidate(layer=layer, id=record_id, record=record, text=fact_claim_text(record),
                          time=record["valid_from"], importance=record["confidence"],
@@ -285,19 +284,6 @@ async def _load(
                      time=record["last_revised_at"], importance=record["confidence"],
                      confidence=record["confidence"], links=support_ids,
                      chain=await _belief_chain(tables, record_id, support_ids), raw_size=len(raw))  # fmt: skip
-
-
-def _episode_header(raw: bytes, clip: Clip) -> dict[str, Any] | None:
-    """An episode candidate's record until it is chosen: its header (``episode_cache``), when
-    ``_version`` will judge the stored version itself (the header has every field it reads);
-    None when older versions may count (they are structured from the whole record)."""
-    header = episode_header(raw)
-    if header is None or header.get("recorded_to") is not None:
-        return None
-    if header.get("version", 1) == 1 or not (clip.include_superseded or clip.recorded is not None
-                                                or Times(header).recorded_from > clip.at):  # fmt: skip
-        return header
-    return None
 
 
 class Times:
@@ -317,10 +303,11 @@ def _ts(value: Any) -> Any:
 RECORDS = {"facts": Fact, "beliefs": Belief, "episodes": Episode}
 
 
-async def _version(tables, layer: str, record: dict[str, Any], clip: Clip) -> dict[str, Any] | None:
+async def _version(tables, layer: str, record: dict[str, Any], clip: Clip,
+                   whole: Any = None) -> dict[str, Any] | None:  # fmt: skip
     """The version of a record (its stored wire form) the clip keeps, or None: the record
     itself when it has one version (the common case, judged without structuring it), else the
-    latest version kept of those ``history`` loads."""
+    latest version kept of those ``history`` loads (``whole()``: the whole record of a header)."""
     times = Times(record)
     # one version, or only the current one can be kept (history.py's rule: no include_superseded
     # or recorded window, and the current version recorded by the clip's moment — a closed
@@ -330,6 +317,7 @@ async def _version(tables, layer: str, record: dict[str, Any], clip: Clip) -> di
     if record.get("recorded_to") is None and (record.get("version", 1) == 1 or only_current):
         kept = clip.keeps(layer, times) and not record.get("excluded_from_recall")
         return record if kept else None
+    record = whole() if whole is not None else record  # history structures the whole record
     head = from_wire(record, RECORDS[layer])
     if layer == "facts":
         versions = await history.fact_versions(tables, head, clip)
