@@ -86,6 +86,34 @@ def embed_cached(texts: list[str], embedder: str, cache: str) -> np.ndarray:
     return vectors
 
 
+def with_content_vectors(queries: list[dict], meta: list[dict], chunks, qvectors: np.ndarray, embedder: str,
+                         args) -> np.ndarray:  # fmt: skip
+    """The query vectors, and after them one for each question CortexDB searches as another text.
+
+    A hybrid recall embeds the question less the names of its scope's voices *instead of* the
+    question (cortexdb/engine/recall/speakers.py, "content query"), so a user pays one encode
+    per question either way.  The worker is given that text's vector as every system is given the
+    question's (``content`` and ``content_row`` on the question): otherwise CortexDB alone would
+    run MiniLM inside its timed queries.  On LoCoMo it is MiniLM's vector of that text (cached like
+    the others); in the synthetic mode, whose vectors stand for no text, the question's own."""
+    from cortexdb.engine.recall.speakers import content_query
+
+    voices: dict[str, set[str]] = {}
+    for scope, start, end in chunks:  # the actor ids the worker writes (peers_workers.CortexDB.add)
+        voices.setdefault(scope, set()).update(f"user:{meta[row]['speaker']}" for row in range(start, end))
+    other = [(q, content_query(q["text"], voices.get(q["scope"], set()))) for q in queries]
+    other = [(q, text) for q, text in other if text != q["text"]]
+    if not other:
+        return qvectors
+    if args.items:
+        extra = qvectors[[q["row"] for q, _ in other]]
+    else:
+        extra = embed_cached([text for _, text in other], embedder, args.cache)
+    for offset, (q, text) in enumerate(other):
+        q["content"], q["content_row"] = text, len(qvectors) + offset
+    return np.concatenate([qvectors, extra])
+
+
 def locomo_data(args) -> tuple[list[str], list[dict], list[tuple], list[dict], dict[int, str]]:
     """(texts, meta, chunks, queries, dia_id by row) of the LoCoMo dev split."""
     with open(args.data) as handle:
@@ -170,6 +198,7 @@ def run(args) -> None:
         embedder = args.embedder
         vectors = embed_cached(texts, embedder, args.cache)
         qvectors = embed_cached([q["text"] for q in queries], embedder, args.cache)
+    qvectors = with_content_vectors(queries, meta, chunks, qvectors, embedder, args)
     print(f"{len(texts):,} items, {len(queries):,} queries; vectors ({embedder}) ready in {time.perf_counter() - started:.1f} s",
           flush=True)
     run_dir = tempfile.mkdtemp(prefix="peers-run-")

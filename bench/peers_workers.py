@@ -12,7 +12,9 @@ read (not a memory map), so the file's pages never count in a worker's RSS.
   the given-vectors API (docs/embedding.md) in bulk calls; derived records (facts, episodes) are
   embedded by MiniLM as they are for a user; ``idle`` = derivation flushed and the background
   vector seals and merges finished.  A question's vector is the shared one: the engine's embedder
-  looks it up by the question's text (the numbers MiniLM gives; no query is embedded twice).
+  looks it up by the question's text (the numbers MiniLM gives; no query is embedded twice), or
+  by the text it searches instead (the question less its scope's voices' names: peers.py,
+  ``with_content_vectors``).
 - ``chroma``: ``chromadb.PersistentClient`` (HNSW, cosine), one collection per scope, ``add``
   with the given embeddings; ``idle`` is immediate (no background work is exposed).
 - ``numpy``: exact dense search, a float32 matrix per scope (``M @ q``).
@@ -218,7 +220,10 @@ class CortexDB:
         self.trio = trio
         self.rows = rows
         self.path = os.path.join(workdir, "cortexdb")
-        self.queries = {q["text"]: i for i, q in enumerate(rows.manifest["queries"])}
+        # each question's text, and the text CortexDB searches instead of it (peers.with_content_vectors),
+        # to its row of the query vectors
+        self.queries = {q["text"]: q["row"] for q in rows.manifest["queries"]}
+        self.queries.update({q["content"]: q["content_row"] for q in rows.manifest["queries"] if "content" in q})
         self.to_loop = self.from_loop = None
 
     def start(self, handler) -> None:
@@ -234,9 +239,9 @@ class CortexDB:
             """MiniLM, but a question's vector is the one every system is given (looked up)."""
 
             def embed(self, texts):
-                known = [rows.manifest["queries"][self_index[t]] for t in texts if t in self_index]
+                known = [self_index[t] for t in texts if t in self_index]
                 if len(known) == len(texts) and texts:
-                    return np.stack([rows.vectors(rows.manifest["qvectors"], q["row"], q["row"] + 1)[0] for q in known])
+                    return np.stack([rows.vectors(rows.manifest["qvectors"], row, row + 1)[0] for row in known])
                 return super().embed(texts)
 
         self_index = self.queries

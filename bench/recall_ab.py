@@ -1,7 +1,8 @@
 """Recall cost on a kept data dir, for comparing two versions of the code on the same data.
 
     python bench/recall_ab.py --data DIR [--events 20000] [--queries 100] [--shape pack|events]
-                              [--clock 2026-11-28T03:00:00Z] [--out ranked.json] [--profile]
+                              [--clock 2026-11-28T03:00:00Z] [--out ranked.json] [--out-items items.json]
+                              [--profile] [--phases]
                               [--mmap-thresholds 65536,dynamic]
 
 The first run loads ``--events`` of bench/recall.py's synthetic events into DIR (LevelDB, hash
@@ -11,8 +12,11 @@ holistic pack (bench/recall.py's), ``events`` the top 10 events (bench/peers.py'
 prints wall and CPU (this process's ``process_time``) p50 / p95 per recall; on a loaded machine
 the CPU time is the steadier figure.  ``--clock`` pins the engine's clock (recency and freshness
 are computed from it, so two runs rank ties alike); ``--out`` writes each pack's ranked ids and
-scores and its ``relationships`` part, to compare two runs; ``--profile`` prints a cProfile (CPU time) of the timed recalls (environment: ``AB_SORT``,
-``AB_LINES``, and ``AB_CALLERS``, a pattern whose callers it prints too).
+scores and its ``relationships`` part, to compare two runs (``--out-items``: its items whole,
+context block and relationships part, to see that two versions answer alike byte for byte); ``--profile`` prints a cProfile (CPU time) of the timed recalls (environment: ``AB_SORT``,
+``AB_LINES``, and ``AB_CALLERS``, a pattern whose callers it prints too); ``--phases`` prints the CPU
+per recall of each phase of ``PHASES`` instead (timers around those functions, no profiler:
+docs/benchmarks.md, "Recall latency, session 29").
 
 ``--mmap-thresholds A,B`` compares glibc malloc settings in one process instead: the timed recalls
 alternate between the two (``dynamic``: glibc's default, emulated by a 32 MiB threshold, the
@@ -73,13 +77,16 @@ async def main() -> None:
     parser.add_argument("--shape", choices=["pack", "events"], default="pack")
     parser.add_argument("--clock", help="pin the engine's clock to this RFC 3339 moment")
     parser.add_argument("--out", help="write the ranked ids and scores of each pack (JSON)")
+    parser.add_argument("--out-items", help="write each pack's items whole, its context block and relationships (JSON)")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--phases", action="store_true", help="CPU per recall of each phase (process_time timers)")
     parser.add_argument("--mmap-thresholds", help="two malloc mmap thresholds (bytes or 'dynamic') to alternate")
     args = parser.parse_args()
     if args.mmap_thresholds:
         await thresholds_ab(args, [_threshold(t) for t in args.mmap_thresholds.split(",")])
         return
     bench = _recall_module()
+    phases = phase_timers() if args.phases else None
     extra = {}
     if args.clock:
         from cortexdb.engine.clock import ManualClock
@@ -98,7 +105,9 @@ async def main() -> None:
         for _ in range(20):
             await engine.recall(request(args.shape, bench.text(rng, rng.choice(bench.QUERIES))))
         queries = [bench.text(rng, rng.choice(bench.QUERIES)) for _ in range(args.queries)]
-        wall, cpu, ranked = [], [], []
+        wall, cpu, ranked, whole = [], [], [], []
+        if phases is not None:
+            phases.clear()
         profile = cProfile.Profile(time.process_time) if args.profile else None
         for query in queries:
             if profile:
@@ -111,17 +120,78 @@ async def main() -> None:
                 profile.disable()
             ranked.append({**{layer: [(i["id"], i["score"]) for i in items] for layer, items in pack["layers"].items()},
                            "relationships": pack.get("relationships")})  # fmt: skip
+            if args.out_items:
+                whole.append({"layers": pack["layers"], "context_block": pack["context_block"],
+                              "relationships": pack.get("relationships")})  # fmt: skip
         print(f"{args.shape}: wall p50 {statistics.median(wall):.2f} ms p95 {bench.pct(wall, 0.95):.2f} ms | "
               f"CPU p50 {statistics.median(cpu):.2f} ms p95 {bench.pct(cpu, 0.95):.2f} ms | "
               f"{args.queries} recalls, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
         if args.out:
             with open(args.out, "w") as handle:
                 json.dump(ranked, handle)
+        if phases is not None:  # nested: a phase's time includes the phases it calls
+            for name, seconds in sorted(phases.items(), key=lambda item: -item[1]):
+                print(f"  {name:26s} {seconds / args.queries * 1000:7.3f} ms a recall")
+        if args.out_items:
+            with open(args.out_items, "w") as handle:
+                json.dump(whole, handle)
         if profile:
             stats = pstats.Stats(profile)
             stats.sort_stats(os.environ.get("AB_SORT", "cumulative")).print_stats(int(os.environ.get("AB_LINES", "40")))
             if os.environ.get("AB_CALLERS"):  # who calls the functions matching this pattern
                 stats.print_callers(os.environ["AB_CALLERS"])
+
+
+PHASES = [  # (module, attribute, what it is), each timed with process_time around its calls
+    ("cortexdb.engine.actors.candidates", "gather", "candidates (scope actor)"),
+    ("cortexdb.engine.actors.candidates", "_hits", "· BM25 and vector searches"),
+    ("cortexdb.engine.actors.candidates", "_load", "· loading records"),
+    ("cortexdb.engine.actors.candidates", "_signals", "· signals"),
+    ("cortexdb.engine.retrieve.vector_index", "VectorIndex.search", "vector search"),
+    ("cortexdb.engine.retrieve.vector_index", "VectorIndex.vectors", "vector read-back"),
+    ("cortexdb.engine.recall.coordinator", "RecallCoordinator._rank", "ranking"),
+    ("cortexdb.engine.retrieve.scoring", "score_candidates", "· scoring"),
+    ("cortexdb.engine.retrieve.scoring", "mmr", "· MMR"),
+    ("cortexdb.engine.recall.routing", "expand", "relationship walk"),
+    ("cortexdb.engine.recall.coordinator", "RecallCoordinator._classify", "classify and route"),
+    ("cortexdb.engine.recall.coordinator", "RecallCoordinator._signals", "the pack's signals part"),
+    ("cortexdb.engine.recall.pack", "assemble", "assembling the pack"),
+    ("cortexdb.engine.recall.cache", "PackCache.put", "pack cache (encode)"),
+]
+
+
+def phase_timers() -> dict[str, float]:
+    """Wrap each of ``PHASES`` with a CPU timer; the returned dict accumulates seconds per phase."""
+    import functools
+    import importlib
+    import inspect
+
+    spent: dict[str, float] = {}
+
+    def timed(function, label):
+        if inspect.iscoroutinefunction(function):
+            async def wrapper(*args, **kwargs):
+                started = time.process_time()
+                try:
+                    return await function(*args, **kwargs)
+                finally:
+                    spent[label] = spent.get(label, 0.0) + time.process_time() - started
+        else:
+            def wrapper(*args, **kwargs):
+                started = time.process_time()
+                try:
+                    return function(*args, **kwargs)
+                finally:
+                    spent[label] = spent.get(label, 0.0) + time.process_time() - started
+        return functools.wraps(function)(wrapper)
+
+    for module_name, attribute, label in PHASES:
+        owner = importlib.import_module(module_name)
+        *path, name = attribute.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, name, timed(getattr(owner, name), label))
+    return spent
 
 
 def _threshold(text: str) -> int:

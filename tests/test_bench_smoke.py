@@ -85,17 +85,21 @@ def test_locomo_evidence_cleaning_follows_the_protocol():
 def test_recall_ab_benchmark_loads_once_and_reopens(tmp_path):
     data, outs = str(tmp_path / "data"), []
     for run, shape in enumerate(("pack", "events", "events")):
-        out = str(tmp_path / f"ranked{run}.json")
+        out, items = str(tmp_path / f"ranked{run}.json"), str(tmp_path / f"items{run}.json")
         result = subprocess.run(
             [sys.executable, "bench/recall_ab.py", "--data", data, "--events", "150", "--queries", "4",
-             "--shape", shape, "--clock", "2026-11-28T03:00:00Z", "--out", out],
+             "--shape", shape, "--clock", "2026-11-28T03:00:00Z", "--out", out, "--out-items", items,
+             *(["--phases"] if run == 0 else [])],
             capture_output=True, text=True, timeout=600, cwd=ROOT,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
         assert ("loaded 150 events" in result.stdout) == (run == 0)
         assert re.search(rf"{shape}: wall p50 [\d.]+ ms p95 [\d.]+ ms \| CPU p50 [\d.]+ ms", result.stdout)
+        assert ("candidates (scope actor)" in result.stdout) == (run == 0)  # --phases
         with open(out) as handle:
             outs.append(json.load(handle))
+        with open(items) as handle:
+            assert len(json.load(handle)) == 4
     assert len(outs[1]) == 4 and all(len(pack["events"]) <= 10 for pack in outs[1])
     assert outs[1] == outs[2]  # the same data, the same pinned clock: the same ranking
 

@@ -7,6 +7,7 @@ importance, confidence), its links for graph proximity and its citation chain do
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import attrs
@@ -24,7 +25,7 @@ from ..retrieve.temporal_filter import happened_in
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
 from . import concept_queries, history, requery
-from .episode_cache import decode_episode
+from .episode_cache import decode_episode, episode_header
 from .messages import Candidates
 
 LAYER_OF_PREFIX = {"evt": "events", "fact": "facts", "ep": "episodes", "belief": "beliefs",
@@ -256,13 +257,17 @@ async def _load(
     raw = await table.raw.get(record_id)
     if raw is None:
         return None
+    complete = None  # an episode ranked on its header: its whole record once chosen (complete)
     if layer == "episodes" and actor is not None:
-        record = decode_episode(actor, record_id, raw)
+        whole = functools.partial(decode_episode, actor, record_id, raw)
+        header = episode_header(raw)
+        record, complete = (header, whole) if header is not None else (whole(), None)
     else:
         record = jsoncodec.decode(raw)
-    record = await _version(tables, layer, record, clip)
-    if record is None:
+    kept = await _version(tables, layer, record, clip, complete)
+    if kept is None:
         return None
+    complete, record = complete if kept is record else None, kept  # history's version: whole already
     if layer == "facts":
         return Candidate(layer=layer, id=record_id, record=record, text=fact_claim_text(record),
                          time=record["valid_from"], importance=record["confidence"],
@@ -272,7 +277,7 @@ async def _load(
         return Candidate(layer=layer, id=record_id, record=record, text=episode_text(record),
                          time=record["ended_at"], importance=record.get("centrality_score", 0.0),
                          confidence=1.0, links=list(record["events"]),
-                         chain={record_id: list(record["events"])}, raw_size=len(raw))  # fmt: skip
+                         chain={record_id: list(record["events"])}, raw_size=len(raw), complete=complete)  # fmt: skip
     calibrated(record)
     support_ids = [support["id"] for support in record.get("supports", [])]
     return Candidate(layer=layer, id=record_id, record=record, text=belief_text(record),
@@ -298,10 +303,11 @@ def _ts(value: Any) -> Any:
 RECORDS = {"facts": Fact, "beliefs": Belief, "episodes": Episode}
 
 
-async def _version(tables, layer: str, record: dict[str, Any], clip: Clip) -> dict[str, Any] | None:
+async def _version(tables, layer: str, record: dict[str, Any], clip: Clip,
+                   whole: Any = None) -> dict[str, Any] | None:  # fmt: skip
     """The version of a record (its stored wire form) the clip keeps, or None: the record
     itself when it has one version (the common case, judged without structuring it), else the
-    latest version kept of those ``history`` loads."""
+    latest version kept of those ``history`` loads (``whole()``: the whole record of a header)."""
     times = Times(record)
     # one version, or only the current one can be kept (history.py's rule: no include_superseded
     # or recorded window, and the current version recorded by the clip's moment — a closed
@@ -311,6 +317,7 @@ async def _version(tables, layer: str, record: dict[str, Any], clip: Clip) -> di
     if record.get("recorded_to") is None and (record.get("version", 1) == 1 or only_current):
         kept = clip.keeps(layer, times) and not record.get("excluded_from_recall")
         return record if kept else None
+    record = whole() if whole is not None else record  # history structures the whole record
     head = from_wire(record, RECORDS[layer])
     if layer == "facts":
         versions = await history.fact_versions(tables, head, clip)
