@@ -109,6 +109,49 @@ async def test_events_still_pending_at_a_restart_are_indexed_with_their_given_ve
         assert ranked[0]["score"] == pytest.approx(ranked[1]["score"])  # the same given vector
 
 
+async def _rows(store, table: bytes) -> dict[str, bytes]:
+    return {key.rsplit(b"\x00", 1)[1].decode(): value async for key, value in store.scan(prefix=table + b"\x00")}
+
+
+async def test_a_given_vector_is_stored_once_and_a_data_dir_with_both_copies_still_opens(clock):
+    """The writer's vector is kept in ``GV`` alone: indexing writes no ``V`` row for the event
+    (decisions.md, "Fewer bytes written per event").  A data dir written before, where the event
+    has both rows, opens and recalls the same; a restart reads the given vector from ``GV``."""
+    store = MemoryStore()
+    opened = opener("memory", None, clock, None, store)
+    async with opened() as engine:
+        await engine.experience_bulk({"scope": SCOPE, "items": items()})
+        await engine.flush(SCOPE)
+        ids = {e["content"]["text"]: e["id"] for e in (await engine.events(SCOPE))["items"]}
+        apples, zebras = ids["I had apples for lunch."], ids["We watched zebras at the zoo."]
+        weather = ids["The weather was grey and cold."]
+        given_rows, vector_rows = await _rows(store, b"GV"), await _rows(store, b"V")
+        assert set(given_rows) == {apples, zebras}
+        assert not {apples, zebras} & set(vector_rows)  # one copy: GV
+        assert weather in vector_rows  # embedded here: its vector is derived, in V
+        assert np.frombuffer(given_rows[apples], np.float32).tolist() == pytest.approx(given(ZEBRAS))
+    async with opened() as engine:  # restart: the given vectors are indexed from GV
+        assert await first_text(engine, ZEBRAS) == "I had apples for lunch."
+        assert await first_text(engine, APPLES) == "We watched zebras at the zoo."
+    prefix = b"V\x00" + SCOPE.encode() + b"\x00"
+    old_format = [_put(prefix + event_id.encode(), given_rows[event_id]) for event_id in (apples, zebras)]
+    await store.write(old_format)  # the previous format: the given vector in V too
+    async with opened() as engine:
+        assert await first_text(engine, ZEBRAS) == "I had apples for lunch."
+        assert await first_text(engine, APPLES) == "We watched zebras at the zoo."
+        assert await first_text(engine, "grey cold weather") == "The weather was grey and cold."
+        await engine.rebuild(SCOPE)  # V emptied and derived again: the event's V row is gone
+        await engine.flush(SCOPE)
+        assert not {apples, zebras} & set(await _rows(store, b"V"))
+        assert await first_text(engine, ZEBRAS) == "I had apples for lunch."
+
+
+def _put(key: bytes, value: bytes):
+    from cortexdb.engine.spi.kv import Put
+
+    return Put(key, value)
+
+
 async def test_the_vector_is_checked_against_the_embedder_and_refused_clearly(clock):
     async with cortexdb.open_engine("memory", clock=clock, id_seed=1,
                                     config=EngineConfig(default_caller="user:alice")) as engine:  # fmt: skip
