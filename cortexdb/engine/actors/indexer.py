@@ -45,6 +45,9 @@ class Indexer:
         self._vector_done.set()
         self.backlog = VectorBacklog(self.embed)  # derived records waiting for their vectors
         self.deferring = defers(ctx.config, ctx.embedder)
+        # ``V`` rows as the index keeps them: float16 rows when its delta is float16 (a restart
+        # indexes the same values; half of float32's bytes written and compacted)
+        self.half = ctx.config.vector_dtype == "float16"
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         """Embed off the event loop when the embedder is a model, or when the texts are many (the
@@ -144,7 +147,8 @@ class Indexer:
                 await trio.lowlevel.checkpoint()
             vector_index.add(doc_id, vector)
             if ops is not None and doc_id not in stored:
-                ops.append(self.vectors_table.put_op(doc_id, vector))
+                row = np.asarray(vector).astype(np.float16) if self.half else vector  # as the delta casts
+                ops.append(self.vectors_table.put_op(doc_id, row))
         if vector_index.needs_seal:
             if self.background is None:
                 await vector_index.seal()
