@@ -251,8 +251,11 @@ async def test_codecs_round_trip(node_tables):
                         part.belief_claims.put_op("claim", "belief_1"), part.pending.put_op("evt_1", True)])  # fmt: skip
     assert await part.event_states.get("evt_1") == state
     raw = await part.event_states.raw.get("evt_1")
-    assert raw == b'{"scope":"org:acme/user:alice","done":["captured"],"lce":["lce_1"],"derives":[],' \
-                  b'"errors":[],"cancelled":false,"batch_id":null,"passages":[[0,5]]}'  # fmt: skip
+    assert raw == b'{"scope":"org:acme/user:alice","done":["captured"],"lce":["lce_1"],"passages":[[0,5]]}'
+    old_format = b'{"scope":"org:acme/user:alice","done":["captured"],"lce":["lce_1"],"derives":[],' \
+                 b'"errors":[],"cancelled":false,"batch_id":null,"passages":[[0,5]]}'  # fmt: skip
+    await tables.store.write([_put(part.event_states.key("evt_0"), old_format)])  # as earlier builds wrote it
+    assert await part.event_states.get("evt_0") == state
     assert (await part.event_states.json.get("evt_1"))["passages"] == [[0, 5]]
     assert np.array_equal(await part.vectors.get("fact_1"), vector)
     assert await part.vectors.raw.get("fact_1") == vector.tobytes()
