@@ -129,13 +129,15 @@ async def test_a_given_vector_is_stored_once_and_a_data_dir_with_both_copies_sti
         assert set(given_rows) == {apples, zebras}
         assert not {apples, zebras} & set(vector_rows)  # one copy: GV
         assert weather in vector_rows  # embedded here: its vector is derived, in V
-        assert np.frombuffer(given_rows[apples], np.float32).tolist() == pytest.approx(given(ZEBRAS))
+        # float16, as the index keeps it (``vector_dtype``'s default): the marker byte, then the halves
+        assert given_rows[apples] == b"\x02" + np.asarray(given(ZEBRAS), np.float32).astype(np.float16).tobytes()
     async with opened() as engine:  # restart: the given vectors are indexed from GV
         assert await first_text(engine, ZEBRAS) == "I had apples for lunch."
         assert await first_text(engine, APPLES) == "We watched zebras at the zoo."
-    prefix = b"V\x00" + SCOPE.encode() + b"\x00"
-    old_format = [_put(prefix + event_id.encode(), given_rows[event_id]) for event_id in (apples, zebras)]
-    await store.write(old_format)  # the previous format: the given vector in V too
+    old_format = [_put(table + b"\x00" + SCOPE.encode() + b"\x00" + event_id.encode(),
+                       np.asarray(given(text), np.float32).tobytes())
+                  for event_id, text in ((apples, ZEBRAS), (zebras, APPLES)) for table in (b"GV", b"V")]  # fmt: skip
+    await store.write(old_format)  # the previous format: the given vector in float32, in GV and in V
     async with opened() as engine:
         assert await first_text(engine, ZEBRAS) == "I had apples for lunch."
         assert await first_text(engine, APPLES) == "We watched zebras at the zoo."
@@ -202,3 +204,15 @@ async def test_forgetting_an_event_deletes_its_given_vector(clock):
         await forget_ops.redact_events(engine, SCOPE, [redacted.event_id])
         await forget_ops.delete_events(engine, SCOPE, [deleted.event_id])
         assert await given_rows() == {kept.event_id}
+
+
+async def test_a_given_vector_stays_float32_when_the_index_keeps_float32_or_int8(clock):
+    for dtype in ("float32", "int8"):
+        store = MemoryStore()
+        config = EngineConfig(default_caller="user:alice", vector_dtype=dtype)
+        async with cortexdb.open_engine("memory", store=store, clock=clock, id_seed=1, config=config) as engine:
+            written = await engine.experience(envelope("I had apples.", vector=given(ZEBRAS)), wait="indexed")
+        rows = await _rows(store, b"GV")
+        assert rows == {written.event_id: np.asarray(given(ZEBRAS), np.float32).tobytes()}
+        vectors = await _rows(store, b"V")
+        assert written.event_id not in vectors and all(len(v) % 4 == 0 for v in vectors.values())  # float32
