@@ -14,19 +14,23 @@ from __future__ import annotations
 from typing import Any
 
 from .. import jsoncodec
-from ..model import LifecycleEvent
-from .table import Records
+from ..model import LifecycleEvent, converter
 
 
-class LifecycleRows(Records[LifecycleEvent]):
+class LifecycleRows:
+    """The codec of table ``L`` (a ``Records(LifecycleEvent)`` with ``compact`` and ``expand``)."""
+
+    cls = LifecycleEvent
+
     def __init__(self) -> None:
-        super().__init__(LifecycleEvent)
+        self._unstructure = converter.get_unstructure_hook(LifecycleEvent)
+        self._structure = converter.get_structure_hook(LifecycleEvent)
 
     def encode(self, value: LifecycleEvent) -> bytes:
         return jsoncodec.encode(compact(self._unstructure(value)))
 
     def decode(self, raw: bytes) -> LifecycleEvent:
-        return self._structure(expand(jsoncodec.decode(raw)), self.cls)
+        return self._structure(expand(jsoncodec.decode(raw)), LifecycleEvent)
 
 
 def compact(data: dict[str, Any]) -> dict[str, Any]:
