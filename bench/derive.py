@@ -17,7 +17,8 @@ then times one more ``--batch`` events from the first call until the store is id
 - the worker's peak RSS so far (``ru_maxrss``);
 - with ``--bytes``: the bytes the batch wrote to LevelDB per event (keys and values of puts,
   keys of deletes: what LevelDB logs and then compacts), by table, counted by a wrapper around
-  the store's ``write``.
+  the store's ``write``; and LevelDB's own compaction totals over the batch (``leveldb.stats``:
+  seconds, MB read and written, memtable flushes included).
 A flat CPU per event across sizes is the goal (issue 17's ingest until idle, issue 10's soak):
 derivation should cost what one event brings, not what the scope already holds.
 """
@@ -49,6 +50,20 @@ class WriteCounter:
 
     def __init__(self) -> None:
         self.bytes: dict[str, int] = {}
+        self.store = None
+
+    def compactions(self) -> list[float]:
+        """LevelDB's own totals since the store opened, over every level (``leveldb.stats``):
+        seconds compacting (memtable flushes included), MB read and MB written by compactions."""
+        if self.store is None:
+            return [0.0, 0.0, 0.0]
+        stats = self.store._db.get_property(b"leveldb.stats").decode()
+        totals = [0.0, 0.0, 0.0]
+        for line in stats.splitlines():
+            parts = line.split()
+            if len(parts) == 6 and parts[0].isdigit():  # level files size time read write
+                totals = [t + float(v) for t, v in zip(totals, parts[3:], strict=True)]
+        return totals
 
     def install(self, store_class) -> None:
         from cortexdb.engine.spi.kv import Put
@@ -56,6 +71,7 @@ class WriteCounter:
         original, counts = store_class.write, self.bytes
 
         async def write(store, ops, *, sync=False):
+            self.store = store
             for op in ops:
                 table = op.key.split(b"\x00", 1)[0].decode()
                 size = len(op.key) + (len(op.value) if isinstance(op, Put) else 0)
@@ -118,6 +134,7 @@ def worker(root: str, batch: int, count_bytes: bool = False) -> None:
                     held = size
                 grown = {"grow_cpu": cpu() - grow_cpu, "grow_wall": time.perf_counter() - grow_wall}
                 counter.take()
+                compacted = counter.compactions()
                 started_cpu, started = cpu(), time.perf_counter()
                 await add(engine, held, batch)
                 called_cpu, called = cpu(), time.perf_counter()
@@ -125,7 +142,9 @@ def worker(root: str, batch: int, count_bytes: bool = False) -> None:
                 done_cpu, done = cpu(), time.perf_counter()
                 held += batch
                 written = counter.take()
+                compaction = [b - a for a, b in zip(compacted, counter.compactions(), strict=True)]
                 print(json.dumps({
+                    "compaction": {"seconds": compaction[0], "read_mb": compaction[1], "write_mb": compaction[2]},
                     "bytes_per_event": {t: n / batch for t, n in sorted(written.items(), key=lambda kv: -kv[1])},
                     "size": size, **grown, "cpu_ms": 1000 * (done_cpu - started_cpu) / batch,
                     "derive_cpu_ms": 1000 * (done_cpu - called_cpu) / batch,
@@ -193,8 +212,11 @@ def main() -> None:
             for name, row in rows.items():
                 if "bytes_per_event" in row and row["bytes_per_event"]:
                     tables = row["bytes_per_event"]
+                    done = row["compaction"]
                     print(f"    {name}: {sum(tables.values()) / 1000:.2f} KB written per event: "
-                          + ", ".join(f"{t} {n / 1000:.2f}" for t, n in tables.items() if n >= 20), flush=True)
+                          + ", ".join(f"{t} {n / 1000:.2f}" for t, n in tables.items() if n >= 20)
+                          + f"; LevelDB compactions in the batch: {done['seconds']:.1f} s, "
+                          f"read {done['read_mb']:.0f} MB, wrote {done['write_mb']:.0f} MB", flush=True)
         for name, (cpu_s, wall_s, events) in totals.items():
             print(f"{name}: {events} events in all, {1000 * cpu_s / events:.2f} CPU ms/event, "
                   f"{events / wall_s:.0f} items/s until idle (wall, shared machine)")  # fmt: skip
