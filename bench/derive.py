@@ -142,9 +142,11 @@ def worker(root: str, batch: int, count_bytes: bool = False) -> None:
                 done_cpu, done = cpu(), time.perf_counter()
                 held += batch
                 written = counter.take()
-                compaction = [b - a for a, b in zip(compacted, counter.compactions(), strict=True)]
+                totals = counter.compactions()
+                compaction = [b - a for a, b in zip(compacted, totals, strict=True)]
                 print(json.dumps({
                     "compaction": {"seconds": compaction[0], "read_mb": compaction[1], "write_mb": compaction[2]},
+                    "compaction_total": {"seconds": totals[0], "read_mb": totals[1], "write_mb": totals[2]},
                     "bytes_per_event": {t: n / batch for t, n in sorted(written.items(), key=lambda kv: -kv[1])},
                     "size": size, **grown, "cpu_ms": 1000 * (done_cpu - started_cpu) / batch,
                     "derive_cpu_ms": 1000 * (done_cpu - called_cpu) / batch,
@@ -212,11 +214,13 @@ def main() -> None:
             for name, row in rows.items():
                 if "bytes_per_event" in row and row["bytes_per_event"]:
                     tables = row["bytes_per_event"]
-                    done = row["compaction"]
+                    done, total = row["compaction"], row["compaction_total"]
                     print(f"    {name}: {sum(tables.values()) / 1000:.2f} KB written per event: "
                           + ", ".join(f"{t} {n / 1000:.2f}" for t, n in tables.items() if n >= 20)
                           + f"; LevelDB compactions in the batch: {done['seconds']:.1f} s, "
-                          f"read {done['read_mb']:.0f} MB, wrote {done['write_mb']:.0f} MB", flush=True)
+                          f"read {done['read_mb']:.0f} MB, wrote {done['write_mb']:.0f} MB (bursty: "
+                          f"since the start {total['seconds']:.1f} s, {total['read_mb']:.0f} / "
+                          f"{total['write_mb']:.0f} MB)", flush=True)
         for name, (cpu_s, wall_s, events) in totals.items():
             print(f"{name}: {events} events in all, {1000 * cpu_s / events:.2f} CPU ms/event, "
                   f"{events / wall_s:.0f} items/s until idle (wall, shared machine)")  # fmt: skip
