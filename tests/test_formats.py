@@ -58,7 +58,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import sys
 
 import numpy as np
