@@ -14,7 +14,11 @@ then times one more ``--batch`` events from the first call until the store is id
   the worker threads included), and of derivation alone (from the last call's return to idle);
 - items/s until idle (wall; on a shared machine the CPU figure is the one to compare);
 - the ratio of the baseline's CPU per event to this checkout's;
-- the worker's peak RSS so far (``ru_maxrss``).
+- the worker's peak RSS so far (``ru_maxrss``);
+- with ``--bytes``: the bytes the batch wrote to LevelDB per event (keys and values of puts,
+  keys of deletes: what LevelDB logs and then compacts), by table, counted by a wrapper around
+  the store's ``write``; and LevelDB's own compaction totals over the batch (``leveldb.stats``:
+  seconds, MB read and written, memtable flushes included).
 A flat CPU per event across sizes is the goal (issue 17's ingest until idle, issue 10's soak):
 derivation should cost what one event brings, not what the scope already holds.
 """
@@ -40,7 +44,49 @@ def cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def worker(root: str, batch: int) -> None:
+class WriteCounter:
+    """Bytes written to the store by table (the key's first part): puts' keys and values,
+    deletes' keys (a delete is a record LevelDB logs and compacts too)."""
+
+    def __init__(self) -> None:
+        self.bytes: dict[str, int] = {}
+        self.store = None
+
+    def compactions(self) -> list[float]:
+        """LevelDB's own totals since the store opened, over every level (``leveldb.stats``):
+        seconds compacting (memtable flushes included), MB read and MB written by compactions."""
+        if self.store is None:
+            return [0.0, 0.0, 0.0]
+        stats = self.store._db.get_property(b"leveldb.stats").decode()
+        totals = [0.0, 0.0, 0.0]
+        for line in stats.splitlines():
+            parts = line.split()
+            if len(parts) == 6 and parts[0].isdigit():  # level files size time read write
+                totals = [t + float(v) for t, v in zip(totals, parts[3:], strict=True)]
+        return totals
+
+    def install(self, store_class) -> None:
+        from cortexdb.engine.spi.kv import Put
+
+        original, counts = store_class.write, self.bytes
+
+        async def write(store, ops, *, sync=False):
+            self.store = store
+            for op in ops:
+                table = op.key.split(b"\x00", 1)[0].decode()
+                size = len(op.key) + (len(op.value) if isinstance(op, Put) else 0)
+                counts[table] = counts.get(table, 0) + size
+            return await original(store, ops, sync=sync)
+
+        store_class.write = write
+
+    def take(self) -> dict[str, int]:
+        out = dict(self.bytes)
+        self.bytes.clear()
+        return out
+
+
+def worker(root: str, batch: int, count_bytes: bool = False) -> None:
     """Grow one scope on command: each line in is a size, each line out that step's figures."""
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
     sys.path.insert(0, root)
@@ -57,6 +103,11 @@ def worker(root: str, batch: int) -> None:
     spec = importlib.util.spec_from_file_location("bench_recall", os.path.join(_HERE, "recall.py"))
     recall = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(recall)
+    counter = WriteCounter()
+    if count_bytes:
+        from cortexdb.backends.leveldb.store import LevelDBStore
+
+        counter.install(LevelDBStore)
     rng, vectors = random.Random(7), np.random.default_rng(7)
     path = tempfile.mkdtemp(prefix="bench-derive-")
 
@@ -82,13 +133,21 @@ def worker(root: str, batch: int) -> None:
                     await recall.settle(engine, SCOPE)
                     held = size
                 grown = {"grow_cpu": cpu() - grow_cpu, "grow_wall": time.perf_counter() - grow_wall}
+                counter.take()
+                compacted = counter.compactions()
                 started_cpu, started = cpu(), time.perf_counter()
                 await add(engine, held, batch)
                 called_cpu, called = cpu(), time.perf_counter()
                 await recall.settle(engine, SCOPE)
                 done_cpu, done = cpu(), time.perf_counter()
                 held += batch
+                written = counter.take()
+                totals = counter.compactions()
+                compaction = [b - a for a, b in zip(compacted, totals, strict=True)]
                 print(json.dumps({
+                    "compaction": {"seconds": compaction[0], "read_mb": compaction[1], "write_mb": compaction[2]},
+                    "compaction_total": {"seconds": totals[0], "read_mb": totals[1], "write_mb": totals[2]},
+                    "bytes_per_event": {t: n / batch for t, n in sorted(written.items(), key=lambda kv: -kv[1])},
                     "size": size, **grown, "cpu_ms": 1000 * (done_cpu - started_cpu) / batch,
                     "derive_cpu_ms": 1000 * (done_cpu - called_cpu) / batch,
                     "calls_per_s": batch / (called - started), "idle_per_s": batch / (done - started),
@@ -101,9 +160,10 @@ def worker(root: str, batch: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def start(root: str, batch: int) -> subprocess.Popen:
+def start(root: str, batch: int, count_bytes: bool = False) -> subprocess.Popen:
     process = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--worker", root, "--batch", str(batch)],
+        [sys.executable, os.path.abspath(__file__), "--worker", root, "--batch", str(batch),
+         *(["--bytes"] if count_bytes else [])],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root,
     )  # fmt: skip
     assert json.loads(process.stdout.readline())["ready"]
@@ -121,17 +181,18 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,5000,10000,20000")
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--baseline", default="none", help="another checkout to compare with (none: skip)")
+    parser.add_argument("--bytes", action="store_true", help="print the bytes written per event by table")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.batch)
+        worker(args.worker, args.batch, args.bytes)
         return
     arms = {"this": os.path.dirname(_HERE)}
     if args.baseline != "none":
         arms["baseline"] = os.path.abspath(args.baseline)
     print(f"one scope, given vectors, hash embedder, LevelDB; +{args.batch} events timed at each size; "
           f"arms: {arms}; load {os.getloadavg()[0]:.1f}")  # fmt: skip
-    workers = {name: start(root, args.batch) for name, root in arms.items()}
+    workers = {name: start(root, args.batch, args.bytes) for name, root in arms.items()}
     totals = {name: [0.0, 0.0, 0] for name in arms}  # cpu s, wall s, events: until idle, all steps
     try:
         for size in [int(s) for s in args.sizes.split(",")]:
@@ -150,6 +211,16 @@ def main() -> None:
             if "baseline" in rows:
                 line += f" | baseline/this CPU {rows['baseline']['cpu_ms'] / rows['this']['cpu_ms']:.2f}x"
             print(line, flush=True)
+            for name, row in rows.items():
+                if "bytes_per_event" in row and row["bytes_per_event"]:
+                    tables = row["bytes_per_event"]
+                    done, total = row["compaction"], row["compaction_total"]
+                    print(f"    {name}: {sum(tables.values()) / 1000:.2f} KB written per event: "
+                          + ", ".join(f"{t} {n / 1000:.2f}" for t, n in tables.items() if n >= 20)
+                          + f"; LevelDB compactions in the batch: {done['seconds']:.1f} s, "
+                          f"read {done['read_mb']:.0f} MB, wrote {done['write_mb']:.0f} MB (bursty: "
+                          f"since the start {total['seconds']:.1f} s, {total['read_mb']:.0f} / "
+                          f"{total['write_mb']:.0f} MB)", flush=True)
         for name, (cpu_s, wall_s, events) in totals.items():
             print(f"{name}: {events} events in all, {1000 * cpu_s / events:.2f} CPU ms/event, "
                   f"{events / wall_s:.0f} items/s until idle (wall, shared machine)")  # fmt: skip

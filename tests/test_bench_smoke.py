@@ -362,15 +362,18 @@ def test_scopes_benchmark_runs_on_a_slice():
 
 
 def test_derive_benchmark_runs_and_prints_cpu_per_event():
-    """bench/derive.py: derivation CPU per event at two scope sizes (one arm: no baseline)."""
+    """bench/derive.py: derivation CPU per event at two scope sizes (one arm: no baseline), and
+    the bytes written per event by table (``--bytes``)."""
     result = subprocess.run(
-        [sys.executable, "bench/derive.py", "--sizes", "100,300", "--batch", "100"],
+        [sys.executable, "bench/derive.py", "--sizes", "100,300", "--batch", "100", "--bytes"],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     for size in (100, 300):
         assert re.search(rf"{size:>7} events held, load\s+[\d.]+: \| this:\s+[\d.]+ CPU ms/event", result.stdout)
     assert re.search(r"this: 400 events in all, [\d.]+ CPU ms/event, \d+ items/s until idle", result.stdout)
+    written = re.findall(r"this: ([\d.]+) KB written per event: X [\d.]+, .*LevelDB compactions in the batch", result.stdout)
+    assert len(written) == 2 and all(float(kb) > 1 for kb in written)
 
 
 def test_engine_memory_bench_says_what_the_scopes_structures_account_for():

@@ -109,6 +109,51 @@ async def test_events_still_pending_at_a_restart_are_indexed_with_their_given_ve
         assert ranked[0]["score"] == pytest.approx(ranked[1]["score"])  # the same given vector
 
 
+async def _rows(store, table: bytes) -> dict[str, bytes]:
+    return {key.rsplit(b"\x00", 1)[1].decode(): value async for key, value in store.scan(prefix=table + b"\x00")}
+
+
+async def test_a_given_vector_is_stored_once_and_a_data_dir_with_both_copies_still_opens(clock):
+    """The writer's vector is kept in ``GV`` alone: indexing writes no ``V`` row for the event
+    (decisions.md, "Fewer bytes written per event").  A data dir written before, where the event
+    has both rows, opens and recalls the same; a restart reads the given vector from ``GV``."""
+    store = MemoryStore()
+    opened = opener("memory", None, clock, None, store)
+    async with opened() as engine:
+        await engine.experience_bulk({"scope": SCOPE, "items": items()})
+        await engine.flush(SCOPE)
+        ids = {e["content"]["text"]: e["id"] for e in (await engine.events(SCOPE))["items"]}
+        apples, zebras = ids["I had apples for lunch."], ids["We watched zebras at the zoo."]
+        weather = ids["The weather was grey and cold."]
+        given_rows, vector_rows = await _rows(store, b"GV"), await _rows(store, b"V")
+        assert set(given_rows) == {apples, zebras}
+        assert not {apples, zebras} & set(vector_rows)  # one copy: GV
+        assert weather in vector_rows  # embedded here: its vector is derived, in V
+        # float16, as the index keeps it (``vector_dtype``'s default): the marker byte, then the halves
+        assert given_rows[apples] == b"\x02" + np.asarray(given(ZEBRAS), np.float32).astype(np.float16).tobytes()
+    async with opened() as engine:  # restart: the given vectors are indexed from GV
+        assert await first_text(engine, ZEBRAS) == "I had apples for lunch."
+        assert await first_text(engine, APPLES) == "We watched zebras at the zoo."
+    old_format = [_put(table + b"\x00" + SCOPE.encode() + b"\x00" + event_id.encode(),
+                       np.asarray(given(text), np.float32).tobytes())
+                  for event_id, text in ((apples, ZEBRAS), (zebras, APPLES)) for table in (b"GV", b"V")]  # fmt: skip
+    await store.write(old_format)  # the previous format: the given vector in float32, in GV and in V
+    async with opened() as engine:
+        assert await first_text(engine, ZEBRAS) == "I had apples for lunch."
+        assert await first_text(engine, APPLES) == "We watched zebras at the zoo."
+        assert await first_text(engine, "grey cold weather") == "The weather was grey and cold."
+        await engine.rebuild(SCOPE)  # V emptied and derived again: the event's V row is gone
+        await engine.flush(SCOPE)
+        assert not {apples, zebras} & set(await _rows(store, b"V"))
+        assert await first_text(engine, ZEBRAS) == "I had apples for lunch."
+
+
+def _put(key: bytes, value: bytes):
+    from cortexdb.engine.spi.kv import Put
+
+    return Put(key, value)
+
+
 async def test_the_vector_is_checked_against_the_embedder_and_refused_clearly(clock):
     async with cortexdb.open_engine("memory", clock=clock, id_seed=1,
                                     config=EngineConfig(default_caller="user:alice")) as engine:  # fmt: skip
@@ -159,3 +204,15 @@ async def test_forgetting_an_event_deletes_its_given_vector(clock):
         await forget_ops.redact_events(engine, SCOPE, [redacted.event_id])
         await forget_ops.delete_events(engine, SCOPE, [deleted.event_id])
         assert await given_rows() == {kept.event_id}
+
+
+async def test_a_given_vector_stays_float32_when_the_index_keeps_float32_or_int8(clock):
+    for dtype in ("float32", "int8"):
+        store = MemoryStore()
+        config = EngineConfig(default_caller="user:alice", vector_dtype=dtype)
+        async with cortexdb.open_engine("memory", store=store, clock=clock, id_seed=1, config=config) as engine:
+            written = await engine.experience(envelope("I had apples.", vector=given(ZEBRAS)), wait="indexed")
+        rows = await _rows(store, b"GV")
+        assert rows == {written.event_id: np.asarray(given(ZEBRAS), np.float32).tobytes()}
+        vectors = await _rows(store, b"V")
+        assert written.event_id not in vectors and all(len(v) % 4 == 0 for v in vectors.values())  # float32

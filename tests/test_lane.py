@@ -86,12 +86,42 @@ def test_an_event_state_stores_every_optional_field_it_has_in_one_order_and_read
 
     assert set(EVENT_STATE_OPTIONAL) == {f.name for f in attrs.fields(EventState)} - {
         "scope", "done", "lce", "derives", "errors", "cancelled", "batch_id"}  # fmt: skip
-    full = EventState(scope=ALICE, **{name: [index] for index, name in enumerate(EVENT_STATE_OPTIONAL)})
+    full = EventState(scope=ALICE, derives=["d"], errors=[{}], cancelled=True, batch_id="b",
+                      **{name: [index] for index, name in enumerate(EVENT_STATE_OPTIONAL)})  # fmt: skip
     wire = event_state_wire(full)
     assert list(wire)[7:] == list(EVENT_STATE_OPTIONAL)
     assert [wire[name] for name in EVENT_STATE_OPTIONAL] == [[i] for i in range(len(EVENT_STATE_OPTIONAL))]
     assert event_state_from_wire(wire) == full
     bare = EventState(scope=ALICE, episode_id="ep_1")
-    assert list(event_state_wire(bare)) == [
-        "scope", "done", "lce", "derives", "errors", "cancelled", "batch_id", "episode_id"]  # fmt: skip
+    assert list(event_state_wire(bare)) == ["scope", "done", "lce", "episode_id"]  # the defaults left out
     assert event_state_from_wire(event_state_wire(bare)) == bare
+    set_ = EventState(scope=ALICE, derives=["f"], errors=[{"stage": "extracted"}], cancelled=True, batch_id="b")
+    assert list(event_state_wire(set_)) == ["scope", "done", "lce", "derives", "errors", "cancelled", "batch_id"]
+    assert event_state_from_wire(event_state_wire(set_)) == set_
+
+
+def test_an_event_states_derives_are_stored_only_when_they_are_not_its_stage_derives_joined():
+    """``derives`` is left out when it is what the stages derived, in stage order, each once;
+    stored otherwise (a foreign derivation's order, a record derived twice); a state written by
+    an earlier build, with every field, reads the same (decisions.md, "Fewer bytes written per
+    event")."""
+    from cortexdb.engine.model.converter import (
+        event_state_from_wire,
+        event_state_wire,
+        state_derives,
+    )
+
+    stages = {"extracted": ["fact_1", "fact_2"], "consolidated": ["belief_1"], "episode": ["ep_1", "fact_1"]}
+    joined = EventState(scope=ALICE, derives=["fact_1", "fact_2", "belief_1", "ep_1"], stage_derives=stages)
+    wire = event_state_wire(joined)
+    assert "derives" not in wire and state_derives(wire) == joined.derives
+    assert event_state_from_wire(wire) == joined
+    for derives in (["fact_2", "fact_1", "belief_1", "ep_1"], ["fact_1"], [], ["fact_1", "fact_2", "belief_1", "ep_1", "x"]):
+        other = EventState(scope=ALICE, derives=derives, stage_derives=stages)
+        assert event_state_wire(other)["derives"] == derives
+        assert event_state_from_wire(event_state_wire(other)) == other
+    old = {"scope": ALICE, "done": ["captured", "extracted"], "lce": ["lce_1", "lce_2"], "derives": ["fact_1"],
+           "errors": [], "cancelled": False, "batch_id": None, "stage_derives": {"extracted": ["fact_1"]}}  # fmt: skip
+    assert event_state_from_wire(old) == EventState(scope=ALICE, done=["captured", "extracted"], lce=["lce_1", "lce_2"],
+                                                    derives=["fact_1"], stage_derives={"extracted": ["fact_1"]})  # fmt: skip
+    assert state_derives(old) == ["fact_1"] and state_derives({"scope": ALICE}) == []

@@ -251,15 +251,24 @@ async def test_codecs_round_trip(node_tables):
                         part.belief_claims.put_op("claim", "belief_1"), part.pending.put_op("evt_1", True)])  # fmt: skip
     assert await part.event_states.get("evt_1") == state
     raw = await part.event_states.raw.get("evt_1")
-    assert raw == b'{"scope":"org:acme/user:alice","done":["captured"],"lce":["lce_1"],"derives":[],' \
-                  b'"errors":[],"cancelled":false,"batch_id":null,"passages":[[0,5]]}'  # fmt: skip
+    assert raw == b'{"scope":"org:acme/user:alice","done":["captured"],"lce":["lce_1"],"passages":[[0,5]]}'
+    old_format = b'{"scope":"org:acme/user:alice","done":["captured"],"lce":["lce_1"],"derives":[],' \
+                 b'"errors":[],"cancelled":false,"batch_id":null,"passages":[[0,5]]}'  # fmt: skip
+    await tables.store.write([_put(part.event_states.key("evt_0"), old_format)])  # as earlier builds wrote it
+    assert await part.event_states.get("evt_0") == state
     assert (await part.event_states.json.get("evt_1"))["passages"] == [[0, 5]]
     assert np.array_equal(await part.vectors.get("fact_1"), vector)
     assert await part.vectors.raw.get("fact_1") == vector.tobytes()
     assert await part.belief_claims.get("claim") == "belief_1"
     assert await part.pending.get("evt_1") is True and await part.pending.raw.get("evt_1") == b""
+    half = (np.arange(5) / 7).astype(np.float16)  # a float16 row: a marker byte, then half the bytes
+    await tables.write([part.vectors.put_op("fact_2", half)])
+    assert await part.vectors.raw.get("fact_2") == b"\x02" + half.tobytes()
+    read = await part.vectors.get("fact_2")
+    assert read.dtype == np.float32 and np.array_equal(read, half.astype(np.float32))
+    assert np.array_equal(await part.vectors.get("fact_1"), vector)  # a float32 row reads as before
     await tables.store.write([_put(part.vectors.key("odd"), b"\x00\x01\x02")])
-    assert await part.vectors.get("odd") is None  # not a whole number of float32s
+    assert await part.vectors.get("odd") is None  # not a whole number of float32s, nor float16s
 
 
 def _put(key, value):

@@ -16,6 +16,7 @@ from .. import jsoncodec
 from ..derive.beliefs import calibrated
 from ..derive.visibility import Clip
 from ..model import Belief, Candidate, Episode, Fact, from_wire, to_wire
+from ..model.converter import state_derives
 from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
 from ..retrieve import passages, render
@@ -384,7 +385,7 @@ async def _event_candidate(tables, record_id: str, actor, events: dict[str, list
         record["content_truncated"] = True  # what the item costs (rendered) is the passage, not the book
     elif index is not None:
         return None
-    record["derives"] = state.get("derives") or []
+    record["derives"] = state_derives(state)
     record["excluded_from_recall"] = False
     links = record["derives"] + list(record["context"].get("preceded_by") or ())
     facts = sum(1 for d in record["derives"] if d.startswith("fact_"))

@@ -8,6 +8,7 @@ stage's atomic batch.  Large inputs are tokenised and embedded off the event loo
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,9 @@ class Indexer:
         self._vector_done.set()
         self.backlog = VectorBacklog(self.embed)  # derived records waiting for their vectors
         self.deferring = defers(ctx.config, ctx.embedder)
+        # ``V`` rows as the index keeps them: float16 rows when its delta is float16 (a restart
+        # indexes the same values; half of float32's bytes written and compacted)
+        self.half = ctx.config.vector_dtype == "float16"
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         """Embed off the event loop when the embedder is a model, or when the texts are many (the
@@ -97,10 +101,12 @@ class Indexer:
     async def index_documents(
         self, ops: list[Op] | None, documents: dict[str, str], *, embed_known: bool = True,
         embed_texts: dict[str, str] | None = None, vectors: dict[str, np.ndarray] | None = None,
+        stored: Collection[str] = (),
     ) -> None:  # fmt: skip
         """Add records to the text and vector indexes; vectors are persisted with ``ops``.
         ``embed_texts``: what to embed instead of a document's text; ``vectors``: documents'
-        vectors computed already (stages/index.py: turns with their context)."""
+        vectors computed already (stages/index.py: turns with their context); ``stored``: those
+        of them kept already (a writer's given vector, in ``GV``): indexed, no ``V`` row."""
         if not documents:
             return
         await self.add_texts(documents)
@@ -113,7 +119,7 @@ class Indexer:
             for doc_id in [d for d in todo if not d.startswith(EVENT_PREFIX)]:
                 backlog.put(doc_id, todo.pop(doc_id))
         computed = await self.embed(list(todo.values())) if todo else []
-        await self.add_vectors(ops, [*given.items(), *zip(todo, computed, strict=True)])
+        await self.add_vectors(ops, [*given.items(), *zip(todo, computed, strict=True)], stored)
         if len(backlog) >= self.ctx.config.derived_vectors_backlog:
             await self.drain(ops)
 
@@ -129,8 +135,10 @@ class Indexer:
         if ops is None:
             await self.state.tables.write(own)
 
-    async def add_vectors(self, ops: list[Op] | None, pairs: list[tuple[str, np.ndarray]]) -> None:
-        """Index (id, vector) pairs and persist them with ``ops``; seal what is due."""
+    async def add_vectors(self, ops: list[Op] | None, pairs: list[tuple[str, np.ndarray]],
+                          stored: Collection[str] = ()) -> None:  # fmt: skip
+        """Index (id, vector) pairs and persist them with ``ops`` (but those ``stored`` already:
+        a given vector's one copy is its ``GV`` row); seal what is due."""
         if not pairs:
             return
         vector_index = self.state.vector_index
@@ -138,8 +146,9 @@ class Indexer:
             if position % SLICE_DOCUMENTS == 0:
                 await trio.lowlevel.checkpoint()
             vector_index.add(doc_id, vector)
-            if ops is not None:
-                ops.append(self.vectors_table.put_op(doc_id, vector))
+            if ops is not None and doc_id not in stored:
+                row = np.asarray(vector).astype(np.float16) if self.half else vector  # as the delta casts
+                ops.append(self.vectors_table.put_op(doc_id, row))
         if vector_index.needs_seal:
             if self.background is None:
                 await vector_index.seal()

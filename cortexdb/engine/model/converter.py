@@ -79,14 +79,23 @@ def lifecycle_wire(record: records.LifecycleEvent) -> dict[str, Any]:
 
 
 def event_state_wire(state: records.EventState) -> dict[str, Any]:
-    """Hand-written: a state is written on capture and by every stage.  The always-stored fields
-    first, then the ones a stage has set (``records.EVENT_STATE_OPTIONAL``, in that order; the
-    stored JSON of an event state keeps its names, order and omissions).  Straight-line code: a
+    """Hand-written: a state is written on capture and by every stage.  The first seven fields
+    first (the defaults left out), then the ones a stage has set (``records.EVENT_STATE_OPTIONAL``,
+    in that order; the stored JSON of an event state keeps its names, order and omissions).  Straight-line code: a
     loop over the optional names cost a tenth of the lane's own work (docs/decisions.md)."""
-    wire: dict[str, Any] = {
-        "scope": state.scope, "done": state.done, "lce": state.lce, "derives": state.derives,
-        "errors": state.errors, "cancelled": state.cancelled, "batch_id": state.batch_id,
-    }  # fmt: skip
+    wire: dict[str, Any] = {"scope": state.scope, "done": state.done, "lce": state.lce}
+    # stored only when they say something (decisions.md, "Fewer bytes written per event"): a
+    # state is rewritten by every stage, so each default costs bytes five times; ``derives``
+    # when it is not ``stage_derives`` joined (``state_derives`` reads it back)
+    stage_derives = state.stage_derives
+    if state.derives != (_joined(stage_derives) if stage_derives else []):
+        wire["derives"] = state.derives
+    if state.errors:
+        wire["errors"] = state.errors
+    if state.cancelled:
+        wire["cancelled"] = True
+    if state.batch_id is not None:
+        wire["batch_id"] = state.batch_id
     if state.passages is not None:
         wire["passages"] = state.passages
     if state.stage_derives is not None:
@@ -112,10 +121,27 @@ def event_state_wire(state: records.EventState) -> dict[str, Any]:
     return wire
 
 
+def _joined(stage_derives: Any) -> list[str] | None:
+    """What every stage derived, in stage order, each record once (None: not a stage map)."""
+    if not isinstance(stage_derives, dict):
+        return None
+    return list(dict.fromkeys(record for ids in stage_derives.values() for record in ids))
+
+
+def state_derives(data: dict[str, Any]) -> list[str]:
+    """A stored event state's ``derives`` (its JSON, as ``event_state_wire`` wrote it): the
+    list, or, left out, ``stage_derives`` joined.  A state written before stores the list."""
+    derives = data.get("derives")
+    if derives is None:
+        stage_derives = data.get("stage_derives")
+        derives = (_joined(stage_derives) if stage_derives else None) or []
+    return derives
+
+
 def event_state_from_wire(data: dict[str, Any], _: Any = None) -> records.EventState:
     get = data.get
     return records.EventState(
-        scope=data["scope"], done=get("done", []), lce=get("lce", []), derives=get("derives", []),
+        scope=data["scope"], done=get("done", []), lce=get("lce", []), derives=state_derives(data),
         errors=get("errors", []), cancelled=bool(get("cancelled", False)), batch_id=get("batch_id"),
         passages=get("passages"), stage_derives=get("stage_derives"), intake=get("intake"),
         touched=get("touched"), superseded=get("superseded"),

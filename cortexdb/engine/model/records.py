@@ -292,9 +292,10 @@ class LifecycleEvent:
 class EventState:
     """One event's pipeline state (table ``X``, keyed by event id; docs/formats.md).
 
-    The field names are the stored JSON's.  The first seven are written on capture and always
-    stored (``batch_id`` as ``null`` for a single write); the others are stored once a stage sets
-    them (``None`` = absent), so the state of an old data dir reads back unchanged.
+    The field names are the stored JSON's.  The first seven are written on capture, stored but
+    for their defaults (``derives`` when it is not ``stage_derives`` joined: older data dirs
+    store them all); the others are stored once a stage sets them (``None`` = absent), so the
+    state of an old data dir reads back unchanged.
     """
 
     scope: str

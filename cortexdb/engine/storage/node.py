@@ -42,6 +42,7 @@ from typing import Any
 from ..model import Entity, EventState, LifecycleEvent, Scope
 from ..spi.kv import Delete, KVStore, Op, Put
 from . import keys
+from .lifecycle_rows import LifecycleRows
 from .partition import Partition
 from .table import CHUNK_OPS, JSON, MARK, TEXT, VECTOR, Records, Table
 
@@ -102,7 +103,7 @@ class NodeTables:
             return Table(store, keys.prefix(name), codec)
 
         self.event_states: Table[EventState] = table(keys.EVENT_STATES, Records(EventState))
-        self.lifecycle: Table[LifecycleEvent] = table(keys.LIFECYCLE, Records(LifecycleEvent))
+        self.lifecycle: Table[LifecycleEvent] = table(keys.LIFECYCLE, LifecycleRows())
         self.scopes: Table[Scope] = table(keys.SCOPES, Records(Scope))
         self.batches = table(keys.BATCHES, JSON)
         self.meta = table(keys.META, JSON)

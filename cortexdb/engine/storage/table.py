@@ -22,7 +22,7 @@ operations of other tables; ``put``/``delete`` write one row at once.
 | ``raw``/``json``    | the same rows read as bytes / as decoded JSON (no record structuring)|
 
 Codecs map values to bytes: ``Records(cls)`` (the one cattrs converter), ``JSON``, ``TEXT``,
-``MARK`` (an empty value: a marker), ``VECTOR`` (float32), ``RAW``.
+``MARK`` (an empty value: a marker), ``VECTOR`` (float32, or float16 when given so), ``RAW``.
 """
 
 from __future__ import annotations
@@ -96,16 +96,26 @@ class _Mark:
         return True
 
 
+HALF = b"\x02"  # the first byte of a float16 vector's value (its length is odd: never float32's)
+
+
 class _Vector:
-    """A float32 embedding; a value whose size is not a whole number of floats reads as None."""
+    """An embedding, read as float32: stored as float32 (its bytes), or, given as a float16
+    array, as ``HALF`` and its float16 bytes (half the size: decisions.md, "Fewer bytes written
+    per event").  A value that is neither (float32's size is a multiple of 4, float16's odd)
+    reads as None."""
 
     def encode(self, value: Any) -> bytes:
+        if isinstance(value, np.ndarray) and value.dtype == np.float16:
+            return HALF + value.tobytes()
         return np.asarray(value).astype(np.float32).tobytes()
 
     def decode(self, raw: bytes) -> np.ndarray | None:
-        if len(raw) % 4:
-            return None
-        return np.frombuffer(raw, dtype=np.float32)
+        if len(raw) % 4 == 0:
+            return np.frombuffer(raw, dtype=np.float32)
+        if len(raw) % 2 and raw[:1] == HALF:
+            return np.frombuffer(raw, dtype=np.float16, offset=1).astype(np.float32)
+        return None
 
 
 class _Raw:

@@ -4,6 +4,7 @@ vector indexes; and, when a lane starts, rebuild the indexes from the stored rec
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,8 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
     vectors, embed_texts = await turn_vectors(work, turns)
     # a reinforced fact keeps its text, so its vector is not recomputed
     await work.index.index_documents(batch.ops, documents, embed_known=False,
-                                     embed_texts=embed_texts, vectors={**vectors, **given})  # fmt: skip
+                                     embed_texts=embed_texts, vectors={**vectors, **given},
+                                     stored=given.keys())  # a given vector's one copy: GV  # fmt: skip
     work.state_ops(batch, events, states)
     await work.commit(batch)
 
@@ -163,13 +165,19 @@ async def restore(work: StageContext, pending: set[str]) -> None:
             documents[concept.id] = concept_text(concept)
     vector_index = work.state.vector_index
     dimension = work.ctx.embedder.dimension
-    async for doc_id, vector in tables.vectors.scan():
-        if doc_id in documents and vector is not None and len(vector) == dimension:
+    given_found = False
+    async for doc_id, vector, given in _stored_vectors(tables):
+        given_found = given_found or given
+        if doc_id not in documents or doc_id in vector_index:
+            continue
+        if given:  # read only where needed
+            vector = await tables.given_vectors.get(doc_id)
+        if vector is not None and len(vector) == dimension:
             vector_index.add(doc_id, vector)
             if vector_index.needs_seal:  # segments merge after start, in the background
                 await vector_index.seal(merge=False)
     await work.index.add_texts(documents)
-    await _restore_given(work, documents, bool(pending))
+    work.state.given_stored = given_found and bool(pending)  # pending events read theirs from GV
     missing = [(d, t) for d, t in documents.items() if d not in vector_index]
     for start in range(0, len(missing), RESTORE_EMBED_CHUNK):  # e.g. after switching embedders
         ops: list = []
@@ -177,30 +185,24 @@ async def restore(work: StageContext, pending: set[str]) -> None:
         await tables.write(ops)
 
 
-async def _restore_given(work: StageContext, documents: dict[str, str], pending: bool) -> None:
-    """Events whose writer gave their vector and whose indexed vector is gone (a re-embed drops
-    every ``V`` row): indexed with the given vector again, never re-embedded.  One of another
-    dimension than the embedder's (a re-embed to another dimension) is left stored, unused."""
-    tables, vector_index = work.tables, work.state.vector_index
-    dimension = work.ctx.embedder.dimension
-    ops: list = []
-    found = False
-    async for doc_id in tables.given_vectors.ids():  # values read only where needed
-        found = True
-        if doc_id not in documents or doc_id in vector_index:
-            continue
-        vector = await tables.given_vectors.get(doc_id)
-        if vector is not None and len(vector) == dimension:
-            vector_index.add(doc_id, vector)
-            ops.append(tables.vectors.put_op(doc_id, vector))
-            if vector_index.needs_seal:
-                await vector_index.seal(merge=False)
-            if len(ops) >= RESTORE_EMBED_CHUNK:
-                await tables.write(ops)
-                ops = []
-    if ops:
-        await tables.write(ops)
-    work.state.given_stored = found and pending  # pending events read theirs from GV
+async def _stored_vectors(tables) -> AsyncIterator[tuple[str, Any, bool]]:
+    """The stored vectors, in the order of their ids: the ``V`` rows ``(id, vector, False)``
+    and, merged in, the ids of the vectors writers gave (``GV``) ``(id, None, True)``, which
+    have no ``V`` row (an event's given vector is kept once; a data dir written before may
+    hold both: the ``V`` row comes first).  One order whatever the table, so the vector index
+    is built as it was when every vector had a ``V`` row.  A given vector of another dimension
+    than the embedder's (a re-embed to another dimension) is left stored, unused; a re-embed
+    drops every ``V`` row, never a given vector: it is indexed again, never re-embedded."""
+    given = aiter(tables.given_vectors.ids())
+    next_given = await anext(given, None)
+    async for doc_id, vector in tables.vectors.scan():
+        while next_given is not None and next_given < doc_id:
+            yield next_given, None, True
+            next_given = await anext(given, None)
+        yield doc_id, vector, False
+    while next_given is not None:
+        yield next_given, None, True
+        next_given = await anext(given, None)
 
 
 async def _event_documents_on_start(work: StageContext, pending: set[str]) -> dict[str, str]:
