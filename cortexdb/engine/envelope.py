@@ -327,11 +327,12 @@ class ValidEnvelope:
     vector: np.ndarray | None = attrs.field(default=None, eq=False)  # unit float32: the event's own
 
 
-def validate_envelope(body: Any) -> ValidEnvelope:
-    """Check one envelope; return it with the scope in canonical form."""
+def validate_envelope(body: Any, *, shaped: bool = False) -> ValidEnvelope:
+    """Check one envelope; return it with the scope in canonical form.  ``shaped``: its field
+    names are an importer's own constants (``transfer/imports.py``), not walked for unknown ones."""
     if not isinstance(body, dict):
         raise InvalidEnvelope("$", "the envelope must be a JSON object")
-    unknown = unknown_field(body, ENVELOPE_SHAPE)
+    unknown = None if shaped else unknown_field(body, ENVELOPE_SHAPE)
     if unknown is not None:
         _fail(unknown, "is not a field of the experience envelope")
     valid = ValidEnvelope(
