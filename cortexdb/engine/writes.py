@@ -75,7 +75,7 @@ class Writes:
         ctx = self.ctx
         check_event_size(envelope, ctx.config.max_event_text_bytes)
         envelope = plain_vector(envelope)
-        valid = validate_envelope(envelope)
+        valid = validate_envelope(envelope, hashed=True)
         check_vector(valid, ctx)
         identities = resolve_identities(caller, valid)
         self.authorise(caller, valid, identities)
@@ -84,7 +84,7 @@ class Writes:
             reservation = None
             if valid.idempotency_key is not None:
                 claim = await ctx.idempotency.begin(tenant, caller, FAMILY_EXPERIENCE, valid.idempotency_key,
-                                                    body_hash(envelope))  # fmt: skip
+                                                    valid.body_hash or body_hash(envelope))  # fmt: skip
                 if isinstance(claim, Replay):
                     return await self.replayed(claim.record, wait)
                 reservation = claim
@@ -211,7 +211,7 @@ class Writes:
             raise
         envelope = plain_vector(envelope)
         try:
-            valid = validate_envelope(envelope, shaped=shaped)
+            valid = validate_envelope(envelope, shaped=shaped, hashed=True)
             check_vector(valid, self.ctx)
         except InvalidEnvelope as exc:
             extra = {k: v for k, v in exc.details.items() if k not in ("field", "reason")}
@@ -246,7 +246,7 @@ class Writes:
             reservation = None
             key = valid.idempotency_key
             if key is not None:
-                digest = body_hash(envelope)
+                digest = valid.body_hash or body_hash(envelope)  # from validation's encoding
                 if key in seen:
                     if seen[key] != digest:
                         raise IdempotencyConflict("an idempotency key appears twice in this batch with different bodies",
