@@ -14,7 +14,8 @@ young collection every 50,000 net allocations (fewer of the window's records sur
 middle generation to be walked again), a middle one every 20 of those, and a full walk about
 every 15,000,000 (the defaults walk every 7,000 to 70,000; session 27's (5,000, 10, 15) still
 left ~12 µs a Mem0 record in the collector, these ~3).  Almost every object is freed by
-reference counting the moment it is dropped, whatever the thresholds; what waits longer is only garbage in reference cycles, for a
+reference counting the moment it is dropped, whatever the thresholds; what waits longer is
+only garbage in reference cycles, for a
 bounded count of allocations, and it is then collected as before.  The thresholds are the
 process's, not one engine's: the first import to start raises them (each never below what is
 set: an application's higher choice stays), the last one to end puts back what they were.
