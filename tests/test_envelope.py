@@ -218,3 +218,21 @@ def test_a_source_time_equal_to_the_observed_time_is_checked_once_and_labels_hol
     with pytest.raises(InvalidEnvelope) as info:
         validate_envelope(body)
     assert info.value.details["field"] == "context.labels.a"
+
+
+@pytest.mark.parametrize("extra", [
+    {}, {"context": {"observed_at": "2026-01-01T00:00:00Z", "labels": {"b": 1, "a": "x"}}},
+    {"content": {"kind": "json", "data": {1: "a non-string key", "big": 2**70}}},
+    {"content": {"kind": "json", "data": {"z": {"y": [None, True, 1.5]}}}}])  # fmt: skip
+def test_a_keyed_envelope_s_hash_comes_from_validation_s_encoding(extra):
+    """``validate_envelope(hashed=True)`` gives the body hash ``services.body_hash`` would, from
+    the encoding that checks the body can be stored (the write path encodes it once, not twice)."""
+    from cortexdb.engine.actors.services import body_hash
+
+    body = {"scope": "org:acme", "modality": "note", "idempotency_key": "k-1",
+            "content": {"kind": "text", "text": "hello"}, "context": {"observed_at": "2026-01-01T00:00:00Z"}, **extra}  # fmt: skip
+    valid = validate_envelope(body, hashed=True)
+    assert valid.body_hash is None or valid.body_hash == body_hash(body)
+    assert (valid.body_hash is None) == (2**70 in (body["content"].get("data") or {}).values())  # fallback encoder
+    assert validate_envelope(body).body_hash is None  # not asked for
+    assert validate_envelope({**body, "idempotency_key": None}, hashed=True).body_hash is None  # no key, no hash

@@ -217,10 +217,10 @@ class EngineConfig:
     import_link_memory: int = 100_000
     import_max_errors: int = 100  # the first errors an import's status keeps (all are counted)
     # while an import writes, CPython's collector thresholds (its defaults 700, 10, 10): a young
-    # collection every 5,000 net allocations, a full one about every 750,000 (the defaults: 7,000
-    # to 70,000), process-wide, each never below what is set, put back when the last import ends
-    # (transfer/collector.py); None leaves the collector alone
-    import_gc_thresholds: tuple[int, int, int] | None = (5_000, 10, 15)
+    # collection every 50,000 net allocations, a middle one every 20 of those, a full one about
+    # every 15,000,000 (the defaults: 7,000 to 70,000), process-wide, each never below what is
+    # set, put back when the last import ends (transfer/collector.py); None leaves it alone
+    import_gc_thresholds: tuple[int, int, int] | None = (50_000, 20, 15)
     export_max_running: int = 4  # export jobs running at once; one more is 429 RATE_LIMITED
     export_inline_max_bytes: int = 16 * 1024 * 1024  # an inline export's largest size (else a file)
     export_max_bytes: int = 4 * 1024 * 1024 * 1024  # an export file's largest size (413 beyond)

@@ -123,9 +123,9 @@ class Engine:
                                              tenant=self._tenant(tenant_id), wait=wait)  # fmt: skip
 
     async def experience_bulk(self, request: dict[str, Any], *, caller: str | None = None,
-                              tenant_id: str | None = None, durable_keys: bool = False) -> BulkResult:  # fmt: skip
-        """Up to ``bulk_max_items`` experiences, one scope, one atomic write (§8.2); ``durable_keys``: imports'."""
-        return await self._writes.bulk(request, caller=self._caller(caller), tenant=self._tenant(tenant_id), durable=durable_keys)  # fmt: skip
+                              tenant_id: str | None = None, durable_keys: bool = False, shaped: bool = False) -> BulkResult:  # fmt: skip
+        """Up to ``bulk_max_items`` experiences, one scope, one atomic write (§8.2); ``durable_keys``, ``shaped``: imports'."""
+        return await self._writes.bulk(request, caller=self._caller(caller), tenant=self._tenant(tenant_id), durable=durable_keys, shaped=shaped)  # fmt: skip
 
     async def experience_by_idempotency_key(self, key: str, *, caller: str | None = None,
                                             tenant_id: str | None = None) -> dict[str, Any]:  # fmt: skip

@@ -9,6 +9,7 @@ Every rejection is ``INVALID_ENVELOPE`` with ``details.field`` (a dotted path) a
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -18,7 +19,7 @@ import orjson
 
 from ..errors import InvalidEnvelope, InvalidScopeGrammar
 from .given_vector import MAX_VECTOR, validate_vector  # noqa: F401 (the envelope's, re-exported)
-from .jsoncodec import MAX_DEPTH_CEILING, first_fault
+from .jsoncodec import MAX_DEPTH_CEILING, SORTED, first_fault
 from .model.fields import ANY, unknown_field
 from .scopes import canonical_scope
 from .temporal import timestamp_problem, try_parse_rfc3339
@@ -325,13 +326,17 @@ class ValidEnvelope:
     directives: dict
     idempotency_key: str | None
     vector: np.ndarray | None = attrs.field(default=None, eq=False)  # unit float32: the event's own
+    body_hash: str | None = attrs.field(default=None, eq=False)  # ``validate_envelope(hashed=True)``'s
 
 
-def validate_envelope(body: Any) -> ValidEnvelope:
-    """Check one envelope; return it with the scope in canonical form."""
+def validate_envelope(body: Any, *, shaped: bool = False, hashed: bool = False) -> ValidEnvelope:
+    """Check one envelope; return it with the scope in canonical form.  ``shaped``: its field
+    names are an importer's own constants (``transfer/imports.py``), not walked for unknown ones;
+    ``hashed``: a keyed envelope's ``body_hash`` (``services.body_hash``) comes with it, from the
+    encoding that checks it can be stored (one encoding, not two)."""
     if not isinstance(body, dict):
         raise InvalidEnvelope("$", "the envelope must be a JSON object")
-    unknown = unknown_field(body, ENVELOPE_SHAPE)
+    unknown = None if shaped else unknown_field(body, ENVELOPE_SHAPE)
     if unknown is not None:
         _fail(unknown, "is not a field of the experience envelope")
     valid = ValidEnvelope(
@@ -344,19 +349,23 @@ def validate_envelope(body: Any) -> ValidEnvelope:
         directives=validate_directives(body.get("directives")),
         idempotency_key=validate_idempotency_key(body.get("idempotency_key")),
         vector=validate_vector(body.get("vector")),
+        body_hash=_storable(body, hashed and body.get("idempotency_key") is not None),  # after the checks above
     )
     _default_start(valid.content, valid.context)
-    _storable(body)
     return valid
 
 
-def _storable(body: dict) -> None:
+def _storable(body: dict, hashed: bool = False) -> str | None:
     """What a Python caller may hand the engine and no JSON can carry (an HTTP body cannot: the
     request decoder refuses it): a lone surrogate, or nesting the encoder cannot follow.  orjson
-    refuses both (and big integers, which are fine), so the tree is only walked when it refuses."""
+    refuses both (and big integers, which are fine), so the tree is only walked when it refuses.
+    ``hashed``: encoded as ``body_hash`` encodes (sorted keys; what either encoding refuses, the
+    other does too, but for keys that are not strings, which are fine), and that hash returned."""
     try:
+        if hashed:
+            return hashlib.sha256(orjson.dumps(body, default=str, option=SORTED)).hexdigest()
         orjson.dumps(body, default=str)
-        return
+        return None
     except orjson.JSONEncodeError:
         pass
     fault = first_fault(body, MAX_DEPTH_CEILING)

@@ -31,7 +31,7 @@ _STDLIB = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=st
 _STDLIB_SORTED = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, sort_keys=True, default=str
 )
-_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+SORTED = _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # encode_canonical's (envelope.py too)
 _EXACT = b" "  # leads a document written by the fallback encoder (see the module docstring)
 _EXACT_MARKS = (_EXACT, " ")
 

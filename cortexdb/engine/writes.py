@@ -75,7 +75,7 @@ class Writes:
         ctx = self.ctx
         check_event_size(envelope, ctx.config.max_event_text_bytes)
         envelope = plain_vector(envelope)
-        valid = validate_envelope(envelope)
+        valid = validate_envelope(envelope, hashed=True)
         check_vector(valid, ctx)
         identities = resolve_identities(caller, valid)
         self.authorise(caller, valid, identities)
@@ -84,7 +84,7 @@ class Writes:
             reservation = None
             if valid.idempotency_key is not None:
                 claim = await ctx.idempotency.begin(tenant, caller, FAMILY_EXPERIENCE, valid.idempotency_key,
-                                                    body_hash(envelope))  # fmt: skip
+                                                    valid.body_hash or body_hash(envelope))  # fmt: skip
                 if isinstance(claim, Replay):
                     return await self.replayed(claim.record, wait)
                 reservation = claim
@@ -132,9 +132,11 @@ class Writes:
                       replay=True)  # fmt: skip
 
     # -- bulk ----------------------------------------------------------------------------------
-    async def bulk(self, request: dict[str, Any], *, caller: str, tenant: str, durable: bool = False) -> BulkResult:
-        """Up to ``bulk_max_items`` experiences into one scope in one atomic write (§8.2)."""
-        envelopes, ordering = self._bulk_envelopes(request, caller)
+    async def bulk(self, request: dict[str, Any], *, caller: str, tenant: str, durable: bool = False,
+                   shaped: bool = False) -> BulkResult:  # fmt: skip
+        """Up to ``bulk_max_items`` experiences into one scope in one atomic write (§8.2); ``shaped``:
+        the items' field names are an importer's own (``validate_envelope``)."""
+        envelopes, ordering = self._bulk_envelopes(request, caller, shaped)
         with self.ctx.blobs.hold() as hold:  # its blobs are not deleted before its references commit
             envelopes = [await self._bulk_media(request["items"], entry, caller, tenant, hold) for entry in envelopes]
             scope = envelopes[0][1].scope
@@ -157,7 +159,7 @@ class Writes:
         return BulkResult(batch_id=batch_id, accepted=len(items), replayed=replayed, scope=scope,
                           ordering=ordering)  # fmt: skip
 
-    def _bulk_envelopes(self, request: Any, caller: str) -> tuple[list[tuple], str]:
+    def _bulk_envelopes(self, request: Any, caller: str, shaped: bool = False) -> tuple[list[tuple], str]:
         """Validate the request and each item (merged with the request's shared fields)."""
         if not isinstance(request, dict):
             raise InvalidEnvelope("$", "the bulk request must be a JSON object")
@@ -177,12 +179,12 @@ class Writes:
         shared = request.get("directives") or {}
         if not isinstance(shared, dict):
             raise InvalidEnvelope("directives", "must be an object")
-        envelopes = [self._bulk_item(request, shared, raw, index, caller) for index, raw in enumerate(items)]
+        envelopes = [self._bulk_item(request, shared, raw, index, caller, shaped) for index, raw in enumerate(items)]
         if ordering == "strict_temporal":
             envelopes.sort(key=lambda entry: parse_rfc3339(entry[1].context["observed_at"]))
         return envelopes, ordering
 
-    def _bulk_item(self, request: dict, shared: dict, raw: Any, index: int, caller: str) -> tuple:
+    def _bulk_item(self, request: dict, shared: dict, raw: Any, index: int, caller: str, shaped: bool = False) -> tuple:
         """(envelope, validated envelope, identities) of ``items[index]``, authorised."""
         if not isinstance(raw, dict):
             raise InvalidEnvelope(f"items[{index}]", "must be an object")
@@ -209,7 +211,7 @@ class Writes:
             raise
         envelope = plain_vector(envelope)
         try:
-            valid = validate_envelope(envelope)
+            valid = validate_envelope(envelope, shaped=shaped, hashed=True)
             check_vector(valid, self.ctx)
         except InvalidEnvelope as exc:
             extra = {k: v for k, v in exc.details.items() if k not in ("field", "reason")}
@@ -244,7 +246,7 @@ class Writes:
             reservation = None
             key = valid.idempotency_key
             if key is not None:
-                digest = body_hash(envelope)
+                digest = valid.body_hash or body_hash(envelope)  # from validation's encoding
                 if key in seen:
                     if seen[key] != digest:
                         raise IdempotencyConflict("an idempotency key appears twice in this batch with different bodies",

@@ -9,11 +9,13 @@ generations: full walks came about every 3,000 records, each over the whole engi
 collector was a quarter to a third of an imported record's CPU (docs/decisions.md, "Import
 throughput: the collector's thresholds while an import writes").
 
-So while an import job writes, the thresholds are ``import_gc_thresholds`` (5,000, 10, 15): a
-young collection every 5,000 net allocations (fewer of the window's records survive into the
-middle generation to be walked again), and a full walk about every 750,000 (the defaults walk
-every 7,000 to 70,000).  Almost every object is freed by reference counting the moment it is
-dropped, whatever the thresholds; what waits longer is only garbage in reference cycles, for a
+So while an import job writes, the thresholds are ``import_gc_thresholds`` (50,000, 20, 15): a
+young collection every 50,000 net allocations (fewer of the window's records survive into the
+middle generation to be walked again), a middle one every 20 of those, and a full walk about
+every 15,000,000 (the defaults walk every 7,000 to 70,000; session 27's (5,000, 10, 15) still
+left ~12 µs a Mem0 record in the collector, these ~3).  Almost every object is freed by
+reference counting the moment it is dropped, whatever the thresholds; what waits longer is
+only garbage in reference cycles, for a
 bounded count of allocations, and it is then collected as before.  The thresholds are the
 process's, not one engine's: the first import to start raises them (each never below what is
 set: an application's higher choice stays), the last one to end puts back what they were.

@@ -158,6 +158,9 @@ class ImportService:
         window = self._ctx.config.import_window if strict else self._ctx.config.bulk_max_items
         module = SOURCES[params["source"]]
         trim_every = max(1, self._ctx.config.import_window)
+        # an importer whose envelopes' field names are its own constants (``SHAPED``): the write
+        # does not walk them for unknown fields (a JSONL file's envelopes are the file's: walked)
+        run.scratch["shaped"] = getattr(module, "SHAPED", False)
         if getattr(module, "SOURCE_IDS", False):  # our JSONL export: preceded_by links to translate
             run.scratch["links"] = links.SourceIds(self._ctx.config.import_link_memory)
         with open(params["path"], "rb") as fh, collector.Thresholds(self._ctx.config.import_gc_thresholds):
@@ -281,7 +284,8 @@ class ImportService:
             request = {"scope": scope, "ordering": ordering, "items": [item.envelope for item in items]}
             try:
                 result = await self._engine.experience_bulk(request, caller=run.record["caller"],
-                                                            tenant_id=run.record["tenant_id"], durable_keys=True)  # fmt: skip
+                                                            tenant_id=run.record["tenant_id"], durable_keys=True,
+                                                            shaped=run.scratch.get("shaped", False))  # fmt: skip
             except CortexError as exc:
                 if exc.retriable:
                     raise

@@ -49,6 +49,9 @@ from ..mapping import (
 )
 from .mem0_categories import categories_label, categories_of
 
+# every envelope ``memory``, ``edge`` and ``history`` build names only fields of the envelope
+# (constants below; a source's own names go into ``labels``, which are open): not walked again
+SHAPED = True
 FORMATS = ("mem0_v1_list", "mem0_results", "mem0_page", "mem0_history", "mem0_export_v3")
 PAGE_KEYS = {"count", "next", "previous"}
 LABELLED = ("hash", "metadata", "immutable", "expiration_date", "replaced_by", "synthesized", "attributed_to",
