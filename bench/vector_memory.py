@@ -3,12 +3,14 @@
     python bench/vector_memory.py [--vectors 100000] [--searches 1000] [--kind hash|clustered]
                                   [--arms ivf,annoy] [--limit 28]
 
-Both arms run at once, each in its own worker process (RSS is per process), on the same vectors:
+Both arms run at once, each in its own worker process (RSS is per process), on the same vectors
+(the searches start together once every arm is filled):
 a ``VectorIndex`` as the engine makes one for a layer with a data dir (float16, runs of 2,048,
 segments of 20,000, ``sealed`` = the arm), filled vector by vector with the engine's seals and
 merges, then searched ``--searches`` times.  ``--kind hash``: the hash embedder's vectors of
 bench/recall.py's synthetic texts (queries: its question templates); ``clustered``: unit vectors
-around 2,000 random centres (queries: other such vectors).  Each worker prints RSS growth over
+around 2,000 random centres (queries: other such vectors).  The workers fix glibc's mmap threshold as
+an engine does.  Each worker prints RSS growth over
 the empty index after the fill and after the searches (``VmRSS``, and what of it is the segment
 files' pages, ``*.ann`` / ``*.run``), in MB and in KB per 1,000 vectors, the searches' wall and
 CPU p50/p95; the parent compares every arm's top ``--limit`` with the exact float32 answer
@@ -88,8 +90,11 @@ def status() -> dict[str, float]:
 def worker(arm: str, path: str, searches: int, limit: int) -> None:
     import trio
 
-    from cortexdb.engine.memtrim import release_free_memory
+    from cortexdb import EngineConfig
+    from cortexdb.engine.memtrim import fix_mmap_threshold, release_free_memory
     from cortexdb.engine.retrieve.vector_index import VectorIndex
+
+    fix_mmap_threshold(EngineConfig().malloc_mmap_threshold)  # as an engine does at open
 
     data = np.load(path)
     rows, queries = data["rows"], data["queries"]
@@ -110,6 +115,8 @@ def worker(arm: str, path: str, searches: int, limit: int) -> None:
             out["segments"] = index.segment_sizes
             release_free_memory()
             out["filled"] = {k: v - base.get(k, 0.0) for k, v in status().items()}
+            print("ready", flush=True)  # the searches start when every arm is filled
+            sys.stdin.readline()
             wall, cpu, answers = [], [], []
             for s in range(searches):
                 query = queries[s % len(queries)]
@@ -152,9 +159,13 @@ def main() -> None:
               f"arms {args.arms} at once, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")  # fmt: skip
         env = {**os.environ, "PYTHONPATH": ROOT}
         procs = {arm: subprocess.Popen([sys.executable, __file__, "--worker", arm, "--data", path, "--searches",
-                                        str(args.searches), "--limit", str(args.limit)], stdout=subprocess.PIPE, env=env)
+                                        str(args.searches), "--limit", str(args.limit)], stdout=subprocess.PIPE,
+                                       stdin=subprocess.PIPE, env=env, text=True)
                  for arm in args.arms.split(",")}  # fmt: skip
-        results = {arm: json.loads(proc.communicate()[0].decode().strip().splitlines()[-1]) for arm, proc in procs.items()}
+        for proc in procs.values():  # filled: then all arms search at once
+            assert proc.stdout.readline().strip() == "ready"
+        print(f"filled; searching, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        results = {arm: json.loads(proc.communicate("go\n")[0].strip().splitlines()[-1]) for arm, proc in procs.items()}
     exact_rows = rows.astype(np.float16).astype(np.float32)  # what the index holds
     truth, kth = [], []
     for s in range(args.searches):

@@ -166,11 +166,11 @@ class FlatRun:
         return self._map
 
     def nearest(self, query: np.ndarray, limit: int, skip: np.ndarray | None,
-                ids: list[str] | None = None, subset: np.ndarray | None = None) -> list[tuple[int, float]]:  # fmt: skip
+                ids: list[str] | None = None, spans: list[tuple[int, int]] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         """The ``limit`` best (position, cosine) pairs, exact, best first, equal cosines by
         their ``ids`` (without ids, every row tied with the last is kept too), rows where the
-        boolean ``skip`` is true left out, only the rows at ``subset`` (ascending positions)
-        when given (an IVF segment's probed lists, vector_ivf.py); through the int8
+        boolean ``skip`` is true left out, only the rows of ``spans`` (``(start, stop)``,
+        ascending) when given (an IVF segment's probed lists, vector_ivf.py); through the int8
         sketch when the run has one (``_sketched``).  The rows are scored where the kernel's
         page cache holds them, through a read-only mapping whose pages are let go
         (``MADV_DONTNEED``) before returning: no copy, and nothing of the run stays in the
@@ -183,9 +183,9 @@ class FlatRun:
             rows = np.frombuffer(mapped, dtype=self.dtype, count=self.count * self.dimension)
             rows = rows.reshape(self.count, self.dimension)
             if self.sketch is not None:
-                best = self._sketched(mapped, rows, query, limit, skip, ids, subset)
+                best = self._sketched(mapped, rows, query, limit, skip, ids, spans)
             else:
-                best = self._scan(rows, query, limit, skip, ids, subset)
+                best = self._scan(rows, query, limit, skip, ids, spans)
         finally:
             mapped.madvise(mmap.MADV_DONTNEED)
         best.sort(key=lambda item: (-item[1], item[0] if ids is None else ids[item[0]]))
@@ -197,41 +197,44 @@ class FlatRun:
         return best
 
     def _scan(self, rows: np.ndarray, query: np.ndarray, limit: int, skip: np.ndarray | None,
-              ids: list[str] | None = None, subset: np.ndarray | None = None) -> list[tuple[int, float]]:  # fmt: skip
+              ids: list[str] | None = None, spans: list[tuple[int, int]] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         best: list[tuple[int, float]] = []
-        total = self.count if subset is None else len(subset)
-        for start in range(0, total, BLOCK_ROWS):
-            stop = min(total, start + BLOCK_ROWS)
-            at = np.arange(start, stop) if subset is None else subset[start:stop]
-            block = rows[start:stop] if subset is None else rows[at]
-            scales = self.scales[at] if self.scales is not None else None
-            found = np.asarray(scores(block, scales, query, self.dtype), dtype=np.float64)
-            if skip is not None:
-                found[skip[at]] = -np.inf
-            key = None if ids is None else (lambda p, at=at: ids[int(at[p])])
-            best += [(int(at[p]), float(found[p])) for p in top(found, limit, key).tolist()]
+        for first, last in spans if spans is not None else [(0, self.count)]:
+            for start in range(first, last, BLOCK_ROWS):
+                stop = min(last, start + BLOCK_ROWS)
+                scales = self.scales[start:stop] if self.scales is not None else None
+                found = np.asarray(scores(rows[start:stop], scales, query, self.dtype), dtype=np.float64)
+                if skip is not None:
+                    found[skip[start:stop]] = -np.inf
+                key = None if ids is None else (lambda p, start=start: ids[start + p])
+                best += [(start + int(p), float(found[p])) for p in top(found, limit, key).tolist()]
         return best
 
     def _sketched(self, mapped, rows: np.ndarray, query: np.ndarray, limit: int,
                   skip: np.ndarray | None, ids: list[str] | None = None,
-                  subset: np.ndarray | None = None) -> list[tuple[int, float]]:  # fmt: skip
+                  spans: list[tuple[int, int]] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         """The exact best through the sketch: every row that can be among the ``limit`` best
         (vector_sketch.shortlist) scored exactly, with the kernel ``_scan`` uses."""
         small = np.frombuffer(mapped, dtype=np.int8, offset=self.count * self.row_bytes)
         small = small.reshape(self.count, self.dimension)
-        sketch_query = vector_sketch.Query(np.asarray(query, dtype=np.float32).astype(np.float16))
+        sketch_query = vector_sketch.query_for(np.asarray(query, dtype=np.float32).astype(np.float16))
         scale, norms, errors = self.sketch
-        if subset is not None:
-            small, scale, norms, errors = small[subset], scale[subset], norms[subset], errors[subset]
-        found = _simsimd().cdist(sketch_query.int8, small, metric="dot")
-        found = np.asarray(found, dtype=np.float64)[0] * scale * sketch_query.b  # in float64
+        kernel = _simsimd().cdist
+        if spans is None:
+            found = np.asarray(kernel(sketch_query.int8, small, metric="dot"), dtype=np.float64)[0]
+        else:  # the spans' rows scored where they are (no gathered copy), then side by side
+            found = np.concatenate([np.asarray(kernel(sketch_query.int8, small[a:b], metric="dot"),
+                                               dtype=np.float64)[0] for a, b in spans])  # fmt: skip
+            at = np.concatenate([np.arange(a, b) for a, b in spans])
+            scale, norms, errors = scale[at], norms[at], errors[at]
+        found *= scale * sketch_query.b  # in float64
         if skip is not None:
-            found[skip if subset is None else skip[subset]] = -np.inf
+            found[skip if spans is None else skip[at]] = -np.inf
         shortlist = vector_sketch.shortlist(found, sketch_query.bounds(norms, errors), limit)
         if not len(shortlist):
             return []
-        if subset is not None:
-            shortlist = subset[shortlist]
+        if spans is not None:
+            shortlist = at[shortlist]
         exact = np.asarray(scores(rows[shortlist], None, query, self.dtype), dtype=np.float64)
         key = None if ids is None else (lambda p: ids[int(shortlist[p])])
         return [(int(shortlist[p]), float(exact[p])) for p in top(exact, limit, key).tolist()]
