@@ -110,7 +110,7 @@ class EngineConfig:
     vector_trees: int = 50  # annoy's trees (vector_sealed "annoy", or a scope without a data dir)
     # what a sealed segment of vector_segment_size vectors or more is with a data dir: "ivf" (the
     # rows in a file ordered by a coarse quantizer's lists, a search reading the nearest lists'
-    # rows: about 20 bytes a vector in memory) or "annoy" (memory-mapped trees, whose pages a
+    # rows: about 28 bytes a vector in memory) or "annoy" (memory-mapped trees, whose pages a
     # search touches all over: ~2 KB a vector resident); without a data dir, annoy in memory
     # (docs/decisions.md, "Sealed vectors: IVF lists over a flat run")
     vector_sealed: str = attrs.field(default="ivf", validator=attrs.validators.in_(("ivf", "annoy")))

@@ -44,7 +44,7 @@ import numpy as np
 ACTOR_BYTES = 24 * 1024
 VECTOR_ID_BYTES = 200
 DELTA_ROW_EXTRA = 3  # the row's id-prefix code (int16) and live flag
-SEALED_ROW_BYTES = 20  # a run's sketch figures (12) and an IVF segment's two position maps (8)
+SEALED_ROW_BYTES = 28  # a run's sketch figures (12), an IVF segment's two position maps (8) and ids in row order (8)
 ANNOY_NODES = 1.3  # annoy's split nodes: about trees × 2 / (dimension + 2) more nodes per item
 TEXT_SLOT_BYTES = 160
 TEXT_SLOT_ARRAYS = 17  # length (float64), key (uint64), alive (bool)

@@ -10,7 +10,8 @@ centroids (float32, in memory: ``lists × dimension × 4`` bytes), takes the bes
 hold ``probe_fraction`` of the rows (at least ``min_probe_rows``), and searches exactly those rows
 of the run (the sketch first, then the exact float16 rows of its shortlist): the answer is the
 exact best of the probed rows.  What stays in memory is the centroids and 8 bytes a row (the
-position of each row in the run and back) besides the run's own 12 bytes a row of sketch norms;
+position of each row in the run and back, and once searched a list of the ids in row order, 8
+more) besides the run's own 12 bytes a row of sketch norms;
 annoy's trees, by contrast, are touched all over by a search and stayed resident (about 2 KB a
 vector).  Positions outside are the segment's own (the order its ids were given in).
 """
@@ -99,6 +100,8 @@ class IvfRun:
         self.slots[order] = np.arange(len(order), dtype=order.dtype)
         self.dtype, self.count, self.dimension = run.dtype, run.count, run.dimension
         self.probe_fraction, self.min_probe_rows = probe_fraction, min_probe_rows
+        self._ids: list[str] | None = None  # the segment's ids, and the same in row order (ties)
+        self._slot_ids: list[str] = []
 
     @classmethod
     def write(cls, directory: str, dimension: int, dtype: str, rows, **probes) -> IvfRun:
@@ -143,7 +146,11 @@ class IvfRun:
                 ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         """As ``FlatRun.nearest``, over the probed lists only; positions are the segment's."""
         order = self.order
-        key = None if ids is None else _ByOrder(ids, order)
+        key = None
+        if ids is not None:  # the ids in the run's row order (a list of the same strings, made once)
+            if self._ids is not ids:
+                self._ids, self._slot_ids = ids, [ids[position] for position in order.tolist()]
+            key = self._slot_ids
         found = self.run.nearest(query, limit, None if skip is None else skip[order], key, self.probed(query))
         return [(int(order[slot]), similarity) for slot, similarity in found]
 
@@ -166,13 +173,3 @@ class IvfRun:
         sketch = sum(part.nbytes for part in self.run.sketch) if self.run.sketch is not None else 0
         scales = self.run.scales.nbytes if self.run.scales is not None else 0
         return self.centroids.nbytes + self.offsets.nbytes + self.order.nbytes + self.slots.nbytes + sketch + scales
-
-
-class _ByOrder:
-    """The ids of a run's rows (slots), for ties broken by id."""
-
-    def __init__(self, ids: list[str], order: np.ndarray) -> None:
-        self._ids, self._order = ids, order
-
-    def __getitem__(self, slot: int) -> str:
-        return self._ids[int(self._order[slot])]

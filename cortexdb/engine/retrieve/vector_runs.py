@@ -236,8 +236,9 @@ class FlatRun:
         if spans is not None:
             shortlist = at[shortlist]
         exact = np.asarray(scores(rows[shortlist], None, query, self.dtype), dtype=np.float64)
-        key = None if ids is None else (lambda p: ids[int(shortlist[p])])
-        return [(int(shortlist[p]), float(exact[p])) for p in top(exact, limit, key).tolist()]
+        listed = shortlist.tolist()  # plain ints: a tie's key is a list look-up, not a numpy scalar's
+        key = None if ids is None else (lambda p: ids[listed[p]])
+        return [(listed[p], float(exact[p])) for p in top(exact, limit, key).tolist()]
 
     def stored(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """The stored rows (a copy) and scales at ``positions`` (any order), read through the
