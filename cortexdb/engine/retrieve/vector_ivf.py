@@ -169,7 +169,8 @@ class IvfRun:
 
     def heap_bytes(self) -> int:
         """What the segment keeps in memory besides its ids: centroids, list offsets, the two
-        position maps and the run's per-row sketch figures."""
+        position maps, the run's per-row sketch figures and (once searched) the ids' row order."""
         sketch = sum(part.nbytes for part in self.run.sketch) if self.run.sketch is not None else 0
         scales = self.run.scales.nbytes if self.run.scales is not None else 0
-        return self.centroids.nbytes + self.offsets.nbytes + self.order.nbytes + self.slots.nbytes + sketch + scales
+        maps = self.order.nbytes + self.slots.nbytes + 8 * len(self._slot_ids)
+        return self.centroids.nbytes + self.offsets.nbytes + maps + sketch + scales
