@@ -1,7 +1,7 @@
 """A vector index alone at scale: resident memory, search time and answers of sealed segments.
 
     python bench/vector_memory.py [--vectors 100000] [--searches 1000] [--kind hash|clustered]
-                                  [--arms ivf,annoy] [--limit 28]
+                                  [--arms ivf,annoy] [--limit 28] [--segment-size 20000] [--run-rows 2048]
 
 Both arms run at once, each in its own worker process (RSS is per process), on the same vectors
 (the searches start together once every arm is filled):
@@ -87,7 +87,7 @@ def status() -> dict[str, float]:
     return out
 
 
-def worker(arm: str, path: str, searches: int, limit: int) -> None:
+def worker(arm: str, path: str, searches: int, limit: int, segment_size: int, run_rows: int) -> None:
     import trio
 
     from cortexdb import EngineConfig
@@ -102,8 +102,8 @@ def worker(arm: str, path: str, searches: int, limit: int) -> None:
 
     async def run():
         with tempfile.TemporaryDirectory() as directory:
-            index = VectorIndex(384, segment_size=20_000, dtype="float16", directory=directory,
-                                run_rows=2048, sealed=arm)  # fmt: skip
+            index = VectorIndex(384, segment_size=segment_size, dtype="float16", directory=directory,
+                                run_rows=run_rows, sealed=arm)  # fmt: skip
             release_free_memory()
             base = status()
             started = time.perf_counter()
@@ -145,11 +145,13 @@ def main() -> None:
     parser.add_argument("--kind", choices=["hash", "clustered"], default="hash")
     parser.add_argument("--arms", default="ivf,annoy")
     parser.add_argument("--limit", type=int, default=28)
+    parser.add_argument("--segment-size", type=int, default=20_000, help="the engine's vector_segment_size")
+    parser.add_argument("--run-rows", type=int, default=2048, help="the engine's vector_run_rows")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.data, args.searches, args.limit)
+        worker(args.worker, args.data, args.searches, args.limit, args.segment_size, args.run_rows)
         return
     rows, queries = make_vectors(args.kind, args.vectors, args.queries)
     with tempfile.TemporaryDirectory() as scratch:
@@ -159,7 +161,8 @@ def main() -> None:
               f"arms {args.arms} at once, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")  # fmt: skip
         env = {**os.environ, "PYTHONPATH": ROOT}
         procs = {arm: subprocess.Popen([sys.executable, __file__, "--worker", arm, "--data", path, "--searches",
-                                        str(args.searches), "--limit", str(args.limit)], stdout=subprocess.PIPE,
+                                        str(args.searches), "--limit", str(args.limit), "--segment-size",
+                                        str(args.segment_size), "--run-rows", str(args.run_rows)], stdout=subprocess.PIPE,
                                        stdin=subprocess.PIPE, env=env, text=True)
                  for arm in args.arms.split(",")}  # fmt: skip
         for proc in procs.values():  # filled: then all arms search at once

@@ -5,6 +5,9 @@ nothing resident between searches, and data dirs opened by an engine that sealed
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -183,3 +186,19 @@ async def test_a_data_dir_sealed_with_annoy_opens_with_ivf(tmp_path, clock):
     # an IVF segment this small is probed whole (min_probe_rows), and annoy's 50 trees over 80
     # vectors find every neighbour: the same events either way
     assert [i["id"] for i in answers[0]["layers"]["events"]] == [i["id"] for i in answers[1]["layers"]["events"]]
+
+
+def test_the_index_memory_benchmark_runs_on_a_slice():
+    """bench/vector_memory.py on a tiny slice (so it never rots; no assertion on time)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run(
+        [sys.executable, "bench/vector_memory.py", "--vectors", "3000", "--searches", "20", "--queries", "10",
+         "--kind", "clustered", "--segment-size", "1000", "--run-rows", "256"],
+        capture_output=True, text=True, timeout=600, cwd=root,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for arm in ("ivf", "annoy"):
+        line = re.search(rf"^ *{arm}: segments .*$", result.stdout, re.M)
+        assert line, result.stdout
+        assert re.search(r"after 20 searches [\d.-]+ MB .* KB per 1k vectors .* search wall p50 [\d.]+ .*"
+                         r"overlap with exact [\d.]+, at least the exact k-th score [\d.]+", line.group(0))
