@@ -2,7 +2,7 @@
 
     python bench/recall_memory.py --data DIR [--events 25000] [--recalls 1000] [--every 250]
                                   [--shape pack|events] [--copy] [--clock 2026-11-28T03:00:00Z]
-                                  [--out ranked.json]
+                                  [--out ranked.json] [--set NAME=VALUE ...]
 
 ``--data`` is a kept data dir as bench/recall_ab.py makes it (LevelDB, hash embedder, bench/recall.py's
 synthetic events in one scope, derivation and vector seals settled); when it does not exist it is
@@ -181,8 +181,8 @@ async def run(args, path: str) -> None:
 
         extra["clock"] = ManualClock(args.clock)
     fresh = not os.path.exists(path)
-    config = EngineConfig(embedder="hash", idle_timeout=3600)
-    print(f"recall_memory: {path}, {args.recalls} recalls ({args.shape}), load average "
+    config = EngineConfig(embedder="hash", idle_timeout=3600, **_load("locomo").settings(args.set))
+    print(f"recall_memory: {path}, {args.recalls} recalls ({args.shape}), settings {args.set or 'default'}, load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")  # fmt: skip
     print("MB:            " + " ".join(f"{c[:8]:>8}" for c in COLUMNS))
     gc.collect()
@@ -260,6 +260,8 @@ def main() -> None:
     parser.add_argument("--mmap-reads", action="store_true", help="LevelDB reads its tables through memory "
                         "maps (its own default; the engine's is pread: decisions.md)")
     parser.add_argument("--copy", action="store_true", help="run on a throwaway copy of --data")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="an EngineConfig field for this run (e.g. vector_sealed=annoy; repeatable)")
     parser.add_argument("--clock", help="pin the engine's clock to this RFC 3339 moment")
     parser.add_argument("--out", help="write the ranked ids and scores of each pack (JSON)")
     args = parser.parse_args()

@@ -109,7 +109,13 @@ class EngineConfig:
     derived_vectors_backlog: int = attrs.field(default=1024, validator=attrs.validators.ge(1))
     derived_vectors_quiet: float = attrs.field(default=0.25, validator=attrs.validators.ge(0))
     vector_segment_size: int = 20_000  # delta vectors sealed into an annoy segment
-    vector_trees: int = 50
+    vector_trees: int = 50  # annoy's trees (vector_sealed "annoy", or a scope without a data dir)
+    # what a sealed segment of vector_segment_size vectors or more is with a data dir: "ivf" (the
+    # rows in a file ordered by a coarse quantizer's lists, a search reading the nearest lists'
+    # rows: about 28 bytes a vector in memory) or "annoy" (memory-mapped trees, whose pages a
+    # search touches all over: ~2 KB a vector resident); without a data dir, annoy in memory
+    # (docs/decisions.md, "Sealed vectors: IVF lists over a flat run")
+    vector_sealed: str = attrs.field(default="ivf", validator=attrs.validators.in_(("ivf", "annoy")))
     # how the exact delta keeps its vectors in memory: float16 (half of float32's bytes, cosines
     # within ~1e-4), float32, or int8 with a per-vector scale (a quarter; ~2e-3); the stored
     # vectors stay float32.  With a data dir, sealed segments are memory-mapped files in its

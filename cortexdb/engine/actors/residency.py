@@ -17,7 +17,7 @@ an upper bound of the RSS the scope's structures hold (docs/decisions.md, "Relea
 | a vector id (the index's maps)             | ``VECTOR_ID_BYTES``                             |
 | a row of a layer's exact delta, allocated ``chunk_rows`` at a time (the capacity counts, an upper bound: zeroed pages not yet written may not be resident) | dimension × item size (2: float16) + ``DELTA_ROW_EXTRA`` |
 | a vector sealed in an in-memory annoy segment | (4 × dimension + 12) × ``ANNOY_NODES``       |
-| a vector sealed in a data dir's segment or run | 0 (file-backed pages the kernel can drop)   |
+| a vector sealed in a data dir's segment or run | ``SEALED_ROW_BYTES`` (its rows are file-backed pages the kernel can drop) |
 | a text-index slot (per-slot arrays hold at least ``TEXT_MIN_SLOTS``) | ``TEXT_SLOT_BYTES`` + ``TEXT_SLOT_ARRAYS`` |
 | a (document, term) posting, with its share of the term dictionary | ``TEXT_PAIR_BYTES``      |
 | a decoded record (event, fact, belief, episode) | ``RECORD_BYTES``                           |
@@ -44,6 +44,7 @@ import numpy as np
 ACTOR_BYTES = 24 * 1024
 VECTOR_ID_BYTES = 200
 DELTA_ROW_EXTRA = 3  # the row's id-prefix code (int16) and live flag
+SEALED_ROW_BYTES = 28  # a run's sketch figures (12), an IVF segment's two position maps (8) and ids in row order (8)
 ANNOY_NODES = 1.3  # annoy's split nodes: about trees × 2 / (dimension + 2) more nodes per item
 TEXT_SLOT_BYTES = 160
 TEXT_SLOT_ARRAYS = 17  # length (float64), key (uint64), alive (bool)
@@ -78,6 +79,8 @@ def vector_bytes(index: Any) -> int:
     total = live * VECTOR_ID_BYTES + capacity * row
     if getattr(index, "directory", None) is None:  # segments in anonymous memory (memory backend)
         total += int(sealed * (4 * dimension + 12) * ANNOY_NODES)
+    else:  # file-backed rows; in memory, a run's sketch figures and an IVF segment's position maps
+        total += sealed * SEALED_ROW_BYTES
     return total
 
 

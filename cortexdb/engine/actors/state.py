@@ -84,6 +84,7 @@ def new_vector_index(ctx: Any) -> LayeredVectorIndex:
         directory=os.path.join(data_dir, "vector-segments") if data_dir else None,
         chunk_rows=config.vector_delta_chunk,
         run_rows=config.vector_run_rows or None,
+        sealed=config.vector_sealed,
     )
 
 

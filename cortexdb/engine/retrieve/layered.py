@@ -84,13 +84,14 @@ class LayeredVectorIndex(_Layered):
     def __init__(
         self, dimension: int, *, segment_size: int, trees: int, dtype: str = "float32",
         directory: str | None = None, chunk_rows: int = 1024, run_rows: int | None = None,
+        sealed: str = "annoy",
     ) -> None:  # fmt: skip
         """``directory``: where sealed segments are built and memory-mapped (unlinked once
         mapped: the folder holds nothing between runs); ``None`` keeps them in memory."""
         super().__init__(
             lambda: VectorIndex(
                 dimension, segment_size=segment_size, trees=trees, dtype=dtype,
-                directory=directory, chunk_rows=chunk_rows, run_rows=run_rows,
+                directory=directory, chunk_rows=chunk_rows, run_rows=run_rows, sealed=sealed,
             )
         )  # fmt: skip
         self.dimension = dimension

@@ -32,24 +32,33 @@ from __future__ import annotations
 import numpy as np
 import trio
 
+from .vector_ivf import IvfRun
 from .vector_runs import DeltaRows, EncodedRows, FlatRun, SegmentRows, scores, top
 from .vector_segments import Segment as _Segment
 from .vector_segments import build_annoy
 
 MERGE_RATIO = 1.5  # merge the newest two segments when the older is at most this much larger
 DTYPES = ("float32", "float16", "int8")
+SEALED = ("ivf", "annoy")
 
 
 class VectorIndex:
     def __init__(
         self, dimension: int, *, segment_size: int = 20_000, trees: int = 50,
         dtype: str = "float32", directory: str | None = None, chunk_rows: int = 1024,
-        run_rows: int | None = None,
+        run_rows: int | None = None, sealed: str = "annoy",
     ) -> None:  # fmt: skip
         """``run_rows`` (with a ``directory``): seal the delta every that many rows into a flat
-        run in a file (vector_runs.py), so the delta, the only rows in memory, stays small."""
+        run in a file (vector_runs.py), so the delta, the only rows in memory, stays small.
+        ``sealed``: what a segment of ``segment_size`` rows or more is with a ``directory``,
+        ``"ivf"`` (vector_ivf.py: the rows in a file, searched through a coarse quantizer) or
+        ``"annoy"`` (a memory-mapped annoy index with a flat run of its rows beside it); without
+        a directory it is always annoy (in memory)."""
         if dtype not in DTYPES:
             raise ValueError(f"vector dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+        if sealed not in SEALED:
+            raise ValueError(f"sealed vector segments {sealed!r}: expected one of {', '.join(SEALED)}")
+        self.sealed = sealed
         self.dimension = dimension
         self.segment_size = segment_size
         self.trees = trees
@@ -279,6 +288,9 @@ class VectorIndex:
         if self.run_rows is not None and len(rows) < self.segment_size:  # a flat run (exact)
             run = FlatRun.write(self.directory, self.dimension, self.dtype, source, sketch=True)
             return run, run
+        if self.directory is not None and self.sealed == "ivf":  # the rows in a file, in lists
+            run = IvfRun.write(self.directory, self.dimension, self.dtype, source)
+            return run, run
         index = build_annoy(rows, self.dimension, self.trees, self.directory)
         if self.directory is None:
             return index, None
@@ -297,7 +309,7 @@ class VectorIndex:
         base = limit + 8 if prefixes is None else limit * 4 + 8
         for segment in self._segments:
             dead = segment.dead
-            if isinstance(segment.index, FlatRun):
+            if isinstance(segment.index, FlatRun | IvfRun):  # noqa: UP038
                 self._search_run(segment, query, base, prefixes, results)
                 continue
             fetch = base + min(len(dead), 3 * base)  # make up for dead hits, within bounds

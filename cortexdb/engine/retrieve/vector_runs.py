@@ -166,10 +166,11 @@ class FlatRun:
         return self._map
 
     def nearest(self, query: np.ndarray, limit: int, skip: np.ndarray | None,
-                ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
+                ids: list[str] | None = None, spans: list[tuple[int, int]] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         """The ``limit`` best (position, cosine) pairs, exact, best first, equal cosines by
         their ``ids`` (without ids, every row tied with the last is kept too), rows where the
-        boolean ``skip`` is true left out; through the int8
+        boolean ``skip`` is true left out, only the rows of ``spans`` (``(start, stop)``,
+        ascending) when given (an IVF segment's probed lists, vector_ivf.py); through the int8
         sketch when the run has one (``_sketched``).  The rows are scored where the kernel's
         page cache holds them, through a read-only mapping whose pages are let go
         (``MADV_DONTNEED``) before returning: no copy, and nothing of the run stays in the
@@ -182,9 +183,9 @@ class FlatRun:
             rows = np.frombuffer(mapped, dtype=self.dtype, count=self.count * self.dimension)
             rows = rows.reshape(self.count, self.dimension)
             if self.sketch is not None:
-                best = self._sketched(mapped, rows, query, limit, skip, ids)
+                best = self._sketched(mapped, rows, query, limit, skip, ids, spans)
             else:
-                best = self._scan(rows, query, limit, skip, ids)
+                best = self._scan(rows, query, limit, skip, ids, spans)
         finally:
             mapped.madvise(mmap.MADV_DONTNEED)
         best.sort(key=lambda item: (-item[1], item[0] if ids is None else ids[item[0]]))
@@ -196,36 +197,67 @@ class FlatRun:
         return best
 
     def _scan(self, rows: np.ndarray, query: np.ndarray, limit: int, skip: np.ndarray | None,
-              ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
+              ids: list[str] | None = None, spans: list[tuple[int, int]] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         best: list[tuple[int, float]] = []
-        for start in range(0, self.count, BLOCK_ROWS):
-            stop = min(self.count, start + BLOCK_ROWS)
-            scales = self.scales[start:stop] if self.scales is not None else None
-            found = np.asarray(scores(rows[start:stop], scales, query, self.dtype), dtype=np.float64)
-            if skip is not None:
-                found[skip[start:stop]] = -np.inf
-            key = None if ids is None else (lambda p, start=start: ids[start + p])
-            best += [(start + int(p), float(found[p])) for p in top(found, limit, key).tolist()]
+        for first, last in spans if spans is not None else [(0, self.count)]:
+            for start in range(first, last, BLOCK_ROWS):
+                stop = min(last, start + BLOCK_ROWS)
+                scales = self.scales[start:stop] if self.scales is not None else None
+                found = np.asarray(scores(rows[start:stop], scales, query, self.dtype), dtype=np.float64)
+                if skip is not None:
+                    found[skip[start:stop]] = -np.inf
+                key = None if ids is None else (lambda p, start=start: ids[start + p])
+                best += [(start + int(p), float(found[p])) for p in top(found, limit, key).tolist()]
         return best
 
     def _sketched(self, mapped, rows: np.ndarray, query: np.ndarray, limit: int,
-                  skip: np.ndarray | None, ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
+                  skip: np.ndarray | None, ids: list[str] | None = None,
+                  spans: list[tuple[int, int]] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         """The exact best through the sketch: every row that can be among the ``limit`` best
         (vector_sketch.shortlist) scored exactly, with the kernel ``_scan`` uses."""
         small = np.frombuffer(mapped, dtype=np.int8, offset=self.count * self.row_bytes)
         small = small.reshape(self.count, self.dimension)
-        sketch_query = vector_sketch.Query(np.asarray(query, dtype=np.float32).astype(np.float16))
+        sketch_query = vector_sketch.query_for(np.asarray(query, dtype=np.float32).astype(np.float16))
         scale, norms, errors = self.sketch
-        found = _simsimd().cdist(sketch_query.int8, small, metric="dot")
-        found = np.asarray(found, dtype=np.float64)[0] * scale * sketch_query.b  # in float64
+        kernel = _simsimd().cdist
+        if spans is None:
+            found = np.asarray(kernel(sketch_query.int8, small, metric="dot"), dtype=np.float64)[0]
+        else:  # the spans' rows scored where they are (no gathered copy), then side by side
+            found = np.concatenate([np.asarray(kernel(sketch_query.int8, small[a:b], metric="dot"),
+                                               dtype=np.float64)[0] for a, b in spans])  # fmt: skip
+            at = np.concatenate([np.arange(a, b) for a, b in spans])
+            scale, norms, errors = scale[at], norms[at], errors[at]
+        found *= scale * sketch_query.b  # in float64
         if skip is not None:
-            found[skip] = -np.inf
+            found[skip if spans is None else skip[at]] = -np.inf
         shortlist = vector_sketch.shortlist(found, sketch_query.bounds(norms, errors), limit)
         if not len(shortlist):
             return []
+        if spans is not None:
+            shortlist = at[shortlist]
         exact = np.asarray(scores(rows[shortlist], None, query, self.dtype), dtype=np.float64)
-        key = None if ids is None else (lambda p: ids[shortlist[p]])
-        return [(int(shortlist[p]), float(exact[p])) for p in top(exact, limit, key).tolist()]
+        listed = shortlist.tolist()  # plain ints: a tie's key is a list look-up, not a numpy scalar's
+        key = None if ids is None else (lambda p: ids[listed[p]])
+        return [(listed[p], float(exact[p])) for p in top(exact, limit, key).tolist()]
+
+    def stored(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The stored rows (a copy) and scales at ``positions`` (any order), read through the
+        mapping, whose pages are let go before returning (a build's reads, in its thread)."""
+        mapped = self._mapped()
+        try:
+            rows = np.frombuffer(mapped, dtype=self.dtype, count=self.count * self.dimension)
+            taken = rows.reshape(self.count, self.dimension)[positions]
+        finally:
+            mapped.madvise(mmap.MADV_DONTNEED)
+        return taken, self.scales[positions] if self.scales is not None else None
+
+    def decoded(self, positions: np.ndarray) -> np.ndarray:
+        """The rows at ``positions`` as float32 (``stored``, decoded)."""
+        rows, scales = self.stored(positions)
+        rows = rows.astype(np.float32)
+        if scales is not None:
+            rows *= scales[:, None]
+        return rows
 
     def unload(self) -> None:
         if self._map is not None:
@@ -314,7 +346,7 @@ class SegmentRows:
             while j < stop and self._sources[j][0] is index:
                 j += 1
             positions = [position for _, position in self._sources[i:j]]
-            if isinstance(index, FlatRun) and index.dtype == dtype:
+            if getattr(index, "dtype", None) == dtype:  # a flat run's or an IVF segment's rows, as stored
                 block, block_scales = index.block(positions)
                 rows.append(block)
                 scales.append(block_scales if block_scales is not None else np.ones(len(positions), np.float32))

@@ -72,6 +72,21 @@ class Query:
         return bound
 
 
+_last: tuple[bytes, Query] | None = None  # the last query prepared (every run of a search asks)
+
+
+def query_for(kernel_query: np.ndarray) -> Query:
+    """``Query(kernel_query)``, prepared once for the runs and segments one search reads."""
+    global _last
+    key = np.ascontiguousarray(kernel_query).tobytes()
+    last = _last
+    if last is not None and last[0] == key:
+        return last[1]
+    prepared = Query(kernel_query)
+    _last = (key, prepared)
+    return prepared
+
+
 def shortlist(sketch_scores: np.ndarray, bounds: np.ndarray, limit: int) -> np.ndarray:
     """The rows that can be among the ``limit`` best (``-inf`` sketch scores are left out),
     ascending: every row whose upper bound reaches the ``limit``-th best lower bound."""
