@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import ctypes
 import gc
 import importlib.util
 import json
@@ -110,11 +109,6 @@ def structures() -> tuple[collections.Counter, int]:
     return parts, len(lanes)
 
 
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(f, ctypes.c_size_t) for f in
-                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]  # fmt: skip
-
-
 def heap_line(libc) -> str:
     info = libc.mallinfo2() if libc is not None else None
     stores = [o for o in gc.get_objects() if type(o).__name__ == "DB" and hasattr(o, "get_property")]
@@ -187,12 +181,11 @@ def trace_growth(snapshot, frames: int):
 
 
 def _libc():
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallinfo2.restype = MallInfo2
-        return libc
-    except (OSError, AttributeError):  # not glibc: malloc's counters are left out
-        return None
+    """glibc with ``mallinfo2`` typed (bench/procmem.py), or None: malloc's counters are left out."""
+    spec = importlib.util.spec_from_file_location("bench_procmem", os.path.join(_HERE, "procmem.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.glibc()
 
 
 async def run(args: argparse.Namespace, config: EngineConfig) -> None:

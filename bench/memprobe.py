@@ -38,15 +38,10 @@ soak = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(soak)  # type: ignore[union-attr]
 
 
-def status() -> dict[str, float]:
-    """VmRSS, RssAnon and RssFile of this process, in MB."""
-    out = {}
-    with open("/proc/self/status") as lines:
-        for line in lines:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "RssFile"):
-                out[key] = int(value.split()[0]) / 1024
-    return out
+_spec = importlib.util.spec_from_file_location("bench_procmem", os.path.join(HERE, "procmem.py"))
+procmem = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(procmem)  # type: ignore[union-attr]
+status = procmem.status  # VmRSS, RssAnon and RssFile of this process, in MB
 
 
 async def probe(args: argparse.Namespace, path: str) -> None:

@@ -12,8 +12,8 @@ since the previous measurement, then a line "."):
 """
 
 import collections
-import ctypes
 import gc
+import importlib.util
 import os
 import signal
 import sys
@@ -26,29 +26,16 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
-                                               "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]  # fmt: skip
-
-
-libc = ctypes.CDLL("libc.so.6")
-libc.mallinfo2.restype = MallInfo2
+_spec = importlib.util.spec_from_file_location("procmem", os.path.join(_HERE, "procmem.py"))
+procmem = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(procmem)
+libc = procmem.glibc()
 asked = threading.Event()
-
-
-def status() -> dict:
-    found = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "RssFile"):
-                found[key] = int(value.split()[0]) / 1024
-    return found
 
 
 def type_lines(previous):
     """The types that grew and who holds a few of their objects, as text.  Runs with the GIL
-    held and keeps no heap object past its return (bench/soak_probe.py, ``held``)."""
+    held and keeps no heap object past its return (``procmem.held``)."""
     counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
     lines = []
     if previous is not None:
@@ -70,15 +57,6 @@ def type_lines(previous):
     return lines, counts
 
 
-def held(fn, *args):
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1000.0)
-    try:
-        return fn(*args)
-    finally:
-        sys.setswitchinterval(interval)
-
-
 def settle() -> None:
     previous_trace = previous_types = None
     while True:
@@ -86,7 +64,7 @@ def settle() -> None:
         asked.clear()
         gc.collect()
         libc.malloc_trim(0)
-        rss, info = status(), libc.mallinfo2()
+        rss, info = procmem.status(), libc.mallinfo2()
         lines = [f"rss={rss['VmRSS']:.1f} anon={rss['RssAnon']:.1f} arena={info.arena / 1e6:.1f} "
                  f"inuse={info.uordblks / 1e6:.1f} free={info.fordblks / 1e6:.1f} "
                  f"mmapped={info.hblkhd / 1e6:.1f} blocks={sys.getallocatedblocks()}"]  # fmt: skip
@@ -98,7 +76,7 @@ def settle() -> None:
                     lines.extend("        " + line for line in stat.traceback.format()[-10:])
             previous_trace = snapshot
         if TYPES:
-            found, previous_types = held(type_lines, previous_types)
+            found, previous_types = procmem.held(type_lines, previous_types)
             lines.extend(found)
         with open(PATH, "a") as out:
             out.write("\n".join(lines) + "\n.\n")

@@ -549,7 +549,8 @@ sys.exit(main())
 """
 
 # behind: acknowledged writes whose `consolidated` record the firehose subscriber has not seen yet
-# (the derivation backlog, -1 without subscribers).
+# (the derivation backlog; -1 without subscribers; slightly negative when records of writes whose
+# responses are still on their way have already arrived).
 # srv wait %: the share of time the server's event loop was ready to run but had no core (other
 # processes on the machine); load: the machine's 1-minute load average.
 

@@ -14,8 +14,8 @@ under it is for finding what grows, not for its latencies.
 """
 
 import collections
-import ctypes
 import gc
+import importlib.util
 import os
 import sys
 import threading
@@ -24,11 +24,12 @@ import time
 # bench/http.py would shadow the stdlib package `http`: keep this directory off the import path
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ('arena', 'ordblks', 'smblks', 'hblks', 'hblkhd', 'usmblks',
-                                               'fsmblks', 'uordblks', 'fordblks', 'keepcost')]
-libc = ctypes.CDLL('libc.so.6')
-libc.mallinfo2.restype = MallInfo2
+_spec = importlib.util.spec_from_file_location("procmem", os.path.join(_HERE, "procmem.py"))
+procmem = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(procmem)
+libc = procmem.glibc()
+
+
 def mappings():
     kinds = collections.Counter()
     name, size = '', 0
@@ -154,7 +155,7 @@ def structures():
             parts['frames n'] += len(obj._sse) + len(obj._ws)
     return ', '.join(f'{k} {v:.1f}' if isinstance(v, float) else f'{k} {v}' for k, v in sorted(parts.items(), key=str))
 def heap_lines(previous):
-    """What the heap walk finds, as text.  It runs with the GIL held throughout (see ``held``) and
+    """What the heap walk finds, as text.  It runs with the GIL held throughout (``procmem.held``) and
     returns no object of the heap: only strings and the type counts."""
     lines = ['    structures: ' + structures() + '\n']
     counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
@@ -180,20 +181,6 @@ def heap_lines(previous):
     return lines, counts
 
 
-def held(fn, *args):
-    """Run ``fn`` without letting another thread run: a heap walk can be handed a tuple another
-    thread is still building (``gc.get_referrers``, ``gc.get_objects``), and CPython refuses to
-    resize a tuple someone else holds (SystemError in the server).  So no walk's reference may
-    outlive the walk: with a long switch interval the GIL stays with this thread until ``fn``
-    returns and its frame, with every reference it took, is gone.  ``fn`` does no I/O."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1000.0)
-    try:
-        return fn(*args)
-    finally:
-        sys.setswitchinterval(interval)
-
-
 def watch():
     started = time.monotonic()
     previous = None
@@ -202,7 +189,7 @@ def watch():
         stats = gc.get_stats()
         kinds = mappings()
         info = libc.mallinfo2()
-        lines, previous = held(heap_lines, previous)
+        lines, previous = procmem.held(heap_lines, previous)
         with open(PATH, 'a') as out:
             out.write(f'--- t={time.monotonic() - started:.0f} s  rss by mapping (MB): '
                       + ', '.join(f'{k} {v / 1024:.1f}' for k, v in kinds.most_common(8)) + '\n')

@@ -21,6 +21,7 @@ cosines as equal).  The load average is printed with the figures.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -36,6 +37,10 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("bench_procmem", os.path.join(HERE, "procmem.py"))
+procmem = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(procmem)  # type: ignore[union-attr]
 
 
 def _recall_module():
@@ -69,12 +74,7 @@ def make_vectors(kind: str, count: int, queries: int) -> tuple[np.ndarray, np.nd
 
 
 def status() -> dict[str, float]:
-    out = {}
-    with open("/proc/self/status") as lines:
-        for line in lines:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "RssFile"):
-                out[key] = int(value.split()[0]) / 1024
+    out = procmem.status()
     with open("/proc/self/smaps") as lines:
         path, files = "", 0.0
         for line in lines:
