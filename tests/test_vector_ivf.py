@@ -202,3 +202,33 @@ def test_the_index_memory_benchmark_runs_on_a_slice():
         assert line, result.stdout
         assert re.search(r"after 20 searches [\d.-]+ MB .* KB per 1k vectors .* search wall p50 [\d.]+ .*"
                          r"overlap with exact [\d.]+, at least the exact k-th score [\d.]+", line.group(0))
+
+
+@pytest.mark.parametrize("sealed", ["ivf", "annoy"])
+async def test_sealing_a_delta_whose_rows_were_all_removed_builds_nothing(tmp_path, sealed):
+    """A seal that finds every delta row removed (a forget before the background seal) empties
+    the delta without building an empty segment (an empty IVF run cannot be trained or mapped)."""
+    rng = np.random.default_rng(9)
+    index = VectorIndex(16, segment_size=64, directory=str(tmp_path), run_rows=None, sealed=sealed)
+    vectors = _clustered(rng, 40, 16)
+    for i, vector in enumerate(vectors):
+        index.add(f"evt_{i}", vector)
+    for i in range(len(vectors)):
+        index.remove(f"evt_{i}")
+    await index.seal()
+    assert index.segment_sizes == [] and len(index) == 0
+    index.add("evt_new", vectors[0])
+    await index.seal()
+    assert [doc_id for doc_id, _ in index.search(vectors[0], 3)] == ["evt_new"]
+
+
+def test_rows_are_assigned_to_lists_a_block_at_a_time_as_at_once():
+    """The nearest centroid of each row, computed a block of rows at a time (bounded scratch),
+    is the one the whole product gives."""
+    from cortexdb.engine.retrieve import vector_ivf
+
+    rng = np.random.default_rng(3)
+    rows = _clustered(rng, vector_ivf.BLOCK * 2 + 77, 24)
+    centroids = _clustered(rng, 50, 24)
+    expected = np.argmax(rows @ centroids.T, axis=1)
+    assert np.array_equal(vector_ivf._nearest_centroid(rows, centroids), expected)

@@ -199,22 +199,23 @@ class VectorIndex:
             # the build reads the rows where they are: an overwrite meanwhile may reach the new
             # segment, but such a row is dead there (below); a grow meanwhile copies the delta and
             # the build keeps reading the old array
-            rows = DeltaRows(self._delta, self._scales, live, self.dtype)
-            built, side = await trio.to_thread.run_sync(self._build, rows, abandon_on_cancel=True)
-            segment = _Segment(built, ids, side)
-            # swap: vectors added while building stay in the delta; rows of the sealed part that
-            # were removed meanwhile are dead in the new segment, and rows overwritten meanwhile
-            # are dead there too, their new vector carried over into the next delta
-            carried = []
-            for i, doc_id in zip(live, ids, strict=True):
-                if doc_id in self._rewritten and self._delta_live[i]:
-                    segment.dead.add(doc_id)
-                    carried.append(i)
-                elif not self._delta_live[i]:
-                    segment.dead.add(doc_id)
-                else:
-                    self._where[doc_id] = segment
-            self._segments.append(segment)
+            carried: list[int] = []
+            if live:  # (every row removed: no segment, the delta is only emptied)
+                rows = DeltaRows(self._delta, self._scales, live, self.dtype)
+                built, side = await trio.to_thread.run_sync(self._build, rows, abandon_on_cancel=True)
+                segment = _Segment(built, ids, side)
+                # swap: vectors added while building stay in the delta; rows of the sealed part that
+                # were removed meanwhile are dead in the new segment, and rows overwritten meanwhile
+                # are dead there too, their new vector carried over into the next delta
+                for i, doc_id in zip(live, ids, strict=True):
+                    if doc_id in self._rewritten and self._delta_live[i]:
+                        segment.dead.add(doc_id)
+                        carried.append(i)
+                    elif not self._delta_live[i]:
+                        segment.dead.add(doc_id)
+                    else:
+                        self._where[doc_id] = segment
+                self._segments.append(segment)
             keep = carried + list(range(count, len(self._delta_ids)))
             rest = [self._delta_ids[i] for i in keep]
             chunks = len(rest) // self.chunk_rows + 1
