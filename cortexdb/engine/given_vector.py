@@ -47,10 +47,3 @@ def validate_vector(value: Any, field: str = "vector") -> np.ndarray | None:
     if not np.isfinite(unit).all() or not unit.any():
         _fail(field, "must hold numbers of a usable size")
     return unit
-
-
-def stored_form(vector: np.ndarray, dtype: str) -> np.ndarray:
-    """The given vector as table ``GV`` keeps it: float16 when the vector index keeps float16
-    rows (``vector_dtype``, the default: a restart indexes the very values the write indexed,
-    in half of float32's bytes), else float32 (decisions.md, "Fewer bytes written per event")."""
-    return vector.astype(np.float16) if dtype == "float16" else vector

@@ -19,7 +19,6 @@ import trio
 
 from ...errors import CortexError, Internal, NotFound, WalUnavailable
 from ..envelope import blob_ids_of
-from ..given_vector import stored_form
 from ..model import Event, EventState, Scope
 from ..stages import STAGE_NAME, Stage
 from ..storage import Op
@@ -271,7 +270,7 @@ class ScopeActor(Releasable):
         ops.append(tables.event_states.put_op(event_id, state))
         ops.append(tables.pending.put_op(event_id, True))
         if envelope.vector is not None:  # primary, like the event: rebuild and re-embed keep it
-            ops.append(tables.given_vectors.put_op(event_id, stored_form(envelope.vector, ctx.config.vector_dtype)))
+            ops.append(tables.given_vectors.put_op(event_id, envelope.vector))  # as given: float32, lossless
             self.lane.keep_given(event_id, envelope.vector)
         ops.extend(ctx.tables.blob_reference_ops(event_id, self.scope, [b for _, b in blob_ids_of(event.content)]))
         ops.append(ctx.bus.put_op(record))
