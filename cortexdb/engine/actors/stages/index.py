@@ -170,8 +170,6 @@ async def restore(work: StageContext, pending: set[str]) -> None:
         given_found = given_found or given
         if doc_id not in documents or doc_id in vector_index:
             continue
-        if given:  # read only where needed
-            vector = await tables.given_vectors.get(doc_id)
         if vector is not None and len(vector) == dimension:
             vector_index.add(doc_id, vector)
             if vector_index.needs_seal:  # segments merge after start, in the background
@@ -187,21 +185,21 @@ async def restore(work: StageContext, pending: set[str]) -> None:
 
 async def _stored_vectors(tables) -> AsyncIterator[tuple[str, Any, bool]]:
     """The stored vectors, in the order of their ids: the ``V`` rows ``(id, vector, False)``
-    and, merged in, the ids of the vectors writers gave (``GV``) ``(id, None, True)``, which
-    have no ``V`` row (an event's given vector is kept once; a data dir written before may
+    and, merged in, the vectors writers gave (``GV``) ``(id, vector, True)``, which have no
+    ``V`` row (one scan of each table, no read per given vector) (an event's given vector is kept once; a data dir written before may
     hold both: the ``V`` row comes first).  One order whatever the table, so the vector index
     is built as it was when every vector had a ``V`` row.  A given vector of another dimension
     than the embedder's (a re-embed to another dimension) is left stored, unused; a re-embed
     drops every ``V`` row, never a given vector: it is indexed again, never re-embedded."""
-    given = aiter(tables.given_vectors.ids())
+    given = aiter(tables.given_vectors.scan())
     next_given = await anext(given, None)
     async for doc_id, vector in tables.vectors.scan():
-        while next_given is not None and next_given < doc_id:
-            yield next_given, None, True
+        while next_given is not None and next_given[0] < doc_id:
+            yield next_given[0], next_given[1], True
             next_given = await anext(given, None)
         yield doc_id, vector, False
     while next_given is not None:
-        yield next_given, None, True
+        yield next_given[0], next_given[1], True
         next_given = await anext(given, None)
 
 
