@@ -9,7 +9,6 @@ Every rejection is ``INVALID_ENVELOPE`` with ``details.field`` (a dotted path) a
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any
 
@@ -19,7 +18,7 @@ import orjson
 
 from ..errors import InvalidEnvelope, InvalidScopeGrammar
 from .given_vector import MAX_VECTOR, validate_vector  # noqa: F401 (the envelope's, re-exported)
-from .jsoncodec import MAX_DEPTH_CEILING, SORTED, first_fault
+from .jsoncodec import MAX_DEPTH_CEILING, canonical_digest, first_fault
 from .model.fields import ANY, unknown_field
 from .scopes import canonical_scope
 from .temporal import timestamp_problem, try_parse_rfc3339
@@ -363,7 +362,7 @@ def _storable(body: dict, hashed: bool = False) -> str | None:
     other does too, but for keys that are not strings, which are fine), and that hash returned."""
     try:
         if hashed:
-            return hashlib.sha256(orjson.dumps(body, default=str, option=SORTED)).hexdigest()
+            return canonical_digest(body, strict=True)
         orjson.dumps(body, default=str)
         return None
     except orjson.JSONEncodeError:

@@ -19,6 +19,7 @@ known).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
@@ -31,7 +32,7 @@ _STDLIB = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=st
 _STDLIB_SORTED = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, sort_keys=True, default=str
 )
-SORTED = _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # encode_canonical's (envelope.py too)
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # encode_canonical's
 _EXACT = b" "  # leads a document written by the fallback encoder (see the module docstring)
 _EXACT_MARKS = (_EXACT, " ")
 
@@ -57,6 +58,15 @@ def encode_canonical(data: Any) -> bytes:
         return orjson.dumps(data, default=str, option=_SORTED)
     except TypeError:
         return _STDLIB_SORTED.encode(data).encode()
+
+
+def canonical_digest(data: Any, strict: bool = False) -> str:
+    """sha256 (hex) of ``encode_canonical(data)``: a request body's hash (idempotency keys).
+    ``strict``: what orjson refuses raises its ``JSONEncodeError`` instead of falling back to the
+    standard library's encoder (the envelope's storability check reads the refusal)."""
+    if strict:
+        return hashlib.sha256(orjson.dumps(data, default=str, option=_SORTED)).hexdigest()
+    return hashlib.sha256(encode_canonical(data)).hexdigest()
 
 
 def decode(raw: bytes | str) -> Any:

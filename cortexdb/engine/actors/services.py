@@ -7,7 +7,6 @@ check and update, so no two actors can race on the same key.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from typing import Any
 
 import attrs
@@ -24,7 +23,7 @@ from ..temporal import format_ts, parse_rfc3339
 
 def body_hash(body: Any) -> str:
     """sha256 of the canonical JSON (sorted keys) of a request body."""
-    return hashlib.sha256(jsoncodec.encode_canonical(body)).hexdigest()
+    return jsoncodec.canonical_digest(body)
 
 
 class Reservation:
