@@ -47,6 +47,9 @@ _spec = importlib.util.spec_from_file_location("soak", os.path.join(HERE, "soak.
 soak = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(soak)  # type: ignore[union-attr]
 
+ANSWER_TIMEOUT = 300.0  # seconds the server gets to settle and answer one measurement
+
+
 def parse(line: str) -> dict[str, float]:
     return {k: float(v) for k, v in (part.split("=") for part in line.split())}
 
@@ -54,8 +57,13 @@ def parse(line: str) -> dict[str, float]:
 async def measure(server: Any, path: str, asked: int) -> tuple[dict[str, float], list[str]]:
     """Signal the server, wait for its answer (the ``asked``-th block of ``path``)."""
     os.kill(server.pid, signal.SIGUSR2)
+    deadline = time.monotonic() + ANSWER_TIMEOUT
     while True:
         await trio.sleep(0.2)
+        if server.process.poll() is not None:
+            raise SystemExit(f"the server exited ({server.process.returncode}) before it answered")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the server did not answer within {ANSWER_TIMEOUT:.0f} s")
         if os.path.exists(path):
             with open(path) as f:
                 blocks = f.read().split("\n.\n")
@@ -150,6 +158,8 @@ def main() -> None:
                         help="at each checkpoint after the first, the object types that grew and what holds them")
     parser.add_argument("--settle-timeout", type=float, default=900.0)
     args = parser.parse_args()
+    if not args.checkpoints or any(b <= a for a, b in zip([0, *args.checkpoints[:-1]], args.checkpoints, strict=True)):
+        parser.error("--checkpoints must be increasing write counts above 0")
     if args.subscribers < 1:
         parser.error("--subscribers must be at least 1 (the firehose subscriber tells when derivation settled)")
     root = tempfile.mkdtemp(prefix="cortex-server-memory-")
