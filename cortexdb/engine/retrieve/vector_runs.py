@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 import uuid
 
 import numpy as np
 
 from . import vector_sketch
+
+_MAP_LOCK = threading.Lock()  # making a run's mapping (``FlatRun._mapped``)
 
 BLOCK_ROWS = 4096  # rows scored (and written) at a time
 
@@ -160,9 +163,13 @@ class FlatRun:
         return out
 
     def _mapped(self) -> mmap.mmap:
+        """The run's one mapping, made on first use; a search (the event loop's thread) and a
+        merge's reads (``stored``, a worker thread) may both ask first, so it is made under a lock."""
         if self._map is None:
-            size = self.count * (self.row_bytes + (self.dimension if self.sketch is not None else 0))
-            self._map = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+            with _MAP_LOCK:
+                if self._map is None:
+                    size = self.count * (self.row_bytes + (self.dimension if self.sketch is not None else 0))
+                    self._map = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
         return self._map
 
     def nearest(self, query: np.ndarray, limit: int, skip: np.ndarray | None,
