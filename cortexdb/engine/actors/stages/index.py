@@ -106,22 +106,22 @@ async def turn_vectors(work: StageContext, turns: list[Turn]) -> tuple[dict[str,
     # which texts need their sums: every turn's, and a predecessor's not kept (a long event's
     # last passage, or the latest turn before a restart)
     wanted: dict[str, str] = {}
+    weight = work.config.turn_context_weight  # 0: the turn alone, no predecessor embedded for it
     previous, here = state.previous_turn, {t.event_id for t in turns if t.embedded_here}
     for turn in turns:
         if turn.embedded_here:
             wanted[turn.event_id] = turn.text
-            if continues(previous, turn, gap) and previous.sums is None and previous.event_id not in here:
+            if weight and continues(previous, turn, gap) and previous.sums is None and previous.event_id not in here:
                 wanted[previous.event_id + "#context"] = previous.text
         previous = turn
     sums = dict(zip(wanted, await work.index.embed_sums(list(wanted.values())), strict=True)) if wanted else {}
-    weight = work.config.turn_context_weight
     vectors: dict[str, np.ndarray] = {}
     for turn in turns:
         previous = state.previous_turn
         own = sums.get(turn.event_id) if turn.embedded_here else None
         if own is not None:
             total = own
-            if continues(previous, turn, gap):
+            if weight and continues(previous, turn, gap):
                 context = previous.sums
                 if context is None:
                     context = sums.get(previous.event_id + "#context")
