@@ -58,7 +58,7 @@ async def measure(server: Any, path: str, asked: int) -> tuple[dict[str, float],
     """Signal the server, wait for its answer (the ``asked``-th block of ``path``)."""
     os.kill(server.pid, signal.SIGUSR2)
     deadline = time.monotonic() + ANSWER_TIMEOUT
-    while True:
+    while True:  # the answer is a file another process appends to: polled, with a deadline
         await trio.sleep(0.2)
         if server.process.poll() is not None:
             raise SystemExit(f"the server exited ({server.process.returncode}) before it answered")
@@ -86,7 +86,7 @@ async def run(args: argparse.Namespace, server: Any, token: str, answers: str) -
     async with trio.open_nursery() as streams:
         for sub in subscribers:
             streams.start_soon(sub.run, url, headers, False)
-        while not all(s.open for s in subscribers):
+        while not all(s.open for s in subscribers):  # as bench/soak.py: polled, the streams set a flag
             await trio.sleep(0.05)
         verifier = subscribers[0] if subscribers else None
         done, started = 0, time.monotonic()
@@ -113,6 +113,7 @@ async def run(args: argparse.Namespace, server: Any, token: str, answers: str) -
             waited = time.monotonic()
             if verifier is not None:  # settled: every acknowledged write seen consolidated
                 ids = [w.encode() for w in writes.ids]
+                # polled (the subscriber only counts; a poll costs a pass over the ids) with a deadline
                 while any(b"consolidated" not in verifier.stages.get(w, ()) for w in ids):
                     await trio.sleep(0.5)
                     if time.monotonic() - waited > args.settle_timeout:
