@@ -8,7 +8,10 @@ cache), ``SubjectBeliefs`` holds
 - ``ids``: every claim of the subject that has a stored belief (its ``BI`` row) and the belief's
   id, so revision knows without a read that a claim has none, and reads those it has by id;
 - ``live``: a ``derive.concepts.BeliefDigest`` of each live belief (not closed on the recorded
-  axis, not deprecated, not excluded from recall), what concept synthesis reads of it.
+  axis, not deprecated, not excluded from recall), what concept synthesis reads of it;
+- ``unsettled``: the claims whose belief is partial (gated), contradicts another or has ended
+  (``valid_to``), so revision knows without reading a belief whether a claim it was not asked
+  to revise would revise to what it is (``stages.consolidate.independent``).
 The lane's belief writes keep both current (``note``: every belief a revision keeps, creates or
 deletes, through ``PartitionState.keep_belief``).  What changes
 beliefs elsewhere drops them all (``clear``: a forget or an erasure, a rebuild's ``reset``), and
@@ -30,12 +33,19 @@ def live(belief: Belief | None) -> bool:
             and not belief.excluded_from_recall)  # fmt: skip
 
 
+def settled(belief: Belief) -> bool:
+    """A belief a revision of unchanged evidence leaves as it is: live on the valid axis, not
+    waiting on the revision-policy gate, contradicting nothing."""
+    return not belief.partial and not belief.contradicts and belief.valid_to is None
+
+
 class Summary:
-    __slots__ = ("ids", "live")
+    __slots__ = ("ids", "live", "unsettled")
 
     def __init__(self) -> None:
         self.ids: dict[str, str] = {}  # claim -> its belief's id (a ``BI`` row, stored or this batch's)
         self.live: dict[str, BeliefDigest] = {}  # claim -> the digest of its live belief
+        self.unsettled: set[str] = set()  # claims of ``ids`` whose belief is not ``settled``
 
 
 class SubjectBeliefs:
@@ -59,6 +69,8 @@ class SubjectBeliefs:
         for claim, belief in claims.items():
             if belief is not None:
                 summary.ids[claim] = belief.id
+                if not settled(belief):
+                    summary.unsettled.add(claim)
                 if live(belief):
                     summary.live[claim] = digest(belief)
         self.held += len(summary.live)
@@ -71,8 +83,13 @@ class SubjectBeliefs:
             return  # not loaded: its first use reads it
         if belief is None:
             summary.ids.pop(claim, None)
+            summary.unsettled.discard(claim)
         else:
             summary.ids[claim] = belief.id
+            if settled(belief):
+                summary.unsettled.discard(claim)
+            else:
+                summary.unsettled.add(claim)
         before = len(summary.live)
         if live(belief):
             held = summary.live.get(claim)  # what the digest reads of it unchanged: kept

@@ -168,7 +168,8 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
         wanted = objects.get((subject_id, predicate)) if objects is not None else None
         skip = len(subject_id) + len(predicate) + 2  # a claim key is "subject\x1fpredicate\x1fokey"
         if wanted is not None and (subject_id, predicate) not in state.stale_pairs and independent(
-                state, facts, claims, {c for c in claims if c[skip:] not in wanted}):  # fmt: skip
+                state, await state.subject_summary(subject_id), facts,
+                [c for c in claims if c[skip:] not in wanted]):  # fmt: skip
             claims = {claim: fact for claim, fact in claims.items() if claim[skip:] in wanted}
         else:
             state.stale_pairs.discard((subject_id, predicate))
@@ -194,20 +195,17 @@ def batch_objects(cache: dict[str, Fact], states: list[EventState]) -> dict[tupl
     return out
 
 
-def independent(state: Any, facts: list[Fact], claims: dict[str, Fact], others: set[str]) -> bool:
+def independent(state: Any, held: Any, facts: list[Fact], others: list[str]) -> bool:
     """Whether the claims ``others`` (of objects the event did not change) would revise to what
     they are: no fact of the pair is of a single-valued predicate (rival claims weigh against and
-    contradict each other), and each has its belief in the lane's cache, settled — live, not
-    waiting on the revision-policy gate, contradicting nothing.  Their evidence is then what it
-    was at their last revision, which wrote what it gives: they are left alone."""
+    contradict each other), and each has a stored belief, settled — live, not waiting on the
+    revision-policy gate, contradicting nothing — as its subject's summary (``held``:
+    ``subject_beliefs.Summary``) knows without reading it.  Their evidence is then what it was at
+    their last revision, which wrote what it gives: they are left alone."""
     if any(f.single_valued for f in facts):
         return False
-    for claim in others:
-        belief = state.beliefs.get(claim)
-        if (belief is None or claim in state.deferred or belief.partial or belief.contradicts
-                or belief.valid_to is not None):  # fmt: skip
-            return False
-    return True
+    deferred, ids, unsettled = state.deferred, held.ids, held.unsettled
+    return all(claim in ids and claim not in unsettled and claim not in deferred for claim in others)
 
 
 async def _revise_pair(work: StageContext, subject_id: str, predicate: str, facts: list[Fact],
