@@ -17,6 +17,7 @@ which search the text and vector indexes.
 | ``unlisted``     | pair -> new facts not yet stored whose pair had no ``fact_ids`` list    |
 | ``predicates``   | subject -> the predicates it has facts under (``FI``)                  |
 | ``pairs_used``   | the pairs asked for since the last ``trim_caches`` (kept longest)      |
+| ``fact_keys``    | fact id -> its object key, arity, polarity (``pair_keys``)             |
 | ``closing``      | fact id -> the version a change in this commit closes (``stages.versioning``) |
 | ``beliefs``      | claim key -> its belief (None: none stored)                            |
 | ``stale_pairs``  | pairs an event changed without revising beliefs (next revision: whole)  |
@@ -51,6 +52,7 @@ from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
 from ..retrieve.voices import Voices
 from ..storage import Partition
 from .closed import ClosedRecords
+from .pair_keys import FactKeys, Keyed
 from .subject_beliefs import SubjectBeliefs, Summary
 
 EPISODE_WINDOW = "main"  # the key of the scope's one open episode window (table EO)
@@ -125,6 +127,7 @@ class PartitionState:
     closed: ClosedRecords = attrs.field(factory=ClosedRecords)  # closed.py: what a plain recall skips
     voices: Voices = attrs.field(factory=Voices)  # who speaks in the indexed events, and their names (speakers.py)
     subject_beliefs: SubjectBeliefs = attrs.field(factory=SubjectBeliefs)
+    fact_keys: FactKeys = attrs.field(factory=FactKeys)  # current facts' object keys (pair_keys.py)
 
     @classmethod
     def fresh(cls, ctx: Any, tables: Partition) -> PartitionState:
@@ -187,6 +190,22 @@ class PartitionState:
         self.pairs_used.add(key)
         return await self.decoded(sorted(ids))
 
+    async def current_keyed(self, subject_id: str, predicate: str, okeys: set[str]) -> Keyed:
+        """``current_facts`` of the objects ``okeys`` only (``pair_keys``): the others are
+        keyed, not decoded, once their keys are known."""
+        key = (subject_id, predicate)
+        ids = self.current.get(key)
+        if ids is None:
+            await self.current_facts(subject_id, predicate)
+            ids = self.current[key]
+        self.pairs_used.add(key)
+        unknown = self.fact_keys.unknown(ids)
+        if unknown:
+            for fact in await self.decoded(unknown):
+                self.fact_keys.note(fact)
+        wanted, single_valued, others = self.fact_keys.split(ids, okeys)
+        return Keyed(await self.decoded(wanted), single_valued, others)
+
     async def predicates_of(self, subject_id: str) -> list[str]:
         """The predicates the subject has facts under (``FI``), in order; kept by ``add_fact``."""
         found = self.predicates.get(subject_id)
@@ -205,6 +224,7 @@ class PartitionState:
         """A new fact: cached, listed under its pair (when the pair's list is not loaded, in
         ``unlisted`` until it is stored: a list read from ``FI`` before then adds it), tracked."""
         self.facts[fact.id] = fact
+        self.fact_keys.note(fact)
         pair = (fact.subject.id, fact.predicate)
         listed = self.fact_ids.get(pair)
         (listed if listed is not None else self.unlisted.setdefault(pair, [])).append(fact.id)
@@ -344,6 +364,7 @@ class PartitionState:
                     if len(index) <= limit * 3 // 4 and held <= budget * 3 // 4:
                         break
                     held -= len(index.pop(pair))
+        self.fact_keys.keep_only(self.current.values(), budget)
         self.unlisted.clear()  # stored by now: ``FI`` lists them
         self.claims.clear()  # stored by now: ``BI`` lists them
         if len(self.predicates) > limit:  # by subject, oldest listed first

@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from ...derive.facts import object_key
-from ...derive.revision import Revision, claim_pair, claims_keyed, keyed_facts, revise_pair
+from ...derive.revision import Revision, claim_key, claim_pair, claims_keyed, keyed_facts, revise_pair
 from ...model import Event, EventState, Fact, RevisionPolicy, to_wire
 from ...model.text import belief_text, concept_text
 from ...stages import Stage
@@ -160,21 +160,44 @@ async def revise_beliefs(work: StageContext, batch: StageBatch, touched, summary
     for position, (subject_id, predicate) in enumerate(sorted(pairs), 1):
         if position % SLICE_PAIRS == 0:
             await trio.lowlevel.checkpoint()  # the store's reads do not yield
-        facts = await state.current_facts(subject_id, predicate)
-        seen = {f.id for f in facts}
-        facts += [f for f in extra.get((subject_id, predicate), ()) if f.id not in seen]
-        keyed = keyed_facts(facts)
-        claims = claims_keyed(subject_id, predicate, keyed)
-        wanted = objects.get((subject_id, predicate)) if objects is not None else None
-        skip = len(subject_id) + len(predicate) + 2  # a claim key is "subject\x1fpredicate\x1fokey"
-        if wanted is not None and (subject_id, predicate) not in state.stale_pairs and independent(
-                state, await state.subject_summary(subject_id), facts,
-                [c for c in claims if c[skip:] not in wanted]):  # fmt: skip
-            claims = {claim: fact for claim, fact in claims.items() if claim[skip:] in wanted}
+        pair = (subject_id, predicate)
+        wanted = objects.get(pair) if objects is not None else None
+        narrowed = None
+        if wanted is not None and pair not in state.stale_pairs:
+            narrowed = await _narrowed(state, subject_id, predicate, wanted, extra.get(pair, ()))
+        if narrowed is not None:
+            facts, keyed, claims = narrowed
         else:
-            state.stale_pairs.discard((subject_id, predicate))
+            state.stale_pairs.discard(pair)
+            facts = await state.current_facts(subject_id, predicate)
+            seen = {f.id for f in facts}
+            facts += [f for f in extra.get(pair, ()) if f.id not in seen]
+            keyed = keyed_facts(facts)
+            claims = claims_keyed(subject_id, predicate, keyed)
         revision = await _revise_pair(work, subject_id, predicate, facts, now, claims, keyed)
         _apply(work, batch, revision, summary, now, cause)
+
+
+async def _narrowed(state: Any, subject_id: str, predicate: str, wanted: set[str],
+                    closing: list[Fact]) -> tuple[list[Fact], list, dict[str, Fact]] | None:  # fmt: skip
+    """The facts, keyed facts and claims of the objects ``wanted`` of a pair (with the facts this
+    event ``closing``), when the pair's other claims cannot move (``independent``); else None.
+    Their revision is then what revising the whole pair would decide for them: a claim's
+    evidence is the facts of its own object when no fact of the pair is single-valued, and the
+    others' keys come from ``pair_keys`` without reading their facts."""
+    held = await state.current_keyed(subject_id, predicate, wanted)
+    seen = {f.id for f in held.facts}
+    facts = held.facts + [f for f in closing if f.id not in seen]
+    keyed = keyed_facts(facts)
+    if held.single_valued or any(f.single_valued for f in closing):
+        return None
+    skip = len(subject_id) + len(predicate) + 2  # a claim key is "subject\x1fpredicate\x1fokey"
+    claims = claims_keyed(subject_id, predicate, keyed)
+    others = {claim_key(subject_id, predicate, okey) for okey in held.others}
+    others.update(claim for claim in claims if claim[skip:] not in wanted)
+    if not independent(state, await state.subject_summary(subject_id), others):
+        return None
+    return facts, keyed, {claim: fact for claim, fact in claims.items() if claim[skip:] in wanted}
 
 
 def batch_objects(cache: dict[str, Fact], states: list[EventState]) -> dict[tuple[str, str], set[str]] | None:
@@ -195,15 +218,13 @@ def batch_objects(cache: dict[str, Fact], states: list[EventState]) -> dict[tupl
     return out
 
 
-def independent(state: Any, held: Any, facts: list[Fact], others: list[str]) -> bool:
-    """Whether the claims ``others`` (of objects the event did not change) would revise to what
-    they are: no fact of the pair is of a single-valued predicate (rival claims weigh against and
-    contradict each other), and each has a stored belief, settled — live, not waiting on the
+def independent(state: Any, held: Any, others: set[str]) -> bool:
+    """Whether the claims ``others`` (of objects the batch did not change, in a pair where no
+    fact is of a single-valued predicate: rival claims weigh against and contradict each other)
+    would revise to what they are: each has a stored belief, settled — live, not waiting on the
     revision-policy gate, contradicting nothing — as its subject's summary (``held``:
     ``subject_beliefs.Summary``) knows without reading it.  Their evidence is then what it was at
     their last revision, which wrote what it gives: they are left alone."""
-    if any(f.single_valued for f in facts):
-        return False
     deferred, ids, unsettled = state.deferred, held.ids, held.unsettled
     return all(claim in ids and claim not in unsettled and claim not in deferred for claim in others)
 

@@ -237,8 +237,12 @@ async def apply_assertion(work: StageContext, assertion: Assertion, event_id: st
     if await suppress.fact_suppressed(work, event_id, assertion):
         return {"status": "rejected", "reason": "forgotten"}
     state = work.state
-    current = await state.current_facts(assertion.subject.id, assertion.predicate)
-    decision = resolve(object_key_=object_key(assertion.object), polarity=assertion.polarity,
+    okey = object_key(assertion.object)
+    if assertion.single_valued:
+        current = await state.current_facts(assertion.subject.id, assertion.predicate)
+    else:  # only the facts of its own object can reinforce or oppose it (``resolve``)
+        current = (await state.current_keyed(assertion.subject.id, assertion.predicate, {okey})).facts
+    decision = resolve(object_key_=okey, polarity=assertion.polarity,
                        single_valued=assertion.single_valued, valid_from=assertion.valid_from,
                        valid_to=assertion.valid_to, current=current)  # fmt: skip
     if decision.reinforce is not None:

@@ -212,6 +212,7 @@ def forget_caches(work: StageContext) -> None:
     state.facts.clear()
     state.fact_ids.clear()
     state.current.clear()
+    state.fact_keys.clear()
     state.predicates.clear()
     state.unlisted.clear()
     state.claims.clear()
