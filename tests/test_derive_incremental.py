@@ -100,3 +100,37 @@ async def test_a_subjects_predicates_take_one_seek_each(rows_per_predicate):
         assert await tables.fact_index.parts(("ent_a",)) == ["age", "lives_in", "works_at"]
         assert counting.rows["index"] == 3
         assert await tables.fact_index.parts(("ent_c",)) == []
+
+
+def like(i: int) -> dict:
+    """The i-th thing liked, an hour after the one before (a multi-valued pair: they pile up)."""
+    return envelope(f"I like {town(i).lower()}.", observed_at=f"2026-05-{1 + i // 24:02d}T{i % 24:02d}:00:00Z")
+
+
+async def _belief_rows_for_one_more(clock, history: int) -> dict[str, int]:
+    """The rows of beliefs and facts read while one more like is derived, after ``history``
+    likes of different things (one pair, ``history`` current facts and beliefs), under a cache
+    of eight records: the pair's other claims are neither revised nor read."""
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", derived_cache_records=8)
+    async with cortexdb.open_engine("memory", clock=clock, id_seed=7, config=config) as engine:
+        for i in range(history):
+            clock.advance(60)
+            await engine.experience(like(i), wait="consolidated")
+        tables = _lane(engine).work.tables
+        counting = Counting(engine._ctx.store, {"beliefs": tables.beliefs.prefix, "claims": tables.belief_claims.prefix})
+        clock.advance(60)
+        result = await engine.experience(like(history), wait="consolidated")
+        assert result.status == "consolidated"
+        rows = dict(counting.rows)
+        beliefs = await engine.beliefs(SCOPE, limit=1000)
+        assert len(beliefs["items"]) == history + 1  # every thing liked: a belief of the pair
+        return rows
+
+
+async def test_one_more_like_reads_the_same_beliefs_however_many_its_pair_holds(clock):
+    """A multi-valued pair whose claims are settled: one more object revises its own claim only,
+    and knows from the subject's summary that the others are settled without reading them (it
+    read and revised every claim of the pair once their beliefs had left the cache)."""
+    short = await _belief_rows_for_one_more(clock.__class__("2026-05-13T15:42:09Z"), 6)
+    long = await _belief_rows_for_one_more(clock.__class__("2026-05-13T15:42:09Z"), 40)
+    assert short == long
