@@ -12,6 +12,8 @@ first grows its scope to the size (settled: derivation flushed, vector seals and
 then times one more ``--batch`` events from the first call until the store is idle again:
 - CPU ms per event of that batch (the process's user + system time: capture and derivation,
   the worker threads included), and of derivation alone (from the last call's return to idle);
+  and the event loop's thread alone (``main``: capture and derivation's Python, without LevelDB's
+  compaction thread and the worker threads' store writes and vector seals);
 - items/s until idle (wall; on a shared machine the CPU figure is the one to compare);
 - the ratio of the baseline's CPU per event to this checkout's;
 - the worker's peak RSS so far (``ru_maxrss``);
@@ -135,11 +137,11 @@ def worker(root: str, batch: int, count_bytes: bool = False) -> None:
                 grown = {"grow_cpu": cpu() - grow_cpu, "grow_wall": time.perf_counter() - grow_wall}
                 counter.take()
                 compacted = counter.compactions()
-                started_cpu, started = cpu(), time.perf_counter()
+                started_cpu, started, started_main = cpu(), time.perf_counter(), time.thread_time()
                 await add(engine, held, batch)
                 called_cpu, called = cpu(), time.perf_counter()
                 await recall.settle(engine, SCOPE)
-                done_cpu, done = cpu(), time.perf_counter()
+                done_cpu, done, done_main = cpu(), time.perf_counter(), time.thread_time()
                 held += batch
                 written = counter.take()
                 totals = counter.compactions()
@@ -150,6 +152,7 @@ def worker(root: str, batch: int, count_bytes: bool = False) -> None:
                     "bytes_per_event": {t: n / batch for t, n in sorted(written.items(), key=lambda kv: -kv[1])},
                     "size": size, **grown, "cpu_ms": 1000 * (done_cpu - started_cpu) / batch,
                     "derive_cpu_ms": 1000 * (done_cpu - called_cpu) / batch,
+                    "main_cpu_ms": 1000 * (done_main - started_main) / batch,
                     "calls_per_s": batch / (called - started), "idle_per_s": batch / (done - started),
                     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 }), flush=True)  # fmt: skip
@@ -205,11 +208,13 @@ def main() -> None:
                 total[2] = size + args.batch
             line = f"{size:>7} events held, load {os.getloadavg()[0]:4.1f}:"
             for name, row in rows.items():
-                line += (f" | {name}: {row['cpu_ms']:5.2f} CPU ms/event ({row['derive_cpu_ms']:5.2f} deriving), "
+                line += (f" | {name}: {row['cpu_ms']:5.2f} CPU ms/event ({row['derive_cpu_ms']:5.2f} deriving, "
+                         f"{row.get('main_cpu_ms', 0):5.2f} event loop's thread), "
                          f"{row['idle_per_s']:5.0f} items/s until idle, calls {row['calls_per_s']:5.0f}/s, "
                          f"peak RSS {row['peak_rss_mb']:.0f} MB")  # fmt: skip
             if "baseline" in rows:
-                line += f" | baseline/this CPU {rows['baseline']['cpu_ms'] / rows['this']['cpu_ms']:.2f}x"
+                line += (f" | baseline/this CPU {rows['baseline']['cpu_ms'] / rows['this']['cpu_ms']:.2f}x, "
+                         f"event loop's thread {rows['baseline']['main_cpu_ms'] / rows['this']['main_cpu_ms']:.2f}x")
             print(line, flush=True)
             for name, row in rows.items():
                 if "bytes_per_event" in row and row["bytes_per_event"]:
