@@ -47,9 +47,9 @@ class FactKeys:
         key = self.keys[fact.id] = FactKey(object_key(fact.object), fact.single_valued, fact.polarity > 0)
         return key
 
-    def unknown(self, ids: Iterable[str]) -> list[str]:
-        keys = self.keys
-        return [i for i in ids if i not in keys]
+    def unknown(self, ids: set[str]) -> list[str]:
+        """The ids of ``ids`` not noted yet (a set difference, in C: most calls find none), in id order."""
+        return sorted(ids.difference(self.keys))
 
     def split(self, ids: Iterable[str], okeys: set[str]) -> tuple[list[str], bool, set[str]]:
         """Of the fact ids ``ids`` (each noted, or gone from the store): those whose object key

@@ -14,7 +14,14 @@ import attrs
 import trio
 
 from ...derive.facts import object_key
-from ...derive.revision import Revision, claim_key, claim_pair, claims_keyed, keyed_facts, revise_pair
+from ...derive.revision import (
+    Revision,
+    claim_key,
+    claim_pair,
+    claims_keyed,
+    keyed_facts,
+    revise_pair,
+)
 from ...model import Event, EventState, Fact, RevisionPolicy, to_wire
 from ...model.text import belief_text, concept_text
 from ...stages import Stage
