@@ -372,6 +372,7 @@ def test_derive_benchmark_runs_and_prints_cpu_per_event():
     for size in (100, 300):
         assert re.search(rf"{size:>7} events held, load\s+[\d.]+: \| this:\s+[\d.]+ CPU ms/event", result.stdout)
     assert re.search(r"this: 400 events in all, [\d.]+ CPU ms/event, \d+ items/s until idle", result.stdout)
+    assert len(re.findall(r"\([\s\d.]+ deriving, [\s\d.]+ event loop's thread\)", result.stdout)) == 2
     written = re.findall(r"this: ([\d.]+) KB written per event: X [\d.]+, .*LevelDB compactions in the batch", result.stdout)
     assert len(written) == 2 and all(float(kb) > 1 for kb in written)
 
