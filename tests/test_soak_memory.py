@@ -89,6 +89,33 @@ async def test_the_lane_keeps_only_current_facts_and_open_beliefs_decoded(backen
         assert not state.fact_ids and set().union(*state.current.values()) == current
 
 
+CITIES = ["Paris", "Berlin", "Rome", "Oslo", "Madrid", "Lisbon", "Vienna", "Prague"]
+
+
+async def _cities(backend, path, clock, **settings):
+    """Live in each city in turn, twice over; the facts (every version) and the resolver."""
+    async with _open(backend, path, clock, **settings) as engine:
+        for day, city in enumerate(CITIES * 2):
+            clock.advance(60)
+            await engine.experience(envelope(f"I live in {city}.", observed_at=f"2026-05-{day + 1:02d}T10:00:00Z"),
+                                    wait="consolidated")  # fmt: skip
+        facts = await engine.facts("org:acme/user:alice", include_superseded=True, limit=1000)
+        return facts["items"], engine._ctx.entities
+
+
+async def test_the_entity_cache_is_bounded_and_resolves_the_same_entities(backend, tmp_path, clock):
+    """``entity_cache_max``: the resolver keeps at most that many entities and aliases decoded
+    (the oldest stored ones go); one dropped is read again, so a city named again is the same
+    entity as before, and the facts are those of an unbounded cache."""
+    start = "2026-05-13T15:42:09Z"
+    wide, _ = await _cities(backend, tmp_path / "a", clock.__class__(start))
+    narrow, resolver = await _cities(backend, tmp_path / "b", clock.__class__(start), entity_cache_max=2)
+    assert narrow == wide
+    objects = {f["object"]["name"]: f["object"]["id"] for f in narrow}
+    assert len(objects) == len(CITIES) and len(set(objects.values())) == len(CITIES)
+    assert len(resolver._entities) <= 2 and len(resolver._by_alias) <= 2
+
+
 # -- vector runs: the delta sealed into flat files, scored exactly -----------------------------
 
 

@@ -3,22 +3,23 @@
 The lane is the only writer of its scope's derived records, so what it caches of them stays
 coherent with the store: every cache below is either loaded on first use from the partition's
 tables (``storage.Partition``) or kept up to date by the stage that writes the record.  Facts and
-beliefs are bounded (``trim_caches``, ``EngineConfig.derived_cache_records``).  Reads
+beliefs are bounded (``trim_caches``, ``EngineConfig.derived_cache_records``), and hold only what
+derivation still consults at the end of a batch: current facts, open claims' beliefs.  Reads
 (``queries``) never look at it — they only ever see committed state — except recall candidates,
 which search the text and vector indexes.
 
 | attribute        | what it holds                                                          |
 |------------------|------------------------------------------------------------------------|
 | ``events``       | queued events (up to ``pipeline_cache_events``; beyond, they reload)    |
-| ``facts``        | facts loaded or written, by id                                         |
+| ``facts``        | facts loaded or written, by id (current ones, after a batch)            |
 | ``new_supports`` | fact id -> supporting event ids not yet written to ``FS``              |
-| ``fact_ids``     | (subject, predicate) -> every fact id of the pair (the ``FI`` index)   |
+| ``fact_ids``     | (subject, predicate) -> every fact id of the pair (``FI``; one batch)   |
 | ``current``      | (subject, predicate) -> ids of its facts not superseded, not excluded   |
 | ``unlisted``     | pair -> new facts not yet stored whose pair had no ``fact_ids`` list    |
 | ``predicates``   | subject -> the predicates it has facts under (``FI``)                  |
 | ``pairs_used``   | the pairs asked for since the last ``trim_caches`` (kept longest)      |
 | ``closing``      | fact id -> the version a change in this commit closes (``stages.versioning``) |
-| ``beliefs``      | claim key -> its belief (None: none stored)                            |
+| ``beliefs``      | claim key -> its belief (None: none stored; open claims', after a batch) |
 | ``stale_pairs``  | pairs an event changed without revising beliefs (next revision: whole)  |
 | ``claims``       | subject -> the claims given a belief since the last trim (``BI`` not stored yet) |
 | ``belief_by_id`` | the beliefs revised or created, by id                                  |
