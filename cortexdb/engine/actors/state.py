@@ -341,7 +341,11 @@ class PartitionState:
         cancel.  Kept, they filled the cache to its bound over the soak's first ~10,000 writes,
         nearly all of them superseded (docs/decisions.md, "What the derivation caches keep")."""
         pinned = self.new_supports.keys() | self.closing.keys()
-        facts = [f for f, fact in self.facts.items() if f not in pinned and not is_current(fact)]
+        # ``not is_current``, spelt out: this walks the whole cache at every batch's end (about
+        # 0.1 ms of CPU for 1,024 facts)
+        facts = [f for f, x in self.facts.items()
+                 if (x.superseded_by is not None or x.recorded_to is not None or x.excluded_from_recall)
+                 and f not in pinned]  # fmt: skip
         for fact_id in facts:
             del self.facts[fact_id]
         claims = [c for c, b in self.beliefs.items()
