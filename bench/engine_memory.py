@@ -106,6 +106,8 @@ def structures() -> tuple[collections.Counter, int]:
                 parts[f"{name}.{key}"] += deep(value, seen)
         for name in STATE_PARTS:
             parts[f"state.{name}"] += deep(getattr(state, name), seen)
+    for actor in [o for o in gc.get_objects() if type(o).__name__ == "ScopeActor"]:
+        parts["actor.episode_cache"] += deep(getattr(actor, "episode_cache", None), seen)  # recall's
     return parts, len(lanes)
 
 

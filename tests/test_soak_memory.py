@@ -62,6 +62,60 @@ async def test_a_tiny_derived_cache_derives_the_same_records(backend, tmp_path, 
     assert any(len(state.facts) > 2 for state in base[3])  # the default keeps them all here
 
 
+MOVES = ["I live in Paris.", "My favorite color is blue.", "I live in Berlin.", "I really love chess.",
+         "My favorite color is green.", "I live in Rome.", "I really love sailing.", "I live in Paris.",
+         "My favorite color is red.", "I live in Oslo."]  # fmt: skip
+
+
+async def test_the_lane_keeps_only_current_facts_and_open_beliefs_decoded(backend, tmp_path, clock):
+    """At the end of every batch the facts no longer current and the beliefs whose claim closed
+    leave the lane's decoded cache whatever its bound (``PartitionState._drop_closed``), and the
+    full pair lists go (only a forget or a cancel reads them): what derivation consults stays."""
+    scope = "org:acme/user:alice"
+    async with _open(backend, tmp_path, clock) as engine:
+        for day, text in enumerate(MOVES):
+            clock.advance(60)
+            await engine.experience(envelope(text, observed_at=f"2026-05-{day + 1:02d}T10:00:00Z"),
+                                    wait="consolidated")  # fmt: skip
+        facts = (await engine.facts(scope, include_superseded=True, limit=1000))["items"]
+        beliefs = (await engine.beliefs(scope, limit=1000))["items"]
+        (state,) = [lane.work.state for lane in _lanes(engine)]
+        closed = {f["id"] for f in facts if f.get("recorded_to")}  # heads of superseded facts
+        current = {f["id"] for f in facts} - closed
+        assert len(closed) >= 5 and len(current) == 4  # a city, a color, two loves
+        assert state.facts.keys() == current
+        assert {b.id for b in state.beliefs.values()} == {b["id"] for b in beliefs} == state.belief_by_id.keys()
+        assert all(b.valid_to is None for b in state.beliefs.values())
+        assert not state.fact_ids and set().union(*state.current.values()) == current
+
+
+CITIES = ["Paris", "Berlin", "Rome", "Oslo", "Madrid", "Lisbon", "Vienna", "Prague"]
+
+
+async def _cities(backend, path, clock, **settings):
+    """Live in each city in turn, twice over; the facts (every version) and the resolver."""
+    async with _open(backend, path, clock, **settings) as engine:
+        for day, city in enumerate(CITIES * 2):
+            clock.advance(60)
+            await engine.experience(envelope(f"I live in {city}.", observed_at=f"2026-05-{day + 1:02d}T10:00:00Z"),
+                                    wait="consolidated")  # fmt: skip
+        facts = await engine.facts("org:acme/user:alice", include_superseded=True, limit=1000)
+        return facts["items"], engine._ctx.entities
+
+
+async def test_the_entity_cache_is_bounded_and_resolves_the_same_entities(backend, tmp_path, clock):
+    """``entity_cache_max``: the resolver keeps at most that many entities and aliases decoded
+    (the oldest stored ones go); one dropped is read again, so a city named again is the same
+    entity as before, and the facts are those of an unbounded cache."""
+    start = "2026-05-13T15:42:09Z"
+    wide, _ = await _cities(backend, tmp_path / "a", clock.__class__(start))
+    narrow, resolver = await _cities(backend, tmp_path / "b", clock.__class__(start), entity_cache_max=2)
+    assert narrow == wide
+    objects = {f["object"]["name"]: f["object"]["id"] for f in narrow}
+    assert len(objects) == len(CITIES) and len(set(objects.values())) == len(CITIES)
+    assert len(resolver._entities) <= 2 and len(resolver._by_alias) <= 2
+
+
 # -- vector runs: the delta sealed into flat files, scored exactly -----------------------------
 
 

@@ -28,6 +28,10 @@ class EngineConfig:
     # facts and beliefs a scope's lane keeps decoded (each kind); beyond it the oldest go at the
     # end of a batch and reload from storage when needed (docs/decisions.md, "Soak memory")
     derived_cache_records: int = 1024
+    # entities the resolver keeps decoded, engine-wide, and as many alias entries: beyond it the
+    # oldest stored ones go (three quarters stay) and are read again when next resolved
+    # (docs/decisions.md, "What the derivation caches keep")
+    entity_cache_max: int = attrs.field(default=16_384, validator=attrs.validators.ge(1))
     # bytes of stored episode JSON recall keeps decoded per scope (besides at most 128 episodes)
     episode_cache_bytes: int = 1 << 20
     # Open scopes (docs/server.md, "Open scopes"): an open scope holds its actor and its

@@ -82,7 +82,7 @@ def node_context(store: Any, *, config: EngineConfig, clock: Clock, id_seed: int
         bus=LifecycleBus(tables.lifecycle, ids, clock, window_seconds=config.lifecycle_window_seconds),
         wal=WalSequencer(),
         idempotency=IdempotencyTable(tables.idempotency, clock, config.idempotency_ttl_seconds),
-        entities=EntityResolver(tables, ids, clock),
+        entities=EntityResolver(tables, ids, clock, most=config.entity_cache_max),
         extractor=extractor or RuleExtractor(),
         policy=policy or AllowAll(),
         embedder=embedder or by_name(config.embedder),

@@ -81,6 +81,7 @@ class Lane:
         self._wakeup = trio.Event()
         self.stopping = False
         self.busy = False
+        self.deriving = False  # a batch's stages are running: its records are not all committed
         self.processed = 0
         self._flush_waiters: list[ReplySlot] = []
         handlers = {CancelItem: self._cancel, ForeignItem: self._foreign, DerivedItem: self._derived,
@@ -238,6 +239,16 @@ class Lane:
             events.append(event)
             states[event_id] = state
         work = [e for e in events if not states[e.id].cancelled]
+        self.deriving = True
+        try:
+            await self._stages(work, states)
+        finally:
+            self.deriving = False
+        self.processed += len(events)
+        self.state.trim_caches(self.ctx.config.derived_cache_records)
+        await announce(self.work, self.batches.finished(batch_ids))
+
+    async def _stages(self, work: list[Event], states: dict[str, EventState]) -> None:
         for stage, runner in zip(LANE_STEPS, RUNNERS, strict=True):
             await self._cancels_first(states)
             todo = [e for e in work if stage not in states[e.id].done and not states[e.id].cancelled]
@@ -251,9 +262,6 @@ class Lane:
                     raise
                 finally:
                     self.ctx.entities.let_go(batch.entity_ids)  # committed (or given up)
-        self.processed += len(events)
-        self.state.trim_caches(self.ctx.config.derived_cache_records)
-        await announce(self.work, self.batches.finished(batch_ids))
 
     async def _cancels_first(self, states: dict[str, EventState]) -> None:
         """A cancel of an event in the batch being derived runs before the batch's next stage
@@ -272,7 +280,8 @@ class Lane:
         """Run an item by its handler; a failure is its reply when it has one."""
         try:
             await self.handlers[type(item)](item)
-            self.state.trim_caches(self.ctx.config.derived_cache_records)
+            if not self.deriving:  # a cancel between a batch's stages: the batch's end trims
+                self.state.trim_caches(self.ctx.config.derived_cache_records)
         except Exception as exc:
             reply = getattr(item, "reply", None)
             if reply is None:

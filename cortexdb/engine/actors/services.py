@@ -156,7 +156,8 @@ class EntityResolver:
     to write a mention of, and while an entity's deletion is being written nobody resolves it.
     """
 
-    def __init__(self, tables: NodeTables, ids, clock) -> None:
+    def __init__(self, tables: NodeTables, ids, clock, most: int = 16_384) -> None:
+        self.most = most  # entities decoded, and as many aliases (``entity_cache_max``; ``_trim``)
         self._tables = tables
         self._entities_table = tables.entities  # (tenant, ent_id) -> Entity
         self._aliases = tables.entity_aliases  # (tenant, normalised alias) -> ent_id
@@ -254,6 +255,22 @@ class EntityResolver:
             if entity_id in self._watched:
                 self._touched.add(entity_id)
         held.clear()
+        if len(self._entities) > self.most or len(self._by_alias) > self.most:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Bound the decoded entities and the alias map to ``most`` entries each (``EngineConfig.
+        entity_cache_max``), the oldest first, down to three quarters: what is dropped is read
+        again from its table when next resolved.  Kept whatever the count: entities not stored
+        yet (the batch that persists one writes it from here: ``pending_ops``) and their aliases
+        (a resolve must find them, not create a second entity), those a batch holds and those a
+        release is deciding on."""
+        keep = self._unpersisted | self._holds.keys() | self._watched
+        floor = self.most * 3 // 4
+        for entity_id in [e for e in self._entities if e not in keep][: len(self._entities) - floor]:
+            del self._entities[entity_id]
+        for key in [k for k, e in self._by_alias.items() if e not in keep][: len(self._by_alias) - floor]:
+            del self._by_alias[key]
 
     def _new(self, tenant: str, term: TermRef, alias: str, entity_id: str | None = None) -> Entity:
         entity = Entity(

@@ -3,23 +3,24 @@
 The lane is the only writer of its scope's derived records, so what it caches of them stays
 coherent with the store: every cache below is either loaded on first use from the partition's
 tables (``storage.Partition``) or kept up to date by the stage that writes the record.  Facts and
-beliefs are bounded (``trim_caches``, ``EngineConfig.derived_cache_records``).  Reads
+beliefs are bounded (``trim_caches``, ``EngineConfig.derived_cache_records``), and hold only what
+derivation still consults at the end of a batch: current facts, open claims' beliefs.  Reads
 (``queries``) never look at it — they only ever see committed state — except recall candidates,
 which search the text and vector indexes.
 
 | attribute        | what it holds                                                          |
 |------------------|------------------------------------------------------------------------|
 | ``events``       | queued events (up to ``pipeline_cache_events``; beyond, they reload)    |
-| ``facts``        | facts loaded or written, by id                                         |
+| ``facts``        | facts loaded or written, by id (current ones, after a batch)            |
 | ``new_supports`` | fact id -> supporting event ids not yet written to ``FS``              |
-| ``fact_ids``     | (subject, predicate) -> every fact id of the pair (the ``FI`` index)   |
+| ``fact_ids``     | (subject, predicate) -> every fact id of the pair (``FI``; one batch)   |
 | ``current``      | (subject, predicate) -> ids of its facts not superseded, not excluded   |
 | ``unlisted``     | pair -> new facts not yet stored whose pair had no ``fact_ids`` list    |
 | ``predicates``   | subject -> the predicates it has facts under (``FI``)                  |
 | ``pairs_used``   | the pairs asked for since the last ``trim_caches`` (kept longest)      |
 | ``fact_keys``    | fact id -> its object key, arity, polarity (``pair_keys``)             |
 | ``closing``      | fact id -> the version a change in this commit closes (``stages.versioning``) |
-| ``beliefs``      | claim key -> its belief (None: none stored)                            |
+| ``beliefs``      | claim key -> its belief (None: none stored; open claims', after a batch) |
 | ``stale_pairs``  | pairs an event changed without revising beliefs (next revision: whole)  |
 | ``claims``       | subject -> the claims given a belief since the last trim (``BI`` not stored yet) |
 | ``belief_by_id`` | the beliefs revised or created, by id                                  |
@@ -320,12 +321,13 @@ class PartitionState:
     # -- bounds --------------------------------------------------------------------------------
     def trim_caches(self, limit: int) -> int:
         """Bound the decoded facts and beliefs to ``limit`` each (``derived_cache_records``), at
-        a point where everything cached is committed (the end of a batch or an item): the oldest
-        go first, down to three quarters of the limit.  Facts with supports not yet written or a
-        version being closed, and the beliefs of deferred claims, stay.  A dropped fact leaves
-        its pair's id lists (they read it again by id); those are bounded apart (``_trim_pairs``).
-        Returns how many records were dropped."""
-        dropped = 0
+        a point where everything cached is committed (the end of a batch or an item): first what
+        derivation no longer consults goes, whatever the count (``_drop_closed``); then, over the
+        bound, the oldest, down to three quarters of the limit.  Facts with supports not yet
+        written or a version being closed, and the beliefs of deferred claims, stay.  A dropped
+        fact leaves its pair's id lists (they read it again by id); those are bounded apart
+        (``_trim_pairs``).  Returns how many records were dropped."""
+        dropped = self._drop_closed()
         if len(self.facts) > limit:
             pinned = self.new_supports.keys() | self.closing.keys()
             excess = len(self.facts) - limit * 3 // 4
@@ -349,14 +351,46 @@ class PartitionState:
         self.subject_beliefs.trim(limit)
         return dropped
 
+    def _drop_closed(self) -> int:
+        """Drop the decoded facts that are no longer current (superseded, excluded, an old data
+        dir's closed record) and the beliefs whose claim has closed (``valid_to`` set: no live fact
+        supports it) or that are gone (None), at every trim.  Revision resolves an assertion
+        against its pair's current facts and revises the claims of those (plus the facts a batch
+        closes, still cached until its end), so these are read again only when a closed claim is
+        asserted anew (its belief, by the id its subject's summary holds) or by a forget or a
+        cancel.  Kept, they filled the cache to its bound over the soak's first ~10,000 writes,
+        nearly all of them superseded (docs/decisions.md, "What the derivation caches keep")."""
+        pinned = self.new_supports.keys() | self.closing.keys()
+        # ``not is_current``, spelt out: this walks the whole cache at every batch's end (about
+        # 0.1 ms of CPU for 1,024 facts)
+        facts = [f for f, x in self.facts.items()
+                 if (x.superseded_by is not None or x.recorded_to is not None or x.excluded_from_recall)
+                 and f not in pinned]  # fmt: skip
+        for fact_id in facts:
+            del self.facts[fact_id]
+        claims = [c for c, b in self.beliefs.items()
+                  if c not in self.deferred and (b is None or b.valid_to is not None or b.recorded_to is not None)]
+        for claim in claims:
+            belief = self.beliefs.pop(claim)
+            if belief is not None:
+                self.belief_by_id.pop(belief.id, None)
+        held = {b.id for c in self.deferred if (b := self.beliefs.get(c)) is not None}
+        ids = [i for i, b in self.belief_by_id.items()
+               if i not in held and (b.valid_to is not None or b.recorded_to is not None)]
+        for belief_id in ids:
+            del self.belief_by_id[belief_id]
+        return len(facts) + len(claims) + len(ids)
+
     def _trim_pairs(self, limit: int) -> None:
-        """Bound the pair lists (``fact_ids``, ``current``: each at most ``limit`` pairs holding
-        at most ``PAIR_IDS_PER_RECORD × limit`` ids), and as many subjects' predicates (the claims
-        made are stored by now: dropped); the least recently listed first (pairs used since the last trim last),
-        down to three quarters of the bound.  A pair's full list goes before its current one
-        (only a forget or a cancel reads it); a list dropped is read again from storage."""
+        """Bound the pair lists: the full ones (``fact_ids``: every fact a pair ever had, which
+        only a forget or a cancel reads) go at every trim; the current ones (``current``) are
+        bounded to ``limit`` pairs holding at most ``PAIR_IDS_PER_RECORD × limit`` ids, and as
+        many subjects' predicates (the claims made are stored by now: dropped), the least recently
+        listed first (pairs used since the last trim last), down to three quarters of the bound.
+        A list dropped is read again from storage."""
         budget = PAIR_IDS_PER_RECORD * limit
-        for index in (self.fact_ids, self.current):
+        self.fact_ids.clear()  # stored by now: ``FI`` lists them (``unlisted`` is cleared too)
+        for index in (self.current,):
             held = sum(map(len, index.values()))
             if len(index) > limit or held > budget:
                 pairs = sorted(index, key=lambda pair: pair in self.pairs_used)  # stable: oldest first
