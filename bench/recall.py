@@ -1,6 +1,7 @@
 """Recall latency versus corpus size, on LevelDB.
 
     python bench/recall.py [--sizes 1000,10000,100000] [--embedder hash|minilm] [--queries 200]
+    python bench/recall.py --events 1000000     (``--events`` is ``--sizes``)
     python bench/recall.py --backend postgres --nodes 1|3 [--sizes N] [--queries Q] [--dsn DSN]
 
 ``--nodes N``: N postgres nodes (processes with ``node_id``, one partition each, on one store),
@@ -315,7 +316,8 @@ async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--sizes", "--events", dest="sizes", default="1000,10000,100000",
+                        help="events in the scope, comma-separated sizes (``--events``: the same)")
     parser.add_argument("--embedder", default="hash", choices=["hash", "minilm"])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument(

@@ -2,6 +2,7 @@
 
     python bench/vector_memory.py [--vectors 100000] [--searches 1000] [--kind hash|clustered]
                                   [--arms ivf,annoy] [--limit 28] [--segment-size 20000] [--run-rows 2048]
+                                  [--base DIR]
 
 Both arms run at once, each in its own worker process (RSS is per process), on the same vectors
 (the searches start together once every arm is filled):
@@ -15,7 +16,12 @@ the empty index after the fill and after the searches (``VmRSS``, and what of it
 files' pages, ``*.ann`` / ``*.run``), in MB and in KB per 1,000 vectors, the searches' wall and
 CPU p50/p95; the parent compares every arm's top ``--limit`` with the exact float32 answer
 (id overlap, and the share of results scoring at least the exact k-th best, which counts equal
-cosines as equal).  The load average is printed with the figures.
+cosines as equal).  The load average is printed with the figures.  Ids are the engine's form,
+``evt_<uuid>`` (40 characters), added in time order, held only by the index.
+
+``--base DIR``: every arm runs twice at once, with this tree's ``cortexdb`` and as ``<arm>@base``
+with the one in DIR (e.g. ``git archive <commit> | tar -x -C DIR``): a before/after of the index
+itself in one run.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.environ.get("VECTOR_MEMORY_ROOT", ROOT))  # a worker of an ``@base`` arm: that tree
 
 import numpy as np  # noqa: E402
 
@@ -108,7 +114,7 @@ def worker(arm: str, path: str, searches: int, limit: int, segment_size: int, ru
             base = status()
             started = time.perf_counter()
             for i in range(len(rows)):
-                index.add(f"evt_{i:07d}", rows[i])
+                index.add(f"evt_{i:08x}-0000-7000-8000-{i:012x}", rows[i])
                 if index.needs_seal:
                     await index.seal()
             out["fill_s"] = time.perf_counter() - started
@@ -124,7 +130,7 @@ def worker(arm: str, path: str, searches: int, limit: int, segment_size: int, ru
                 found = index.search(query, limit)
                 wall.append((time.perf_counter() - t) * 1000)
                 cpu.append((time.process_time() - c) * 1000)
-                answers.append([int(doc_id[4:]) for doc_id, _ in found])
+                answers.append([int(doc_id[4:12], 16) for doc_id, _ in found])
             release_free_memory()
             out["searched"] = {k: v - base.get(k, 0.0) for k, v in status().items()}
             out["wall"], out["cpu"], out["answers"] = wall, cpu, answers
@@ -147,11 +153,12 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=28)
     parser.add_argument("--segment-size", type=int, default=20_000, help="the engine's vector_segment_size")
     parser.add_argument("--run-rows", type=int, default=2048, help="the engine's vector_run_rows")
+    parser.add_argument("--base", help="also run every arm with the cortexdb of this tree (``<arm>@base``)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.data, args.searches, args.limit, args.segment_size, args.run_rows)
+        worker(args.worker.split("@")[0], args.data, args.searches, args.limit, args.segment_size, args.run_rows)
         return
     rows, queries = make_vectors(args.kind, args.vectors, args.queries)
     with tempfile.TemporaryDirectory() as scratch:
@@ -159,12 +166,19 @@ def main() -> None:
         np.savez(path, rows=rows, queries=queries)
         print(f"vector_memory: {args.vectors} {args.kind} vectors, {args.searches} searches of top {args.limit}, "
               f"arms {args.arms} at once, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": ROOT}
+        arms = args.arms.split(",")
+        if args.base:
+            arms = [name for arm in arms for name in (arm, f"{arm}@base")]
+
+        def env(arm):
+            root = os.path.abspath(args.base) if arm.endswith("@base") else ROOT
+            return {**os.environ, "PYTHONPATH": root, "VECTOR_MEMORY_ROOT": root}
+
         procs = {arm: subprocess.Popen([sys.executable, __file__, "--worker", arm, "--data", path, "--searches",
                                         str(args.searches), "--limit", str(args.limit), "--segment-size",
                                         str(args.segment_size), "--run-rows", str(args.run_rows)], stdout=subprocess.PIPE,
-                                       stdin=subprocess.PIPE, env=env, text=True)
-                 for arm in args.arms.split(",")}  # fmt: skip
+                                       stdin=subprocess.PIPE, env=env(arm), text=True)
+                 for arm in arms}  # fmt: skip
         for proc in procs.values():  # filled: then all arms search at once
             assert proc.stdout.readline().strip() == "ready"
         print(f"filled; searching, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
@@ -185,7 +199,7 @@ def main() -> None:
         )  # fmt: skip
         per_k = 1000.0 / args.vectors
         f, s = out["filled"], out["searched"]
-        print(f"{arm:>6}: segments {out['segments']}, fill {out['fill_s']:.0f} s | RSS growth after fill "
+        print(f"{arm:>10}: segments {out['segments']}, fill {out['fill_s']:.0f} s | RSS growth after fill "
               f"{f['VmRSS']:.1f} MB (segment files {f['segments']:.1f}), after {args.searches} searches "
               f"{s['VmRSS']:.1f} MB (segment files {s['segments']:.1f}, anonymous {s['RssAnon']:.1f}) = "
               f"{s['VmRSS'] * per_k * 1024:.0f} KB per 1k vectors | search wall p50 {statistics.median(out['wall']):.2f} "

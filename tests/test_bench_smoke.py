@@ -106,7 +106,7 @@ def test_recall_ab_benchmark_loads_once_and_reopens(tmp_path):
 
 def test_recall_benchmark_runs_on_a_slice():
     result = subprocess.run(
-        [sys.executable, "bench/recall.py", "--sizes", "300", "--queries", "5", "--holistic-sizes", "300"],
+        [sys.executable, "bench/recall.py", "--events", "300", "--queries", "5", "--holistic-sizes", "300"],  # --events: --sizes
         capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

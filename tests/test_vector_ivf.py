@@ -146,8 +146,8 @@ async def test_an_ivf_segment_is_not_resident_between_searches(tmp_path):
     for q in range(5):
         assert index.search(vectors[q * 999], 1)[0][0] == f"evt_{q * 999}"
     assert sum(_resident_kb_of_deleted_runs(str(tmp_path))) == 0  # the rows are page cache only
-    # what stays in memory: centroids, the position maps, the ids' row order and the sketch's figures
-    assert all(run.heap_bytes() <= 28 * len(run) + (4 * 64 + 8) * (len(run.centroids) + 1) for run in runs)
+    # what stays in memory: centroids, the position maps and the sketch's figures
+    assert all(run.heap_bytes() <= 20 * len(run) + (4 * 64 + 8) * (len(run.centroids) + 1) for run in runs)
 
 
 def test_sealed_segments_setting():

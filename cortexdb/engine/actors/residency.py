@@ -14,7 +14,8 @@ an upper bound of the RSS the scope's structures hold (docs/decisions.md, "Relea
 | what                                       | bytes each                                      |
 |--------------------------------------------|-------------------------------------------------|
 | an open actor (tasks, channels, lane)      | ``ACTOR_BYTES``                                 |
-| a vector id (the index's maps)             | ``VECTOR_ID_BYTES``                             |
+| a vector id in a layer's delta (the index's maps) | ``VECTOR_ID_BYTES``                      |
+| a vector id in a sealed segment (sorted bytes, a dead flag) | ``SEALED_ID_BYTES``             |
 | a row of a layer's exact delta, allocated ``chunk_rows`` at a time (the capacity counts, an upper bound: zeroed pages not yet written may not be resident) | dimension × item size (2: float16) + ``DELTA_ROW_EXTRA`` |
 | a vector sealed in an in-memory annoy segment | (4 × dimension + 12) × ``ANNOY_NODES``       |
 | a vector sealed in a data dir's segment or run | ``SEALED_ROW_BYTES`` (its rows are file-backed pages the kernel can drop) |
@@ -43,8 +44,9 @@ import numpy as np
 
 ACTOR_BYTES = 24 * 1024
 VECTOR_ID_BYTES = 200
+SEALED_ID_BYTES = 48  # ``evt_<uuid>`` is 40 bytes, a passage's ``#p<n>`` 3-4 more, its dead flag 1
 DELTA_ROW_EXTRA = 3  # the row's id-prefix code (int16) and live flag
-SEALED_ROW_BYTES = 28  # a run's sketch figures (12), an IVF segment's two position maps (8) and ids in row order (8)
+SEALED_ROW_BYTES = 20  # a run's sketch figures (12), an IVF segment's two position maps (8)
 ANNOY_NODES = 1.3  # annoy's split nodes: about trees × 2 / (dimension + 2) more nodes per item
 TEXT_SLOT_BYTES = 160
 TEXT_SLOT_ARRAYS = 17  # length (float64), key (uint64), alive (bool)
@@ -76,7 +78,7 @@ def vector_bytes(index: Any) -> int:
     capacity = (max(0, live - sealed) // chunk + 1) * chunk
     dimension, dtype = getattr(index, "dimension", 0), getattr(index, "dtype", "float32")
     row = dimension * np.dtype(dtype).itemsize + DELTA_ROW_EXTRA + (4 if dtype == "int8" else 0)
-    total = live * VECTOR_ID_BYTES + capacity * row
+    total = max(0, live - sealed) * VECTOR_ID_BYTES + sealed * SEALED_ID_BYTES + capacity * row
     if getattr(index, "directory", None) is None:  # segments in anonymous memory (memory backend)
         total += int(sealed * (4 * dimension + 12) * ANNOY_NODES)
     else:  # file-backed rows; in memory, a run's sketch figures and an IVF segment's position maps

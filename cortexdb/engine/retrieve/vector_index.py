@@ -1,12 +1,11 @@
-"""Vector index: sealed annoy segments plus an exact numpy delta buffer (DESIGN §9).
+"""Vector index: sealed segments plus an exact numpy delta buffer (DESIGN §9).
 
-annoy cannot take items after ``build()`` (``add_item`` silently corrupts a built index), so new
-vectors go to a delta matrix searched exactly (a matrix-vector product); when the delta reaches
-``segment_size`` it is sealed into an annoy index built in a worker thread, and swapped in only
-once built.  Segments merge like an LSM tree: when the newest segment is about as large as the
-one before it, the two are rebuilt as one (also in a worker thread), so a scope of N vectors has
-about log2(N / segment_size) segments and a query asks few annoy indexes (decisions.md, "Recall at
-100k").  Deletes are per-segment dead sets (and a live mask on the delta) filtered at query time;
+New vectors go to a delta matrix searched exactly (a matrix-vector product); when it reaches
+``segment_size`` (or ``run_rows``, below) it is sealed into a segment built in a worker thread and
+swapped in only once built (annoy cannot take items after ``build()``).  Segments merge like an
+LSM tree: when the newest is about as large as the one before it, the two are rebuilt as one (in a
+worker thread), so N vectors make about log2(N / segment_size) segments (decisions.md, "Recall at
+100k").  Deletes are per-segment dead masks (and a live mask on the delta) filtered at query time;
 a merge or a seal drops the dead, and ``rewrite`` (after a forget) rebuilds every segment holding
 one without it and drops the delta's dead rows.  Scores are cosine similarities.
 
@@ -14,17 +13,16 @@ Memory (docs/decisions.md, "Index memory"): the delta keeps its rows as ``dtype`
 float16 (half the bytes, cosines within ~1e-4; the engine's default) or int8 with a per-row scale
 (a quarter, ~2e-3) — scored with SimSIMD's mixed-precision kernels, and grows in fixed chunks of
 ``chunk_rows`` rows (no doubling slack).  A seal reads the rows it builds from in place (no copy).
-With a ``directory`` (the data dir's ``vector-segments/``), annoy builds each segment in a file
-there (``on_disk_build``) and serves it memory-mapped: its pages are file-backed, so the kernel
-can drop them under memory pressure and read them again.  The file is unlinked as soon as it is
-mapped (the mapping keeps it alive; nothing is left behind on a crash or restart, when the
-segments are rebuilt from the stored vectors as before).  Without a directory (the memory
-backend) segments stay in anonymous memory.
-
-With a directory and ``run_rows``, the delta is sealed every ``run_rows`` vectors into a flat
-*run* instead (vector_runs.py: the rows as stored, in an unlinked file read with pread and scored
-exactly), runs merge like segments, and a merge reaching ``segment_size`` builds an annoy
-segment: the delta stays small and sealed vectors leave the heap (decisions.md, "Soak memory").
+With a ``directory`` (the data dir's ``vector-segments/``) a segment's rows are in an unlinked
+file there (file-backed pages the kernel can drop; nothing is left behind on a crash or restart,
+when the segments are rebuilt from the stored vectors): an IVF segment (vector_ivf.py, the
+default) or a memory-mapped annoy index (``on_disk_build``).  Without a directory (the memory
+backend) annoy segments stay in anonymous memory.  With a directory and ``run_rows``, the delta is
+sealed every ``run_rows`` vectors into a flat *run* (vector_runs.py: the rows as stored, scored
+exactly), runs merge like segments, and a merge reaching ``segment_size`` builds a segment: the
+delta stays small and sealed vectors leave the heap (decisions.md, "Soak memory").  A segment's
+ids are sorted bytes in one numpy array, a vector's position the rank of its id (vector_ids.py;
+decisions.md, "Vector ids as sorted bytes"): only the delta's ids are Python strings.
 """
 
 from __future__ import annotations
@@ -32,10 +30,11 @@ from __future__ import annotations
 import numpy as np
 import trio
 
+from .vector_ids import SortedIds, check, encode
 from .vector_ivf import IvfRun
-from .vector_runs import DeltaRows, EncodedRows, FlatRun, SegmentRows, scores, top
+from .vector_runs import DeltaRows, EncodedRows, FlatRun, scores, top
 from .vector_segments import Segment as _Segment
-from .vector_segments import build_annoy
+from .vector_segments import build_annoy, died_meanwhile, merged
 
 MERGE_RATIO = 1.5  # merge the newest two segments when the older is at most this much larger
 DTYPES = ("float32", "float16", "int8")
@@ -58,13 +57,8 @@ class VectorIndex:
             raise ValueError(f"vector dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
         if sealed not in SEALED:
             raise ValueError(f"sealed vector segments {sealed!r}: expected one of {', '.join(SEALED)}")
-        self.sealed = sealed
-        self.dimension = dimension
-        self.segment_size = segment_size
-        self.trees = trees
-        self.dtype = dtype
-        self.directory = directory
-        self.chunk_rows = chunk_rows
+        self.sealed, self.dimension, self.segment_size, self.trees = sealed, dimension, segment_size, trees
+        self.dtype, self.directory, self.chunk_rows = dtype, directory, chunk_rows
         # runs only with a directory, and only below the size of an annoy segment
         self.run_rows = run_rows if directory is not None and run_rows and run_rows < segment_size else None
         self._segments: list[_Segment] = []
@@ -75,16 +69,31 @@ class VectorIndex:
         self._delta_live = np.zeros(chunk_rows, dtype=bool)
         self._delta_pos: dict[str, int] = {}
         self._kinds: dict[str, int] = {}
-        self._where: dict[str, _Segment | None] = {}  # live ids: their segment, None = the delta
         self._sealing = False
         self._builds = trio.Lock()  # one seal, merge or rewrite at a time
         self._rewritten: set[str] = set()  # delta rows overwritten while a seal was building
 
     def __len__(self) -> int:
-        return len(self._where)
+        sealed = sum(len(segment.ids) - len(segment.dead) for segment in self._segments)
+        return sealed + int(np.count_nonzero(self._delta_live[: len(self._delta_ids)]))
 
     def __contains__(self, doc_id: str) -> bool:
-        return doc_id in self._where
+        return self._holder(doc_id) is not None
+
+    def _holder(self, doc_id: str) -> tuple[_Segment | None, int] | None:
+        """Where ``doc_id``'s live vector is: (None, its delta row) or (its segment, its position
+        there); None when it has none.  A live id is in one place at most; a sealed one is found
+        by binary search in each segment's sorted ids (vector_ids.py)."""
+        position = self._delta_pos.get(doc_id)
+        if position is not None and self._delta_live[position]:
+            return None, position
+        if self._segments:
+            key = encode(doc_id)
+            for segment in reversed(self._segments):
+                position = segment.ids.find(key)
+                if position >= 0 and position not in segment.dead:
+                    return segment, position
+        return None
 
     @property
     def segment_sizes(self) -> list[int]:
@@ -97,11 +106,11 @@ class VectorIndex:
                 self._rewritten.add(doc_id)  # the row being sealed is stale now
             self._put(position, vector)
             self._delta_live[position] = True
-            self._where[doc_id] = None
             return
-        holder = self._where.get(doc_id)
-        if holder is not None:  # a sealed copy: it dies, the new vector lives in the delta
-            holder.dead.add(doc_id)
+        check(doc_id)
+        found = self._holder(doc_id)
+        if found is not None:  # a sealed copy: it dies, the new vector lives in the delta
+            found[0].dead.add(found[1])
         count = len(self._delta_ids)
         if count == len(self._delta):
             self._grow(count)
@@ -110,7 +119,6 @@ class VectorIndex:
         self._delta_live[count] = True
         self._delta_ids.append(doc_id)
         self._delta_pos[doc_id] = count
-        self._where[doc_id] = None
 
     def _put(self, position: int, vector: np.ndarray) -> None:
         if self.dtype == "int8":
@@ -150,13 +158,14 @@ class VectorIndex:
         return self._kinds.setdefault(prefix, len(self._kinds) + 1)
 
     def remove(self, doc_id: str) -> None:
-        holder = self._where.pop(doc_id, False)
-        if holder is False:
+        found = self._holder(doc_id)
+        if found is None:
             return
+        holder, position = found
         if holder is None:
-            self._delta_live[self._delta_pos[doc_id]] = False
+            self._delta_live[position] = False
         else:
-            holder.dead.add(doc_id)
+            holder.dead.add(position)
 
     @property
     def needs_seal(self) -> bool:
@@ -194,12 +203,13 @@ class VectorIndex:
         self._sealing = True
         try:
             count = len(self._delta_ids)
-            live = np.flatnonzero(self._delta_live[:count]).tolist()
-            ids = [self._delta_ids[i] for i in live]
+            unsorted = np.flatnonzero(self._delta_live[:count])
+            ids, order = SortedIds.sort(self._delta_ids[i] for i in unsorted.tolist())
+            live = unsorted[order].tolist()  # the rows in their ids' order: a position is a rank
             # the build reads the rows where they are: an overwrite meanwhile may reach the new
             # segment, but such a row is dead there (below); a grow meanwhile copies the delta and
             # the build keeps reading the old array
-            carried: list[int] = []
+            sealed: set[int] = set()  # the delta rows now live in the new segment
             if live:  # (every row removed: no segment, the delta is only emptied)
                 rows = DeltaRows(self._delta, self._scales, live, self.dtype)
                 built, side = await trio.to_thread.run_sync(self._build, rows, abandon_on_cancel=True)
@@ -207,15 +217,14 @@ class VectorIndex:
                 # swap: vectors added while building stay in the delta; rows of the sealed part that
                 # were removed meanwhile are dead in the new segment, and rows overwritten meanwhile
                 # are dead there too, their new vector carried over into the next delta
-                for i, doc_id in zip(live, ids, strict=True):
-                    if doc_id in self._rewritten and self._delta_live[i]:
-                        segment.dead.add(doc_id)
-                        carried.append(i)
-                    elif not self._delta_live[i]:
-                        segment.dead.add(doc_id)
+                for position, i in enumerate(live):
+                    if self._delta_live[i] and self._delta_ids[i] not in self._rewritten:
+                        sealed.add(i)
                     else:
-                        self._where[doc_id] = segment
+                        segment.dead.add(position)
                 self._segments.append(segment)
+            # carried: rows overwritten meanwhile (and removed rows written again meanwhile)
+            carried = [i for i in np.flatnonzero(self._delta_live[:count]).tolist() if i not in sealed]
             keep = carried + list(range(count, len(self._delta_ids)))
             rest = [self._delta_ids[i] for i in keep]
             chunks = len(rest) // self.chunk_rows + 1
@@ -229,35 +238,26 @@ class VectorIndex:
             self._sealing = False
 
     async def _merge_newest_two(self) -> None:
-        self._segments[-2:] = [await self._rebuilt(self._segments[-2:])]
+        rebuilt = await self._rebuilt(self._segments[-2:])
+        self._segments[-2:] = [rebuilt] if len(rebuilt.ids) else []
 
     async def _rebuilt(self, segments: list[_Segment]) -> _Segment:
-        """One segment of the live vectors of ``segments``, built in a worker thread."""
-        dead_before = [set(segment.dead) for segment in segments]  # an id lives in one at most
+        """One segment of the live vectors of ``segments``, built in a worker thread (their ids
+        merged in order, vector_segments.merged)."""
+        dead_before = [segment.dead.mask.copy() for segment in segments]  # an id lives in one at most
 
         def gather_and_build():
-            ids, sources = [], []
-            for segment, dead in zip(segments, dead_before, strict=True):
-                for position, doc_id in enumerate(segment.ids):
-                    if doc_id not in dead:
-                        ids.append(doc_id)
-                        sources.append((segment.rows if segment.rows is not None else segment.index, position))
+            ids, rows = merged(segments, dead_before)
             # the vectors are read from the segments' rows (a span at a time) as they are added
-            return ids, self._build(SegmentRows(sources)) if ids else (None, None)
+            return ids, rows, self._build(rows) if len(ids) else (None, None)
 
-        ids, (built, side) = await trio.to_thread.run_sync(gather_and_build, abandon_on_cancel=True)
-        merged = _Segment(built, ids, side)
-        died_meanwhile = set().union(*(s.dead - d for s, d in zip(segments, dead_before, strict=True)))
-        for doc_id in ids:
-            if doc_id in died_meanwhile:
-                merged.dead.add(doc_id)
-            else:
-                self._where[doc_id] = merged
-        for segment in segments:
-            segment.index.unload()  # its pages go now, not when the object is collected
-            if segment.rows is not None and segment.rows is not segment.index:
-                segment.rows.unload()
-        return merged
+        ids, rows, (built, side) = await trio.to_thread.run_sync(gather_and_build, abandon_on_cancel=True)
+        segment = _Segment(built, ids, side)
+        for position in died_meanwhile(segments, dead_before, rows):
+            segment.dead.add(position)
+        for old in segments:
+            old.unload()
+        return segment
 
     async def rewrite(self) -> int:
         """Drop every removed vector from memory: the delta keeps its live rows only, and each
@@ -309,18 +309,21 @@ class VectorIndex:
         results: dict[str, float] = {}
         base = limit + 8 if prefixes is None else limit * 4 + 8
         for segment in self._segments:
-            dead = segment.dead
+            if not len(segment.ids):
+                continue
             if isinstance(segment.index, FlatRun | IvfRun):  # noqa: UP038
                 self._search_run(segment, query, base, prefixes, results)
                 continue
+            dead = segment.dead
             fetch = base + min(len(dead), 3 * base)  # make up for dead hits, within bounds
             positions, distances = segment.index.get_nns_by_vector(
                 query, min(fetch, len(segment.ids)), search_k=-1, include_distances=True
             )
-            ids = segment.ids
             for position, distance in zip(positions, distances, strict=True):
-                doc_id = ids[position]
-                if doc_id in dead or (prefixes is not None and not doc_id.startswith(prefixes)):
+                if position in dead:
+                    continue
+                doc_id = segment.ids[position]
+                if prefixes is not None and not doc_id.startswith(prefixes):
                     continue
                 similarity = 1.0 - (distance * distance) / 2.0  # angular distance -> cosine
                 if similarity > results.get(doc_id, -2.0):
@@ -344,53 +347,51 @@ class VectorIndex:
         return scores(self._delta[:count], scales, query, self.dtype)
 
     def _search_run(self, segment: _Segment, query, limit: int, prefixes, results: dict) -> None:
-        """A flat run's exact best, its dead rows (and ids of other prefixes) left out."""
+        """A flat run's exact best, its dead rows (and ids of other prefixes: spans of its sorted
+        ids) left out; equal cosines by position, which is by id (vector_ids.py)."""
         ids = segment.ids
-        skip = None  # a mask of the rows left out
-        if prefixes is not None:  # the rows of other kinds, by their prefix codes (as the delta)
-            if segment.kinds is None:
-                segment.kinds = np.fromiter((self._kind(doc_id) for doc_id in ids), np.int16, len(ids))
-            codes = [self._kinds[p] for p in prefixes if p in self._kinds]
-            skip = ~np.isin(segment.kinds, codes)
+        skip = None if prefixes is None else ids.mask(prefixes)  # a mask of the rows left out
         if segment.dead:
-            if skip is None:
-                skip = np.zeros(len(ids), dtype=bool)
-            skip[[segment.positions[doc_id] for doc_id in segment.dead]] = True
-        for position, similarity in segment.index.nearest(query, limit, skip, ids):
+            skip = segment.dead.mask if skip is None else skip | segment.dead.mask
+        for position, similarity in segment.index.nearest(query, limit, skip, range(len(ids))):
             doc_id = ids[position]
             if similarity > results.get(doc_id, -2.0):
                 results[doc_id] = similarity
 
     def vector(self, doc_id: str) -> np.ndarray | None:
-        if doc_id not in self._where:
+        found = self._holder(doc_id)
+        if found is None:
             return None
-        holder = self._where[doc_id]
+        holder, position = found
         if holder is None:
-            return self._row(self._delta_pos[doc_id])
+            return self._row(position)
         if holder.rows is not None:
-            return holder.rows.get_item_vector(holder.positions[doc_id])
-        return np.array(holder.index.get_item_vector(holder.positions[doc_id]), dtype=np.float32)
+            return holder.rows.get_item_vector(position)
+        return np.array(holder.index.get_item_vector(position), dtype=np.float32)
 
     def vectors(self, doc_ids) -> dict[str, np.ndarray]:
         """The live vectors of ``doc_ids`` (float32, as ``vector`` gives them), read a holder at
         a time: the delta's rows in one take, a flat run's through one pass over its mapping."""
         out: dict[str, np.ndarray] = {}
-        groups: dict[int, tuple[_Segment | None, list[str]]] = {}
+        groups: dict[int, tuple[_Segment | None, list[str], list[int]]] = {}
         for doc_id in doc_ids:
-            if doc_id in self._where and doc_id not in out:
-                holder = self._where[doc_id]
-                groups.setdefault(id(holder), (holder, []))[1].append(doc_id)
+            if doc_id in out:
+                continue
+            found = self._holder(doc_id)
+            if found is not None:
+                group = groups.setdefault(id(found[0]), (found[0], [], []))
+                group[1].append(doc_id)
+                group[2].append(found[1])
                 out[doc_id] = None  # type: ignore[assignment]  # filled below, in this order
-        for holder, ids in groups.values():
+        for holder, ids, positions in groups.values():
             if holder is None:
-                positions = [self._delta_pos[doc_id] for doc_id in ids]
                 rows = self._delta[positions].astype(np.float32)
                 if self.dtype == "int8":
                     rows *= self._scales[positions][:, None]
             elif holder.rows is not None:
-                rows = holder.rows.rows_at([holder.positions[doc_id] for doc_id in ids])
+                rows = holder.rows.rows_at(positions)
             else:
-                rows = [np.array(holder.index.get_item_vector(holder.positions[d]), dtype=np.float32) for d in ids]
+                rows = [np.array(holder.index.get_item_vector(p), dtype=np.float32) for p in positions]
             for doc_id, row in zip(ids, rows, strict=True):
                 out[doc_id] = row
         return out

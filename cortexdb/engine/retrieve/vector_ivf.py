@@ -10,8 +10,7 @@ centroids (float32, in memory: ``lists × dimension × 4`` bytes), takes the bes
 hold ``probe_fraction`` of the rows (at least ``min_probe_rows``), and searches exactly those rows
 of the run (the sketch first, then the exact float16 rows of its shortlist): the answer is the
 exact best of the probed rows.  What stays in memory is the centroids and 8 bytes a row (the
-position of each row in the run and back, and once searched a list of the ids in row order, 8
-more) besides the run's own 12 bytes a row of sketch norms;
+position of each row in the run and back) besides the run's own 12 bytes a row of sketch norms;
 annoy's trees, by contrast, are touched all over by a search and stayed resident (about 2 KB a
 vector).  Positions outside are the segment's own (the order its ids were given in).
 """
@@ -94,6 +93,19 @@ def train(run: FlatRun, lists: int, seed: int = 0) -> tuple[np.ndarray, np.ndarr
     return centroids, labels
 
 
+class _InRowOrder:
+    """``ids`` (by the segment's position) read by the run's row: the ties' key, made per look-up
+    (a tie is rare), not a list of the ids in row order kept beside the segment."""
+
+    __slots__ = ("_ids", "_order")
+
+    def __init__(self, ids, order: np.ndarray) -> None:
+        self._ids, self._order = ids, order
+
+    def __getitem__(self, slot: int):
+        return self._ids[int(self._order[slot])]
+
+
 class IvfRun:
     """A segment's rows in a flat run ordered by list, with the lists' centroids (the module)."""
 
@@ -105,8 +117,6 @@ class IvfRun:
         self.slots[order] = np.arange(len(order), dtype=order.dtype)
         self.dtype, self.count, self.dimension = run.dtype, run.count, run.dimension
         self.probe_fraction, self.min_probe_rows = probe_fraction, min_probe_rows
-        self._ids: list[str] | None = None  # the segment's ids, and the same in row order (ties)
-        self._slot_ids: list[str] = []
 
     @classmethod
     def write(cls, directory: str, dimension: int, dtype: str, rows, **probes) -> IvfRun:
@@ -151,11 +161,7 @@ class IvfRun:
                 ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         """As ``FlatRun.nearest``, over the probed lists only; positions are the segment's."""
         order = self.order
-        key = None
-        if ids is not None:  # the ids in the run's row order (a list of the same strings, made once)
-            if self._ids is not ids:
-                self._ids, self._slot_ids = ids, [ids[position] for position in order.tolist()]
-            key = self._slot_ids
+        key = None if ids is None else _InRowOrder(ids, order)  # the ids by the run's row
         found = self.run.nearest(query, limit, None if skip is None else skip[order], key, self.probed(query))
         return [(int(order[slot]), similarity) for slot, similarity in found]
 
@@ -174,8 +180,8 @@ class IvfRun:
 
     def heap_bytes(self) -> int:
         """What the segment keeps in memory besides its ids: centroids, list offsets, the two
-        position maps, the run's per-row sketch figures and (once searched) the ids' row order."""
+        position maps and the run's per-row sketch figures."""
         sketch = sum(part.nbytes for part in self.run.sketch) if self.run.sketch is not None else 0
         scales = self.run.scales.nbytes if self.run.scales is not None else 0
-        maps = self.order.nbytes + self.slots.nbytes + 8 * len(self._slot_ids)
+        maps = self.order.nbytes + self.slots.nbytes
         return self.centroids.nbytes + self.offsets.nbytes + maps + sketch + scales

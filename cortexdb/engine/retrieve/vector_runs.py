@@ -331,35 +331,38 @@ class EncodedRows:
 
 
 class SegmentRows:
-    """Rows of two segments to merge, read from annoy one at a time (in the build's thread)."""
+    """Rows of segments to merge (in a build's thread): row ``i`` is row ``positions[i]`` of
+    ``holders[sources[i]]`` (numpy arrays: no Python object per row), each holder's positions
+    ascending (a merge of id-sorted segments keeps each one's order)."""
 
-    def __init__(self, sources: list[tuple[object, int]]) -> None:
-        self._sources = sources
+    def __init__(self, holders: list, sources: np.ndarray, positions: np.ndarray) -> None:
+        self._holders, self.sources, self.positions = holders, sources, positions
 
     def __len__(self) -> int:
-        return len(self._sources)
+        return len(self.positions)
 
     def __getitem__(self, i: int) -> list[float]:
-        index, position = self._sources[i]
-        return index.get_item_vector(position)
+        return self._holders[int(self.sources[i])].get_item_vector(int(self.positions[i]))
 
     def block(self, start: int, stop: int, dtype: str = "float32") -> tuple[np.ndarray, np.ndarray | None]:
         """Rows ``start`` to ``stop`` as ``dtype`` (and int8 scales): a run's read as stored, a
-        span at a time; an annoy segment's encoded one by one."""
-        rows, scales, i = [], [], start
-        while i < stop:
-            index = self._sources[i][0]
-            j = i
-            while j < stop and self._sources[j][0] is index:
-                j += 1
-            positions = [position for _, position in self._sources[i:j]]
+        span per holder; an annoy segment's encoded one by one."""
+        sources, positions = self.sources[start:stop], self.positions[start:stop]
+        rows: np.ndarray | None = None
+        scales = np.ones(stop - start, dtype=np.float32)
+        for source in np.unique(sources).tolist():
+            chosen = sources == source
+            index, taken = self._holders[source], positions[chosen].tolist()
             if getattr(index, "dtype", None) == dtype:  # a flat run's or an IVF segment's rows, as stored
-                block, block_scales = index.block(positions)
-                rows.append(block)
-                scales.append(block_scales if block_scales is not None else np.ones(len(positions), np.float32))
+                block, block_scales = index.block(taken)
             else:
-                encoded = [encode(index.get_item_vector(p), dtype) for p in positions]
-                rows.append(np.stack([row for row, _ in encoded]))
-                scales.append(np.array([scale for _, scale in encoded], dtype=np.float32))
-            i = j
-        return np.concatenate(rows), np.concatenate(scales) if dtype == "int8" else None
+                encoded = [encode(index.get_item_vector(p), dtype) for p in taken]
+                block = np.stack([row for row, _ in encoded])
+                block_scales = np.array([scale for _, scale in encoded], dtype=np.float32)
+            if rows is None:
+                rows = np.empty((stop - start, block.shape[1]), dtype=dtype)
+            rows[chosen] = block
+            if block_scales is not None:
+                scales[chosen] = block_scales
+        assert rows is not None  # a block has a row
+        return rows, scales if dtype == "int8" else None
