@@ -64,16 +64,25 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
     events: dict[str, list] = {}  # each event read and decoded once per recall
     observers = Observers(actor) if recall_filters.mentions(query.filters, "observed_actor") else None
 
+    tables, layers, filters = actor.tables, query.layers, query.filters
+    # an event is clipped by its recorded time only under as_of or recorded_during (matches)
+    clips_events = bool(temporal.as_of or temporal.recorded_during)
+
     async def admit(record_ids: list[str]) -> list[Candidate]:
         kept: list[Candidate] = []
         for record_id in record_ids:
-            layer = layer_of(record_id)
-            if layer is None or layer not in query.layers or record_id in closed:
+            layer = LAYER_OF_PREFIX.get(record_id.split("_", 1)[0])
+            if layer is None or layer not in layers or record_id in closed:
                 continue
-            candidate = await _load(actor.tables, layer, record_id, clip, actor, events)
-            if candidate is None or (layer == "events" and not temporal.matches(layer, candidate.record)):
-                continue
-            if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
+            if layer == "events":  # the common layer, loaded without _load's dispatch
+                candidate = await _event_candidate(tables, record_id, actor, events)
+                if candidate is None or (clips_events and not temporal.matches(layer, candidate.record)):
+                    continue
+            else:
+                candidate = await _load(tables, layer, record_id, clip, actor, events)
+                if candidate is None:
+                    continue
+            if filters and not await _kept(filters, layer, candidate.record, observers):
                 continue
             kept.append(candidate)
         return kept
@@ -85,8 +94,9 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
         ids += new
     stored = actor.lane.state.vector_index.vectors([c.id for c in out])  # read back in one pass
     tokens = tokenize(query.text) if query.text and query.mode != "vector" else None
+    signals = Signals(actor, query, bm25, semantic, tokens)
     for candidate in out:
-        _signals(actor, candidate, query, bm25, semantic, stored.get(candidate.id), tokens)
+        signals(candidate, stored.get(candidate.id))
     if query.window is not None and query.text:
         out += await _in_window(actor, query, per_layer, set(ids), out, clip, events, observers)
     return out
@@ -207,29 +217,42 @@ def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, flo
              semantic: dict[str, float], stored: Any, tokens: list[str] | None = None) -> None:  # fmt: skip
     """A candidate's raw signals: BM25, cosine, recency, its vector (``stored``, the index's;
     or tokens) for MMR.  ``tokens``: the query's, tokenized once per recall."""
-    indexes = actor.lane.state
-    record_id = candidate.id  # a long event found without a query: its first passage
-    text, mode = query.text, query.mode
-    vector = query.vector if mode != "bm25" else None
-    when = try_parse_rfc3339(candidate.time) or query.reference
-    if record_id in semantic:
-        cosine = semantic[record_id]
-    else:
-        cosine = float(stored @ vector) if stored is not None and vector is not None else 0.0
-    lexical = bm25.get(record_id)
-    if lexical is None:
-        lexical = indexes.text_index.score(text, record_id, tokens) if text and mode != "vector" else 0.0
-    candidate.scope = actor.scope
-    candidate.bm25 = lexical
-    candidate.semantic = cosine
-    candidate.recency = recency((query.reference - when).total_seconds() / 86400.0)
-    learned = try_parse_rfc3339(learned_at(candidate.layer, candidate.record) or "") or when
-    half_life = actor.ctx.config.freshness_half_life_days
-    candidate.freshness = recency((query.reference - learned).total_seconds() / 86400.0, half_life)
-    candidate.vector = stored
-    candidate.tokens_estimate = estimate_tokens(render.rendered_text(candidate.layer, candidate.record))
-    if stored is None:  # MMR falls back to token overlap only without vectors
-        candidate.tokens = set(tokenize(candidate.text))
+    Signals(actor, query, bm25, semantic, tokens)(candidate, stored)
+
+
+class Signals:
+    """``_signals`` for the candidates of one recall: what is the same for all of them (the
+    query's text, vector and moment, the indexes, the freshness half-life) read once."""
+
+    def __init__(self, actor, query: Candidates, bm25: dict[str, float], semantic: dict[str, float],
+                 tokens: list[str] | None = None) -> None:  # fmt: skip
+        self.scope, self.bm25, self.semantic, self.tokens = actor.scope, bm25, semantic, tokens
+        self.text, self.reference = query.text, query.reference
+        self.vector = query.vector if query.mode != "bm25" else None
+        self.lexical = query.text and query.mode != "vector"  # a BM25 score is asked of the index
+        self.text_index = actor.lane.state.text_index
+        self.half_life = actor.ctx.config.freshness_half_life_days
+
+    def __call__(self, candidate: Candidate, stored: Any) -> None:
+        record_id = candidate.id  # a long event found without a query: its first passage
+        reference = self.reference
+        when = try_parse_rfc3339(candidate.time) or reference
+        cosine = self.semantic.get(record_id)
+        if cosine is None:
+            cosine = float(stored @ self.vector) if stored is not None and self.vector is not None else 0.0
+        lexical = self.bm25.get(record_id)
+        if lexical is None:
+            lexical = self.text_index.score(self.text, record_id, self.tokens) if self.lexical else 0.0
+        candidate.scope = self.scope
+        candidate.bm25 = lexical
+        candidate.semantic = cosine
+        candidate.recency = recency((reference - when).total_seconds() / 86400.0)
+        learned = try_parse_rfc3339(learned_at(candidate.layer, candidate.record) or "") or when
+        candidate.freshness = recency((reference - learned).total_seconds() / 86400.0, self.half_life)
+        candidate.vector = stored
+        candidate.tokens_estimate = estimate_tokens(render.rendered_text(candidate.layer, candidate.record))
+        if stored is None:  # MMR falls back to token overlap only without vectors
+            candidate.tokens = set(tokenize(candidate.text))
 
 
 async def _recent(tables, layers: set[str], k: int) -> list[str]:
@@ -342,6 +365,10 @@ async def _belief_chain(tables, belief_id: str, support_ids: list[str]) -> dict[
     return chain
 
 
+def _is_fact(record_id: str) -> bool:
+    return record_id.startswith("fact_")
+
+
 async def _event_candidate(tables, record_id: str, actor, events: dict[str, list] | None) -> Candidate | None:
     """An event's candidate: the event, or one passage of a long text (and it says which)."""
     event_id, index = passages.parse_passage_id(record_id)
@@ -385,10 +412,11 @@ async def _event_candidate(tables, record_id: str, actor, events: dict[str, list
         record["content_truncated"] = True  # what the item costs (rendered) is the passage, not the book
     elif index is not None:
         return None
-    record["derives"] = state_derives(state)
+    derives = record["derives"] = state_derives(state)
     record["excluded_from_recall"] = False
-    links = record["derives"] + list(record["context"].get("preceded_by") or ())
-    facts = sum(1 for d in record["derives"] if d.startswith("fact_"))
+    preceded = record["context"].get("preceded_by")
+    links = derives + list(preceded) if preceded else list(derives)
+    facts = sum(map(_is_fact, derives)) if derives else 0
     return Candidate(layer="events", id=record_id, record=record, text=message_text(record["content"]),
                      time=record["context"]["observed_at"], importance=min(1.0, facts / 2), confidence=1.0,
                      links=links, chain={}, raw_size=size)  # fmt: skip
