@@ -374,12 +374,17 @@ async def _event_candidate(tables, record_id: str, actor, events: dict[str, list
     event_id, index = passages.parse_passage_id(record_id)
     found = events.get(event_id) if events is not None else None
     if found is None:
-        raw = await tables.events.raw.get(event_id)
+        # both rows read from the store directly (Table.get's key and codec steps inlined: one
+        # event candidate each, two reads, in every recall)
+        key = event_id.encode()
+        events_table, states_table = tables.events, tables.event_states
+        raw = await events_table.store.get(events_table.prefix + key)
         if raw is None:
             return None
         # the state's stored JSON, not structured into an EventState: a candidate reads three of
         # its fields, and structuring the whole state was a seventh of a recall's time
-        state = await tables.event_states.json.get(event_id) or {}
+        state_raw = await states_table.store.get(states_table.prefix + key)
+        state = (jsoncodec.decode(state_raw) if state_raw is not None else None) or {}
         # [stored bytes, state, decoded record (None: cancelled), its indexed text (lazily)]
         found = [raw, state, None if state.get("cancelled") else jsoncodec.decode(raw), None]
         if found[2] is not None and found[2]["content"].get("kind") == "redacted":
