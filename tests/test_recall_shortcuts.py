@@ -17,8 +17,6 @@ from cortexdb.engine.recall.cache import PackCache
 from cortexdb.engine.retrieve import scoring
 from cortexdb.errors import NotFound
 
-from .conftest import envelope
-
 PHRASES = [
     "we decided to go", "I really like tea", "my goal is to run", "I usually walk", "the build is broken",
     "always answer in French", "I think so", "my sister called", "need to file taxes", "hello there",

@@ -19,13 +19,13 @@ from ..model import Belief, Candidate, Episode, Fact, from_wire, to_wire
 from ..model.converter import state_derives
 from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
-from ..retrieve import passages, render
+from ..retrieve import passages
 from ..retrieve.feedback import alternate
-from ..retrieve.scoring import estimate_tokens, learned_at, recency
 from ..retrieve.temporal_filter import happened_in
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
 from . import concept_queries, history, requery
+from .candidate_signals import Signals
 from .episode_cache import decode_episode, episode_header
 from .messages import Candidates
 
@@ -64,29 +64,7 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
     events: dict[str, list] = {}  # each event read and decoded once per recall
     observers = Observers(actor) if recall_filters.mentions(query.filters, "observed_actor") else None
 
-    tables, layers, filters = actor.tables, query.layers, query.filters
-    # an event is clipped by its recorded time only under as_of or recorded_during (matches)
-    clips_events = bool(temporal.as_of or temporal.recorded_during)
-
-    async def admit(record_ids: list[str]) -> list[Candidate]:
-        kept: list[Candidate] = []
-        for record_id in record_ids:
-            layer = LAYER_OF_PREFIX.get(record_id.split("_", 1)[0])
-            if layer is None or layer not in layers or record_id in closed:
-                continue
-            if layer == "events":  # the common layer, loaded without _load's dispatch
-                candidate = await _event_candidate(tables, record_id, actor, events)
-                if candidate is None or (clips_events and not temporal.matches(layer, candidate.record)):
-                    continue
-            else:
-                candidate = await _load(tables, layer, record_id, clip, actor, events)
-                if candidate is None:
-                    continue
-            if filters and not await _kept(filters, layer, candidate.record, observers):
-                continue
-            kept.append(candidate)
-        return kept
-
+    admit = Admission(actor, query, clip, closed, events, observers)
     out = await admit(ids)
     if requery.wanted(actor.ctx.config, query, per_layer):  # a second search from the first's best
         query, bm25, semantic, new = requery.reformulate(actor, query, per_layer, bm25, semantic, out)
@@ -100,6 +78,38 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
     if query.window is not None and query.text:
         out += await _in_window(actor, query, per_layer, set(ids), out, clip, events, observers)
     return out
+
+
+class Admission:
+    """``gather``'s loading: each id of the layers asked, not closed, loaded (an event without
+    ``_load``'s dispatch), clipped and filtered; called with the ids of each search."""
+
+    def __init__(self, actor, query: Candidates, clip: Clip, closed: Any, events: dict[str, list],
+                 observers: Observers | None) -> None:  # fmt: skip
+        self.actor, self.clip, self.closed, self.events, self.observers = actor, clip, closed, events, observers
+        self.tables, self.layers, self.filters, self.temporal = actor.tables, query.layers, query.filters, query.temporal
+        # an event is clipped by its recorded time only under as_of or recorded_during (matches)
+        self.clips_events = bool(query.temporal.as_of or query.temporal.recorded_during)
+
+    async def __call__(self, record_ids: list[str]) -> list[Candidate]:
+        kept: list[Candidate] = []
+        tables, actor, events, filters = self.tables, self.actor, self.events, self.filters
+        for record_id in record_ids:
+            layer = LAYER_OF_PREFIX.get(record_id.split("_", 1)[0])
+            if layer is None or layer not in self.layers or record_id in self.closed:
+                continue
+            if layer == "events":  # the common layer, loaded without _load's dispatch
+                candidate = await _event_candidate(tables, record_id, actor, events)
+                if candidate is None or (self.clips_events and not self.temporal.matches(layer, candidate.record)):
+                    continue
+            else:
+                candidate = await _load(tables, layer, record_id, self.clip, actor, events)
+                if candidate is None:
+                    continue
+            if filters and not await _kept(filters, layer, candidate.record, self.observers):
+                continue
+            kept.append(candidate)
+        return kept
 
 
 async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: set[str],
@@ -135,7 +145,7 @@ async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: 
                 continue
             if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
                 continue
-            _signals(actor, candidate, query, lexical, near, indexes.vector_index.vector(candidate.id))
+            Signals(actor, query, lexical, near)(candidate, indexes.vector_index.vector(candidate.id))
             candidate.in_window = True
             found.append(candidate)
             kept += 1
@@ -211,48 +221,6 @@ def _hits(indexes, query: Candidates, per_layer: dict[str, int]):
         if vector is not None and text:
             semantic.update(indexes.vector_index.search(vector, k, prefix))
     return bm25, semantic
-
-
-def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, float],
-             semantic: dict[str, float], stored: Any, tokens: list[str] | None = None) -> None:  # fmt: skip
-    """A candidate's raw signals: BM25, cosine, recency, its vector (``stored``, the index's;
-    or tokens) for MMR.  ``tokens``: the query's, tokenized once per recall."""
-    Signals(actor, query, bm25, semantic, tokens)(candidate, stored)
-
-
-class Signals:
-    """``_signals`` for the candidates of one recall: what is the same for all of them (the
-    query's text, vector and moment, the indexes, the freshness half-life) read once."""
-
-    def __init__(self, actor, query: Candidates, bm25: dict[str, float], semantic: dict[str, float],
-                 tokens: list[str] | None = None) -> None:  # fmt: skip
-        self.scope, self.bm25, self.semantic, self.tokens = actor.scope, bm25, semantic, tokens
-        self.text, self.reference = query.text, query.reference
-        self.vector = query.vector if query.mode != "bm25" else None
-        self.lexical = query.text and query.mode != "vector"  # a BM25 score is asked of the index
-        self.text_index = actor.lane.state.text_index
-        self.half_life = actor.ctx.config.freshness_half_life_days
-
-    def __call__(self, candidate: Candidate, stored: Any) -> None:
-        record_id = candidate.id  # a long event found without a query: its first passage
-        reference = self.reference
-        when = try_parse_rfc3339(candidate.time) or reference
-        cosine = self.semantic.get(record_id)
-        if cosine is None:
-            cosine = float(stored @ self.vector) if stored is not None and self.vector is not None else 0.0
-        lexical = self.bm25.get(record_id)
-        if lexical is None:
-            lexical = self.text_index.score(self.text, record_id, self.tokens) if self.lexical else 0.0
-        candidate.scope = self.scope
-        candidate.bm25 = lexical
-        candidate.semantic = cosine
-        candidate.recency = recency((reference - when).total_seconds() / 86400.0)
-        learned = try_parse_rfc3339(learned_at(candidate.layer, candidate.record) or "") or when
-        candidate.freshness = recency((reference - learned).total_seconds() / 86400.0, self.half_life)
-        candidate.vector = stored
-        candidate.tokens_estimate = estimate_tokens(render.rendered_text(candidate.layer, candidate.record))
-        if stored is None:  # MMR falls back to token overlap only without vectors
-            candidate.tokens = set(tokenize(candidate.text))
 
 
 async def _recent(tables, layers: set[str], k: int) -> list[str]:
