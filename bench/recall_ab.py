@@ -145,8 +145,9 @@ async def main() -> None:
 PHASES = [  # (module, attribute, what it is), each timed with process_time around its calls
     ("cortexdb.engine.actors.candidates", "gather", "candidates (scope actor)"),
     ("cortexdb.engine.actors.candidates", "_hits", "· BM25 and vector searches"),
-    ("cortexdb.engine.actors.candidates", "_load", "· loading records"),
-    ("cortexdb.engine.actors.candidates", "_signals", "· signals"),
+    ("cortexdb.engine.actors.candidates", "_event_candidate", "· loading events"),
+    ("cortexdb.engine.actors.candidates", "_load", "· loading other records"),
+    ("cortexdb.engine.actors.candidate_signals", "Signals.__call__", "· signals"),
     ("cortexdb.engine.retrieve.vector_index", "VectorIndex.search", "vector search"),
     ("cortexdb.engine.retrieve.vector_index", "VectorIndex.vectors", "vector read-back"),
     ("cortexdb.engine.recall.coordinator", "RecallCoordinator._rank", "ranking"),

@@ -208,7 +208,7 @@ class SignalService:
         cap = self.ctx.config.recall_signals_max
         if cap == 0:
             return [], 0, unread
-        kinds = await self.types(tenant)
+        kinds = None  # the tenant's types, read once a scope holds a signal
         for scope in scopes:
             if not allowed(scope):
                 continue
@@ -217,6 +217,10 @@ class SignalService:
             except InvalidRequest:
                 unread.append(scope)
                 continue
+            if not found:
+                continue
+            if kinds is None:
+                kinds = await self.types(tenant)
             _, trajectories = self._subjects(found, kinds, moment, self.settings)
             for signal in found:
                 item = self._item(signal, kinds, moment, trajectories)

@@ -19,13 +19,13 @@ from ..model import Belief, Candidate, Episode, Fact, from_wire, to_wire
 from ..model.converter import state_derives
 from ..model.text import belief_text, content_text, episode_text, fact_claim_text, message_text
 from ..retrieve import filters as recall_filters
-from ..retrieve import passages, render
+from ..retrieve import passages
 from ..retrieve.feedback import alternate
-from ..retrieve.scoring import estimate_tokens, learned_at, recency
 from ..retrieve.temporal_filter import happened_in
 from ..retrieve.text_index import tokenize
 from ..temporal import try_parse_rfc3339
 from . import concept_queries, history, requery
+from .candidate_signals import Signals
 from .episode_cache import decode_episode, episode_header
 from .messages import Candidates
 
@@ -64,20 +64,7 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
     events: dict[str, list] = {}  # each event read and decoded once per recall
     observers = Observers(actor) if recall_filters.mentions(query.filters, "observed_actor") else None
 
-    async def admit(record_ids: list[str]) -> list[Candidate]:
-        kept: list[Candidate] = []
-        for record_id in record_ids:
-            layer = layer_of(record_id)
-            if layer is None or layer not in query.layers or record_id in closed:
-                continue
-            candidate = await _load(actor.tables, layer, record_id, clip, actor, events)
-            if candidate is None or (layer == "events" and not temporal.matches(layer, candidate.record)):
-                continue
-            if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
-                continue
-            kept.append(candidate)
-        return kept
-
+    admit = Admission(actor, query, clip, closed, events, observers)
     out = await admit(ids)
     if requery.wanted(actor.ctx.config, query, per_layer):  # a second search from the first's best
         query, bm25, semantic, new = requery.reformulate(actor, query, per_layer, bm25, semantic, out)
@@ -85,11 +72,44 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
         ids += new
     stored = actor.lane.state.vector_index.vectors([c.id for c in out])  # read back in one pass
     tokens = tokenize(query.text) if query.text and query.mode != "vector" else None
+    signals = Signals(actor, query, bm25, semantic, tokens)
     for candidate in out:
-        _signals(actor, candidate, query, bm25, semantic, stored.get(candidate.id), tokens)
+        signals(candidate, stored.get(candidate.id))
     if query.window is not None and query.text:
         out += await _in_window(actor, query, per_layer, set(ids), out, clip, events, observers)
     return out
+
+
+class Admission:
+    """``gather``'s loading: each id of the layers asked, not closed, loaded (an event without
+    ``_load``'s dispatch), clipped and filtered; called with the ids of each search."""
+
+    def __init__(self, actor, query: Candidates, clip: Clip, closed: Any, events: dict[str, list],
+                 observers: Observers | None) -> None:  # fmt: skip
+        self.actor, self.clip, self.closed, self.events, self.observers = actor, clip, closed, events, observers
+        self.tables, self.layers, self.filters, self.temporal = actor.tables, query.layers, query.filters, query.temporal
+        # an event is clipped by its recorded time only under as_of or recorded_during (matches)
+        self.clips_events = bool(query.temporal.as_of or query.temporal.recorded_during)
+
+    async def __call__(self, record_ids: list[str]) -> list[Candidate]:
+        kept: list[Candidate] = []
+        tables, actor, events, filters = self.tables, self.actor, self.events, self.filters
+        for record_id in record_ids:
+            layer = LAYER_OF_PREFIX.get(record_id.split("_", 1)[0])
+            if layer is None or layer not in self.layers or record_id in self.closed:
+                continue
+            if layer == "events":  # the common layer, loaded without _load's dispatch
+                candidate = await _event_candidate(tables, record_id, actor, events)
+                if candidate is None or (self.clips_events and not self.temporal.matches(layer, candidate.record)):
+                    continue
+            else:
+                candidate = await _load(tables, layer, record_id, self.clip, actor, events)
+                if candidate is None:
+                    continue
+            if filters and not await _kept(filters, layer, candidate.record, self.observers):
+                continue
+            kept.append(candidate)
+        return kept
 
 
 async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: set[str],
@@ -125,7 +145,7 @@ async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: 
                 continue
             if query.filters and not await _kept(query.filters, layer, candidate.record, observers):
                 continue
-            _signals(actor, candidate, query, lexical, near, indexes.vector_index.vector(candidate.id))
+            Signals(actor, query, lexical, near)(candidate, indexes.vector_index.vector(candidate.id))
             candidate.in_window = True
             found.append(candidate)
             kept += 1
@@ -201,35 +221,6 @@ def _hits(indexes, query: Candidates, per_layer: dict[str, int]):
         if vector is not None and text:
             semantic.update(indexes.vector_index.search(vector, k, prefix))
     return bm25, semantic
-
-
-def _signals(actor, candidate: Candidate, query: Candidates, bm25: dict[str, float],
-             semantic: dict[str, float], stored: Any, tokens: list[str] | None = None) -> None:  # fmt: skip
-    """A candidate's raw signals: BM25, cosine, recency, its vector (``stored``, the index's;
-    or tokens) for MMR.  ``tokens``: the query's, tokenized once per recall."""
-    indexes = actor.lane.state
-    record_id = candidate.id  # a long event found without a query: its first passage
-    text, mode = query.text, query.mode
-    vector = query.vector if mode != "bm25" else None
-    when = try_parse_rfc3339(candidate.time) or query.reference
-    if record_id in semantic:
-        cosine = semantic[record_id]
-    else:
-        cosine = float(stored @ vector) if stored is not None and vector is not None else 0.0
-    lexical = bm25.get(record_id)
-    if lexical is None:
-        lexical = indexes.text_index.score(text, record_id, tokens) if text and mode != "vector" else 0.0
-    candidate.scope = actor.scope
-    candidate.bm25 = lexical
-    candidate.semantic = cosine
-    candidate.recency = recency((query.reference - when).total_seconds() / 86400.0)
-    learned = try_parse_rfc3339(learned_at(candidate.layer, candidate.record) or "") or when
-    half_life = actor.ctx.config.freshness_half_life_days
-    candidate.freshness = recency((query.reference - learned).total_seconds() / 86400.0, half_life)
-    candidate.vector = stored
-    candidate.tokens_estimate = estimate_tokens(render.rendered_text(candidate.layer, candidate.record))
-    if stored is None:  # MMR falls back to token overlap only without vectors
-        candidate.tokens = set(tokenize(candidate.text))
 
 
 async def _recent(tables, layers: set[str], k: int) -> list[str]:
@@ -342,17 +333,26 @@ async def _belief_chain(tables, belief_id: str, support_ids: list[str]) -> dict[
     return chain
 
 
+def _is_fact(record_id: str) -> bool:
+    return record_id.startswith("fact_")
+
+
 async def _event_candidate(tables, record_id: str, actor, events: dict[str, list] | None) -> Candidate | None:
     """An event's candidate: the event, or one passage of a long text (and it says which)."""
     event_id, index = passages.parse_passage_id(record_id)
     found = events.get(event_id) if events is not None else None
     if found is None:
-        raw = await tables.events.raw.get(event_id)
+        # both rows read from the store directly (Table.get's key and codec steps inlined: one
+        # event candidate each, two reads, in every recall)
+        key = event_id.encode()
+        events_table, states_table = tables.events, tables.event_states
+        raw = await events_table.store.get(events_table.prefix + key)
         if raw is None:
             return None
         # the state's stored JSON, not structured into an EventState: a candidate reads three of
         # its fields, and structuring the whole state was a seventh of a recall's time
-        state = await tables.event_states.json.get(event_id) or {}
+        state_raw = await states_table.store.get(states_table.prefix + key)
+        state = (jsoncodec.decode(state_raw) if state_raw is not None else None) or {}
         # [stored bytes, state, decoded record (None: cancelled), its indexed text (lazily)]
         found = [raw, state, None if state.get("cancelled") else jsoncodec.decode(raw), None]
         if found[2] is not None and found[2]["content"].get("kind") == "redacted":
@@ -385,10 +385,11 @@ async def _event_candidate(tables, record_id: str, actor, events: dict[str, list
         record["content_truncated"] = True  # what the item costs (rendered) is the passage, not the book
     elif index is not None:
         return None
-    record["derives"] = state_derives(state)
+    derives = record["derives"] = state_derives(state)
     record["excluded_from_recall"] = False
-    links = record["derives"] + list(record["context"].get("preceded_by") or ())
-    facts = sum(1 for d in record["derives"] if d.startswith("fact_"))
+    preceded = record["context"].get("preceded_by")
+    links = derives + list(preceded) if preceded else list(derives)
+    facts = sum(map(_is_fact, derives)) if derives else 0
     return Candidate(layer="events", id=record_id, record=record, text=message_text(record["content"]),
                      time=record["context"]["observed_at"], importance=min(1.0, facts / 2), confidence=1.0,
                      links=links, chain={}, raw_size=size)  # fmt: skip

@@ -42,16 +42,22 @@ async def _ids(table: Any, entity_id: str, types: tuple[str, ...]) -> list[str]:
             async for fact_id in table.ids(under)]  # fmt: skip
 
 
-async def _hop_ids(actor: Any, frontier: list[str], query: ReadRelationships, first: bool) -> list[str]:
+async def _hop_ids(actor: Any, frontier: list[str], query: ReadRelationships, first: bool,
+                   rows: dict[str, bool] | None = None) -> list[str]:  # fmt: skip
     """The fact ids touching the frontier in the query's direction (typed: only those types),
     from the index keys alone: on the first hop, the facts joining two start entities come
-    first; then the newest first (fact ids are time-ordered), which are the likeliest current."""
+    first; then the newest first (fact ids are time-ordered), which are the likeliest current.
+    ``rows``: filled with whether each entity has any row in either index, when the hop read
+    both whole (both directions, no types)."""
     tables, outgoing, incoming = actor.tables, {}, {}
     for entity_id in frontier:
         if query.direction in ("out", "both"):
             outgoing[entity_id] = await _ids(tables.fact_index, entity_id, query.types)
         if query.direction in ("in", "both"):
             incoming[entity_id] = await _ids(tables.fact_objects, entity_id, query.types)
+    if rows is not None and query.direction == "both" and not query.types:
+        for entity_id in frontier:
+            rows[entity_id] = bool(outgoing[entity_id] or incoming[entity_id])
     every = {fact_id for ids in (*outgoing.values(), *incoming.values()) for fact_id in ids}
     joining: set[str] = set()
     if first and len(query.starts) > 1:
@@ -104,9 +110,10 @@ async def walk(actor: Any, query: ReadRelationships) -> dict[str, Any]:
     names: dict[str, str | None] = {}
     edges: dict[str, dict[str, Any]] = {}
     frontier, truncated, examined = list(query.starts), False, 0
+    rows: dict[str, bool] = {}  # start -> any relationship row here (read by the first hop)
     for hop in range(1, query.depth + 1):
         following: list[str] = []
-        for fact_id in await _hop_ids(actor, frontier, query, hop == 1):
+        for fact_id in await _hop_ids(actor, frontier, query, hop == 1, rows if hop == 1 else None):
             if fact_id in edges:
                 continue
             if len(edges) == query.max_edges or examined == query.max_examined > 0:
@@ -135,6 +142,10 @@ async def walk(actor: Any, query: ReadRelationships) -> dict[str, Any]:
     nodes = [{"id": node, "name": names.get(node), "hop": hop} for node, hop in seen_nodes.items()]
     known = []  # the starts with any relationship row here at all, whatever the filters
     for start in query.starts:
+        if start in rows:  # the first hop read its rows whole
+            if rows[start] and start not in known:
+                known.append(start)
+            continue
         for table in (tables.fact_index, tables.fact_objects):
             if start not in known and [i async for i in table.ids((start,), limit=1)]:
                 known.append(start)

@@ -91,6 +91,31 @@ def of_text(text: str) -> str:
     return "event"
 
 
+_CUE_ORDER = {aspect: position for position, (aspect, _) in enumerate(_TEXT_CUES)}
+
+
+def of_text_in(text: str, wanted: Any) -> bool:
+    """``of_text(text) in wanted``, trying the cues only up to the last wanted one: a cue after
+    it can only name an aspect not wanted (unless ``event``, the aspect of no cue, is wanted)."""
+    if "event" in wanted or any(a not in _CUE_ORDER for a in wanted):
+        return of_text(text) in wanted
+    last = max((_CUE_ORDER[a] for a in wanted), default=-1)
+    head = (text or "")[:TEXT_CUE_CHARS]
+    for aspect, cue in _TEXT_CUES[: last + 1]:
+        if cue.search(head):
+            return aspect in wanted
+    return False
+
+
+def of_record_in(layer: str, record: dict[str, Any], wanted: Any) -> bool:
+    """``of_record(layer, record) in wanted``, with an event's text read as ``of_text_in`` does."""
+    if layer == "events":
+        content = record.get("content") or {}
+        if content.get("kind") != "triple":
+            return of_text_in(content.get("text") if isinstance(content.get("text"), str) else "", wanted)
+    return of_record(layer, record) in wanted
+
+
 def of_record(layer: str, record: dict[str, Any]) -> str | None:
     """The aspect of a wire record of ``layer`` (None for a layer without aspects)."""
     if layer == "facts":

@@ -29,6 +29,9 @@ class PackCache:
         self._keys: dict[tuple[str, str], tuple[str, str]] = {}  # (caller, key) -> (pack id, digest)
         self.bytes = 0  # the kept packs' JSON
         self.epoch = 0  # bumped by every purge
+        # expiries rise in insertion order while every put's moment is at least the last one's:
+        # then ``expire`` looks at the oldest packs only, not at all of them every recall
+        self._ordered, self._last_expiry, self._dropped = True, None, False
 
     def __len__(self) -> int:
         return len(self._packs)
@@ -43,7 +46,11 @@ class PackCache:
         if len(raw) > self.max_bytes:
             return
         self._drop(pack["pack_id"])
-        self._packs[pack["pack_id"]] = (now + self.ttl, raw, caller)
+        expiry = now + self.ttl
+        if self._last_expiry is not None and expiry < self._last_expiry:
+            self._ordered = False  # a clock set back: expire scans every pack until the cache empties
+        self._last_expiry = expiry if self._last_expiry is None else max(expiry, self._last_expiry)
+        self._packs[pack["pack_id"]] = (expiry, raw, caller)
         self.bytes += len(raw)
         while len(self._packs) > self.max_packs or self.bytes > self.max_bytes:  # a burst: oldest out
             self._drop(next(iter(self._packs)))
@@ -54,6 +61,7 @@ class PackCache:
         entry = self._packs.pop(pack_id, None)
         if entry is not None:
             self.bytes -= len(entry[1])
+            self._dropped = True
 
     def by_key(self, key: tuple[str, str], digest: str = "") -> dict[str, Any] | None:
         """The pack an earlier recall with this (caller, idempotency key) made, if still cached
@@ -82,9 +90,21 @@ class PackCache:
         self._keys.clear()
         self.bytes = 0
         self.epoch += 1
+        self._ordered, self._last_expiry, self._dropped = True, None, False
 
     def expire(self, now: dt.datetime) -> None:
-        for pack_id in [p for p, (expires, _, _) in self._packs.items() if expires <= now]:
-            self._drop(pack_id)
-        for key in [k for k, (p, _) in self._keys.items() if p not in self._packs]:
-            del self._keys[key]
+        if self._ordered:  # the oldest first, up to the first that has not expired
+            while self._packs:
+                pack_id, (expires, _, _) = next(iter(self._packs.items()))
+                if expires > now:
+                    break
+                self._drop(pack_id)
+        else:
+            for pack_id in [p for p, (expires, _, _) in self._packs.items() if expires <= now]:
+                self._drop(pack_id)
+        if not self._packs:
+            self._ordered, self._last_expiry = True, None
+        if self._dropped:  # the keys of packs gone (expired, or evicted by a burst)
+            self._dropped = False
+            for key in [k for k, (p, _) in self._keys.items() if p not in self._packs]:
+                del self._keys[key]

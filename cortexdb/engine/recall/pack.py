@@ -76,9 +76,10 @@ def assemble(spec: RecallSpec, request: dict[str, Any], ranked: Ranked, context:
     ``trail`` gets its last timings (``render_context_block``, ``total``)."""
     kept_ids = {c.id for c in ranked.kept}
     layers_out: dict[str, list[dict[str, Any]]] = {}
-    for layer, items in kept(ranked).items():
+    by_layer = kept(ranked)
+    for layer, items in by_layer.items():
         layers_out[layer] = [item(c, position, spec.exclude_content) for position, c in enumerate(items, 1)]
-    records = kept_records(ranked)
+    records = {layer: [c.record for c in items] for layer, items in by_layer.items()}  # kept_records
     t = trio.current_time()
     context_text, markers = ("", [])
     if spec.shape == "holistic" and spec.format == "text":  # xml: contextdoc, once the pack is whole

@@ -95,17 +95,18 @@ def adjust(plan: Any, candidates: list[Any], expansion: dict[str, Any], trail: A
     edge_ids = {e["id"] for e in expansion["edges"]}
     about = {h["id"] for h in (route or {}).get("entity_hints", [])}
     boosted = 0
+    lookup = route is not None and route["type"] == "entity_lookup"
+    asked = route["aspects"] if route is not None and route["type"] == "aspect_query" else None
     for candidate in candidates:
-        linked = candidate.record.get("id") in edge_ids
-        if route is not None and route["type"] == "entity_lookup" and not linked:
+        linked = bool(edge_ids) and candidate.record.get("id") in edge_ids
+        if lookup and not linked:
             linked = bool(about & _entities(candidate))
         if linked and candidate.signals.get("graph", 0.0) < 1.0:
             candidate.score += weight * (1.0 - candidate.signals.get("graph", 0.0))
             candidate.signals["graph"] = 1.0
             boosted += 1
-        if route is not None and route["type"] == "aspect_query" and route["aspects"]:
-            if aspects.of_record(candidate.layer, candidate.record) in route["aspects"]:
-                candidate.score += ASPECT_BONUS
+        if asked and aspects.of_record_in(candidate.layer, candidate.record, asked):
+            candidate.score += ASPECT_BONUS
     if plan.window is not None and route is not None:  # the temporal handler
         route["temporal"].update(windows.prefer(plan.window, candidates))
     linked_count = sum(1 for c in candidates if c.signals.get("graph", 0.0) > 0)

@@ -48,14 +48,12 @@ def score_candidates(candidates: list[Candidate], weights: dict[str, float]) -> 
     low, high = (min(cosines), max(cosines)) if cosines else (0.0, 0.0)
     spread = (high - low) or 1.0
     present = {c.id for c in candidates}
-    contains = present.__contains__
     # the weights in SIGNALS order; the score sums the weighted signals in that order, unrounded
     # (the same sum, term for term, as a loop over a signals dict: the per-candidate dicts and
     # generators were a sixth of a pack's ranking)
     w_sem, w_bm25, w_graph, w_rec, w_imp, w_conf, w_fresh = (weights.get(k, 0.0) for k in SIGNALS)
     for c in candidates:
-        # an episode links hundreds of events: count them in C, not in a generator
-        graph = min(1.0, sum(map(contains, c.links)) / 2.0)
+        graph = _graph(present, c.links) if c.links else 0.0
         semantic = (float(c.semantic) - low) / spread if c.semantic else 0.0
         bm25 = c.bm25 / best_bm25
         recency_, importance, confidence, freshness = c.recency, c.importance, c.confidence, c.freshness
@@ -68,12 +66,22 @@ def score_candidates(candidates: list[Candidate], weights: dict[str, float]) -> 
                              w_imp * importance, w_conf * confidence, w_fresh * freshness]), 6)  # fmt: skip
 
 
+def _graph(present: set[str], links: list[str]) -> float:
+    """``min(1, n / 2)`` for ``n`` the links that are candidates (each time listed): only whether
+    ``n`` is 0, 1 or more matters, so the distinct ones are counted in C (an episode links
+    hundreds of events), and the links listed only when one of them is a candidate."""
+    found = present.intersection(links)
+    if len(found) == 1:
+        return min(1.0, links.count(next(iter(found))) / 2.0)
+    return min(1.0, len(found) / 2.0)
+
+
 def _matrix(pool: list[Candidate]) -> np.ndarray | None:
     """Unit vectors of the pool as rows, or None when some candidate has no vector."""
     vectors = [c.vector for c in pool]
     if not vectors or any(v is None for v in vectors):
         return None
-    return np.stack(vectors).astype(np.float32)
+    return np.stack(vectors).astype(np.float32, copy=False)  # stacked already: a copy only to convert
 
 
 def _jaccard_row(pool: list[Candidate], chosen: Candidate) -> np.ndarray:
