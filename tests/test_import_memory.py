@@ -41,14 +41,15 @@ async def held_at_most(monkeypatch, n: int, ordering: str) -> tuple[int, int]:
     most = 0
     config = EngineConfig(import_window=WINDOW, bulk_max_items=BULK, episode_idle_check=3600.0)
     async with open_engine("memory", id_seed=1, config=config) as engine:
-        bulk = engine.experience_bulk
+        writes = engine.imports._writes  # the import's bulk write path
+        bulk = writes.bulk
 
         async def counted(request, **kwargs):
             nonlocal most
             most = max(most, sum(1 for item in prepared if item.envelope is not None))
             return await bulk(request, **kwargs)
 
-        monkeypatch.setattr(engine, "experience_bulk", counted)
+        monkeypatch.setattr(writes, "bulk", counted)
         started = await engine.imports.start("mem0", mem0_file(n), {"scope_template": "org:acme/user:{user_id}",
                                                                      "options": {"ordering": ordering}})  # fmt: skip
         status = await engine.imports.wait(started["import_id"])
@@ -120,7 +121,8 @@ async def test_an_import_raises_the_thresholds_only_while_it_writes(monkeypatch,
                           import_gc_thresholds=(7777, 11, 77))  # fmt: skip
     before = gc.get_threshold()
     async with open_engine("memory", id_seed=1, config=config) as engine:
-        bulk = engine.experience_bulk
+        writes = engine.imports._writes  # the import's bulk write path
+        bulk = writes.bulk
 
         async def observed(request, **kwargs):
             seen.append(gc.get_threshold())
@@ -128,7 +130,7 @@ async def test_an_import_raises_the_thresholds_only_while_it_writes(monkeypatch,
                 raise RuntimeError("the store broke")
             return await bulk(request, **kwargs)
 
-        monkeypatch.setattr(engine, "experience_bulk", observed)
+        monkeypatch.setattr(writes, "bulk", observed)
         started = await engine.imports.start("mem0", mem0_file(3 * WINDOW), {"scope_template": "org:acme/user:{user_id}"})
         status = await engine.imports.wait(started["import_id"])
         assert status["status"] == ("failed" if fails else "completed"), status

@@ -16,6 +16,7 @@ from cortexdb import open_engine
 from cortexdb.engine.envelope import ENVELOPE_SHAPE
 from cortexdb.engine.model.fields import unknown_field
 from cortexdb.engine.transfer.imports import SOURCES
+from cortexdb.errors import CortexError
 
 DATA = Path(__file__).parent / "data" / "import"
 OPTIONS = {"ordering": "batch_throughput", "template": "org:acme/user:{user_id}", "imported_at": "2026-01-01T00:00:00Z",
@@ -75,3 +76,16 @@ async def test_a_jsonl_envelope_with_a_misspelt_field_is_still_refused():
         assert status["items"]["failed"] == 1 and status["items"]["written"] == 0
         assert "context.lables" in status["errors"][0]["detail"]
         assert "is not a field" in status["errors"][0]["detail"]
+
+
+async def test_shaped_is_the_import_paths_own_not_the_public_bulk_writes():
+    """A caller of ``Engine.experience_bulk`` cannot skip the unknown-field check: ``shaped`` is an
+    option of the engine's internal write path, which the import job calls."""
+    item = {"modality": "note", "content": {"kind": "text", "text": "x"},
+            "context": {"observed_at": "2026-01-01T00:00:00Z", "lables": ["a"]}}  # fmt: skip
+    async with open_engine("memory", id_seed=1) as engine:
+        with pytest.raises(TypeError):
+            await engine.experience_bulk({"scope": "org:acme", "items": [item]}, shaped=True)
+        with pytest.raises(CortexError) as refused:
+            await engine.experience_bulk({"scope": "org:acme", "items": [item]})
+        assert "lables" in refused.value.message

@@ -64,7 +64,7 @@ class Engine:
         self.relationships = self._recall.graph  # relationships: traverse, envelope (docs/relationships.md)
         self.forget = ForgetService(ctx)  # forget (§8.5): await engine.forget(request, caller=...)
         self.erasures = erasure.ErasureService(self, ctx)  # GDPR erasure (§8.6): preview, execute, status...
-        self.imports = transfer.ImportService(self, ctx, self.erasures.jobs)  # imports (§8.11): start, status...
+        self.imports = transfer.ImportService(self, ctx, self.erasures.jobs, self._writes)  # imports (§8.11): start, status...
         self.exports = transfer.ExportService(self, ctx, self.erasures.jobs)  # exports (§8.12): start, status...
         self.concepts = Understanding(self, ctx, self._reads, self.erasures.jobs)  # list, get, related, synthesize...
         self.vocabularies = ctx.vocabularies  # vocabularies (§8.14): create, replace, get
@@ -123,9 +123,9 @@ class Engine:
                                              tenant=self._tenant(tenant_id), wait=wait)  # fmt: skip
 
     async def experience_bulk(self, request: dict[str, Any], *, caller: str | None = None,
-                              tenant_id: str | None = None, durable_keys: bool = False, shaped: bool = False) -> BulkResult:  # fmt: skip
-        """Up to ``bulk_max_items`` experiences, one scope, one atomic write (§8.2); ``durable_keys``, ``shaped``: imports'."""
-        return await self._writes.bulk(request, caller=self._caller(caller), tenant=self._tenant(tenant_id), durable=durable_keys, shaped=shaped)  # fmt: skip
+                              tenant_id: str | None = None, durable_keys: bool = False) -> BulkResult:  # fmt: skip
+        """Up to ``bulk_max_items`` experiences, one scope, one atomic write (§8.2); ``durable_keys``: keys that never expire."""
+        return await self._writes.bulk(request, caller=self._caller(caller), tenant=self._tenant(tenant_id), durable=durable_keys)  # fmt: skip
 
     async def experience_by_idempotency_key(self, key: str, *, caller: str | None = None,
                                             tenant_id: str | None = None) -> dict[str, Any]:  # fmt: skip

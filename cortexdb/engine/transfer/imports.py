@@ -61,10 +61,13 @@ SCOPES_REMEMBERED = 4096  # scopes an import remembers as allowed (a file's reco
 class ImportService:
     """``Engine.imports``; its jobs run on the engine's job runner (shared with erasures)."""
 
-    def __init__(self, engine: Any, ctx: Any, jobs: Any) -> None:
+    def __init__(self, engine: Any, ctx: Any, jobs: Any, writes: Any) -> None:
         self._engine = engine
         self._ctx = ctx
         self.jobs = jobs
+        # the engine's write path (``writes.Writes``), called directly: an import's bulk writes
+        # take options the public ``Engine.experience_bulk`` does not offer (``shaped``)
+        self._writes = writes
         self._guard: Any = None
         self._guard_set = trio.Event()
         write, settle = IMPORT_PHASES
@@ -159,7 +162,8 @@ class ImportService:
         module = SOURCES[params["source"]]
         trim_every = max(1, self._ctx.config.import_window)
         # an importer whose envelopes' field names are its own constants (``SHAPED``): the write
-        # does not walk them for unknown fields (a JSONL file's envelopes are the file's: walked)
+        # does not walk them for unknown fields (a JSONL file's envelopes are the file's: walked);
+        # an option of the internal write path only (``self._writes``), not of the public API
         run.scratch["shaped"] = getattr(module, "SHAPED", False)
         if getattr(module, "SOURCE_IDS", False):  # our JSONL export: preceded_by links to translate
             run.scratch["links"] = links.SourceIds(self._ctx.config.import_link_memory)
@@ -283,9 +287,8 @@ class ImportService:
         while items:
             request = {"scope": scope, "ordering": ordering, "items": [item.envelope for item in items]}
             try:
-                result = await self._engine.experience_bulk(request, caller=run.record["caller"],
-                                                            tenant_id=run.record["tenant_id"], durable_keys=True,
-                                                            shaped=run.scratch.get("shaped", False))  # fmt: skip
+                result = await self._writes.bulk(request, caller=run.record["caller"], tenant=run.record["tenant_id"],
+                                                 durable=True, shaped=run.scratch.get("shaped", False))  # fmt: skip
             except CortexError as exc:
                 if exc.retriable:
                     raise

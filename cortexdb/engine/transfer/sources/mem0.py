@@ -48,6 +48,7 @@ from ..mapping import (
     timestamp,
 )
 from .mem0_categories import categories_label, categories_of
+from .mem0_scan import may_name_relations
 
 # every envelope ``memory``, ``edge`` and ``history`` build names only fields of the envelope
 # (constants below; a source's own names go into ``labels``, which are open): not walked again
@@ -131,10 +132,11 @@ def _records(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
     position = 0
     for position, item in enumerate(ijson.items(fh, prefix, use_float=True)):
         yield _one(position, "record", memory, item, options, state)
-    if fmt == "mem0_results":
+    if fmt == "mem0_results" and may_name_relations(fh):
         fh.seek(0)
         for index, relation in enumerate(ijson.items(fh, "relations.item", use_float=True)):
             yield _one(position + 1 + index, "record", edge, relation, options, state)
+
 
 
 def _line_memory(line: bytes, options: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
