@@ -69,7 +69,7 @@ MOVES = ["I live in Paris.", "My favorite color is blue.", "I live in Berlin.", 
 
 async def test_the_lane_keeps_only_current_facts_and_open_beliefs_decoded(backend, tmp_path, clock):
     """At the end of every batch the facts no longer current and the beliefs whose claim closed
-    leave the lane's decoded cache whatever its bound (``PartitionState._drop_closed``), and the
+    leave the lane's decoded cache whatever its bound (``cache_bounds._drop_closed``), and the
     full pair lists go (only a forget or a cancel reads them): what derivation consults stays."""
     scope = "org:acme/user:alice"
     async with _open(backend, tmp_path, clock) as engine:

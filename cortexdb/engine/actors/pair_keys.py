@@ -11,7 +11,7 @@ keys of the pair's current ids held here, they decode only the facts of the obje
 
 A fact's object, predicate arity and polarity never change once it is made (a new assertion makes
 a new fact), so a key stays true for as long as its fact exists; entries are dropped with the pair
-lists that name them (``PartitionState._trim_pairs``) and all at once with the lane's caches.
+lists that name them (``cache_bounds._trim_pairs``) and all at once with the lane's caches.
 """
 
 from __future__ import annotations
