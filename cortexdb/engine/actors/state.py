@@ -128,7 +128,9 @@ class PartitionState:
 
     @classmethod
     def fresh(cls, ctx: Any, tables: Partition) -> PartitionState:
-        return cls(tables, LayeredTextIndex(), new_vector_index(ctx))
+        data_dir = getattr(ctx.store, "path", None)  # sealed BM25 segments: files of the data dir
+        text_index = LayeredTextIndex(os.path.join(data_dir, "text-segments") if data_dir else None)
+        return cls(tables, text_index, new_vector_index(ctx))
 
     def reset(self, ctx: Any) -> None:
         """Forget the derived records (a rebuild replays the scope's events into fresh layers);

@@ -54,8 +54,11 @@ class _Layered:
 
 
 class LayeredTextIndex(_Layered):
-    def __init__(self) -> None:
-        super().__init__(TextIndex)
+    def __init__(self, directory: str | None = None, **settings: Any) -> None:
+        """``directory``: where sealed segments are written and mapped from (unlinked once
+        mapped); ``None`` keeps them as arrays in memory.  ``settings``: ``TextIndex``'s."""
+        super().__init__(lambda: TextIndex(directory=directory, **settings))
+        self.directory = directory
 
     def add(self, doc_id: str, text: str, tokens: list[str] | None = None) -> None:
         self._for(doc_id).add(doc_id, text, tokens)
