@@ -7,10 +7,15 @@ import random
 import uuid
 
 import pytest
+import trio
 from rank_bm25 import BM25Okapi
 
+import cortexdb
+from cortexdb import EngineConfig
 from cortexdb.engine.retrieve.layered import LayeredTextIndex
 from cortexdb.engine.retrieve.text_index import TextIndex, tokenize
+
+from .conftest import envelope
 
 WORDS = [f"w{i}" for i in range(60)] + ["paris", "berlin", "lisbon", "the", "meeting", "ran", "long"]
 QUERIES = ["paris", "w3 w9 w9", "lisbon w50 berlin", "the meeting ran long", "w1 w2 w3 note", "zzz", "n17 n400"]
@@ -117,3 +122,70 @@ def test_layered_text_index_passes_its_directory_on(tmp_path):
     inner = layered._indexes["fact_"]
     assert inner.directory == str(tmp_path) and inner.segment_sizes
     assert [d for d, _ in layered.search("tea 3", 1, "fact_")] == ["fact_3"]
+
+
+async def test_a_merge_built_in_a_thread_keeps_removals_made_meanwhile(tmp_path):
+    """``merge_inline=False`` (the engine's): due merges wait for ``LayeredTextIndex.merge``, which
+    builds them in a worker thread; a document removed between the plan and the install stays
+    removed, and one compaction between them makes the install a no-op."""
+    layered = LayeredTextIndex(directory=str(tmp_path), seal_docs=8, merge_inline=False)
+    flat = TextIndex(seal_docs=10**9)
+    for i in range(64):
+        text = f"alpha {i} beta{i % 5}"
+        layered.add(f"d_{i}", text)
+        flat.add(f"d_{i}", text)
+    index = layered._indexes["d_"]
+    assert index.segment_sizes == [8] * 8 and layered.needs_merge
+    plan = index.merge_plan()
+    index.remove("d_3")  # in the plan's first segment: a tombstone in the merged one
+    flat.remove("d_3")
+    assert index.install(plan, plan.build())
+    assert index.segment_sizes == [16] + [8] * 6
+    while layered.needs_merge:
+        await layered.merge()
+    assert index.segment_sizes == [64]
+    assert "d_3" not in index and index.search("alpha 3") == flat.search("alpha 3")
+    assert index.search_pruned("beta3 alpha", 5) == flat.search_pruned("beta3 alpha", 5)
+    stale = TextIndex(seal_docs=4, merge_inline=False)
+    for i in range(8):
+        stale.add(f"s{i}", "gamma")
+    plan = stale.merge_plan()
+    stale.remove("s1")
+    stale.compact()
+    assert not stale.install(plan, plan.build()) and stale.segment_sizes == [7]
+
+
+@pytest.mark.parametrize("backend", ["leveldb", "memory"])
+async def test_an_engine_seals_and_merges_its_text_segments_and_rebuilds_them_at_open(tmp_path, clock, backend):
+    """The engine's BM25 layers seal every ``text_seal_docs`` documents (with a data dir into
+    unlinked files of text-segments/), merge in the background job, and an open rebuilds them from
+    the stored records: the same lexical answers before and after."""
+    path = str(tmp_path / "data")
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", text_seal_docs=8,
+                          text_segment_docs=32, recall_mode="bm25")  # fmt: skip
+    texts = [f"Note {i}: I met {['Ana', 'Bo', 'Cy'][i % 3]} in {['Oslo', 'Rome'][i % 2]} about topic{i}" for i in range(60)]  # fmt: skip
+    scope = "org:acme/user:alice"
+    query = {"scope": scope, "query": "topic17 Cy", "include": ["events"]}
+    kwargs = {"path": path} if backend == "leveldb" else {}
+    async with cortexdb.open_engine(backend, config=config, id_seed=3, clock=clock, **kwargs) as engine:
+        items = [envelope(t, observed_at=f"2026-05-13T15:{j // 60:02d}:{j % 60:02d}Z") for j, t in enumerate(texts)]
+        await engine.experience_bulk({"scope": scope, "items": [{k: v for k, v in item.items() if k != "scope"} for item in items]})
+        await engine.flush()
+        lane = engine._supervisor._handles[scope].actor.lane
+        with trio.fail_after(30):
+            await lane.index.vector_job_finished()  # text merges run in the same background job
+        events = lane.state.text_index._indexes["evt_"]
+        assert events.segment_sizes and not events.needs_merge and max(events.segment_sizes) <= 32
+        assert (events.directory is not None) == (backend == "leveldb")
+        before = await engine.recall(query)
+    if backend == "memory":
+        return
+    assert os.listdir(os.path.join(path, "text-segments")) == []  # nothing left between runs
+    async with cortexdb.open_engine(backend, config=config, id_seed=3, clock=clock, **kwargs) as engine:
+        await engine.flush()
+        after = await engine.recall(query)
+        lane = engine._supervisor._handles[scope].actor.lane
+        assert lane.state.text_index._indexes["evt_"].segment_sizes  # rebuilt, sealed again
+    ranked = [(item["id"], item["score"]) for item in before["layers"]["events"]]
+    again = [(item["id"], item["score"]) for item in after["layers"]["events"]]
+    assert ranked and ranked == again

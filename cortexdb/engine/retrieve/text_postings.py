@@ -51,8 +51,11 @@ def _pairs(values: array) -> np.ndarray:
 
 
 class Postings:
-    def __init__(self, *, compact_min: int = 8192, seal_docs: int = SEAL_DOCS,
-                 max_segment_docs: int = MAX_SEGMENT_DOCS, directory: str | None = None) -> None:  # fmt: skip
+    def __init__(self, *, compact_min: int = 8192, seal_docs: int = SEAL_DOCS, max_segment_docs: int = MAX_SEGMENT_DOCS,
+                 directory: str | None = None, merge_inline: bool = True) -> None:  # fmt: skip
+        """``merge_inline`` False: segments due to merge wait for ``merge_plan`` / ``install``
+        (the indexer builds the merged segment in a worker thread)."""
+        self.merge_inline = merge_inline
         # removed (document, term) pairs tolerated before a compaction is considered
         self.compact_min = compact_min
         self.seal_docs, self.max_segment_docs, self.directory = seal_docs, max_segment_docs, directory
@@ -60,6 +63,10 @@ class Postings:
         self.df = array("I")  # live document frequency per term id
         self._segments: list[Segment] = []
         self._bases: list[int] = []  # each segment's first slot
+        # the sealed ids: their hashes, sorted, and the slot of each (a removed id's too, until a
+        # compaction: a look-up checks that the slot is alive and holds the id)
+        self._id_hash = np.zeros(0, dtype=np.uint64)
+        self._id_slot = np.zeros(0, dtype=np.uint32)
         # the delta: slots _delta_base onwards; per delta document its (term id, tf) pairs at
         # _delta_terms[2 * _delta_start[i] : 2 * _delta_start[i + 1]]
         self._delta_base = 0
@@ -115,17 +122,21 @@ class Postings:
         """Anonymous bytes: per-slot arrays (and the cached norms), the vocabulary and document
         frequencies, the delta's Python objects, segments held in memory (actors/residency.py)."""
         delta = len(self._delta_ids) * 150 + 8 * len(self._delta_terms) + 100 * len(self._delta_postings)
-        per_slot = len(self._alive) * 13 + 8 * self.slots
+        per_slot = len(self._alive) * 13 + 8 * self.slots + self._id_hash.nbytes + self._id_slot.nbytes
         return per_slot + self.vocab.nbytes() + 4 * len(self.df) + delta + sum(s.nbytes() for s in self._segments)
 
     def slot_of(self, doc_id: str) -> int | None:
         slot = self._delta_slot.get(doc_id)
-        if slot is None:
-            for segment in self._segments:
-                slot = segment.find(doc_id, self._alive)
-                if slot is not None:
-                    break
-        return slot
+        if slot is not None or not len(self._id_hash):
+            return slot
+        hashes, key = self._id_hash, hash(doc_id) & text_segments.MASK
+        position = int(np.searchsorted(hashes, np.uint64(key)))
+        while position < len(hashes) and int(hashes[position]) == key:
+            slot = int(self._id_slot[position])
+            if self._alive[slot] and self.doc_id_at(slot) == doc_id:
+                return slot
+            position += 1
+        return None
 
     def _segment_of(self, slot: int) -> Segment | None:
         if slot >= self._delta_base:
@@ -155,8 +166,8 @@ class Postings:
         self.total_length += len(tokens)
         self._live += 1
         vocab, postings, df, doc_terms = self.vocab, self._delta_postings, self.df, self._delta_terms
-        for term, count in Counter(tokens).items():
-            term_id = vocab.get(term)
+        counts = Counter(tokens)
+        for (term, count), term_id in zip(counts.items(), vocab.ids(list(counts)), strict=True):
             if term_id is None:
                 term_id = vocab.add(term)
                 df.append(0)
@@ -214,24 +225,59 @@ class Postings:
         columns = text_segments.delta_columns(base, alive, _pairs(self._delta_terms), self._delta_start, self._delta_ids)
         self._segments.append(text_segments.build(base, count, columns, self.directory))
         self._bases.append(base)
+        live = [(hash(doc_id) & text_segments.MASK, slot) for slot, doc_id in enumerate(self._delta_ids, base) if doc_id is not None]
+        self._sealed_ids(np.fromiter((h for h, _ in live), dtype=np.uint64, count=len(live)),
+                         np.fromiter((s for _, s in live), dtype=np.uint32, count=len(live)))  # fmt: skip
         self._delta_base += count
         self._delta_slot, self._delta_ids, self._delta_postings = {}, [], {}
         self._delta_terms, self._delta_start = array("I"), array("Q", [0])
-        self.vocab.freeze()
-        while merge and len(self._segments) >= 2:
-            older, newer = self._segments[-2], self._segments[-1]
-            if older.count > newer.count or older.count + newer.count > self.max_segment_docs:
+        self.vocab.freeze(self.df)
+        while merge and self.merge_inline:
+            plan = self.merge_plan()
+            if plan is None:
                 break
-            self._merge(2)
+            self.install(plan, plan.build())
 
-    def _merge(self, last: int) -> None:
-        """Merge the ``last`` newest segments into one."""
-        chosen = self._segments[-last:]
-        columns = text_segments.columns_of(chosen, self._alive)
-        count = sum(segment.count for segment in chosen)
-        merged = text_segments.build(chosen[0].base, count, columns, self.directory)
-        self._segments[-last:] = [merged]
-        self._bases[-last:] = [merged.base]
+    def _sealed_ids(self, hashes: np.ndarray, slots: np.ndarray) -> None:
+        order = np.argsort(hashes, kind="stable")
+        at = np.searchsorted(self._id_hash, hashes[order])
+        self._id_hash = np.insert(self._id_hash, at, hashes[order])
+        self._id_slot = np.insert(self._id_slot, at, slots[order])
+
+    @property
+    def needs_merge(self) -> bool:
+        return self._due() is not None
+
+    def _due(self) -> int | None:
+        """The first pair of adjacent segments to merge: the older no larger than the newer and
+        both within ``max_segment_docs`` (a binary counter of seals: each document is merged
+        about log2(max_segment_docs / seal_docs) times)."""
+        segments = self._segments
+        for i in range(len(segments) - 1):
+            older, newer = segments[i], segments[i + 1]
+            if older.count <= newer.count and older.count + newer.count <= self.max_segment_docs:
+                return i
+        return None
+
+    def merge_plan(self) -> text_segments.MergePlan | None:
+        """What the next merge reads (its ``build`` may run in a worker thread: segments are
+        immutable, and it reads a copy of the liveness), or None."""
+        i = self._due()
+        if i is None:
+            return None
+        chosen = self._segments[i : i + 2]
+        alive = self._alive[chosen[0].base : chosen[-1].base + chosen[-1].count].copy()
+        return text_segments.MergePlan(chosen, alive, self.directory)
+
+    def install(self, plan: text_segments.MergePlan, merged: Segment) -> bool:
+        """Put a merge's segment in place of its inputs, unless a compaction replaced them
+        meanwhile (documents removed during the build are tombstones in it, as anywhere)."""
+        for i in range(len(self._segments) - 1):
+            if self._segments[i] is plan.segments[0] and self._segments[i + 1] is plan.segments[1]:
+                self._segments[i : i + 2] = [merged]
+                self._bases[i : i + 2] = [merged.base]
+                return True
+        return False
 
     def compact(self) -> None:
         """Rebuild everything into one segment without the dead slots and terms (O(postings),
@@ -251,8 +297,10 @@ class Postings:
         if len(live):
             self._segments = [text_segments.build(0, len(live), columns, self.directory)]
             self._bases = [0]
-        self.vocab = self.vocab.kept(term_alive)
+        self.vocab = self.vocab.kept(term_alive, df[term_alive])
         self.df = array("I", df[term_alive].tobytes())
+        keep = alive[self._id_slot]
+        self._id_hash, self._id_slot = self._id_hash[keep], (np.cumsum(alive) - 1)[self._id_slot[keep]].astype(np.uint32)
         size = max(1024, len(live) + len(live) // 4)
         for name in ("slot_len", "slot_key"):
             values = np.zeros(size, dtype=getattr(self, name).dtype)

@@ -44,42 +44,54 @@ def _find(hashes: np.ndarray, key: np.uint64):
 
 
 class Vocabulary:
-    """Term → id, ids in first-seen order; ``freeze`` moves the recent terms into the blob."""
+    """Term → id, ids in first-seen order; ``freeze`` moves the recent terms into the blob and
+    keeps the frequent ones (``HOT_DF`` documents or more) in a dict as well: a document's common
+    words are found without a search (their number is bounded by the language, not the corpus)."""
 
-    def __init__(self, terms: list[str] | None = None) -> None:
+    HOT_DF = 4
+
+    def __init__(self, terms: list[str] | None = None, df=None) -> None:
         self._new: dict[str, int] = {}
+        self._hot: dict[str, int] = {}
         self._blob = bytearray()
         self._offsets = array("Q", [0])  # frozen term i: _blob[_offsets[i] : _offsets[i + 1]]
         self._hashes = np.zeros(0, dtype=np.uint64)  # sorted
         self._ids = np.zeros(0, dtype=np.uint32)  # the term id of each hash
         for term in terms or ():
             self.add(term)
-        self.freeze()
+        self.freeze(df)
 
     def __len__(self) -> int:
         return len(self._offsets) - 1 + len(self._new)
 
     def get(self, term: str) -> int | None:
-        term_id = self._new.get(term)
-        if term_id is not None or not len(self._hashes):
-            return term_id
-        encoded = None
-        for position in _find(self._hashes, _hash(term)):
-            term_id = int(self._ids[position])
-            encoded = encoded or term.encode()
-            if self._blob[self._offsets[term_id] : self._offsets[term_id + 1]] == encoded:
-                return term_id
-        return None
+        return self.ids([term])[0]
+
+    def ids(self, terms: list[str]) -> list[int | None]:
+        """The id of each of ``terms`` (None: not in the vocabulary), one search for the rare."""
+        new, hot = self._new, self._hot
+        out = [new.get(term) for term in terms]
+        missing = [i for i, term_id in enumerate(out) if term_id is None and terms[i] not in hot]
+        for i, term_id in enumerate(out):
+            if term_id is None and terms[i] in hot:
+                out[i] = hot[terms[i]]
+        if not missing or not len(self._hashes):
+            return out
+        hashes, blob, offsets = self._hashes, self._blob, self._offsets
+        keys = np.fromiter((hash(terms[i]) & MASK for i in missing), dtype=np.uint64, count=len(missing))
+        for i, key, position in zip(missing, keys.tolist(), np.searchsorted(hashes, keys).tolist(), strict=True):
+            encoded = terms[i].encode()
+            while position < len(hashes) and int(hashes[position]) == key:
+                term_id = int(self._ids[position])
+                if blob[offsets[term_id] : offsets[term_id + 1]] == encoded:
+                    out[i] = term_id
+                    break
+                position += 1
+        return out
 
     def add(self, term: str) -> int:
         term_id = self._new[term] = len(self)
         return term_id
-
-    def term(self, term_id: int) -> str:
-        frozen = len(self._offsets) - 1
-        if term_id >= frozen:
-            return list(self._new)[term_id - frozen]
-        return self._blob[self._offsets[term_id] : self._offsets[term_id + 1]].decode()
 
     def terms(self):
         """Every term, in id order (dead ones too, until a compaction drops them)."""
@@ -87,13 +99,16 @@ class Vocabulary:
             yield self._blob[self._offsets[term_id] : self._offsets[term_id + 1]].decode()
         yield from self._new
 
-    def freeze(self) -> None:
+    def freeze(self, df=None) -> None:
+        """Move the recent terms into the blob; those of ``df[id] >= HOT_DF`` stay in the dict."""
         if not self._new:
             return
         first = len(self._offsets) - 1
-        for term in self._new:
+        for term, term_id in self._new.items():
             self._blob += term.encode()
             self._offsets.append(len(self._blob))
+            if df is not None and df[term_id] >= self.HOT_DF:
+                self._hot[term] = term_id
         hashes = np.fromiter((hash(t) & MASK for t in self._new), dtype=np.uint64, count=len(self._new))
         ids = np.arange(first, first + len(self._new), dtype=np.uint32)
         order = np.argsort(hashes, kind="stable")
@@ -102,16 +117,17 @@ class Vocabulary:
         self._hashes, self._ids = np.insert(self._hashes, at, hashes), np.insert(self._ids, at, ids)
         self._new = {}
 
-    def kept(self, keep: np.ndarray) -> Vocabulary:
-        """A vocabulary of the terms where ``keep`` (by id) is true, in the same order."""
+    def kept(self, keep: np.ndarray, df) -> Vocabulary:
+        """A vocabulary of the terms where ``keep`` (by id) is true, in the same order; ``df``:
+        their document frequencies (the kept ones, in order)."""
         self.freeze()
         blob, offsets = self._blob, self._offsets
-        return Vocabulary([blob[offsets[i] : offsets[i + 1]].decode() for i in np.flatnonzero(keep).tolist()])
+        return Vocabulary([blob[offsets[i] : offsets[i + 1]].decode() for i in np.flatnonzero(keep).tolist()], df)
 
     def nbytes(self) -> int:
-        # a recent term: its str (~60 B) and dict entry (~40 B)
+        # a recent or frequent term: its str (~60 B) and dict entry (~40 B)
         return (len(self._blob) + self._offsets.itemsize * len(self._offsets) + self._hashes.nbytes
-                + self._ids.nbytes + 100 * len(self._new))  # fmt: skip
+                + self._ids.nbytes + 100 * (len(self._new) + len(self._hot)))  # fmt: skip
 
 
 def _uint(values: np.ndarray, bound: int) -> np.ndarray:
@@ -125,7 +141,7 @@ class Segment:
     """Slots ``base`` to ``base + count`` in flat arrays (see the module); dead slots have no
     postings, no terms and an empty id."""
 
-    NAMES = ("terms", "starts", "slots", "tfs", "fwd_start", "fwd_terms", "id_start", "id_blob", "id_hash", "id_local")
+    NAMES = ("terms", "starts", "slots", "tfs", "fwd_start", "fwd_terms", "id_start", "id_blob")
 
     def __init__(self, base: int, count: int, arrays: dict[str, np.ndarray], directory: str | None) -> None:
         self.base, self.count = base, count
@@ -166,17 +182,6 @@ class Segment:
         local = slot - self.base
         return bytes(self.id_blob[int(self.id_start[local]) : int(self.id_start[local + 1])]).decode()
 
-    def find(self, doc_id: str, alive: np.ndarray) -> int | None:
-        """The live slot of ``doc_id`` in this segment."""
-        encoded = None
-        for position in _find(self.id_hash, _hash(doc_id)):
-            slot = self.base + int(self.id_local[position])
-            if alive[slot]:
-                encoded = encoded or doc_id.encode()
-                if bytes(self.id_blob[int(self.id_start[slot - self.base]) : int(self.id_start[slot - self.base + 1])]) == encoded:
-                    return slot
-        return None
-
 
 def _place(arrays: dict[str, np.ndarray], directory: str) -> mmap.mmap:
     """Write ``arrays`` to one unlinked file of ``directory`` and map it; each entry of ``arrays``
@@ -205,14 +210,13 @@ def build(base: int, count: int, columns: dict[str, np.ndarray], directory: str 
     """A segment of slots ``base..base+count`` from columns: ``p_terms``, ``p_slots``, ``p_tfs``
     (postings, any order within a term: they are sorted here by (term, slot), stably), ``fwd_sizes``
     and ``fwd_terms`` (each slot's term ids in slot order), ``id_sizes`` and ``id_blob`` (each slot's
-    id bytes) and ``id_hash``/``id_local`` (the live ids' hashes and local positions)."""
+    id bytes)."""
     terms_column = columns["p_terms"]
     order = np.argsort(terms_column, kind="stable")
     sorted_terms = terms_column[order]
     terms, first = np.unique(sorted_terms, return_index=True)
     pairs = len(sorted_terms)
     tfs = columns["p_tfs"][order]
-    by_hash = np.argsort(columns["id_hash"], kind="stable")
     arrays = {
         "terms": terms.astype(np.uint32),
         "starts": _uint(np.append(first, pairs), max(pairs, 1 << 16)),
@@ -222,8 +226,6 @@ def build(base: int, count: int, columns: dict[str, np.ndarray], directory: str 
         "fwd_terms": columns["fwd_terms"].astype(np.uint32),
         "id_start": np.concatenate([[0], np.cumsum(columns["id_sizes"])]).astype(np.uint64),
         "id_blob": columns["id_blob"].astype(np.uint8),
-        "id_hash": columns["id_hash"][by_hash].astype(np.uint64),
-        "id_local": columns["id_local"][by_hash].astype(np.uint32),
     }
     return Segment(base, count, arrays, directory)
 
@@ -232,8 +234,7 @@ def columns_of(segments: list[Segment], alive: np.ndarray) -> dict[str, np.ndarr
     """The live content of adjacent ``segments`` as ``build``'s columns (dead slots kept as
     empty documents; local positions counted from the first segment's base)."""
     parts: dict[str, list[np.ndarray]] = {name: [] for name in
-                                          ("p_terms", "p_slots", "p_tfs", "fwd_sizes", "fwd_terms", "id_sizes", "id_blob", "id_hash", "id_local")}  # fmt: skip
-    base = segments[0].base
+                                          ("p_terms", "p_slots", "p_tfs", "fwd_sizes", "fwd_terms", "id_sizes", "id_blob")}  # fmt: skip
     for segment in segments:
         terms = np.repeat(segment.terms, _sizes(segment.starts))
         keep = alive[segment.slots]
@@ -247,10 +248,6 @@ def columns_of(segments: list[Segment], alive: np.ndarray) -> dict[str, np.ndarr
         id_sizes = _sizes(segment.id_start)
         parts["id_blob"].append(np.asarray(segment.id_blob)[np.repeat(local, id_sizes)])
         parts["id_sizes"].append(np.where(local, id_sizes, 0))
-        positions = np.asarray(segment.id_local)
-        kept = local[positions]
-        parts["id_hash"].append(np.asarray(segment.id_hash)[kept])
-        parts["id_local"].append(positions[kept].astype(np.int64) + (segment.base - base))
     return {name: np.concatenate(values) if values else np.zeros(0, dtype=np.uint32) for name, values in parts.items()}
 
 
@@ -264,7 +261,6 @@ def renumbered(columns: dict[str, np.ndarray], alive: np.ndarray, term_map: np.n
     out["fwd_terms"] = term_map[columns["fwd_terms"]]
     out["fwd_sizes"] = columns["fwd_sizes"][alive]
     out["id_sizes"] = columns["id_sizes"][alive]
-    out["id_local"] = slot_map[columns["id_local"]]
     return out
 
 
@@ -276,13 +272,25 @@ def delta_columns(base: int, alive: np.ndarray, rows: np.ndarray, starts: array,
     rows = rows[np.repeat(alive, sizes)]
     live_sizes = np.where(alive, sizes, 0)
     encoded = [(doc_id or "").encode() for doc_id in ids]
-    live_ids = [(i, doc_id) for i, doc_id in enumerate(ids) if doc_id is not None]
     return {
         "p_terms": rows[:, 0], "p_tfs": rows[:, 1],
         "p_slots": np.repeat(np.arange(base, base + count, dtype=np.uint32), live_sizes),
         "fwd_sizes": live_sizes, "fwd_terms": rows[:, 0],
         "id_sizes": np.fromiter(map(len, encoded), dtype=np.int64, count=count),
         "id_blob": np.frombuffer(b"".join(encoded), dtype=np.uint8),
-        "id_hash": np.fromiter((hash(d) & MASK for _, d in live_ids), dtype=np.uint64, count=len(live_ids)),
-        "id_local": np.fromiter((i for i, _ in live_ids), dtype=np.int64, count=len(live_ids)),
     }  # fmt: skip
+
+
+class MergePlan:
+    """Two adjacent segments to merge and a copy of their slots' liveness (``build`` reads
+    nothing mutable: it may run in a worker thread)."""
+
+    def __init__(self, segments: list[Segment], alive: np.ndarray, directory: str | None) -> None:
+        self.segments, self.alive, self.directory = segments, alive, directory
+
+    def build(self) -> Segment:
+        first = self.segments[0]
+        count = sum(segment.count for segment in self.segments)
+        alive = np.zeros(first.base + count, dtype=bool)
+        alive[first.base :] = self.alive
+        return build(first.base, count, columns_of(self.segments, alive), self.directory)
