@@ -35,7 +35,6 @@ class TextIndex(Postings):
         super().__init__(**settings)
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self._average_idf: tuple[int, float] | None = None
-        self._norm: tuple[tuple[int, float], np.ndarray] | None = None
 
     def _raw_idf(self, doc_freq: int) -> float:
         n = len(self)
@@ -86,21 +85,20 @@ class TextIndex(Postings):
             rare = [min(present, key=self._doc_freq)]
         avg_len = self.total_length / len(self) or 1.0
         k1 = self.k1
-        norm = self._norms(avg_len)
-        acc = np.zeros(len(norm))
-        generated = np.zeros(len(norm), dtype=bool)
+        acc = np.zeros(self.slots)
+        generated = np.zeros(self.slots, dtype=bool)
         arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for term in terms:  # duplicates count twice, as in BM25Okapi.get_scores
             if term in rare:
                 slots, tf = arrays.get(term) or arrays.setdefault(term, self.term_arrays(term))
-                acc[slots] += self._idf(term) * tf * (k1 + 1) / (tf + norm[slots])
+                acc[slots] += self._idf(term) * tf * (k1 + 1) / (tf + self._norms(slots, avg_len))
                 generated[slots] = True
         for term in terms:
             if term in present and term not in rare:
                 slots, tf = arrays.get(term) or arrays.setdefault(term, self.term_arrays(term))
                 keep = generated[slots]
                 slots, tf = slots[keep], tf[keep]
-                acc[slots] += self._idf(term) * tf * (k1 + 1) / (tf + norm[slots])
+                acc[slots] += self._idf(term) * tf * (k1 + 1) / (tf + self._norms(slots, avg_len))
         candidates = np.flatnonzero(generated)
         if len(candidates) > limit:
             # the limit-th best score; ties with it are broken by id (largest first), exactly
@@ -128,13 +126,10 @@ class TextIndex(Postings):
         ordered = keys[order]
         return None if bool((ordered[1:] == ordered[:-1]).any()) else order
 
-    def _norms(self, avg_len: float) -> np.ndarray:
-        """BM25's length normalisation per slot, cached until a document is added or removed."""
-        key = (self.version, avg_len)
-        if self._norm is None or self._norm[0] != key:
-            lengths = self.slot_len[: self.slots]
-            self._norm = (key, self.k1 * (1 - self.b + self.b * lengths / avg_len))
-        return self._norm[1]
+    def _norms(self, slots: np.ndarray, avg_len: float) -> np.ndarray:
+        """BM25's length normalisation of ``slots``: computed for the postings read, not cached
+        for every slot (8 bytes a document; the cache was rebuilt after every add anyway)."""
+        return self.k1 * (1 - self.b + self.b * self.slot_len[slots] / avg_len)
 
     def score(self, query: str, doc_id: str, tokens: list[str] | None = None) -> float:
         """BM25 of one document for ``query`` (or its ``tokens``) — rank-bm25's
@@ -188,13 +183,12 @@ class TextIndex(Postings):
             return {}
         avg_len = self.total_length / len(self) or 1.0
         k1 = self.k1
-        norm = self._norms(avg_len)
-        acc = np.zeros(len(norm))
-        hit = np.zeros(len(norm), dtype=bool)
+        acc = np.zeros(self.slots)
+        hit = np.zeros(self.slots, dtype=bool)
         for term in tokenize(query):
             if not self._doc_freq(term):
                 continue
             slots, tf = self.term_arrays(term)
-            acc[slots] += self._idf(term) * tf * (k1 + 1) / (tf + norm[slots])
+            acc[slots] += self._idf(term) * tf * (k1 + 1) / (tf + self._norms(slots, avg_len))
             hit[slots] = True
         return {self.doc_id_at(i): float(acc[i]) for i in np.flatnonzero(hit).tolist()}

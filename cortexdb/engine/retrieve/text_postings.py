@@ -119,10 +119,10 @@ class Postings:
         return self.vocab.terms()
 
     def estimated_bytes(self) -> int:
-        """Anonymous bytes: per-slot arrays (and the cached norms), the vocabulary and document
+        """Anonymous bytes: per-slot arrays and the sealed ids' table, the vocabulary and document
         frequencies, the delta's Python objects, segments held in memory (actors/residency.py)."""
         delta = len(self._delta_ids) * 150 + 8 * len(self._delta_terms) + 100 * len(self._delta_postings)
-        per_slot = len(self._alive) * 13 + 8 * self.slots + self._id_hash.nbytes + self._id_slot.nbytes
+        per_slot = len(self._alive) * 13 + self._id_hash.nbytes + self._id_slot.nbytes
         return per_slot + self.vocab.nbytes() + 4 * len(self.df) + delta + sum(s.nbytes() for s in self._segments)
 
     def slot_of(self, doc_id: str) -> int | None:
