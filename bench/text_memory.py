@@ -20,7 +20,8 @@ After the fill (``gc.collect()``, ``malloc_trim``) each worker prints anonymous 
 empty index (RssAnon; RssFile for the mapped arm's pages) in bytes per document, tracemalloc's
 traced bytes per document (a second fill of the same documents under tracemalloc: Python's and
 numpy's allocations; file-backed pages are not allocations), then the p50/p95 wall time of
-``search_pruned(query, 10)`` over ``--queries`` queries (the soak's recall queries and texts), and
+``search_pruned(query, 10)`` over ``--queries`` queries (and their CPU time: less noisy on a
+shared machine) (the soak's recall queries and texts), and
 checks that every arm returns the same results as ``before``.  Ratios are against ``before`` in the
 same run.  The load average is printed with the figures.
 """
@@ -106,11 +107,12 @@ def worker(args: argparse.Namespace) -> None:
     fill(index, args.docs, args.remove_every)
     after = settle()
     queries = [soak.QUERIES[i % len(soak.QUERIES)] if i % 2 else soak.text(i * 37) for i in range(args.queries)]
-    times, results = [], []
+    times, cpu, results = [], [], []
     for query in queries:
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         found = index.search_pruned(query, 10)
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         results.append(found)
     del index
     gc.collect()
@@ -128,6 +130,7 @@ def worker(args: argparse.Namespace) -> None:
         "file_per_doc": (after["RssFile"] - before["RssFile"]) * 1024 * 1024 / args.docs,
         "traced_per_doc": traced / args.docs,
         "p50_ms": 1000 * statistics.median(times), "p95_ms": 1000 * times[int(0.95 * (len(times) - 1))],
+        "cpu_p50_ms": 1000 * statistics.median(cpu), "cpu_mean_ms": 1000 * statistics.mean(cpu),
         "results": results,
     }))  # fmt: skip
 
@@ -156,7 +159,8 @@ def main() -> None:
             runs[arm].append(json.loads(out.strip().splitlines()[-1]))
             loads.append(os.getloadavg()[0])
     print(f"{args.docs:,} soak documents, remove every {args.remove_every or '-'}; load average {min(loads):.1f}-{max(loads):.1f}")
-    print(f"{'arm':8} {'anon B/doc':>22} {'file B/doc':>12} {'traced B/doc':>14} {'p50 ms':>14} {'p95 ms':>14}")
+    print(f"{'arm':8} {'anon B/doc':>12} {'file B/doc':>12} {'traced B/doc':>12} {'p50 ms':>14} {'p95 ms':>14} "
+          f"{'CPU p50 ms':>14} {'CPU mean ms':>14}")  # fmt: skip
     reference = runs[arms[0]]
     for arm in arms:
         got = runs[arm]
@@ -165,13 +169,15 @@ def main() -> None:
         def col(key: str, fmt: str = "{:.0f}", got=got) -> str:
             return " / ".join(fmt.format(run[key]) for run in got)
 
-        print(f"{arm:8} {col('anon_per_doc'):>22} {col('file_per_doc'):>12} {col('traced_per_doc'):>14} "
-              f"{col('p50_ms', '{:.3f}'):>14} {col('p95_ms', '{:.3f}'):>14}  same results: {same}")  # fmt: skip
-    base = {key: statistics.median(run[key] for run in reference) for key in ("anon_per_doc", "traced_per_doc", "p50_ms")}
+        print(f"{arm:8} {col('anon_per_doc'):>12} {col('file_per_doc'):>12} {col('traced_per_doc'):>12} "
+              f"{col('p50_ms', '{:.2f}'):>14} {col('p95_ms', '{:.2f}'):>14} {col('cpu_p50_ms', '{:.2f}'):>14} "
+              f"{col('cpu_mean_ms', '{:.2f}'):>14}  same results: {same}")  # fmt: skip
+    keys = ("anon_per_doc", "traced_per_doc", "p50_ms", "cpu_p50_ms", "cpu_mean_ms")
+    base = {key: statistics.median(run[key] for run in reference) for key in keys}
     for arm in arms[1:]:
         ratio = {key: statistics.median(run[key] for run in runs[arm]) / base[key] for key in base}
         print(f"{arm} / {arms[0]}: anonymous {ratio['anon_per_doc']:.2f}, traced {ratio['traced_per_doc']:.2f}, "
-              f"search p50 {ratio['p50_ms']:.2f}")  # fmt: skip
+              f"search p50 {ratio['p50_ms']:.2f} (CPU p50 {ratio['cpu_p50_ms']:.2f}, CPU mean {ratio['cpu_mean_ms']:.2f})")  # fmt: skip
 
 
 if __name__ == "__main__":
