@@ -27,6 +27,7 @@ import collections
 import gc
 import importlib.util
 import json
+import mmap
 import os
 import shutil
 import sys
@@ -66,6 +67,14 @@ def anonymous_mb() -> float:
     return float("nan")
 
 
+def _mapped(values: np.ndarray) -> bool:
+    """A view of a memory-mapped file (a sealed text segment's arrays): file-backed pages."""
+    base = values.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base, mmap.mmap)
+
+
 def deep(obj, seen: set[int]) -> int:
     """Bytes reachable from ``obj`` not counted yet (numpy arrays by their buffers)."""
     stack, total = [obj], 0
@@ -75,7 +84,7 @@ def deep(obj, seen: set[int]) -> int:
             continue
         seen.add(id(item))
         if isinstance(item, np.ndarray):
-            total += item.nbytes + 112
+            total += (0 if _mapped(item) else item.nbytes) + 112
             continue
         total += sys.getsizeof(item)
         if isinstance(item, dict):

@@ -87,7 +87,7 @@ async def plant_in_leveldb_logs(h, path: Path) -> None:
 
 def marked_terms(h) -> list[str]:
     """Terms of the scope's BM25 vocabulary (dead ones included) that hold the marker."""
-    return [t for index in lane(h).text_index._indexes.values() for t in index._term_id if MARKER in t]
+    return [t for index in lane(h).text_index.parts() for t in index.terms() if MARKER in t]
 
 
 def held_vectors(h) -> set[str]:

@@ -90,7 +90,10 @@ def test_the_estimate_counts_what_a_scope_holds():
     assert residency.scope_bytes(state) == residency.ACTOR_BYTES
     state.text_index.add("evt_1", "alice owns two bicycles")
     state.vector_index.add("evt_1", np.ones(384, dtype=np.float32))
-    text = 160 + 1024 * 17 + 4 * 40  # a slot, the per-slot arrays' minimum, four postings
+    # the per-slot arrays' minimum (13 B a slot); four terms: document frequencies, the
+    # vocabulary's recent terms (and its first offset) and the delta's postings arrays; the
+    # delta's document and its four pairs (TextIndex.estimated_bytes)
+    text = 1024 * 13 + 4 * (4 + 100 + 100) + 8 + 150 + 4 * 16
     vectors = 200 + 64 * (384 * 2 + 3)  # the id, the delta's first chunk of 64 float16 rows
     assert residency.scope_bytes(state, decoded_extra=2) == residency.ACTOR_BYTES + text + vectors + 2 * 1536
     from cortexdb.engine.actors.subject_beliefs import SubjectBeliefs

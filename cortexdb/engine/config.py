@@ -135,6 +135,12 @@ class EngineConfig:
     # at most that many vectors a layer; 0: no runs, the delta grows to vector_segment_size (every
     # vector of a scope below it in anonymous memory).  No effect without a data dir
     vector_run_rows: int = 2048
+    # BM25: each layer's newest documents stay in a small mutable delta; every text_seal_docs of
+    # them are sealed into a segment of flat arrays (with a data dir, in an unlinked file of
+    # text-segments/, memory-mapped), and segments merge in the background up to
+    # text_segment_docs documents (docs/decisions.md, "BM25 in sealed segments")
+    text_seal_docs: int = attrs.field(default=2048, validator=attrs.validators.ge(1))
+    text_segment_docs: int = attrs.field(default=65_536, validator=attrs.validators.ge(1))
     recall_candidates: int = 100  # per scope and per index (BM25, vector) before scoring
     # a temporal question's windowed retrieval (docs/router.md) looks at most this many hits per
     # layer and index for records that happened in the window, beyond the recall_candidates cut

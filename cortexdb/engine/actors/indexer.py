@@ -73,7 +73,16 @@ class Indexer:
     async def add_texts(self, documents: dict[str, str]) -> None:
         """Add documents to the text index.  A large batch (a long text's passages, a restart) is
         tokenised in a worker thread, a chunk at a time, and added in slices between checkpoints,
-        so requests keep being served meanwhile."""
+        so requests keep being served meanwhile.  Sealed text segments due to merge are merged by
+        the background job (a worker thread)."""
+        await self._add_texts(documents)
+        if self.state.text_index.needs_merge:
+            if self.background is None:
+                await self.state.text_index.merge()
+            elif not self._vector_job:
+                self.start_vector_job()
+
+    async def _add_texts(self, documents: dict[str, str]) -> None:
         if sum(len(text) for text in documents.values()) <= OFF_LOOP_CHARS:
             for doc_id, text in documents.items():
                 self.state.text_index.add(doc_id, text)
@@ -163,19 +172,22 @@ class Indexer:
         await self._vector_done.wait()
 
     def start_vector_job(self) -> None:
-        """Seal and merge vector segments beside derivation, which goes on meanwhile (the index
-        takes adds and removes while a segment builds; decisions.md, "Recall at 100k")."""
-        index = self.state.vector_index
+        """Seal and merge vector segments, and merge sealed text segments, beside derivation, which
+        goes on meanwhile (the indexes take adds and removes while a segment builds; decisions.md,
+        "Recall at 100k" and "BM25 in sealed segments")."""
+        index, text = self.state.vector_index, self.state.text_index
         self._vector_job = True
         self._vector_done = trio.Event()
 
         async def job() -> None:
             try:
-                while index.needs_seal or index.needs_merge:
+                while index.needs_seal or index.needs_merge or text.needs_merge:
                     if index.needs_seal:
                         await index.seal()
-                    else:
+                    elif index.needs_merge:
                         await index.merge()
+                    else:  # sealed text segments (text_postings.py), also in a worker thread
+                        await text.merge()
             finally:
                 self._vector_job = False
                 self._vector_done.set()

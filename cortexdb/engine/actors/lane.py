@@ -137,7 +137,7 @@ class Lane:
             await self._restore()
             self.index.background = background
             task_status.started()
-            if self.state.vector_index.needs_merge:
+            if self.state.vector_index.needs_merge or self.state.text_index.needs_merge:
                 self.index.start_vector_job()
             await self._loop()
             await self.index.drain()  # a graceful stop leaves no record without its vector

@@ -132,7 +132,11 @@ class PartitionState:
 
     @classmethod
     def fresh(cls, ctx: Any, tables: Partition) -> PartitionState:
-        return cls(tables, LayeredTextIndex(), new_vector_index(ctx))
+        data_dir = getattr(ctx.store, "path", None)  # sealed BM25 segments: files of the data dir
+        # merges of sealed segments run in the indexer's background job (indexer.py)
+        text_index = LayeredTextIndex(os.path.join(data_dir, "text-segments") if data_dir else None, merge_inline=False,
+                                      seal_docs=ctx.config.text_seal_docs, max_segment_docs=ctx.config.text_segment_docs)  # fmt: skip
+        return cls(tables, text_index, new_vector_index(ctx))
 
     def reset(self, ctx: Any) -> None:
         """Forget the derived records (a rebuild replays the scope's events into fresh layers);

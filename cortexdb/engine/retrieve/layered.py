@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import trio
 
 from .text_index import TextIndex
 from .vector_index import VectorIndex
@@ -54,8 +55,11 @@ class _Layered:
 
 
 class LayeredTextIndex(_Layered):
-    def __init__(self) -> None:
-        super().__init__(TextIndex)
+    def __init__(self, directory: str | None = None, **settings: Any) -> None:
+        """``directory``: where sealed segments are written and mapped from (unlinked once
+        mapped); ``None`` keeps them as arrays in memory.  ``settings``: ``TextIndex``'s."""
+        super().__init__(lambda: TextIndex(directory=directory, **settings))
+        self.directory = directory
 
     def add(self, doc_id: str, text: str, tokens: list[str] | None = None) -> None:
         self._for(doc_id).add(doc_id, text, tokens)
@@ -66,6 +70,20 @@ class LayeredTextIndex(_Layered):
     def search(self, query: str, limit: int, prefix: str) -> list[tuple[str, float]]:
         index = self._indexes.get(prefix)
         return index.search_pruned(query, limit) if index is not None else []
+
+    @property
+    def needs_merge(self) -> bool:
+        """Sealed segments are due to merge (``merge``; an index made with ``merge_inline``
+        merges as it seals instead)."""
+        return any(index.needs_merge for index in self._indexes.values())
+
+    async def merge(self) -> None:
+        """Build each due merge of sealed segments in a worker thread, then put it in place (a
+        merge reads immutable segments and a copy of the liveness: adds and removes go on)."""
+        for index in list(self._indexes.values()):
+            plan = index.merge_plan()
+            if plan is not None:
+                index.install(plan, await trio.to_thread.run_sync(plan.build))
 
     def compact(self) -> None:
         """Drop what removed documents left in each index (their terms too): after a forget."""

@@ -1,0 +1,191 @@
+"""BM25 in sealed segments (retrieve/text_segments.py): the same scores, ranks and removals as the
+delta alone, whether the segments are numpy arrays or mapped from unlinked files
+(docs/decisions.md, "BM25 in sealed segments")."""
+
+import os
+import random
+import uuid
+
+import pytest
+import trio
+from rank_bm25 import BM25Okapi
+
+import cortexdb
+from cortexdb import EngineConfig
+from cortexdb.engine.retrieve.layered import LayeredTextIndex
+from cortexdb.engine.retrieve.text_index import TextIndex, tokenize
+
+from .conftest import envelope
+
+WORDS = [f"w{i}" for i in range(60)] + ["paris", "berlin", "lisbon", "the", "meeting", "ran", "long"]
+QUERIES = ["paris", "w3 w9 w9", "lisbon w50 berlin", "the meeting ran long", "w1 w2 w3 note", "zzz", "n17 n400"]
+
+
+def _text(rng: random.Random) -> str:
+    words = [rng.choice(WORDS) for _ in range(rng.randint(0, 14))]
+    if rng.random() < 0.4:
+        words.append(f"n{rng.randrange(100_000)}")  # a vocabulary that keeps growing
+    return " ".join(words)
+
+
+def _drive(indexes: list[TextIndex], rng: random.Random, steps: int, ids) -> dict[str, str]:
+    """The same adds, re-adds and removals on every index; the live documents."""
+    live: dict[str, str] = {}
+    _drive.most_segments = 0
+    for step in range(steps):
+        _drive.most_segments = max(_drive.most_segments, len(indexes[-1].segment_sizes))
+        doc_id = ids(rng.randrange(steps // 2))
+        if step % 4 == 3 and doc_id in live:
+            for index in indexes:
+                index.remove(doc_id)
+            del live[doc_id]
+        else:
+            live[doc_id] = _text(rng)
+            for index in indexes:
+                index.add(doc_id, live[doc_id])
+    return live
+
+
+def _uuid_ids(rng: random.Random):
+    made: dict[int, str] = {}
+    return lambda i: made.setdefault(i, f"evt_{uuid.UUID(int=rng.getrandbits(128), version=4)}")
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+@pytest.mark.parametrize("mapped", [False, True])
+def test_segments_score_and_rank_exactly_as_the_delta_alone(tmp_path, keyed, mapped):
+    rng = random.Random(5 + keyed + 2 * mapped)
+    folder = str(tmp_path / "text-segments") if mapped else None
+    flat = TextIndex(compact_min=200, seal_docs=10**9)  # never sealed: the delta alone
+    sealed = TextIndex(compact_min=200, seal_docs=37, max_segment_docs=300, directory=folder)
+    ids = _uuid_ids(rng) if keyed else (lambda i: f"d{i}")
+    live = _drive([flat, sealed], rng, 2400, ids)
+    assert _drive.most_segments >= 3 and sealed.segment_sizes
+    assert len(sealed) == len(flat) == len(live) and sealed.slots == flat.slots
+    assert (sealed.live_pairs, sealed.dead_pairs) == (flat.live_pairs, flat.dead_pairs)
+    for doc_id in list(live)[:200]:
+        assert doc_id in sealed
+    assert "d-nope" not in sealed
+    for query in QUERIES + [live[d] for d in list(live)[:20]]:
+        for limit in (1, 5, 50):
+            assert sealed.search_pruned(query, limit) == flat.search_pruned(query, limit)  # exact
+        assert sealed.search(query) == flat.search(query)
+        assert sealed.search_by_prefix(query, {"d": 7, "evt_": 7}) == flat.search_by_prefix(query, {"d": 7, "evt_": 7})
+        for doc_id in list(live)[:40]:
+            assert sealed.score(query, doc_id) == flat.score(query, doc_id)
+    if mapped:
+        assert os.listdir(folder) == []  # unlinked files, held by their mappings
+        assert sum(s.nbytes() for s in sealed._segments) == 0
+
+
+def test_segments_against_rank_bm25_after_removals_and_compaction(tmp_path):
+    rng = random.Random(11)
+    index = TextIndex(compact_min=60, seal_docs=16, max_segment_docs=128, directory=str(tmp_path))
+    live = _drive([index], rng, 900, lambda i: f"d{i}")
+    ids = sorted(live)
+    reference = BM25Okapi([tokenize(live[d]) for d in ids])
+    for query in QUERIES:
+        expected = dict(zip(ids, reference.get_scores(tokenize(query)), strict=True))
+        got = dict(index.search(query))
+        assert set(got) <= set(live)
+        for doc_id, score in expected.items():
+            assert got.get(doc_id, 0.0) == pytest.approx(score, abs=1e-9)
+            assert index.score(query, doc_id) == pytest.approx(score, abs=1e-9)
+
+
+def test_a_removed_sealed_document_and_its_terms_are_gone_after_compact(tmp_path):
+    index = TextIndex(seal_docs=4, directory=str(tmp_path))
+    for i in range(10):
+        index.add(f"d{i}", f"common words {i} here")
+    index.add("secret", "common xyzzysecret")
+    for i in range(10, 20):
+        index.add(f"d{i}", f"common words {i} here")
+    assert index._segment_of(10) is not None  # "secret" is sealed
+    index.remove("secret")
+    assert "secret" not in index and index.search("xyzzysecret") == []
+    assert index.score("xyzzysecret common", "secret") == 0.0
+    assert "xyzzysecret" in set(index.terms())  # until the compaction (a forget calls it)
+    layered = LayeredTextIndex()
+    layered._indexes["d"] = index
+    layered.compact()
+    assert "xyzzysecret" not in set(index.terms()) and index.slots == 20 == len(index)
+    assert [d for d, _ in index.search("words 7")][0] == "d7"
+    index.add("d7", "replaced text")  # a re-added sealed id: the old slot dies
+    assert index.search("words 7") == [] or "d7" not in dict(index.search("words 7"))
+    assert [d for d, _ in index.search("replaced")] == ["d7"]
+
+
+def test_layered_text_index_passes_its_directory_on(tmp_path):
+    layered = LayeredTextIndex(directory=str(tmp_path), seal_docs=2)
+    for i in range(5):
+        layered.add(f"fact_{i}", f"alice likes tea {i}")
+    inner = layered._indexes["fact_"]
+    assert inner.directory == str(tmp_path) and inner.segment_sizes
+    assert [d for d, _ in layered.search("tea 3", 1, "fact_")] == ["fact_3"]
+
+
+async def test_a_merge_built_in_a_thread_keeps_removals_made_meanwhile(tmp_path):
+    """``merge_inline=False`` (the engine's): due merges wait for ``LayeredTextIndex.merge``, which
+    builds them in a worker thread; a document removed between the plan and the install stays
+    removed, and one compaction between them makes the install a no-op."""
+    layered = LayeredTextIndex(directory=str(tmp_path), seal_docs=8, merge_inline=False)
+    flat = TextIndex(seal_docs=10**9)
+    for i in range(64):
+        text = f"alpha {i} beta{i % 5}"
+        layered.add(f"d_{i}", text)
+        flat.add(f"d_{i}", text)
+    index = layered._indexes["d_"]
+    assert index.segment_sizes == [8] * 8 and layered.needs_merge
+    plan = index.merge_plan()
+    index.remove("d_3")  # in the plan's first segment: a tombstone in the merged one
+    flat.remove("d_3")
+    assert index.install(plan, plan.build())
+    assert index.segment_sizes == [16] + [8] * 6
+    while layered.needs_merge:
+        await layered.merge()
+    assert index.segment_sizes == [64]
+    assert "d_3" not in index and index.search("alpha 3") == flat.search("alpha 3")
+    assert index.search_pruned("beta3 alpha", 5) == flat.search_pruned("beta3 alpha", 5)
+    stale = TextIndex(seal_docs=4, merge_inline=False)
+    for i in range(8):
+        stale.add(f"s{i}", "gamma")
+    plan = stale.merge_plan()
+    stale.remove("s1")
+    stale.compact()
+    assert not stale.install(plan, plan.build()) and stale.segment_sizes == [7]
+
+
+@pytest.mark.parametrize("backend", ["leveldb", "memory"])
+async def test_an_engine_seals_and_merges_its_text_segments_and_rebuilds_them_at_open(tmp_path, clock, backend):
+    """The engine's BM25 layers seal every ``text_seal_docs`` documents (with a data dir into
+    unlinked files of text-segments/), merge in the background job, and an open rebuilds them from
+    the stored records: the same lexical answers before and after."""
+    path = str(tmp_path / "data")
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", text_seal_docs=8,
+                          text_segment_docs=32, recall_mode="bm25")  # fmt: skip
+    texts = [f"Note {i}: I met {['Ana', 'Bo', 'Cy'][i % 3]} in {['Oslo', 'Rome'][i % 2]} about topic{i}" for i in range(60)]  # fmt: skip
+    scope = "org:acme/user:alice"
+    query = {"scope": scope, "query": "topic17 Cy", "include": ["events"]}
+    kwargs = {"path": path} if backend == "leveldb" else {}
+    async with cortexdb.open_engine(backend, config=config, id_seed=3, clock=clock, **kwargs) as engine:
+        items = [envelope(t, observed_at=f"2026-05-13T15:{j // 60:02d}:{j % 60:02d}Z") for j, t in enumerate(texts)]
+        await engine.experience_bulk({"scope": scope, "items": [{k: v for k, v in item.items() if k != "scope"} for item in items]})
+        await engine.flush()
+        lane = engine._supervisor._handles[scope].actor.lane
+        with trio.fail_after(30):
+            await lane.index.vector_job_finished()  # text merges run in the same background job
+        events = lane.state.text_index._indexes["evt_"]
+        assert events.segment_sizes and not events.needs_merge and max(events.segment_sizes) <= 32
+        assert (events.directory is not None) == (backend == "leveldb")
+        before = await engine.recall(query)
+    if backend == "memory":
+        return
+    assert os.listdir(os.path.join(path, "text-segments")) == []  # nothing left between runs
+    async with cortexdb.open_engine(backend, config=config, id_seed=3, clock=clock, **kwargs) as engine:
+        await engine.flush()
+        after = await engine.recall(query)
+        lane = engine._supervisor._handles[scope].actor.lane
+        assert lane.state.text_index._indexes["evt_"].segment_sizes  # rebuilt, sealed again
+    ranked = [(item["id"], item["score"]) for item in before["layers"]["events"]]
+    again = [(item["id"], item["score"]) for item in after["layers"]["events"]]
+    assert ranked and ranked == again
