@@ -115,6 +115,32 @@ def test_a_removed_sealed_document_and_its_terms_are_gone_after_compact(tmp_path
     assert [d for d, _ in index.search("replaced")] == ["d7"]
 
 
+def test_a_compaction_whose_build_fails_leaves_the_index_as_it_was(tmp_path, monkeypatch):
+    """A compaction builds its segment before it changes anything: when the build fails (a full
+    disk, no file descriptor left) the index answers as before, removals still tombstoned, and a
+    later compaction does the work."""
+    from cortexdb.engine.retrieve import text_segments
+
+    index = TextIndex(seal_docs=4, directory=str(tmp_path))
+    for i in range(12):
+        index.add(f"d{i}", f"common words {i} here")
+    index.remove("d5")
+    before = index.search("common words 7")
+    build = text_segments.build
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(text_segments, "build", full_disk)
+    with pytest.raises(OSError):
+        index.compact()
+    assert index.search("common words 7") == before and "d5" not in index and len(index) == 11
+    assert index.score("words 9", "d9") > 0 and index.slots == 12
+    monkeypatch.setattr(text_segments, "build", build)
+    index.compact()
+    assert index.search("common words 7") == before and index.slots == 11
+
+
 def test_layered_text_index_passes_its_directory_on(tmp_path):
     layered = LayeredTextIndex(directory=str(tmp_path), seal_docs=2)
     for i in range(5):

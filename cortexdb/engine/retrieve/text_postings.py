@@ -293,10 +293,10 @@ class Postings:
             columns = text_segments.columns_of(self._segments, self._alive)
             columns = text_segments.renumbered(columns, alive, np.cumsum(term_alive) - 1)
         live = np.flatnonzero(alive)
-        self._segments, self._bases = [], []
-        if len(live):
-            self._segments = [text_segments.build(0, len(live), columns, self.directory)]
-            self._bases = [0]
+        # built before anything changes: a build that fails (a full disk, no descriptor left)
+        # leaves the index as it was, tombstones and all, not half-compacted
+        built = [text_segments.build(0, len(live), columns, self.directory)] if len(live) else []
+        self._segments, self._bases = built, [0] if built else []
         self.vocab = self.vocab.kept(term_alive, df[term_alive])
         self.df = array("I", df[term_alive].tobytes())
         keep = alive[self._id_slot]
