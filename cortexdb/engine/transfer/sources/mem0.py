@@ -138,7 +138,6 @@ def _records(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
             yield _one(position + 1 + index, "record", edge, relation, options, state)
 
 
-
 def _line_memory(line: bytes, options: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     return memory(orjson.loads(line), options, state)
 
