@@ -8,14 +8,14 @@ import uuid
 
 import pytest
 import trio
-from rank_bm25 import BM25Okapi
 
 import cortexdb
 from cortexdb import EngineConfig
 from cortexdb.engine.retrieve.layered import LayeredTextIndex
-from cortexdb.engine.retrieve.text_index import TextIndex, tokenize
+from cortexdb.engine.retrieve.text_index import TextIndex
 
 from .conftest import envelope
+from .test_index_memory import _assert_bm25_exact
 
 WORDS = [f"w{i}" for i in range(60)] + ["paris", "berlin", "lisbon", "the", "meeting", "ran", "long"]
 QUERIES = ["paris", "w3 w9 w9", "lisbon w50 berlin", "the meeting ran long", "w1 w2 w3 note", "zzz", "n17 n400"]
@@ -82,15 +82,7 @@ def test_segments_against_rank_bm25_after_removals_and_compaction(tmp_path):
     rng = random.Random(11)
     index = TextIndex(compact_min=60, seal_docs=16, max_segment_docs=128, directory=str(tmp_path))
     live = _drive([index], rng, 900, lambda i: f"d{i}")
-    ids = sorted(live)
-    reference = BM25Okapi([tokenize(live[d]) for d in ids])
-    for query in QUERIES:
-        expected = dict(zip(ids, reference.get_scores(tokenize(query)), strict=True))
-        got = dict(index.search(query))
-        assert set(got) <= set(live)
-        for doc_id, score in expected.items():
-            assert got.get(doc_id, 0.0) == pytest.approx(score, abs=1e-9)
-            assert index.score(query, doc_id) == pytest.approx(score, abs=1e-9)
+    _assert_bm25_exact(index, live, QUERIES)
 
 
 def test_a_removed_sealed_document_and_its_terms_are_gone_after_compact(tmp_path):
