@@ -134,3 +134,23 @@ async def test_one_more_like_reads_the_same_beliefs_however_many_its_pair_holds(
     short = await _belief_rows_for_one_more(clock.__class__("2026-05-13T15:42:09Z"), 6)
     long = await _belief_rows_for_one_more(clock.__class__("2026-05-13T15:42:09Z"), 40)
     assert short == long
+
+
+async def test_the_object_keys_of_superseded_facts_do_not_pile_up(clock):
+    """Every fact made is keyed (``pair_keys``), and a fact superseded is never keyed again: once
+    such keys outnumber the current ones by more than the cache's bound, a trim drops them (they
+    used to stay until 16 × that bound a scope: about 250 bytes a write in a long soak)."""
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", derived_cache_records=8)
+    async with cortexdb.open_engine("memory", clock=clock, id_seed=7, config=config) as engine:
+        for i in range(40):
+            clock.advance(60)
+            await engine.experience(move(i), wait="consolidated")
+        state = _lane(engine).state
+        current = sum(map(len, state.current.values()))
+        facts = await engine.facts(SCOPE, include_superseded=True, limit=1000)
+        assert len(facts["items"]) >= 40 and current >= 1  # every move made a fact; one is current
+        assert len(state.fact_keys.keys) <= 2 * current + 8
+        clock.advance(60)  # and a move after the drop still resolves against the current fact
+        await engine.experience(move(40), wait="consolidated")
+        now = await engine.facts(SCOPE, limit=1000)
+        assert [f["object"]["name"] for f in now["items"] if f["predicate"] == "lives_in"] == [town(40)]

@@ -94,7 +94,7 @@ def _trim_pairs(state: Any, limit: int) -> None:
                 if len(index) <= limit * 3 // 4 and held <= budget * 3 // 4:
                     break
                 held -= len(index.pop(pair))
-    state.fact_keys.keep_only(state.current.values(), budget)
+    state.fact_keys.keep_only(state.current.values(), limit)
     state.unlisted.clear()  # stored by now: ``FI`` lists them
     state.claims.clear()  # stored by now: ``BI`` lists them
     if len(state.predicates) > limit:  # by subject, oldest listed first

@@ -10,13 +10,14 @@ fact of the pair (and re-read those the record cache had dropped) on every asser
 keys of the pair's current ids held here, they decode only the facts of the objects concerned.
 
 A fact's object, predicate arity and polarity never change once it is made (a new assertion makes
-a new fact), so a key stays true for as long as its fact exists; entries are dropped with the pair
-lists that name them (``cache_bounds._trim_pairs``) and all at once with the lane's caches.
+a new fact), so a key stays true for as long as its fact exists; entries of facts no longer in a
+pair's current list are dropped at a trim (``cache_bounds._trim_pairs``), and all at once with the
+lane's caches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
 from ..derive.facts import object_key
@@ -67,9 +68,13 @@ class FactKeys:
         wanted.sort()
         return wanted, single, others
 
-    def keep_only(self, held: Iterable[Iterable[str]], bound: int) -> None:
-        """Past ``bound`` entries, keep those of the ids still ``held`` (the pairs' lists)."""
-        if len(self.keys) <= bound:
+    def keep_only(self, held: Iterable[Collection[str]], slack: int) -> None:
+        """Keep only the keys of the ids still ``held`` (the pairs' current lists) once the others
+        outnumber them by more than ``slack``: a superseded fact is never keyed again, and in a
+        scope whose facts keep superseding each other they were nearly all of them (one rebuild
+        per as many new keys as it keeps, plus ``slack``: amortised constant work a fact)."""
+        held = list(held)
+        if len(self.keys) <= 2 * sum(map(len, held)) + slack:
             return
         keys = self.keys
         self.keys = {i: keys[i] for ids in held for i in ids if i in keys}
