@@ -56,31 +56,42 @@ def _lane(engine):
     return next(h.actor.lane for h in engine._ctx.supervisor._handles.values() if h.actor is not None)
 
 
-async def _rows_for_one_more(clock, history: int) -> dict[str, int]:
-    """The rows of facts and of the fact index read while one more move is derived, after
-    ``history`` moves (each supersedes the last: one pair, ``history`` facts, one current)."""
-    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", derived_cache_records=2)
+async def _rows_for_one_more(clock, history: int, turn, cache: int, prefixes, count) -> dict[str, int]:
+    """The rows read under ``prefixes(tables)`` (name -> key prefix) while ``turn(history)`` is
+    derived after the turns ``turn(0)`` .. ``turn(history - 1)``, an hour apart, under a cache of
+    ``cache`` records; each turn made one record of the pair, which ``count(engine)`` counts."""
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", derived_cache_records=cache)
     async with cortexdb.open_engine("memory", clock=clock, id_seed=7, config=config) as engine:
         for i in range(history):
             clock.advance(60)
-            await engine.experience(move(i), wait="consolidated")
-        tables = _lane(engine).work.tables
-        counting = Counting(engine._ctx.store, {"facts": tables.facts.prefix, "index": tables.fact_index.prefix})
+            await engine.experience(turn(i), wait="consolidated")
+        counting = Counting(engine._ctx.store, prefixes(_lane(engine).work.tables))
         clock.advance(60)
-        result = await engine.experience(move(history), wait="consolidated")
+        result = await engine.experience(turn(history), wait="consolidated")
         assert result.status == "consolidated"
         rows = dict(counting.rows)
-        facts = await engine.facts(SCOPE, include_superseded=True, limit=1000)
-        assert len({f["id"] for f in facts["items"]}) == history + 1  # every move: a fact of the pair
+        assert await count(engine) == history + 1
         return rows
+
+
+async def _fact_rows_for_one_more(clock, history: int) -> dict[str, int]:
+    """The rows of facts and of the fact index read while one more move is derived, after
+    ``history`` moves (each supersedes the last: one pair, ``history`` facts, one current)."""
+
+    async def facts(engine) -> int:  # every move: a fact of the pair
+        found = await engine.facts(SCOPE, include_superseded=True, limit=1000)
+        return len({f["id"] for f in found["items"]})
+
+    return await _rows_for_one_more(clock, history, move, 2,
+                                    lambda t: {"facts": t.facts.prefix, "index": t.fact_index.prefix}, facts)  # fmt: skip
 
 
 async def test_one_more_fact_reads_the_same_rows_however_long_its_pair(clock):
     """Under a cache of two records (trimmed after every batch) a pair's current list outlives
     its decoded facts: one more supersession reads the current fact by id, not the pair's
     history (it read every superseded fact of the pair before)."""
-    short = await _rows_for_one_more(clock.__class__("2026-05-13T15:42:09Z"), 6)
-    long = await _rows_for_one_more(clock.__class__("2026-05-13T15:42:09Z"), 40)
+    short = await _fact_rows_for_one_more(clock.__class__("2026-05-13T15:42:09Z"), 6)
+    long = await _fact_rows_for_one_more(clock.__class__("2026-05-13T15:42:09Z"), 40)
     assert short == long
     assert long["facts"] < 6  # the current fact (and the new one's reads), not 40
 
@@ -108,23 +119,15 @@ def like(i: int) -> dict:
 
 
 async def _belief_rows_for_one_more(clock, history: int) -> dict[str, int]:
-    """The rows of beliefs and facts read while one more like is derived, after ``history``
+    """The rows of beliefs and claims read while one more like is derived, after ``history``
     likes of different things (one pair, ``history`` current facts and beliefs), under a cache
     of eight records: the pair's other claims are neither revised nor read."""
-    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", derived_cache_records=8)
-    async with cortexdb.open_engine("memory", clock=clock, id_seed=7, config=config) as engine:
-        for i in range(history):
-            clock.advance(60)
-            await engine.experience(like(i), wait="consolidated")
-        tables = _lane(engine).work.tables
-        counting = Counting(engine._ctx.store, {"beliefs": tables.beliefs.prefix, "claims": tables.belief_claims.prefix})
-        clock.advance(60)
-        result = await engine.experience(like(history), wait="consolidated")
-        assert result.status == "consolidated"
-        rows = dict(counting.rows)
-        beliefs = await engine.beliefs(SCOPE, limit=1000)
-        assert len(beliefs["items"]) == history + 1  # every thing liked: a belief of the pair
-        return rows
+
+    async def beliefs(engine) -> int:  # every thing liked: a belief of the pair
+        return len((await engine.beliefs(SCOPE, limit=1000))["items"])
+
+    return await _rows_for_one_more(clock, history, like, 8,
+                                    lambda t: {"beliefs": t.beliefs.prefix, "claims": t.belief_claims.prefix}, beliefs)  # fmt: skip
 
 
 async def test_one_more_like_reads_the_same_beliefs_however_many_its_pair_holds(clock):
