@@ -20,10 +20,12 @@ STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all"
 
 # the stem cache holds words: the vocabulary of a language is bounded, so the cache fills and
 # stays full.  A token with a digit in it ("2nd", "b0dd", an id's hex runs from a concept's
-# citations) belongs to an unbounded vocabulary: it is stemmed every time (a few microseconds)
-# and never cached, or the cache would grow with every record cited (docs/decisions.md, "The
-# soak's memory, engine alone").
+# citations) belongs to an unbounded vocabulary: it has a small cache of its own, least recently
+# used first out, so the ids a concept cites again at each re-synthesis are stemmed once while the
+# words keep their places (docs/decisions.md, "The soak's memory, engine alone" and "Stems of
+# tokens with digits").
 STEM_CACHE_WORDS = 65_536
+STEM_CACHE_DIGIT_TOKENS = 4_096
 _DIGITS = re.compile(r"[0-9]")
 
 
@@ -39,11 +41,16 @@ def _stem_cached(word: str) -> str:
     return _stemmer().stemWord(word)
 
 
+@functools.lru_cache(maxsize=STEM_CACHE_DIGIT_TOKENS)
+def _stem_digit_token(token: str) -> str:
+    return _stemmer().stemWord(token)
+
+
 def _stem(token: str) -> str:
     if token.isdigit():  # Porter2 leaves a run of digits as it is
         return token
     if _DIGITS.search(token) is not None:
-        return _stemmer().stemWord(token)
+        return _stem_digit_token(token)
     return _stem_cached(token)
 
 
