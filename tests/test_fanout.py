@@ -145,6 +145,12 @@ def test_the_frame_cache_encodes_a_record_once_and_stays_bounded():
     assert len(cache._sse) == 3 and len(cache._ws) == 3
     assert cache.sse(records[0]) == first  # evicted, encoded again: the same bytes
     assert cache.encoded == 1 + 4 + 5 + 1
+    # a chunk: the records' cached frames and control frames, in order, nothing encoded again
+    control = (None, "policy_changed", {"version": 2})
+    chunk = cache.sse_chunk([records[3], control, records[4]])
+    assert chunk == cache.sse(records[3]) + b'event: policy_changed\ndata: {"version":2}\n\n' + cache.sse(records[4])
+    assert cache.encoded == 1 + 4 + 5 + 1
+    assert cache.ws(records[4]) is cache.ws(records[4]) and cache.encoded == 1 + 4 + 5 + 1
 
 
 async def test_a_stream_batches_what_arrived_filters_and_ends_on_shutdown(tmp_path):

@@ -22,7 +22,6 @@ from typing import Any
 from quart import Response
 
 from ..engine.engine import lifecycle_wire
-from ..engine.model import LifecycleEvent
 from ..engine.policy.capabilities import LIFECYCLE_SUBSCRIBE, SCOPE_READ_LOCAL
 from .call import ServerState
 from .frames import FrameCache, sse_frame
@@ -151,8 +150,7 @@ def lifecycle_sse(state: ServerState, cache: FrameCache,
                 if batch is None:
                     yield b": keep-alive\n\n"
                     continue
-                yield b"".join(cache.sse(item) if isinstance(item, LifecycleEvent) else sse_frame(*item)
-                               for item in batch)  # fmt: skip
+                yield cache.sse_chunk(batch)
         finally:
             state.open_streams -= 1
 
