@@ -405,3 +405,11 @@ async def test_a_record_is_matched_once_per_distinct_filter_and_a_lagging_member
     for subscription in [s for s in others if s.filter.scope is None]:  # the rest of its filter
         assert [r.lifecycle_id for r in subscription.take()] == [r.lifecycle_id for r in more[6:]]
     assert not any(s.lagged for s in others)
+
+
+async def test_a_filter_that_cannot_be_hashed_still_subscribes_and_receives():
+    bus = new_bus()
+    odd = await bus.subscribe(LifecycleFilter(event_id=["evt_1"]))  # an embedding caller's list  # type: ignore[arg-type]
+    every = await bus.subscribe()
+    await publish(bus, 3, 3)  # no record's event id equals a list: the odd one matches none
+    assert odd.take() == [] and len(every.take()) == 3 and bus.statistics()["subscribers"] == 2

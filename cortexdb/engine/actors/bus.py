@@ -335,10 +335,15 @@ class LifecycleBus:
             self._refan()
 
     def _refan(self) -> None:
-        groups: dict[LifecycleFilter, list[Subscription]] = {}
+        groups: dict[Any, list[Subscription]] = {}
         for subscription in self._subscribers:
-            groups.setdefault(subscription.filter, []).append(subscription)
-        self._fanout = tuple((filter_, tuple(members)) for filter_, members in groups.items())
+            key: Any = subscription.filter
+            try:
+                hash(key)
+            except TypeError:  # a field an embedding caller gave as a list: a group of its own
+                key = id(subscription)
+            groups.setdefault(key, []).append(subscription)
+        self._fanout = tuple((members[0].filter, tuple(members)) for members in groups.values())
 
     async def history(self, filter_: LifecycleFilter, *, after: str | None = None, upto: str | None = None,
                       limit: int | None = None) -> list[LifecycleEvent]:  # fmt: skip
