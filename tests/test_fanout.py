@@ -145,6 +145,12 @@ def test_the_frame_cache_encodes_a_record_once_and_stays_bounded():
     assert len(cache._sse) == 3 and len(cache._ws) == 3
     assert cache.sse(records[0]) == first  # evicted, encoded again: the same bytes
     assert cache.encoded == 1 + 4 + 5 + 1
+    # a chunk: the records' cached frames and control frames, in order, nothing encoded again
+    control = (None, "policy_changed", {"version": 2})
+    chunk = cache.sse_chunk([records[3], control, records[4]])
+    assert chunk == cache.sse(records[3]) + b'event: policy_changed\ndata: {"version":2}\n\n' + cache.sse(records[4])
+    assert cache.encoded == 1 + 4 + 5 + 1
+    assert cache.ws(records[4]) is cache.ws(records[4]) and cache.encoded == 1 + 4 + 5 + 1
 
 
 async def test_a_stream_batches_what_arrived_filters_and_ends_on_shutdown(tmp_path):
@@ -281,3 +287,129 @@ async def test_several_sse_subscribers_over_http_each_get_every_record_in_order(
                 frames = await read_sse(response, len(wanted))
                 assert [frame[0] for frame in frames] == wanted
                 assert all(frame[1] == "captured" and frame[2]["lifecycle_id"] == frame[0] for frame in frames)
+
+
+
+# -- one tick for every busy stream; one match per distinct filter ------------------------------
+async def test_a_busy_stream_waits_for_the_shared_tick_and_then_sends_what_arrived_as_one_batch(tmp_path):
+    """After a batch, a stream waits for the tick the server's streams share (``state.pacer``;
+    here a gate the test opens): what arrives meanwhile goes out as one batch at the tick; a
+    tick with nothing new sends nothing, and the next record after it goes out at once."""
+    from cortexdb.server.pacing import Pacer
+
+    class Gated(Pacer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate, self.waiting = trio.Event(), 0
+
+        async def tick(self, period: float, until: trio.Event) -> None:
+            assert period == 0.05  # stream_coalesce
+            self.waiting += 1
+            try:
+                await self.gate.wait()
+            finally:
+                self.waiting -= 1
+
+    async with server(tmp_path) as h:
+        state = h.app.cortex
+        state.pacer = pacer = Gated()
+        alice = Principal(actor="user:alice", tenant="acme")
+        got: list[list] = [[], []]
+
+        async def follow(n: int) -> None:
+            async for batch in lifecycle_batches(state, alice, "org:acme", None, {"events": "captured"}):
+                got[n].append(batch)
+
+        async def write(count: int, start: int) -> None:
+            items = [{k: v for k, v in body(f"bulk {i}").items() if k != "scope"} for i in range(start, start + count)]
+            await h.engine.experience_bulk({"scope": "org:acme/user:alice", "items": items})
+            await trio.testing.wait_all_tasks_blocked()
+
+        async with trio.open_nursery() as nursery:
+            for n in range(2):
+                nursery.start_soon(follow, n)
+            await trio.testing.wait_all_tasks_blocked()
+            await write(3, 0)  # quiet streams send at once
+            assert [[len(b) for b in g] for g in got] == [[3], [3]] and pacer.waiting == 2
+            await write(2, 3)
+            await write(2, 5)  # busy: both wait for the tick
+            assert [[len(b) for b in g] for g in got] == [[3], [3]]
+            pacer.gate.set()
+            await trio.testing.wait_all_tasks_blocked()
+            assert [[len(b) for b in g] for g in got] == [[3, 4], [3, 4]]
+            assert [r.lifecycle_id for r in got[0][0] + got[0][1]] == sorted(r.lifecycle_id for r in got[1][0] + got[1][1])
+            pacer.gate = trio.Event()
+            await trio.testing.wait_all_tasks_blocked()  # through the tick: nothing new, nothing sent
+            assert pacer.waiting == 0 and [len(g) for g in got] == [2, 2]
+            await write(1, 7)  # the next record goes out at once, then the tick again
+            assert [[len(b) for b in g] for g in got] == [[3, 4, 1], [3, 4, 1]] and pacer.waiting == 2
+            state.closing.set()
+            pacer.gate.set()
+
+
+async def test_the_pacer_ticks_for_all_waiters_at_once_and_survives_a_cancelled_timekeeper(autojump_clock):
+    from cortexdb.server.pacing import Pacer
+
+    pacer, until = Pacer(), trio.Event()
+    woke: list[float] = []
+
+    async def waiter() -> None:
+        await pacer.tick(0.05, until)
+        woke.append(trio.current_time())
+
+    started = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        for _ in range(5):
+            nursery.start_soon(waiter)
+    assert woke == [pytest.approx(started + 0.05)] * 5 and pacer.ticks == 1
+    async with trio.open_nursery() as nursery:  # the timekeeper leaves: the others go on at once
+        keeper = trio.CancelScope()
+
+        async def timekeeper() -> None:
+            with keeper:
+                await pacer.tick(60.0, until)
+
+        nursery.start_soon(timekeeper)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        at = trio.current_time()
+        keeper.cancel()
+    assert woke[-1] == pytest.approx(at) and pacer.ticks == 2
+    until.set()  # shutdown: a tick comes at once
+    at = trio.current_time()
+    await pacer.tick(60.0, until)
+    assert trio.current_time() == pytest.approx(at)
+
+
+async def test_a_record_is_matched_once_per_distinct_filter_and_a_lagging_member_leaves_alone(monkeypatch):
+    """Subscribers with equal filters share one match per record; one of them lagging leaves
+    the fan-out without taking the others of its filter along."""
+    bus = new_bus()
+    calls = []
+    matches = LifecycleFilter.matches
+    monkeypatch.setattr(LifecycleFilter, "matches", lambda self, record: calls.append(self) or matches(self, record))
+    filters = [None, "org:acme", SCOPES[0]] * 4
+    subscriptions = [await bus.subscribe(LifecycleFilter(scope=f), capacity=8) for f in filters]
+    published = await publish(bus, 6, 3)
+    assert len(calls) == 6 * 3  # 6 records, 3 distinct filters (12 subscribers)
+    for f, subscription in zip(filters, subscriptions, strict=True):
+        wanted = [r.lifecycle_id for r in published if f is None or r.scope.startswith(f)]
+        assert [r.lifecycle_id for r in subscription.take()] == wanted
+    slow, others = subscriptions[0], subscriptions[1:]
+    more = await publish(bus, 6, 6)
+    for subscription in others:
+        subscription.take()
+    more += await publish(bus, 3, 3)  # the slow firehose holds 9 > its capacity of 8: lagging
+    assert [r.stage for r in slow.take()] == ["lagging"] and bus.statistics()["subscribers"] == 11
+    for subscription in [s for s in others if s.filter.scope is None]:  # the rest of its filter
+        assert [r.lifecycle_id for r in subscription.take()] == [r.lifecycle_id for r in more[6:]]
+    assert not any(s.lagged for s in others)
+
+
+async def test_a_filter_that_cannot_be_hashed_still_subscribes_and_receives():
+    bus = new_bus()
+    odd = await bus.subscribe(LifecycleFilter(event_id=["evt_1"]))  # an embedding caller's list  # type: ignore[arg-type]
+    every = await bus.subscribe()
+    await publish(bus, 3, 3)  # no record's event id equals a list: the odd one matches none
+    assert odd.take() == [] and len(every.take()) == 3 and bus.statistics()["subscribers"] == 2

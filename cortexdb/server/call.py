@@ -30,6 +30,7 @@ from .declare import shape_of
 from .frames import FrameCache
 from .gate import Gate
 from .observe import Metrics
+from .pacing import Pacer
 from .policy import Decision, PolicyEngine, Principal
 from .ratelimit import RateLimiter
 from .registry import ScopeRegistry
@@ -137,6 +138,7 @@ class ServerState:
     replays: Replays
     routes: list[Route] = attrs.field(factory=list)
     frames: FrameCache = attrs.field(factory=FrameCache)  # lifecycle frames, encoded once per server
+    pacer: Pacer = attrs.field(factory=Pacer)  # the busy lifecycle streams' shared tick
     closing: trio.Event = attrs.field(factory=trio.Event)
     started: float = attrs.field(factory=time.time)
     counters: dict[str, int] = attrs.field(factory=dict)

@@ -4,6 +4,7 @@ issue 10 part 8, docs/decisions.md "Lifecycle fan-out")."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..engine import jsoncodec
@@ -28,10 +29,28 @@ class FrameCache:
         self.encoded = 0  # how many records were encoded (statistics, tests)
 
     def sse(self, record: LifecycleEvent) -> bytes:
+        entry = self._sse.get(record.lifecycle_id)  # (the hit inline: no closure made per record)
+        if entry is not None and entry[0] is record:
+            return entry[1]
         return self._frame(self._sse, record, lambda: sse_frame(record.lifecycle_id, record.stage,
                                                                 lifecycle_wire(record)))  # fmt: skip
 
+    def sse_chunk(self, batch: Iterable[Any]) -> bytes:
+        """One SSE chunk: the frames of a batch's records (``sse``) and control frames
+        ``(id, event, data)``, in order."""
+        cache, frames = self._sse, []
+        for item in batch:
+            if isinstance(item, LifecycleEvent):
+                entry = cache.get(item.lifecycle_id)
+                frames.append(entry[1] if entry is not None and entry[0] is item else self.sse(item))
+            else:
+                frames.append(sse_frame(*item))
+        return b"".join(frames)
+
     def ws(self, record: LifecycleEvent) -> str:
+        entry = self._ws.get(record.lifecycle_id)
+        if entry is not None and entry[0] is record:
+            return entry[1]
         return self._frame(self._ws, record, lambda: jsoncodec.encode(
             {"type": "lifecycle", "id": record.lifecycle_id, "event": record.stage,
              "data": lifecycle_wire(record)}).decode())  # fmt: skip

@@ -68,8 +68,9 @@ class ServerSettings:
     scope_memory_budget_mb: float = attrs.field(default=1024.0, converter=float, validator=attrs.validators.ge(0))
     scope_idle_timeout: float = attrs.field(default=300.0, converter=float, validator=_positive)
     stream_keepalive: float = 15.0  # seconds between SSE comment lines on a quiet stream
-    # a lifecycle stream sends at most one chunk per this many seconds; records published meanwhile
-    # go in the same chunk (a quiet stream sends at once; decisions.md, "Lifecycle fan-out")
+    # a busy lifecycle stream sends one chunk per tick, at most this many seconds after its last one
+    # (the streams share one tick: server/pacing.py); records published meanwhile go in the same
+    # chunk (a quiet stream sends at once; decisions.md, "Lifecycle fan-out", "One tick ...")
     stream_coalesce: float = 0.05
     maintenance_interval: float = 60.0
     # "cortex": the lean HTTP/1.1 + WebSocket server cortexdb/http (default; decisions.md, "The

@@ -9,21 +9,19 @@ policy mutation takes effect at the next event boundary (§5.4): the stream cont
 
 Fan-out cost (issue 10 part 8, docs/decisions.md "Lifecycle fan-out"): a stream is one task that
 waits in one cancel scope, takes every record buffered since its last wake-up and sends them as
-one chunk, at most one chunk per ``stream_coalesce`` seconds; each published record is encoded
-once per server (``frames.FrameCache``), not once per subscriber.
+one chunk; after a chunk it waits for the next tick the server's busy streams share
+(``pacing.Pacer``: at most ``stream_coalesce`` seconds), so a busy stream sends one chunk a tick;
+each published record is encoded once per server (``frames.FrameCache``), not once per subscriber.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator
 from typing import Any
 
-import trio
 from quart import Response
 
 from ..engine.engine import lifecycle_wire
-from ..engine.model import LifecycleEvent
 from ..engine.policy.capabilities import LIFECYCLE_SUBSCRIBE, SCOPE_READ_LOCAL
 from .call import ServerState
 from .frames import FrameCache, sse_frame
@@ -106,17 +104,17 @@ async def lifecycle_batches(state: ServerState, principal: Principal, scope: str
     settings, closing = state.settings, state.closing
     async with state.engine.subscribe(since_lifecycle_id=since, scope=scope, **filters) as subscription:
         access = StreamAccess(state, principal, scope)
-        next_batch = -math.inf
+        busy = False  # sent a batch: the next waits for the streams' shared tick (pacing.py)
         while True:
-            await subscription.wait(closing, settings.stream_keepalive)
-            if trio.current_time() < next_batch and subscription.buffered < MAX_BATCH and not subscription.ended:
-                # a busy stream: at most one batch per ``stream_coalesce`` seconds (fewer, larger sends)
-                with trio.move_on_at(next_batch):
-                    await closing.wait()
+            if busy and subscription.buffered < MAX_BATCH and not subscription.ended:
+                # at most one batch a tick (``stream_coalesce`` seconds): fewer, larger sends
+                await state.pacer.tick(settings.stream_coalesce, closing)
+            if not busy or not subscription.buffered:
+                await subscription.wait(closing, settings.stream_keepalive)
             if closing.is_set():
                 return
             records = subscription.take(MAX_BATCH)
-            next_batch = trio.current_time() + settings.stream_coalesce
+            busy = bool(records)
             if not records:
                 if subscription.ended:
                     return
@@ -152,8 +150,7 @@ def lifecycle_sse(state: ServerState, cache: FrameCache,
                 if batch is None:
                     yield b": keep-alive\n\n"
                     continue
-                yield b"".join(cache.sse(item) if isinstance(item, LifecycleEvent) else sse_frame(*item)
-                               for item in batch)  # fmt: skip
+                yield cache.sse_chunk(batch)
         finally:
             state.open_streams -= 1
 
