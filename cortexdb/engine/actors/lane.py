@@ -252,26 +252,28 @@ class Lane:
     async def _stages(self, work: list[Event], states: dict[str, EventState]) -> None:
         runners = dict(zip(LANE_STEPS, RUNNERS, strict=True))
         for group in LANE_GROUPS:
-            await self._cancels_first(states)
             await self._group([(stage, runners[stage]) for stage in group], work, states)
 
     async def _group(self, steps: list, work: list[Event], states: dict[str, EventState]) -> None:
         """Run a group of steps (``stages.LANE_GROUPS``), written in one atomic write: each
-        step but the last holds its batch, which the next step's carries."""
+        step but the last holds its batch, which the next step's carries.  A cancel of one of the
+        batch's events that arrived meanwhile has what is held written first, then runs (before
+        the next step, as between groups)."""
         batches: list[StageBatch] = []
         held = None
         try:
             for position, (stage, runner) in enumerate(steps):
+                if self._cancel_waiting(states):
+                    await self._write_held(held, states)
+                    held = None
+                    await self._cancels_first(states)
                 todo = [e for e in work if stage not in states[e.id].done and not states[e.id].cancelled]
                 if todo:
                     batch = StageBatch(hold=position < len(steps) - 1, carries=held)
                     batches.append(batch)
                     await runner(self.work, todo, states, trio.current_time(), batch)
                     held = batch if batch.hold else None
-            if held is not None:  # the group's last step had nothing to do: what it held is written
-                last = StageBatch(carries=held)
-                self.work.state_ops(last, [], states)
-                await self.work.commit(last)
+            await self._write_held(held, states)  # the group's last step had nothing to do
         except BaseException:
             for batch in batches:
                 self.ctx.bus.abort(batch.records)  # never leave the bus waiting on us
@@ -279,6 +281,16 @@ class Lane:
         finally:
             for batch in batches:
                 self.ctx.entities.let_go(batch.entity_ids)  # committed (or given up)
+
+    async def _write_held(self, held: StageBatch | None, states: dict[str, EventState]) -> None:
+        """Write what the group's steps so far hold (``StageBatch.hold``), if anything."""
+        if held is not None:
+            last = StageBatch(carries=held)
+            self.work.state_ops(last, [], states)
+            await self.work.commit(last)
+
+    def _cancel_waiting(self, states: dict[str, EventState]) -> bool:
+        return any(isinstance(i, CancelItem) and i.event_id in states for i in self.items)
 
     async def _cancels_first(self, states: dict[str, EventState]) -> None:
         """A cancel of an event in the batch being derived runs before the batch's next stage
