@@ -373,8 +373,21 @@ def test_derive_benchmark_runs_and_prints_cpu_per_event():
         assert re.search(rf"{size:>7} events held, load\s+[\d.]+: \| this:\s+[\d.]+ CPU ms/event", result.stdout)
     assert re.search(r"this: 400 events in all, [\d.]+ CPU ms/event, \d+ items/s until idle", result.stdout)
     assert len(re.findall(r"\([\s\d.]+ deriving, [\s\d.]+ event loop's thread\)", result.stdout)) == 2
-    written = re.findall(r"this: ([\d.]+) KB written per event: X [\d.]+, .*LevelDB compactions in the batch", result.stdout)
+    written = re.findall(r"this: ([\d.]+) KB written per event: .*\bX [\d.]+, .*LevelDB compactions in the batch",
+                         result.stdout)  # fmt: skip
     assert len(written) == 2 and all(float(kb) > 1 for kb in written)
+
+
+def test_derive_trickle_benchmark_runs_and_prints_cpu_and_bytes_per_event():
+    """bench/derive_trickle.py: a commit per write, CPU and bytes per event (one arm)."""
+    result = subprocess.run(
+        [sys.executable, "bench/derive_trickle.py", "--warm", "20", "--timed", "20", "--rounds", "1", "--bytes"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    found = re.search(r"round 1, this: ([\d.]+) CPU ms/event \([\d.]+ event loop's thread\), load [\d.]+; "
+                      r"([\d.]+) KB written/event: .*\bEP [\d.]+", result.stdout)  # fmt: skip
+    assert found and float(found.group(1)) > 0 and float(found.group(2)) > 1
 
 
 def test_engine_memory_bench_says_what_the_scopes_structures_account_for():

@@ -37,6 +37,10 @@ LIFECYCLE_STAGES = (
 STAGE_SEQ: dict[str, int] = {stage.value: seq for seq, stage in enumerate(LIFECYCLE_STAGES)}
 #: the derivation lane's steps after capture, in the order it runs them
 LANE_STEPS = (Stage.EXTRACTED, Stage.INDEXED, Stage.CONSOLIDATED, Stage.EPISODE_JOINED)
+#: the lane's steps in the groups it writes once each (docs/decisions.md, "One write per group of
+#: stages"): a group's steps commit in one atomic write, the events' states written once (a
+#: ``wait=indexed`` is answered when it was; ``consolidated`` after the episode step, which follows it)
+LANE_GROUPS = ((Stage.EXTRACTED, Stage.INDEXED), (Stage.CONSOLIDATED, Stage.EPISODE_JOINED))
 #: the stages an event's own pipeline completes, in order (what ``wait=`` can wait for)
 STAGE_ORDER = (Stage.CAPTURED, Stage.EXTRACTED, Stage.INDEXED, Stage.CONSOLIDATED)
 #: the ``wait`` modes of a write (None: answer once the WAL has it)

@@ -4,8 +4,9 @@ The lane is one Trio task, a child of its actor, so slow derivation never blocks
 It exclusively owns the scope's derived state (``state.PartitionState``: facts, beliefs,
 episodes, the text and vector indexes) and the per-event pipeline state (``X`` rows) once an
 event is captured.  It takes events in WAL order, in batches of ``pipeline_batch``, once captures
-pause (``derivation_defer``); each stage (``stages/``) writes its results, the events' new state
-and its lifecycle records in one atomic batch, then publishes.  An event keeps a ``P`` marker
+pause (``derivation_defer``); each group of stages (``stages.LANE_GROUPS``: extract and index,
+consolidate and the episode step) writes its results, the events' new state and its lifecycle
+records in one atomic batch, then publishes.  An event keeps a ``P`` marker
 until its last step, so a restarted lane resumes exactly the unfinished stages.
 
 Besides events the lane takes typed items (``messages.LANE_ITEM_TYPES``), run between batches,
@@ -23,7 +24,7 @@ import trio
 
 from ...errors import CortexError
 from ..model import Event, EventState
-from ..stages import LANE_STEPS
+from ..stages import LANE_GROUPS, LANE_STEPS
 from ..storage import Partition
 from .batches import BatchTracker, announce
 from .indexer import Indexer
@@ -249,19 +250,47 @@ class Lane:
         await announce(self.work, self.batches.finished(batch_ids))
 
     async def _stages(self, work: list[Event], states: dict[str, EventState]) -> None:
-        for stage, runner in zip(LANE_STEPS, RUNNERS, strict=True):
-            await self._cancels_first(states)
-            todo = [e for e in work if stage not in states[e.id].done and not states[e.id].cancelled]
-            if todo:
-                started = trio.current_time()
-                batch = StageBatch()
-                try:
-                    await runner(self.work, todo, states, started, batch)
-                except BaseException:
-                    self.ctx.bus.abort(batch.records)  # never leave the bus waiting on us
-                    raise
-                finally:
-                    self.ctx.entities.let_go(batch.entity_ids)  # committed (or given up)
+        runners = dict(zip(LANE_STEPS, RUNNERS, strict=True))
+        for group in LANE_GROUPS:
+            await self._group([(stage, runners[stage]) for stage in group], work, states)
+
+    async def _group(self, steps: list, work: list[Event], states: dict[str, EventState]) -> None:
+        """Run a group of steps (``stages.LANE_GROUPS``), written in one atomic write: each
+        step but the last holds its batch, which the next step's carries.  A cancel of one of the
+        batch's events that arrived meanwhile has what is held written first, then runs (before
+        the next step, as between groups)."""
+        batches: list[StageBatch] = []
+        held = None
+        try:
+            for position, (stage, runner) in enumerate(steps):
+                if self._cancel_waiting(states):
+                    await self._write_held(held, states)
+                    held = None
+                    await self._cancels_first(states)
+                todo = [e for e in work if stage not in states[e.id].done and not states[e.id].cancelled]
+                if todo:
+                    batch = StageBatch(hold=position < len(steps) - 1, carries=held)
+                    batches.append(batch)
+                    await runner(self.work, todo, states, trio.current_time(), batch)
+                    held = batch if batch.hold else None
+            await self._write_held(held, states)  # the group's last step had nothing to do
+        except BaseException:
+            for batch in batches:
+                self.ctx.bus.abort(batch.records)  # never leave the bus waiting on us
+            raise
+        finally:
+            for batch in batches:
+                self.ctx.entities.let_go(batch.entity_ids)  # committed (or given up)
+
+    async def _write_held(self, held: StageBatch | None, states: dict[str, EventState]) -> None:
+        """Write what the group's steps so far hold (``StageBatch.hold``), if anything."""
+        if held is not None:
+            last = StageBatch(carries=held)
+            self.work.state_ops(last, [], states)
+            await self.work.commit(last)
+
+    def _cancel_waiting(self, states: dict[str, EventState]) -> bool:
+        return any(isinstance(i, CancelItem) and i.event_id in states for i in self.items)
 
     async def _cancels_first(self, states: dict[str, EventState]) -> None:
         """A cancel of an event in the batch being derived runs before the batch's next stage

@@ -71,12 +71,15 @@ def split_legacy(fact: Fact) -> list[Fact]:
 def compact_episode(episode: Episode) -> dict[str, Any]:
     """A closed version of a growing episode: its fields without the lists, and how many events
     it had (its lists are a prefix of the next full version's)."""
-    wire = to_wire(episode)
-    chain = wire["causal_chain"]
+    chain = episode.causal_chain
+    # the lists are left out before encoding, not after: an open episode's grow with every
+    # event, and its version is kept at each commit that appends to it
+    wire = to_wire(attrs.evolve(episode, events=[], supports=[], causal_chain=chain[-1:], opening=None))
+    last = wire["causal_chain"]
     for name in EPISODE_LISTS:
         wire.pop(name, None)
     wire["events_count"] = len(episode.events)
-    wire["last_link"] = chain[-1] if chain else None
+    wire["last_link"] = last[-1] if last else None
     return wire
 
 

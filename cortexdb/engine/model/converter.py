@@ -45,6 +45,12 @@ converter.register_unstructure_hook(
 converter.register_unstructure_hook(records.RevisionPolicy, make_dict_unstructure_fn(
     records.RevisionPolicy, converter, confidence_rule=override(omit_if_default=True)))
 
+def _links(chain: list[records.CausalLink]) -> list[dict[str, str]]:
+    """An episode's causal chain as cattrs writes it (a link's fields in order), without its
+    dispatch per link: the chain holds a link per event of the episode."""
+    return [{"event": link.event, "role": link.role} for link in chain]
+
+
 # ``version`` is stored (and answered) only from 2: a record never revised keeps the bytes it
 # always had, and an old data dir's records read as version 1
 _VERSIONED = {"version": override(omit_if_default=True)}
@@ -54,6 +60,9 @@ for _cls in (records.Fact, records.Belief, records.Episode, records.Concept):
         _overrides["proposal"] = override(omit_if_default=True)
     if _cls is records.Belief:  # only while evidence has moved it by less than the policy's delta
         _overrides["revised_confidence"] = override(omit_if_default=True)
+    if _cls is records.Episode:  # an open episode is written at every commit that grows it
+        _overrides.update(causal_chain=override(unstruct_hook=_links), events=override(unstruct_hook=list),
+                          supports=override(unstruct_hook=list))  # fmt: skip
     converter.register_unstructure_hook(_cls, make_dict_unstructure_fn(_cls, converter, **_overrides))
     converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_overrides))
 

@@ -25,15 +25,29 @@ from ..state import PartitionState
 
 class StageBatch:
     """Writes, lifecycle records and entity references accumulated by one stage, and the states
-    of the events it finished (what the bus hands to their waiters)."""
+    of the events it finished (what the bus hands to their waiters).
 
-    def __init__(self) -> None:
+    ``hold``: the stage is not the last of its group (``stages.LANE_GROUPS``): its commit writes
+    nothing and keeps the states it would have written (``held``); the next stage's batch
+    ``carries`` it and writes both in one atomic write, each event's state once."""
+
+    def __init__(self, *, hold: bool = False, carries: StageBatch | None = None) -> None:
         self.ops: list[Op] = []
         self.records: list[LifecycleEvent] = []
         self.entity_ids: set[str] = set()  # the entities it resolved: held until the lane lets go
         self.states: dict[str, EventState] = {}
         self.committed = False
         self.now = None  # one timestamp for the stage: its lifecycle records and recorded times
+        self.hold = hold
+        self.carries = carries
+        self.held: dict[str, EventState] = {}
+
+    def chain(self) -> list[StageBatch]:
+        """The batches this one writes: those it carries, in stage order, then itself."""
+        out = [self]
+        while out[0].carries is not None:
+            out.insert(0, out[0].carries)
+        return out
 
     review = False  # the scope holds its new derived facts as proposals (``review``)
     rewriting = False  # derivation versions what it changes; a forget rewrites history (``Writes``)
@@ -84,21 +98,30 @@ class StageContext:
     async def commit(self, batch: StageBatch) -> None:
         """Write the batch atomically (with the entities it refers to and its lifecycle records),
         then publish the records in order; on failure the records are given up."""
+        if batch.hold:  # written by the last stage of its group (``StageBatch``)
+            return
         ctx = self.ctx
-        ops = batch.ops
+        chain = batch.chain()
+        ops = [op for each in chain for op in each.ops]
+        records = [record for each in chain for record in each.records]
+        entity_ids = set().union(*(each.entity_ids for each in chain))
         if batch.rewriting:
             ops, firsts = await self.tables.rewrite_history(ops)
             self.rewritten(firsts)
-        ops = ops + ctx.entities.pending_ops(batch.entity_ids)
-        batch.committed = True
-        ops += [ctx.bus.put_op(record) for record in batch.records]
+        ops = ops + ctx.entities.pending_ops(entity_ids)
+        for each in chain:
+            each.committed = True
+        ops += [ctx.bus.put_op(record) for record in records]
         try:
             await self.tables.write(ops)
         except BaseException:
-            ctx.bus.abort(batch.records)
+            ctx.bus.abort(records)
             raise
-        ctx.bus.commit(batch.records, batch.states)
-        ctx.entities.mark_persisted(batch.entity_ids)
+        states = {}
+        for each in chain:
+            states.update(each.states)
+        ctx.bus.commit(records, states)
+        ctx.entities.mark_persisted(entity_ids)
 
     def rewritten(self, firsts: dict[str, str]) -> None:
         """The lane's cached records whose history a write rewrote (``Partition.rewrite_history``):
@@ -132,4 +155,13 @@ class StageContext:
             batch.records.append(record)
 
     def state_ops(self, batch: StageBatch, events: list[Event], states: dict[str, EventState]) -> None:
-        batch.ops += [self.state_op(e.id, states[e.id]) for e in events]
+        """The events' states, written with the batch (with those of the batches it carries: each
+        event's once, as the last stage left it); a held batch keeps them for the next."""
+        held = {}
+        for each in batch.chain()[:-1]:
+            held.update(each.held)
+        held.update((e.id, states[e.id]) for e in events)
+        if batch.hold:
+            batch.held = held
+        else:
+            batch.ops += [self.state_op(event_id, state) for event_id, state in held.items()]

@@ -1,0 +1,126 @@
+"""Derivation's CPU and bytes per event when every write is its own commit (a trickle, as in the
+soak), against a baseline checkout in the same run.
+
+    python bench/derive_trickle.py [--warm 400] [--timed 600] [--rounds 2] [--baseline /work/main] [--bytes]
+
+Each arm is a worker process (this file, ``--worker``) importing ``cortexdb`` from its own
+checkout; the arms run one after the other, ``--rounds`` times alternated.  A worker opens the
+embedded engine on a LevelDB data dir with the hash embedder and writes bench/recall.py's
+synthetic turns into one scope one at a time with ``wait=consolidated`` (each write a batch of
+one: derivation commits once per write), ``--warm`` first, then ``--timed`` measured:
+- CPU ms per event of the process (every thread) and of the event loop's thread;
+- with ``--bytes``: KB written to LevelDB per event, by table (bench/derive.py's counter: keys and
+  values of puts, keys of deletes).  The counter costs CPU of its own: compare CPU without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+SCOPE = "org:bench/user:alice"
+
+
+def _load(name: str, path: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def worker(root: str, warm: int, timed: int, count_bytes: bool) -> None:
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    sys.path.insert(0, root)
+    import trio
+
+    import cortexdb
+    from cortexdb import EngineConfig
+    from cortexdb.engine.retrieve.embedders import by_name
+
+    recall = _load("bench_recall", os.path.join(_HERE, "recall.py"))
+    derive = _load("bench_derive", os.path.join(_HERE, "derive.py"))
+    counter = derive.WriteCounter()
+    if count_bytes:
+        from cortexdb.backends.leveldb.store import LevelDBStore
+
+        counter.install(LevelDBStore)
+    path = tempfile.mkdtemp(prefix="bench-trickle-")
+
+    async def main() -> dict:
+        config = EngineConfig(idle_timeout=36000)
+        async with cortexdb.open_engine("leveldb", path=path, config=config, embedder=by_name("hash")) as engine:
+            items = recall.items(random.Random(7), warm + timed, 0)
+            for i, item in enumerate(items):
+                if i == warm:
+                    counter.take()
+                    started, started_main = derive.cpu(), time.thread_time()
+                await engine.experience({"scope": SCOPE, **item}, wait="consolidated")
+            done, done_main = derive.cpu(), time.thread_time()
+            written = counter.take()
+        return {
+            "cpu_ms": 1000 * (done - started) / timed, "main_cpu_ms": 1000 * (done_main - started_main) / timed,
+            "kb_per_event": {t: n / timed / 1000 for t, n in sorted(written.items(), key=lambda kv: -kv[1])},
+        }  # fmt: skip
+
+    try:
+        print(json.dumps(trio.run(main)), flush=True)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def run_arm(root: str, args: argparse.Namespace) -> dict:
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--worker", root, "--warm", str(args.warm),
+         "--timed", str(args.timed), *(["--bytes"] if args.bytes else [])],
+        capture_output=True, text=True, cwd=root, check=True,
+    )  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--warm", type=int, default=400)
+    parser.add_argument("--timed", type=int, default=600)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--baseline", default="none", help="another checkout to compare with (none: skip)")
+    parser.add_argument("--bytes", action="store_true", help="count the bytes written per event by table")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.warm, args.timed, args.bytes)
+        return
+    arms = {"this": os.path.dirname(_HERE)}
+    if args.baseline != "none":
+        arms["baseline"] = os.path.abspath(args.baseline)
+    print(f"one scope, a commit per write (wait=consolidated), hash embedder, LevelDB; {args.warm} writes, "
+          f"then {args.timed} timed; arms: {arms}")  # fmt: skip
+    rows: dict[str, list[dict]] = {name: [] for name in arms}
+    for round_ in range(args.rounds):
+        for name, root in arms.items():  # alternated, so both see the same machine load
+            row = run_arm(root, args)
+            rows[name].append(row)
+            line = (f"round {round_ + 1}, {name}: {row['cpu_ms']:.2f} CPU ms/event ({row['main_cpu_ms']:.2f} "
+                    f"event loop's thread), load {os.getloadavg()[0]:.1f}")  # fmt: skip
+            if row["kb_per_event"]:
+                tables = row["kb_per_event"]
+                line += f"; {sum(tables.values()):.2f} KB written/event: " + ", ".join(
+                    f"{t} {kb:.2f}" for t, kb in tables.items() if kb >= 0.5
+                )
+            print(line, flush=True)
+    if "baseline" in rows:
+        mean = {name: sum(r["cpu_ms"] for r in got) / len(got) for name, got in rows.items()}
+        print(f"baseline/this CPU per event: {mean['baseline'] / mean['this']:.2f}x "
+              f"({mean['baseline']:.2f} / {mean['this']:.2f} ms, mean of {args.rounds} rounds)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
