@@ -207,3 +207,43 @@ async def test_an_engine_seals_and_merges_its_text_segments_and_rebuilds_them_at
     ranked = [(item["id"], item["score"]) for item in before["layers"]["events"]]
     again = [(item["id"], item["score"]) for item in after["layers"]["events"]]
     assert ranked and ranked == again
+
+
+def _mappings_of(directory) -> int:
+    """How many of this process's mappings are of files in ``directory`` (Linux's /proc)."""
+    with open("/proc/self/maps") as maps:
+        return sum(1 for line in maps if str(directory) in line)
+
+
+def _descriptors_of(directory) -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += str(directory) in os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the descriptor listing the directory itself, closed meanwhile
+            pass
+    return count
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads Linux's /proc")
+def test_mapped_segments_hold_no_file_descriptor_and_unmap_when_dropped(tmp_path):
+    """A sealed segment's file is mapped without keeping a descriptor open (decisions.md, "Text
+    segments hold no file descriptor"): however many segments, none of their files has a
+    descriptor, their arrays read what was written, and a segment no longer referenced (merged
+    away, or its index dropped) is unmapped."""
+    import gc
+
+    index = TextIndex(seal_docs=4, max_segment_docs=8, directory=str(tmp_path))
+    flat = TextIndex(seal_docs=10**9)
+    for i in range(64):
+        for target in (index, flat):
+            target.add(f"d{i}", f"common words {i} note n{i % 7}")
+    gc.collect()
+    assert len(index.segment_sizes) >= 8  # merges stop at 8 slots: many segments
+    assert _descriptors_of(tmp_path) == 0
+    assert 0 < _mappings_of(tmp_path) <= len(index.segment_sizes)  # the merged-away ones are gone
+    for query in ("common words 17", "n3 words", "note 63"):
+        assert index.search(query) == flat.search(query)
+    del index
+    gc.collect()
+    assert _mappings_of(tmp_path) == 0
