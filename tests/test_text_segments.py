@@ -247,3 +247,44 @@ def test_mapped_segments_hold_no_file_descriptor_and_unmap_when_dropped(tmp_path
     del index
     gc.collect()
     assert _mappings_of(tmp_path) == 0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads Linux's /proc")
+def test_with_deferred_merges_a_seal_or_compaction_writes_no_file_and_the_plan_maps_it(tmp_path):
+    """``merge_inline=False`` (the engine's, whose plans build in a worker thread): a seal and a
+    compaction build their segment in memory, with no file written on the caller's thread; the
+    next plans write each to its file and map it, a removal made meanwhile stays removed, and a
+    compaction between a plan and its install makes the install a no-op."""
+    index = TextIndex(seal_docs=4, max_segment_docs=4, directory=str(tmp_path), merge_inline=False)
+    flat = TextIndex(seal_docs=10**9)
+    for i in range(12):
+        for target in (index, flat):
+            target.add(f"d{i}", f"common words {i} note n{i % 5}")
+    assert index.segment_sizes == [4, 4, 4] and _mappings_of(tmp_path) == 0 and not os.listdir(tmp_path)
+    assert index.needs_merge
+    plan = index.merge_plan()
+    assert len(plan.segments) == 1
+    for target in (index, flat):
+        target.remove("d1")  # in the planned segment: a tombstone in its mapped copy
+    assert index.install(plan, plan.build())
+    while index.needs_merge:
+        plan = index.merge_plan()
+        assert index.install(plan, plan.build())
+    assert _mappings_of(tmp_path) == 3 and _descriptors_of(tmp_path) == 0
+    for query in ("common words 1", "n1 note", "words 11"):
+        assert index.search(query) == flat.search(query)
+    plan = None
+    for target in (index, flat):
+        target.remove("d5")
+    index.compact()
+    flat.compact()
+    assert index.segment_sizes == [10] and index.needs_merge and _mappings_of(tmp_path) == 0  # in memory
+    plan = index.merge_plan()
+    index.compact()  # nothing removed since: the same content, new segments
+    assert not index.install(plan, plan.build())
+    while index.needs_merge:
+        plan = index.merge_plan()
+        assert index.install(plan, plan.build())
+    assert _mappings_of(tmp_path) == 1
+    for query in ("common words 5", "n0 note", "words 11 d1"):
+        assert index.search(query) == flat.search(query)

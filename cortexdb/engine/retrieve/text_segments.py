@@ -320,8 +320,8 @@ def delta_columns(base: int, alive: np.ndarray, rows: np.ndarray, starts: array,
 
 
 class MergePlan:
-    """Two adjacent segments to merge and a copy of their slots' liveness (``build`` reads
-    nothing mutable: it may run in a worker thread)."""
+    """Two adjacent segments to merge (or one built in memory, to map) and a copy of their slots'
+    liveness (``build`` reads nothing mutable: it may run in a worker thread)."""
 
     def __init__(self, segments: list[Segment], alive: np.ndarray, directory: str | None) -> None:
         self.segments, self.alive, self.directory = segments, alive, directory
