@@ -77,3 +77,31 @@ def test_merged_ids_take_17_bytes_each(monkeypatch):
     for record_id in _ids(1000):
         closed.note(Head(record_id, valid_to=NOW - dt.timedelta(hours=1)), NOW)
     assert len(closed) == 1000 and closed.nbytes == 17 * 1000
+
+
+def test_beyond_its_bound_the_oldest_quarter_is_forgotten(monkeypatch):
+    """``closed_records_max``: the set only spares reads, so beyond the bound the oldest ids (the
+    lowest UUIDs) go; what stays is still exactly what was noted closed, and the newest stay."""
+    monkeypatch.setattr(closed_module, "MERGE_AT", 10)
+    ids = _ids(1000)
+    closed = ClosedRecords(most=100)
+    for record_id in ids:
+        closed.note(Head(record_id, valid_to=NOW - dt.timedelta(hours=1)), NOW)
+    assert 75 <= len(closed) <= 100 + 10
+    held = closed.ids
+    assert held <= set(ids) and set(ids[-75:]) <= held and ids[0] not in closed
+    for record_id in (f"imported-{i}" for i in range(200)):  # ids of another form count too
+        closed.note(Head(record_id, valid_to=NOW - dt.timedelta(hours=1)), NOW)
+    assert len(closed) <= 100 + 10 and ids[-1] in closed
+
+
+async def test_the_engine_bounds_its_closed_records_by_the_setting(clock):
+    import cortexdb
+    from cortexdb import EngineConfig
+
+    from .conftest import envelope
+
+    config = EngineConfig(closed_records_max=5000, default_caller="user:alice", episode_idle_check=3600.0)
+    async with cortexdb.open_engine("memory", config=config, id_seed=3, clock=clock) as engine:
+        await engine.experience(envelope("I live in Paris."), wait="consolidated")
+        assert engine._supervisor.actor("org:acme/user:alice").lane.state.closed.most == 5000

@@ -19,7 +19,9 @@ and is held compactly (decisions.md, "The closed records as sorted bytes"): an e
 sorted numpy array, found by binary search; the ids noted or removed since the last merge wait
 in two small sets (merged at ``MERGE_AT``), and an id of another form stays a string in a set of
 its own.  The set only spares reads (a read under a plain clip drops a closed head anyway), so
-its answers never change a recall's.
+its answers never change a recall's; which is why it may be bounded: beyond ``most`` ids
+(``EngineConfig.closed_records_max``) the oldest quarter (the lowest UUIDs: the earliest made) is
+forgotten, and a search that finds one of them reads it and drops it, as before the set existed.
 """
 
 from __future__ import annotations
@@ -53,9 +55,10 @@ def id_of(key: bytes) -> str:
 
 
 class ClosedRecords:
-    __slots__ = ("_dropped", "_keys", "_others", "_probe", "_recent", "since")
+    __slots__ = ("_dropped", "_keys", "_others", "_probe", "_recent", "most", "since")
 
-    def __init__(self) -> None:
+    def __init__(self, most: int = 1_000_000) -> None:
+        self.most = most  # ids held at most (EngineConfig.closed_records_max)
         self._keys = np.zeros(0, dtype=f"S{_WIDTH}")  # sorted, distinct
         self._probe = np.empty(1, dtype=f"S{_WIDTH}")  # a key searched for goes in here (vector_ids.py)
         self._recent: set[bytes] = set()  # noted since the last merge, not in ``_keys``
@@ -77,6 +80,8 @@ class ClosedRecords:
         key = key_of(record_id)
         if key is None:
             self._others.add(record_id)
+            if len(self._others) >= MERGE_AT:
+                self._merge()
         elif key in self._dropped:
             self._dropped.discard(key)
         elif not self._stored(key):
@@ -131,6 +136,10 @@ class ClosedRecords:
         if self._recent:
             new = np.array(sorted(self._recent), dtype=keys.dtype)
             keys = np.insert(keys, keys.searchsorted(new), new)
+        if len(keys) + len(self._others) > self.most:  # the oldest quarter goes
+            self._others = set()  # ids of another form have no age: they go first
+            excess = max(0, len(keys) - self.most * 3 // 4)
+            keys = keys[excess:].copy()
         self._keys = keys
         self._recent, self._dropped = set(), set()
 
