@@ -283,7 +283,7 @@ async def test_a_run_is_not_resident_between_searches(tmp_path):
 
 
 def test_runs_are_on_by_default():
-    assert EngineConfig().vector_run_rows == 512  # decisions.md, "Smaller vector runs"
+    assert EngineConfig().vector_run_rows == 2048
 
 
 def test_decoded_episodes_are_bounded_by_count_and_by_bytes():

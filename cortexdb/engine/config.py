@@ -135,11 +135,10 @@ class EngineConfig:
     # with a data dir, the delta is sealed every this many vectors into a flat run in a file of
     # vector-segments/ (read with pread, scored exactly; runs merge, and become an annoy segment
     # at vector_segment_size): the only vectors in memory are the delta's
-    # (docs/decisions.md, "Soak memory", "Runs by default", "Smaller vector runs").  512 (the
-    # default): the delta holds at most that many vectors a layer; 0: no runs, the delta grows to
-    # vector_segment_size (every vector of a scope below it in anonymous memory).  No effect
-    # without a data dir
-    vector_run_rows: int = 512
+    # (docs/decisions.md, "Soak memory", "Runs by default").  2048 (the default): the delta holds
+    # at most that many vectors a layer; 0: no runs, the delta grows to vector_segment_size (every
+    # vector of a scope below it in anonymous memory).  No effect without a data dir
+    vector_run_rows: int = 2048
     # BM25: each layer's newest documents stay in a small mutable delta; every text_seal_docs of
     # them are sealed into a segment of flat arrays (with a data dir, in an unlinked file of
     # text-segments/, memory-mapped), and segments merge in the background up to
