@@ -216,7 +216,8 @@ def _map_read_only(fd: int, size: int) -> Any:
         error = ctypes.get_errno()
         raise OSError(error, f"mmap of a text segment: {os.strerror(error)}")
     region = (ctypes.c_char * size).from_address(address)
-    weakref.finalize(region, _LIBC.munmap, address, size)  # the view holds the region
+    unmap = weakref.finalize(region, _LIBC.munmap, address, size)  # the view holds the region
+    unmap.atexit = False  # never under a thread still reading it: the process's exit unmaps it
     return memoryview(region).cast("B").toreadonly()
 
 
