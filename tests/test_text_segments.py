@@ -195,6 +195,8 @@ async def test_an_engine_seals_and_merges_its_text_segments_and_rebuilds_them_at
         events = lane.state.text_index._indexes["evt_"]
         assert events.segment_sizes and not events.needs_merge and max(events.segment_sizes) <= 32
         assert (events.directory is not None) == (backend == "leveldb")
+        # sealed in memory on the loop, written and mapped by the background job (text_postings.py)
+        assert all(segment.mapped == (backend == "leveldb") for segment in events._segments)
         before = await engine.recall(query)
     if backend == "memory":
         return
