@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import ctypes
 import gc
 import importlib.util
 import json
@@ -68,11 +69,12 @@ def anonymous_mb() -> float:
 
 
 def _mapped(values: np.ndarray) -> bool:
-    """A view of a memory-mapped file (a sealed text segment's arrays): file-backed pages."""
+    """A view of a memory-mapped file (a sealed text segment's arrays: Python's ``mmap``, or a
+    view of a mapping made with the C library's, text_segments._map_read_only): file-backed pages."""
     base = values.base
     while isinstance(base, np.ndarray):
         base = base.base
-    return isinstance(base, mmap.mmap)
+    return isinstance(base, mmap.mmap) or isinstance(getattr(base, "obj", None), ctypes.Array)
 
 
 def deep(obj, seen: set[int]) -> int:

@@ -3,13 +3,16 @@ server's entry point can load it before anything else: bench/soak_probe.py, benc
 
 - ``status()``: VmRSS, RssAnon and RssFile from /proc/self/status, in MB;
 - ``glibc()``: glibc's ``mallinfo2`` counters (``MallInfo2``), or None where malloc is not glibc's;
-- ``held(fn, *args)``: run a heap walk without letting another thread run (see its docstring).
+- ``held(fn, *args)``: run a heap walk without letting another thread run (see its docstring);
+- ``pymalloc()``: pymalloc's arenas and the bytes of its live blocks (``sys._debugmallocstats``).
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
+import tempfile
 from typing import Any
 
 
@@ -52,3 +55,34 @@ def held(fn: Any, *args: Any) -> Any:
         return fn(*args)
     finally:
         sys.setswitchinterval(interval)
+
+
+def pymalloc() -> dict[str, int]:
+    """pymalloc's own accounting (``sys._debugmallocstats``, which writes to fd 2): ``arenas``, its
+    1 MiB arenas, mapped directly, outside glibc's malloc and its counters; ``allocated``, the bytes
+    of the blocks in use (live small objects); ``free_pools``, its empty pools.  Arenas less live
+    blocks is pymalloc's fragmentation: free blocks in pools, and pools in arenas it cannot give
+    back while any block of them lives.  (Another thread's writes to stderr while this runs go
+    into the sink.)"""
+    wanted = {"# arenas allocated current": "arenas", "# bytes in allocated blocks": "allocated",
+              "# bytes in available blocks": "available"}
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(sink.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        sink.seek(0)
+        text = sink.read().decode(errors="replace")
+    found = {}
+    for line in text.splitlines():
+        label, _, value = line.partition("=")
+        label = label.strip()
+        if label in wanted:
+            found[wanted[label]] = int(value.strip().replace(",", ""))
+        elif " unused pools * " in label:  # "N unused pools * 16384 bytes"
+            found["unused_pools"] = int(label.split()[0].replace(",", ""))
+    return found

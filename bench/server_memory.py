@@ -12,7 +12,8 @@ the soak's preset, token and writes over ``--scopes`` user scopes, a recall ever
 After each phase it waits until the firehose subscriber has seen every acknowledged write
 consolidated, then asks the server (SIGUSR2, handled by bench/server_settle.py) for a full
 garbage collection and ``malloc_trim(0)`` and reads its memory: RSS, anonymous RSS, glibc's
-malloc (in use, free inside its heap, its own mappings) and pymalloc's blocks.  The growth
+malloc (in use, free inside its heap, its own mappings) and pymalloc's blocks and arenas (the
+1 MiB mappings it makes itself, outside glibc's counters) against the bytes of its live blocks.  The growth
 between checkpoints, per write, is what the server keeps per write once it is idle, whatever the
 rate: the figure bench/engine_memory.py gives for the engine alone, here with HTTP, policy,
 audit and the SSE fan-out on top.
@@ -130,13 +131,14 @@ async def run(args: argparse.Namespace, server: Any, token: str, answers: str) -
 
 
 HEADER = ("  writes  recalls   RSS MB  anon MB  malloc in use  free  own maps  pymalloc blocks  "
-          "KB/write (anon)  cpu s  settle s  lagging  load")
+          "arenas MB  live MB  KB/write (anon)  cpu s  settle s  lagging  load")
 
 
 def print_row(row: dict[str, Any], before: dict[str, Any] | None) -> None:
     per = "" if before is None else f"{(row['anon'] - before['anon']) * 1024 / (row['writes'] - before['writes']):+.2f}"
     print(f"  {row['writes']:6d}  {row['recalls']:7d}  {row['rss']:7.1f}  {row['anon']:7.1f}  {row['inuse']:13.1f}  "
-          f"{row['free']:4.1f}  {row['mmapped']:8.1f}  {row['blocks']:15.0f}  {per:>15}  {row['cpu']:5.0f}  "
+          f"{row['free']:4.1f}  {row['mmapped']:8.1f}  {row['blocks']:15.0f}  "
+          f"{row.get('pyarenas', 0):9.1f}  {row.get('pylive', 0):7.1f}  {per:>15}  {row['cpu']:5.0f}  "
           f"{row['settle']:8.1f}  {row['lagging']:7d}  {row['load']:4.1f}", flush=True)  # fmt: skip
     for line in row["traced"]:
         print("    " + line)

@@ -3,7 +3,7 @@ trims glibc's heap and appends one settled measurement to FILE (a line of figure
 since the previous measurement, then a line "."):
 
 - RSS, anonymous RSS, glibc's malloc (in use, free inside its heap, its own mappings), pymalloc's
-  blocks;
+  blocks, its arenas and the bytes in its live and its free blocks (``procmem.pymalloc``);
 - under ``-X tracemalloc=N``: the allocation sites that grew most;
 - with ``SETTLE_TYPES=1``: the object types whose count grew most, and for the top ones the types
   that hold a few of their objects (one hop of ``gc.get_referrers``).
@@ -64,10 +64,12 @@ def settle() -> None:
         asked.clear()
         gc.collect()
         libc.malloc_trim(0)
-        rss, info = procmem.status(), libc.mallinfo2()
+        rss, info, pym = procmem.status(), libc.mallinfo2(), procmem.pymalloc()
         lines = [f"rss={rss['VmRSS']:.1f} anon={rss['RssAnon']:.1f} arena={info.arena / 1e6:.1f} "
                  f"inuse={info.uordblks / 1e6:.1f} free={info.fordblks / 1e6:.1f} "
-                 f"mmapped={info.hblkhd / 1e6:.1f} blocks={sys.getallocatedblocks()}"]  # fmt: skip
+                 f"mmapped={info.hblkhd / 1e6:.1f} blocks={sys.getallocatedblocks()} "
+                 f"pyarenas={pym.get('arenas', 0) * 1048576 / 1e6:.1f} pylive={pym.get('allocated', 0) / 1e6:.1f} "
+                 f"pyavail={pym.get('available', 0) / 1e6:.1f}"]  # fmt: skip
         if tracemalloc.is_tracing():
             snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
             if previous_trace is not None:

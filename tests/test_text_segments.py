@@ -195,6 +195,8 @@ async def test_an_engine_seals_and_merges_its_text_segments_and_rebuilds_them_at
         events = lane.state.text_index._indexes["evt_"]
         assert events.segment_sizes and not events.needs_merge and max(events.segment_sizes) <= 32
         assert (events.directory is not None) == (backend == "leveldb")
+        # sealed in memory on the loop, written and mapped by the background job (text_postings.py)
+        assert all(segment.mapped == (backend == "leveldb") for segment in events._segments)
         before = await engine.recall(query)
     if backend == "memory":
         return
@@ -207,3 +209,84 @@ async def test_an_engine_seals_and_merges_its_text_segments_and_rebuilds_them_at
     ranked = [(item["id"], item["score"]) for item in before["layers"]["events"]]
     again = [(item["id"], item["score"]) for item in after["layers"]["events"]]
     assert ranked and ranked == again
+
+
+def _mappings_of(directory) -> int:
+    """How many of this process's mappings are of files in ``directory`` (Linux's /proc)."""
+    with open("/proc/self/maps") as maps:
+        return sum(1 for line in maps if str(directory) in line)
+
+
+def _descriptors_of(directory) -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += str(directory) in os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the descriptor listing the directory itself, closed meanwhile
+            pass
+    return count
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads Linux's /proc")
+def test_mapped_segments_hold_no_file_descriptor_and_unmap_when_dropped(tmp_path):
+    """A sealed segment's file is mapped without keeping a descriptor open (decisions.md, "Text
+    segments hold no file descriptor"): however many segments, none of their files has a
+    descriptor, their arrays read what was written, and a segment no longer referenced (merged
+    away, or its index dropped) is unmapped."""
+    import gc
+
+    index = TextIndex(seal_docs=4, max_segment_docs=8, directory=str(tmp_path))
+    flat = TextIndex(seal_docs=10**9)
+    for i in range(64):
+        for target in (index, flat):
+            target.add(f"d{i}", f"common words {i} note n{i % 7}")
+    gc.collect()
+    assert len(index.segment_sizes) >= 8  # merges stop at 8 slots: many segments
+    assert _descriptors_of(tmp_path) == 0
+    assert 0 < _mappings_of(tmp_path) <= len(index.segment_sizes)  # the merged-away ones are gone
+    for query in ("common words 17", "n3 words", "note 63"):
+        assert index.search(query) == flat.search(query)
+    del index
+    gc.collect()
+    assert _mappings_of(tmp_path) == 0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads Linux's /proc")
+def test_with_deferred_merges_a_seal_or_compaction_writes_no_file_and_the_plan_maps_it(tmp_path):
+    """``merge_inline=False`` (the engine's, whose plans build in a worker thread): a seal and a
+    compaction build their segment in memory, with no file written on the caller's thread; the
+    next plans write each to its file and map it, a removal made meanwhile stays removed, and a
+    compaction between a plan and its install makes the install a no-op."""
+    index = TextIndex(seal_docs=4, max_segment_docs=4, directory=str(tmp_path), merge_inline=False)
+    flat = TextIndex(seal_docs=10**9)
+    for i in range(12):
+        for target in (index, flat):
+            target.add(f"d{i}", f"common words {i} note n{i % 5}")
+    assert index.segment_sizes == [4, 4, 4] and _mappings_of(tmp_path) == 0 and not os.listdir(tmp_path)
+    assert index.needs_merge
+    plan = index.merge_plan()
+    assert len(plan.segments) == 1
+    for target in (index, flat):
+        target.remove("d1")  # in the planned segment: a tombstone in its mapped copy
+    assert index.install(plan, plan.build())
+    while index.needs_merge:
+        plan = index.merge_plan()
+        assert index.install(plan, plan.build())
+    assert _mappings_of(tmp_path) == 3 and _descriptors_of(tmp_path) == 0
+    for query in ("common words 1", "n1 note", "words 11"):
+        assert index.search(query) == flat.search(query)
+    plan = None
+    for target in (index, flat):
+        target.remove("d5")
+    index.compact()
+    flat.compact()
+    assert index.segment_sizes == [10] and index.needs_merge and _mappings_of(tmp_path) == 0  # in memory
+    plan = index.merge_plan()
+    index.compact()  # nothing removed since: the same content, new segments
+    assert not index.install(plan, plan.build())
+    while index.needs_merge:
+        plan = index.merge_plan()
+        assert index.install(plan, plan.build())
+    assert _mappings_of(tmp_path) == 1
+    for query in ("common words 5", "n0 note", "words 11 d1"):
+        assert index.search(query) == flat.search(query)

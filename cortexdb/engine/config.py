@@ -34,6 +34,10 @@ class EngineConfig:
     entity_cache_max: int = attrs.field(default=16_384, validator=attrs.validators.ge(1))
     # bytes of stored episode JSON recall keeps decoded per scope (besides at most 128 episodes)
     episode_cache_bytes: int = 1 << 20
+    # closed facts and beliefs a scope remembers so that a plain recall skips them unread (17 bytes
+    # each); beyond it the oldest quarter is forgotten and read (then dropped) if a search finds
+    # them (docs/decisions.md, "The closed records as sorted bytes")
+    closed_records_max: int = attrs.field(default=1_000_000, validator=attrs.validators.ge(1))
     # Open scopes (docs/server.md, "Open scopes"): an open scope holds its actor and its
     # in-memory indexes.  An idle one (no request, no queued or running work, not held) is released
     # - actor stopped, indexes dropped; the next request reopens it from storage - once idle for

@@ -76,11 +76,15 @@ class Indexer:
         so requests keep being served meanwhile.  Sealed text segments due to merge are merged by
         the background job (a worker thread)."""
         await self._add_texts(documents)
-        if self.state.text_index.needs_merge:
-            if self.background is None:
-                await self.state.text_index.merge()
-            elif not self._vector_job:
-                self.start_vector_job()
+        if self.state.text_index.needs_merge and self.background is None:
+            await self.state.text_index.merge()
+        self._text_merges()
+
+    def _text_merges(self) -> None:
+        """Start the background job when text segments are due to merge, or to be written to
+        their files (a seal or a compaction builds them in memory: text_postings.py)."""
+        if self.background is not None and not self._vector_job and self.state.text_index.needs_merge:
+            self.start_vector_job()
 
     async def _add_texts(self, documents: dict[str, str]) -> None:
         if sum(len(text) for text in documents.values()) <= OFF_LOOP_CHARS:
@@ -200,6 +204,7 @@ class Indexer:
         self.state.closed.discard(doc_id)  # a deleted fact or belief
         self.state.text_index.remove(doc_id)
         self.state.vector_index.remove(doc_id)
+        self._text_merges()  # a removal may have compacted a text layer (in memory)
         if ops is not None:
             ops.append(self.vectors_table.delete_op(doc_id))
 

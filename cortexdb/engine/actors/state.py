@@ -136,7 +136,9 @@ class PartitionState:
         # merges of sealed segments run in the indexer's background job (indexer.py)
         text_index = LayeredTextIndex(os.path.join(data_dir, "text-segments") if data_dir else None, merge_inline=False,
                                       seal_docs=ctx.config.text_seal_docs, max_segment_docs=ctx.config.text_segment_docs)  # fmt: skip
-        return cls(tables, text_index, new_vector_index(ctx))
+        state = cls(tables, text_index, new_vector_index(ctx))
+        state.closed.most = ctx.config.closed_records_max
+        return state
 
     def reset(self, ctx: Any) -> None:
         """Forget the derived records (a rebuild replays the scope's events into fresh layers);

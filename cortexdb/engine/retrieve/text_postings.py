@@ -9,6 +9,12 @@ its length, liveness and tie-break key are numpy arrays; per term its live docum
 ``array('I')``, so BM25's statistics span segments and delta.  A removed document is a tombstone:
 its slot dies and its terms' document frequencies drop at once; seals and merges leave its
 postings behind, and ``compact`` rebuilds everything without dead slots and terms.
+
+With ``merge_inline`` False (the engine's), no file is written on the caller's thread: a seal or
+a compaction builds its segment in memory, and the next ``merge_plan`` writes it to its file and
+maps it (``MergePlan`` of that one segment, built in a worker thread, put in place by
+``install`` unless a compaction replaced it meanwhile; decisions.md, "Text segments hold no file
+descriptor").
 """
 
 from __future__ import annotations
@@ -53,8 +59,9 @@ def _pairs(values: array) -> np.ndarray:
 class Postings:
     def __init__(self, *, compact_min: int = 8192, seal_docs: int = SEAL_DOCS, max_segment_docs: int = MAX_SEGMENT_DOCS,
                  directory: str | None = None, merge_inline: bool = True) -> None:  # fmt: skip
-        """``merge_inline`` False: segments due to merge wait for ``merge_plan`` / ``install``
-        (the indexer builds the merged segment in a worker thread)."""
+        """``merge_inline`` False: segments due to merge, and (with a ``directory``) segments sealed
+        or compacted in memory, wait for ``merge_plan`` / ``install`` (the indexer builds the
+        merged or mapped segment in a worker thread)."""
         self.merge_inline = merge_inline
         # removed (document, term) pairs tolerated before a compaction is considered
         self.compact_min = compact_min
@@ -223,7 +230,7 @@ class Postings:
         base = self._delta_base
         alive = self._alive[base : base + count]
         columns = text_segments.delta_columns(base, alive, _pairs(self._delta_terms), self._delta_start, self._delta_ids)
-        self._segments.append(text_segments.build(base, count, columns, self.directory))
+        self._segments.append(text_segments.build(base, count, columns, self._inline_directory))
         self._bases.append(base)
         live = [(hash(doc_id) & text_segments.MASK, slot) for slot, doc_id in enumerate(self._delta_ids, base) if doc_id is not None]
         self._sealed_ids(np.fromiter((h for h, _ in live), dtype=np.uint64, count=len(live)),
@@ -245,8 +252,20 @@ class Postings:
         self._id_slot = np.insert(self._id_slot, at, slots[order])
 
     @property
+    def _inline_directory(self) -> str | None:
+        """Where a seal or a compaction writes its segment: nowhere (memory) when the merges, and
+        so the mapping of segments, run elsewhere (``merge_inline`` False)."""
+        return self.directory if self.merge_inline else None
+
+    @property
     def needs_merge(self) -> bool:
-        return self._due() is not None
+        return self._due() is not None or self._unmapped() is not None
+
+    def _unmapped(self) -> int | None:
+        """The first segment built in memory that belongs in a file (``_inline_directory``)."""
+        if self.directory is None or self.merge_inline:
+            return None
+        return next((i for i, segment in enumerate(self._segments) if not segment.mapped), None)
 
     def _due(self) -> int | None:
         """The first pair of adjacent segments to merge: the older no larger than the newer and
@@ -262,20 +281,24 @@ class Postings:
     def merge_plan(self) -> text_segments.MergePlan | None:
         """What the next merge reads (its ``build`` may run in a worker thread: segments are
         immutable, and it reads a copy of the liveness), or None."""
-        i = self._due()
-        if i is None:
-            return None
-        chosen = self._segments[i : i + 2]
+        i, width = self._due(), 2
+        if i is None:  # no merge due: a segment to write to its file and map, if any
+            i, width = self._unmapped(), 1
+            if i is None:
+                return None
+        chosen = self._segments[i : i + width]
         alive = self._alive[chosen[0].base : chosen[-1].base + chosen[-1].count].copy()
         return text_segments.MergePlan(chosen, alive, self.directory)
 
     def install(self, plan: text_segments.MergePlan, merged: Segment) -> bool:
-        """Put a merge's segment in place of its inputs, unless a compaction replaced them
-        meanwhile (documents removed during the build are tombstones in it, as anywhere)."""
-        for i in range(len(self._segments) - 1):
-            if self._segments[i] is plan.segments[0] and self._segments[i + 1] is plan.segments[1]:
-                self._segments[i : i + 2] = [merged]
-                self._bases[i : i + 2] = [merged.base]
+        """Put a merge's (or a mapping's) segment in place of its inputs, unless a compaction
+        replaced them meanwhile (documents removed during the build are tombstones in it, as
+        anywhere)."""
+        width = len(plan.segments)
+        for i in range(len(self._segments) - width + 1):
+            if all(self._segments[i + k] is segment for k, segment in enumerate(plan.segments)):
+                self._segments[i : i + width] = [merged]
+                self._bases[i : i + width] = [merged.base]
                 return True
         return False
 
@@ -295,7 +318,7 @@ class Postings:
         live = np.flatnonzero(alive)
         # built before anything changes: a build that fails (a full disk, no descriptor left)
         # leaves the index as it was, tombstones and all, not half-compacted
-        built = [text_segments.build(0, len(live), columns, self.directory)] if len(live) else []
+        built = [text_segments.build(0, len(live), columns, self._inline_directory)] if len(live) else []
         self._segments, self._bases = built, [0] if built else []
         self.vocab = self.vocab.kept(term_alive, df[term_alive])
         self.df = array("I", df[term_alive].tobytes())

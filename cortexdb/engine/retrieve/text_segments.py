@@ -6,7 +6,10 @@ ids of its terms with the offset of each term's postings, the postings (slot, te
 as UTF-8 bytes with a sorted table of the ids' hashes (``hash()``: the index lives and dies with
 its process).  With a ``directory`` (the data dir's ``text-segments/``) the arrays are written to
 one file, unlinked at once, and read through a read-only shared mapping: file-backed pages the
-kernel may drop, not anonymous memory (decisions.md, "BM25 in sealed segments").  Without one
+kernel may drop, not anonymous memory (decisions.md, "BM25 in sealed segments").  The mapping is
+made with the C library's ``mmap`` where there is one, so no file descriptor stays open (Python's
+``mmap`` keeps one per mapping); it is unmapped once no array of the segment is left
+(decisions.md, "Text segments hold no file descriptor").  Without one
 they are numpy arrays, still far fewer bytes than a Python object per term or document.
 
 The *vocabulary* numbers terms in the order they were first seen (the order of BM25's document
@@ -16,10 +19,13 @@ dict, the rest in a blob of UTF-8 bytes with a sorted table of their hashes.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import uuid
+import weakref
 from array import array
+from typing import Any
 
 import numpy as np
 
@@ -146,7 +152,7 @@ class Segment:
     def __init__(self, base: int, count: int, arrays: dict[str, np.ndarray], directory: str | None) -> None:
         self.base, self.count = base, count
         self.mapped = directory is not None
-        self._map = _place(arrays, directory) if directory is not None else None
+        self._map: Any = _place(arrays, directory) if directory is not None else None
         for name in self.NAMES:
             setattr(self, name, arrays[name] if directory is None else self._view(arrays[name]))
         self.pairs = len(self.slots)
@@ -183,9 +189,42 @@ class Segment:
         return bytes(self.id_blob[int(self.id_start[local]) : int(self.id_start[local + 1])]).decode()
 
 
-def _place(arrays: dict[str, np.ndarray], directory: str) -> mmap.mmap:
-    """Write ``arrays`` to one unlinked file of ``directory`` and map it; each entry of ``arrays``
-    becomes (offset, dtype, count) for ``Segment._view``."""
+def _libc() -> Any:
+    """The C library's ``mmap`` and ``munmap``, typed, or None (then Python's ``mmap``)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _libc() if os.name == "posix" else None
+_FAILED = ctypes.c_void_p(-1).value  # MAP_FAILED
+
+
+def _map_read_only(fd: int, size: int) -> Any:
+    """A read-only shared mapping of ``size`` bytes of ``fd`` that holds no descriptor: a read-only
+    ``memoryview`` of it, unmapped once the view and every array made from it are gone.  Without
+    the C library's ``mmap``, Python's (which keeps a duplicate of ``fd`` while it lives)."""
+    if _LIBC is None:
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+    address = _LIBC.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if address is None or address == _FAILED:
+        error = ctypes.get_errno()
+        raise OSError(error, f"mmap of a text segment: {os.strerror(error)}")
+    region = (ctypes.c_char * size).from_address(address)
+    unmap = weakref.finalize(region, _LIBC.munmap, address, size)  # the view holds the region
+    unmap.atexit = False  # never under a thread still reading it: the process's exit unmaps it
+    return memoryview(region).cast("B").toreadonly()
+
+
+def _place(arrays: dict[str, np.ndarray], directory: str) -> Any:
+    """Write ``arrays`` to one unlinked file of ``directory`` and map it (``_map_read_only``: no
+    descriptor stays open); each entry of ``arrays`` becomes (offset, dtype, count) for
+    ``Segment._view``."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{uuid.uuid4().hex}.bm25")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
@@ -201,9 +240,9 @@ def _place(arrays: dict[str, np.ndarray], directory: str) -> mmap.mmap:
                 arrays[name] = (offset, data.dtype, len(data))  # type: ignore[assignment]
                 out.write(data.tobytes())
                 offset += data.nbytes
-        return mmap.mmap(fd, max(offset, 1), mmap.MAP_SHARED, mmap.PROT_READ) if offset else mmap.mmap(-1, 1)
+        return _map_read_only(fd, offset) if offset else mmap.mmap(-1, 1)
     finally:
-        os.close(fd)  # the mapping keeps its own descriptor
+        os.close(fd)  # the mapping keeps the file (unlinked: it goes with the mapping)
 
 
 def build(base: int, count: int, columns: dict[str, np.ndarray], directory: str | None) -> Segment:
@@ -282,8 +321,8 @@ def delta_columns(base: int, alive: np.ndarray, rows: np.ndarray, starts: array,
 
 
 class MergePlan:
-    """Two adjacent segments to merge and a copy of their slots' liveness (``build`` reads
-    nothing mutable: it may run in a worker thread)."""
+    """Two adjacent segments to merge (or one built in memory, to map) and a copy of their slots'
+    liveness (``build`` reads nothing mutable: it may run in a worker thread)."""
 
     def __init__(self, segments: list[Segment], alive: np.ndarray, directory: str | None) -> None:
         self.segments, self.alive, self.directory = segments, alive, directory

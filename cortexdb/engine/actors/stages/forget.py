@@ -203,6 +203,7 @@ async def tidy(work: StageContext) -> None:
     """Rebuild the indexes without what was removed: no term of a deleted document stays in
     BM25, and no sealed vector segment keeps a deleted vector (annoy rebuilds, off the loop)."""
     work.state.text_index.compact()
+    await work.state.text_index.merge()  # the compacted segments to their files, off the loop
     await work.state.vector_index.rewrite()
 
 
