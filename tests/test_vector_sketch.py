@@ -114,3 +114,26 @@ def test_equal_vectors_are_kept_by_id_wherever_they_are(tmp_path) -> None:
         assert [doc_id for doc_id, _ in found] == sorted(ids[i] for i in copies)[:3]
 
     trio.run(main)
+
+
+@pytest.mark.parametrize("limit", [1, 10, 40])
+def test_the_first_pass_shortlists_the_rows_the_plain_shortlist_does(limit: int) -> None:
+    """``shortlist_of`` computes bounds only near the best sketch scores: the same rows as
+    bounding every row, with dead rows (-inf), exact duplicates, and fewer live rows than asked."""
+    rng = np.random.default_rng(100 + limit)
+    rows = _clustered(rng, 5000)
+    small, scale, norms, errors = vector_sketch.encode(rows)
+    for trial in range(40):
+        query = rows[3].astype(np.float32) if trial == 0 else rng.standard_normal(DIM).astype(np.float32)
+        query /= np.linalg.norm(query)
+        sketch_query = vector_sketch.Query(query.astype(np.float16))
+        found = (small.astype(np.int64) @ sketch_query.int8[0].astype(np.int64)) * scale.astype(np.float64) * sketch_query.b
+        if trial % 4 == 1:
+            found[rng.random(len(found)) < 0.5] = -np.inf
+        if trial % 4 == 2:  # fewer live rows than the limit (or just above it)
+            found[rng.permutation(len(found))[limit + trial % 3 - 1 :]] = -np.inf
+        cut = slice(0, 300) if trial % 4 == 3 else slice(None)  # a short run: no first pass
+        expected = vector_sketch.shortlist(found[cut], sketch_query.bounds(norms[cut], errors[cut]), limit)
+        got = vector_sketch.shortlist_of(found[cut], sketch_query, norms[cut], errors[cut], limit)
+        assert got.tolist() == expected.tolist()
+        assert len(got) >= min(limit, int(np.isfinite(found[cut]).sum()))

@@ -24,6 +24,7 @@ class Signals:
         self.vector = query.vector if query.mode != "bm25" else None
         self.lexical = query.text and query.mode != "vector"  # a BM25 score is asked of the index
         self.text_index = actor.lane.state.text_index
+        self._scorer: Any = None  # the BM25 of a candidate no BM25 search found (made on first use)
         self.half_life = actor.ctx.config.freshness_half_life_days
 
     def __call__(self, candidate: Candidate, stored: Any) -> None:
@@ -35,7 +36,7 @@ class Signals:
             cosine = float(stored @ self.vector) if stored is not None and self.vector is not None else 0.0
         lexical = self.bm25.get(record_id)
         if lexical is None:
-            lexical = self.text_index.score(self.text, record_id, self.tokens) if self.lexical else 0.0
+            lexical = self._lexical(record_id) if self.lexical else 0.0
         candidate.scope = self.scope
         candidate.bm25 = lexical
         candidate.semantic = cosine
@@ -46,3 +47,12 @@ class Signals:
         candidate.tokens_estimate = estimate_tokens(render.rendered_text(candidate.layer, candidate.record))
         if stored is None:  # MMR falls back to token overlap only without vectors
             candidate.tokens = set(tokenize(candidate.text))
+
+    def _lexical(self, record_id: str) -> float:
+        """The BM25 score of a candidate only the vector search found: the index's ``scorer``
+        (each query term looked up once a recall: the candidates are scored with no await
+        between them, so the index does not change meanwhile)."""
+        if self._scorer is None:
+            self._scorer = self.text_index.scorer(self.tokens if self.tokens is not None else tokenize(self.text))
+        return self._scorer(record_id)
+

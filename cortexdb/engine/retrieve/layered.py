@@ -97,6 +97,21 @@ class LayeredTextIndex(_Layered):
         index = self._existing(doc_id)
         return index.score(query, doc_id, tokens) if index is not None else 0.0
 
+    def scorer(self, tokens: list[str]):
+        """``score`` of one query's ``tokens`` for many documents (``TextIndex.scorer`` per
+        layer, made on the layer's first document): valid until the index changes."""
+        scorers: dict[str, Any] = {}
+
+        def score(doc_id: str) -> float:
+            prefix = _prefix(doc_id)
+            found = scorers.get(prefix)
+            if found is None:
+                index = self._indexes.get(prefix)
+                found = scorers[prefix] = index.scorer(tokens) if index is not None else (lambda _: 0.0)
+            return found(doc_id)
+
+        return score
+
 
 class LayeredVectorIndex(_Layered):
     def __init__(

@@ -152,6 +152,32 @@ class TextIndex(Postings):
                 total += self._idf(term) * tf * (k1 + 1) / (tf + norm)
         return total
 
+    def scorer(self, tokens: list[str]):
+        """``score`` for many documents of one query: a function doc id -> its BM25 score, each
+        query term's id and idf (and the mean length) looked up once, not per document; the
+        same arithmetic in the same order as ``score``.  Valid until the index changes."""
+        if not len(self):
+            return lambda doc_id: 0.0
+        avg_len = self.total_length / len(self) or 1.0
+        k1, b = self.k1, self.b
+        vocab = self.vocab
+        terms = [(term_id, self._idf(term)) for term in tokens if (term_id := vocab.get(term)) is not None]
+
+        def score(doc_id: str) -> float:
+            slot = self.slot_of(doc_id)
+            if slot is None:
+                return 0.0
+            norm = k1 * (1 - b + b * float(self.slot_len[slot]) / avg_len)
+            tf_of = self.tf_of(slot)
+            total = 0.0
+            for term_id, idf in terms:
+                tf = tf_of(term_id)
+                if tf:
+                    total += idf * tf * (k1 + 1) / (tf + norm)
+            return total
+
+        return score
+
     def search_by_prefix(self, query: str, limits: dict[str, int]) -> dict[str, float]:
         """One scoring pass, then the best ``limits[prefix]`` documents of each id prefix."""
         import heapq

@@ -237,7 +237,7 @@ class FlatRun:
         found *= scale * sketch_query.b  # in float64
         if skip is not None:
             found[skip if spans is None else skip[at]] = -np.inf
-        shortlist = vector_sketch.shortlist(found, sketch_query.bounds(norms, errors), limit)
+        shortlist = vector_sketch.shortlist_of(found, sketch_query, norms, errors, limit)
         if not len(shortlist):
             return []
         if spans is not None:

@@ -61,15 +61,29 @@ class Query:
         self.norm = float(np.linalg.norm(qk))
         self.dimension = len(qk)
 
+    def coefficients(self) -> tuple[np.float32, np.float32]:
+        """What ``bounds`` multiplies a row's ``a‖xi‖`` and ``‖e‖`` by."""
+        rounding = 2.0 * self.dimension * EPS32 * self.norm
+        up = 1.0 + 1e-5
+        return np.float32((self.f + rounding) * up), np.float32((self.bq + self.f + rounding) * up)
+
     def bounds(self, norms: np.ndarray, errors: np.ndarray) -> np.ndarray:
         """Per row, how far its exact score can be from its sketch score (float32 arithmetic,
         each coefficient rounded up by far more than its three roundings can lose)."""
-        rounding = 2.0 * self.dimension * EPS32 * self.norm
-        up = 1.0 + 1e-5
-        bound = norms * np.float32((self.f + rounding) * up)
-        bound += errors * np.float32((self.bq + self.f + rounding) * up)
+        on_norms, on_errors = self.coefficients()
+        bound = norms * on_norms
+        bound += errors * on_errors
         bound += np.float32(1e-9)
         return bound
+
+    def widest(self, norms: np.ndarray, errors: np.ndarray) -> float:
+        """At least every row's ``bounds`` (float64, from the largest ``a‖xi‖`` and ``‖e‖``, and
+        rounded up past what float32 arithmetic can add to a row's)."""
+        if not len(norms):
+            return 0.0
+        on_norms, on_errors = self.coefficients()
+        widest = float(np.max(norms)) * float(on_norms) + float(np.max(errors)) * float(on_errors) + 1e-9
+        return widest * (1.0 + 1e-6) + 1e-12
 
 
 _last: tuple[bytes, Query] | None = None  # the last query prepared (every run of a search asks)
@@ -85,6 +99,27 @@ def query_for(kernel_query: np.ndarray) -> Query:
     prepared = Query(kernel_query)
     _last = (key, prepared)
     return prepared
+
+
+def shortlist_of(sketch_scores: np.ndarray, query: Query, norms: np.ndarray, errors: np.ndarray,
+                 limit: int) -> np.ndarray:  # fmt: skip
+    """``shortlist(sketch_scores, query.bounds(norms, errors), limit)``, with the bounds computed
+    only for rows that can reach it: with ``w`` at least every row's bound and ``s`` the
+    ``limit``-th best sketch score, the ``limit`` best rows by sketch score have lower bounds of
+    at least ``s - w``, so the ``limit``-th best lower bound (the threshold) is at least that,
+    and a row whose sketch score is below ``s - 2w`` has an upper bound below the threshold and
+    a lower bound below it too: it neither is shortlisted nor moves the threshold.  The same
+    rows as ``shortlist``'s, ascending (tests/test_vector_sketch.py); each row's bound is the
+    same float32 arithmetic on the rows kept."""
+    if len(sketch_scores) <= 4 * limit:  # too few to be worth a first pass
+        return shortlist(sketch_scores, query.bounds(norms, errors), limit)
+    live_count = int(np.count_nonzero(sketch_scores > -np.inf))
+    if live_count <= limit:
+        return np.flatnonzero(np.isfinite(sketch_scores))
+    best = float(np.partition(sketch_scores, len(sketch_scores) - limit)[len(sketch_scores) - limit])
+    cut = best - 2.0 * query.widest(norms, errors) - 1e-9
+    near = np.flatnonzero(sketch_scores >= cut)  # finite: the limit best are at least ``best``
+    return near[shortlist(sketch_scores[near], query.bounds(norms[near], errors[near]), limit)]
 
 
 def shortlist(sketch_scores: np.ndarray, bounds: np.ndarray, limit: int) -> np.ndarray:
