@@ -38,6 +38,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 sys.path.insert(0, os.path.join(_HERE, ".."))
 
 import argparse  # noqa: E402
+import hashlib  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import resource  # noqa: E402
@@ -94,9 +95,10 @@ def write_mem0(path: str, n: int, users: int) -> None:
     with open(path, "wb") as out:
         out.write(b'{"results": [\n')
         for i in range(n):
-            memory = {"id": f"9d1c{i:08d}-0000-4000-8000-000000000000", "memory": f"{TEXTS[i % len(TEXTS)]} (note {i})",
-                      "hash": f"{i:032x}", "metadata": None, "created_at": when(i).replace("Z", "+00:00"),
-                      "updated_at": None, "user_id": user_id(i, users)}  # fmt: skip
+            text = f"{TEXTS[i % len(TEXTS)]} (note {i})"  # Mem0's hash is the md5 of its text
+            memory = {"id": f"9d1c{i:08d}-0000-4000-8000-000000000000", "memory": text,
+                      "hash": hashlib.md5(text.encode()).hexdigest(), "metadata": None,
+                      "created_at": when(i).replace("Z", "+00:00"), "updated_at": None, "user_id": user_id(i, users)}  # fmt: skip
             out.write((b",\n" if i else b"") + orjson.dumps(memory))
         out.write(b"\n]}\n")
 
@@ -287,6 +289,8 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=1, help="scopes the records spread over (default 1)")
     parser.add_argument("--derive", action="store_true", help="let the derivation pipeline run during the writes")
     parser.add_argument("--http", action="store_true", help="also import the JSONL file through `cortexdb serve`")
+    parser.add_argument("--memory", help="only peak RSS and rates: the bulk write and each import, interleaved, at "
+                                         "each of these comma-separated file sizes (e.g. 20000,100000,200000)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -298,9 +302,37 @@ def main() -> None:
     sizes = sorted({args.items, min(args.small, args.items)})
     work = tempfile.mkdtemp(prefix="bench-import-src-")
     try:
-        report(args, sizes, work)
+        if args.memory:
+            memory_report(args, sorted({int(n) for n in args.memory.split(",")}), work)
+        else:
+            report(args, sizes, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def memory_report(args, sizes: list[int], work: str) -> None:
+    """Peak RSS by file size: at each size the bulk write, then each import, one after another
+    (interleaved), each in a fresh process; what an import holds beyond the bulk write should
+    not grow with the file."""
+    common = {"users": args.users, "derive": args.derive}
+    print(f"peak RSS by file size, leveldb, embedder hash, derivation {'running' if args.derive else 'parked'}")
+    print(f"{'items':>8s} {'arm':24s} {'peak RSS':>8s} {'over bulk':>9s} {'items/s':>8s} {'per CPU-s':>9s} {'load':>5s}")
+    for n in sizes:
+        files = {}
+        for fmt, write in (("jsonl", write_jsonl), ("mem0", write_mem0)):
+            files[fmt] = os.path.join(work, f"{fmt}-{n}.json")
+            write(files[fmt], n, args.users)
+        arms = [("bulk write", {**common, "kind": "bulk", "items": n})]
+        arms += [(f"{fmt} {ordering}", {**common, "kind": "import", "format": fmt, "ordering": ordering, "items": n,
+                                        "file": files[fmt]}) for fmt in ("jsonl", "mem0") for ordering in ORDERINGS]  # fmt: skip
+        base = None
+        for name, spec in arms:
+            run = measure(spec)
+            base = base or run
+            print(f"{n:>8,} {name:24s} {run['peak_rss_mb']:>6.0f} MB {run['peak_rss_mb'] - base['peak_rss_mb']:>+6.0f} MB"
+                  f" {run['rate']:>8,.0f} {run['cpu_rate']:>9,.0f} {os.getloadavg()[0]:>5.1f}", flush=True)  # fmt: skip
+        for path in files.values():
+            os.remove(path)
 
 
 def report(args, sizes: list[int], work: str) -> None:
@@ -351,8 +383,8 @@ def report(args, sizes: list[int], work: str) -> None:
             print(f"{fmt:6s} {ordering:17s} {runs[big]['rate']:>9,.0f} records/s parsed   peak RSS {rss}")
     if len(sizes) == 2:
         small = sizes[0]
-        print(f"(an import holds two windows of records, the one being written and the next, parsed meanwhile: "
-              f"10,000 each in strict_temporal, 1,000 in batch_throughput, not the file: compare its gain from "
+        print(f"(an import holds a window of records and a piece of the next, parsed as this one is written: "
+              f"10,000 + 1,000 in strict_temporal, 1,000 + 1,000 in batch_throughput, not the file: compare its gain from "
               f"{small:,} to {big:,} records with the baseline's)")
     if args.http:
         http_base = over_http("bulk", "", big, args.users)

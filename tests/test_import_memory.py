@@ -3,8 +3,12 @@ records held, never in time or bytes of a loaded machine."""
 
 from __future__ import annotations
 
+import itertools
+
 import orjson
 import pytest
+import trio
+import trio.testing
 
 from cortexdb import EngineConfig, open_engine
 from cortexdb.engine.transfer import imports, window
@@ -60,15 +64,50 @@ async def held_at_most(monkeypatch, n: int, ordering: str) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("ordering", ["strict_temporal", "batch_throughput"])
-async def test_the_records_an_import_holds_stay_under_two_windows_whatever_the_file_length(monkeypatch, ordering):
+async def test_the_records_an_import_holds_stay_under_a_window_and_a_piece_whatever_the_file_length(monkeypatch,
+                                                                                                  ordering):  # fmt: skip
     window_size = WINDOW if ordering == "strict_temporal" else BULK
     short, short_trims = await held_at_most(monkeypatch, 3 * WINDOW, ordering)
     long, long_trims = await held_at_most(monkeypatch, 30 * WINDOW, ordering)
-    # the window being written (shrinking as each request is written) and the one read ahead
-    assert 0 < short <= 2 * window_size
-    assert 0 < long <= 2 * window_size
+    # the window being written (shrinking as each request is written) and the next, read a
+    # piece (a bulk request's records) at a time as it shrinks: not two whole windows
+    assert 0 < short <= window_size + BULK
+    assert 0 < long <= window_size + BULK
     # what the windows freed is given back to the OS once every import_window records
     assert (short_trims, long_trims) == (3, 30)
+
+
+async def test_the_pacer_lets_the_next_window_grow_only_as_this_one_is_written():
+    source = iter(range(25))
+
+    def read(count):
+        got = [window.Item(position) for position in itertools.islice(source, count)]
+        return got, len(got)
+
+    async def inline(function, *args):  # the job reads in a thread; here on the loop, to be awaited
+        await trio.lowlevel.checkpoint()
+        return function(*args)
+
+    pacer = window.Pacer(10 + 5)
+    first, _ = await window.read_window(read, 10, 5, pacer, inline)
+    assert len(first) == 10 and pacer.free == 5
+    async with trio.open_nursery() as nursery:
+        box: list = []
+
+        async def ahead():
+            box.append(await window.read_window(read, 10, 5, pacer, inline))
+
+        nursery.start_soon(ahead)
+        await trio.testing.wait_all_tasks_blocked()
+        assert pacer.free == 0 and not box  # one piece read ahead, the rest waits for writes
+        pacer.written(5)  # the first request of this window written
+        await trio.testing.wait_all_tasks_blocked()
+        assert box and len(box[0][0]) == 10 and pacer.free == 0
+        pacer.window_done(10)  # the first window is done: its other 5 records freed
+    assert pacer.free == 5
+    pacer.window_done(10)  # and the second (none of it written: all freed at once)
+    last, _ = await window.read_window(read, 10, 5, pacer, inline)
+    assert [item.position for item in last] == [20, 21, 22, 23, 24] and pacer.free == 10  # a short piece gives back
 
 
 def test_prepare_takes_the_scope_out_and_orders_by_observed_time():

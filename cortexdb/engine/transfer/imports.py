@@ -4,9 +4,9 @@
 (``sources/<system>.sniff``: 422 ``UNSUPPORTED_FORMAT`` for a version no importer reads) and
 submits an ``import`` job on the engine's job runner (``jobs.py``).  Its ``write`` phase parses
 the file incrementally, a window at a time, in a thread that reads the next window while the
-current one is written (two windows in memory: docs/decisions.md), and writes each window through the
-engine's bulk write path (``experience_bulk``: validation, limits, policy and derivation apply),
-one scope and ``bulk_max_items`` items per call.  After each window the job records how many
+current one is written, a piece at a time as it shrinks (a window and a piece in memory:
+docs/decisions.md), and writes each window through the engine's bulk write path
+(``experience_bulk``: validation, limits, policy and derivation apply), one scope and ``bulk_max_items`` items per call.  After each window the job records how many
 records it has committed (``state.committed``), with its counts, in one write: a job resumed
 after a crash skips those records and re-writes at most one window, whose idempotency keys make
 the repeat a replay.  Every record carries a key derived from its source id (and version),
@@ -23,6 +23,7 @@ and goes on; ``abort`` ends the job ``failed`` at the first one.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -49,7 +50,7 @@ from . import collector, links, spool
 from .import_spec import COUNTS, check_declared, parse_request, status_wire
 from .mapping import Item, RecordError, scoped_key
 from .sources import jsonl, letta, mcp, mem0, openai, zep
-from .window import prepare, release
+from .window import Pacer, prepare, read_window, release
 
 SOURCES: dict[str, Any] = {"jsonl": jsonl, "mem0": mem0, "zep": zep, "letta": letta, "openai": openai,
                            "mcp": mcp}  # fmt: skip
@@ -171,11 +172,14 @@ class ImportService:
             records = module.read(fh, params["format"], {**params["options"], "template": params["template"],
                                                          "imported_at": run.record["created_at"]})  # fmt: skip
 
-            def read_window() -> tuple[list[Item], int]:  # in a thread, never two at once
+            def read_piece(count: int) -> tuple[list[Item], int]:  # in a thread, never two at once
                 # scope and sort key taken as each record is read, off the loop (window.py)
-                return [prepare(item, strict) for item in itertools.islice(records, window)], fh.tell()
+                return [prepare(item, strict) for item in itertools.islice(records, count)], fh.tell()
 
-            seq, ahead = 0, await trio.to_thread.run_sync(read_window)
+            piece = min(window, self._ctx.config.bulk_max_items)
+            pacer = Pacer(window + piece)  # this window, and the next up to one piece beyond it
+            read = functools.partial(read_window, read_piece, window, piece, pacer)
+            seq, ahead = 0, await read()
             while run.record["cancel_requested_at"] is None:
                 chunk, position = ahead
                 if not chunk:
@@ -183,16 +187,19 @@ class ImportService:
                 start, seq = seq, seq + len(chunk)
                 if seq <= done:  # committed before an interruption
                     await self._learn(run, chunk)
-                    ahead = await trio.to_thread.run_sync(read_window)
+                    pacer.window_done(len(chunk))
+                    ahead = await read()
                     continue
                 if start < done:
                     await self._learn(run, chunk[: done - start])
-                # the next window is parsed and mapped (in a thread) while this one is written:
-                # two windows in memory; a source error surfaces once this one is committed
+                # the next window is parsed and mapped (in a thread) a piece at a time as this one
+                # is written: one window and a piece in memory; a source error surfaces once this
+                # one is committed
                 async with trio.open_nursery() as nursery:
                     box: list[outcome.Outcome] = []
-                    nursery.start_soon(_read_ahead, read_window, box)
-                    written = await outcome.acapture(self._window, run, chunk[max(0, done - start):], strict)
+                    nursery.start_soon(_read_ahead, read, box)
+                    written = await outcome.acapture(self._window, run, chunk[max(0, done - start):], strict, pacer)
+                    pacer.window_done(len(chunk))  # written or not: the reader may go on
                 written.unwrap()  # its error as it is, not in an exception group
                 chunk = None  # noqa: F841 (not alive while the window after next is read)
                 state["committed"] = seq
@@ -201,7 +208,7 @@ class ImportService:
                 if seq // trim_every > start // trim_every:
                     await release_free_memory_soon()  # what the window freed, back to the OS
 
-    async def _window(self, run: JobRun, items: list[Item], strict: bool) -> None:
+    async def _window(self, run: JobRun, items: list[Item], strict: bool, pacer: Pacer) -> None:
         progress, root = run.progress, run.record["scope"]
         progress["read"] += len(items)
         groups: dict[str, list[Item]] = {}
@@ -235,6 +242,7 @@ class ImportService:
                         envelope["idempotency_key"] = scoped_key(envelope["idempotency_key"], scope)
                 await self._bulk(run, scope, part)
                 release(part)  # the window shrinks as it is written
+                pacer.written(len(part))  # and the next grows
 
     def _scope_of(self, run: JobRun, raw: Any, root: str, allowed: dict[str, str]) -> str:
         """The record's scope (``raw``: as its envelope wrote it), checked: canonical, within the
@@ -334,7 +342,7 @@ class ImportService:
 
 
 async def _read_ahead(read: Any, box: list[outcome.Outcome]) -> None:
-    box.append(await outcome.acapture(trio.to_thread.run_sync, read))
+    box.append(await outcome.acapture(read))
 
 
 def _order(item: Item) -> Any:

@@ -1,8 +1,9 @@
 """A window of records as an import job holds it, and what the job gives back after each.
 
 The job reads a window (``import_window`` records in ``strict_temporal``, ``bulk_max_items`` in
-``batch_throughput``) in a thread while the one before it is written, so it holds two windows
-of mapped records, whatever the file's length.  ``prepare`` runs in that thread as each record is
+``batch_throughput``) in a thread while the one before it is written, a piece (``bulk_max_items``
+records) at a time as the one before shrinks (``Pacer``), so it holds one window of mapped
+records and a piece, whatever the file's length.  ``prepare`` runs in that thread as each record is
 read: it takes the record's scope out of its envelope and computes its ``strict_temporal`` sort
 key there, off the job's loop.  The loop writes a window a bulk request at a time and
 ``release``\\ s each request's envelopes once written, so a window shrinks as it is written.
@@ -18,7 +19,10 @@ heap pages mapped to the process, so the job's RSS grew with the file's length
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
+
+import trio
 
 from ..temporal import try_parse_rfc3339
 from .mapping import Item
@@ -54,3 +58,53 @@ def order(envelope: dict[str, Any], position: int) -> tuple[bool, float, int]:
             pass  # a leap second, a date that does not exist, ...: the strict parser decides
     value = try_parse_rfc3339(str(text)) if isinstance(context, dict) else None
     return (value is None, value.timestamp() if value is not None else 0.0, position)
+
+
+class Pacer:
+    """The records an import holds mapped (read and not yet written), at most ``limit``: the
+    window being written and the next, read a piece at a time as the first is written
+    (docs/decisions.md, "Import memory: the next window is read as this one is written")."""
+
+    def __init__(self, limit: int) -> None:
+        self.free = limit
+        self._freed = trio.Event()
+        self._given = 0  # of the window being written
+
+    def give(self, count: int) -> None:
+        if count > 0:
+            self.free += count
+            self._freed.set()
+            self._freed = trio.Event()
+
+    async def take(self, count: int) -> None:
+        while self.free < count:
+            await self._freed.wait()
+        self.free -= count
+
+    def written(self, count: int) -> None:
+        """``count`` records of the window being written were written and released."""
+        self._given += count
+        self.give(count)
+
+    def window_done(self, size: int) -> None:
+        """The window of ``size`` records is done (written, failed or skipped): all of it freed."""
+        self.give(size - self._given)
+        self._given = 0
+
+
+async def read_window(read: Callable[[int], tuple[list[Item], int]], size: int, piece: int, pacer: Pacer,
+                      run: Any = trio.to_thread.run_sync) -> tuple[list[Item], int]:  # fmt: skip
+    """A window of up to ``size`` records, read (``read(n)``, by ``run``: in a thread) ``piece``
+    records at a time, each piece once ``pacer`` has room for it: (records, the file's position
+    after)."""
+    items: list[Item] = []
+    position = 0
+    while len(items) < size:
+        want = min(piece, size - len(items))
+        await pacer.take(want)
+        got, position = await run(read, want)
+        pacer.give(want - len(got))
+        items += got
+        if len(got) < want:
+            break
+    return items, position
