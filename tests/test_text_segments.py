@@ -11,6 +11,7 @@ import trio
 
 import cortexdb
 from cortexdb import EngineConfig
+from cortexdb.engine.actors.indexer import Indexer
 from cortexdb.engine.retrieve.layered import LayeredTextIndex
 from cortexdb.engine.retrieve.text_index import TextIndex
 
@@ -174,7 +175,7 @@ async def test_a_merge_built_in_a_thread_keeps_removals_made_meanwhile(tmp_path)
 
 
 @pytest.mark.parametrize("backend", ["leveldb", "memory"])
-async def test_an_engine_seals_and_merges_its_text_segments_and_rebuilds_them_at_open(tmp_path, clock, backend):
+async def test_an_engine_seals_and_merges_its_text_segments_and_rebuilds_them_at_open(tmp_path, clock, backend, monkeypatch):
     """The engine's BM25 layers seal every ``text_seal_docs`` documents (with a data dir into
     unlinked files of text-segments/), merge in the background job, and an open rebuilds them from
     the stored records: the same lexical answers before and after."""
@@ -201,11 +202,24 @@ async def test_an_engine_seals_and_merges_its_text_segments_and_rebuilds_them_at
     if backend == "memory":
         return
     assert os.listdir(os.path.join(path, "text-segments")) == []  # nothing left between runs
+    # the restore runs before the background job exists: what it seals is mapped as it goes, not
+    # held in memory for the job to map later
+    unmapped_after_restore = []
+    add_texts = Indexer.add_texts
+
+    async def watched(self, documents):
+        await add_texts(self, documents)
+        if self.background is None and "evt_" in self.state.text_index._indexes:
+            segments = self.state.text_index._indexes["evt_"]._segments
+            unmapped_after_restore.append((len(segments), sum(not s.mapped for s in segments)))
+
+    monkeypatch.setattr(Indexer, "add_texts", watched)
     async with cortexdb.open_engine(backend, config=config, id_seed=3, clock=clock, **kwargs) as engine:
         await engine.flush()
         after = await engine.recall(query)
         lane = engine._supervisor._handles[scope].actor.lane
         assert lane.state.text_index._indexes["evt_"].segment_sizes  # rebuilt, sealed again
+    assert unmapped_after_restore and all(count and not unmapped for count, unmapped in unmapped_after_restore)
     ranked = [(item["id"], item["score"]) for item in before["layers"]["events"]]
     again = [(item["id"], item["score"]) for item in after["layers"]["events"]]
     assert ranked and ranked == again

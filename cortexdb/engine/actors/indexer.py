@@ -24,6 +24,9 @@ from .vector_backlog import EVENT_PREFIX, VectorBacklog, defers, embed_text
 from .workers import OFF_LOOP_CHARS, in_slices, off_loop
 
 SLICE_DOCUMENTS = 64  # documents added to the indexes between two checkpoints of a large batch
+# merge rounds (one plan a layer each) after a chunk of a restore: the seals a chunk makes and the
+# merges they bring due take a few; the bound only keeps a stuck plan from looping
+RESTORE_MERGES_MAX = 64
 
 
 def passage_documents(event: Event, spans: list) -> dict[str, str]:
@@ -76,9 +79,18 @@ class Indexer:
         so requests keep being served meanwhile.  Sealed text segments due to merge are merged by
         the background job (a worker thread)."""
         await self._add_texts(documents)
-        if self.state.text_index.needs_merge and self.background is None:
-            await self.state.text_index.merge()
+        await self._settle_without_job()
         self._text_merges()
+
+    async def _settle_without_job(self) -> None:
+        """With no background job yet (a lane restoring its indexes), map the segments sealed in
+        memory and merge those due here, a worker thread each, as the adds go: a restore would
+        otherwise hold every sealed segment of the scope in memory until the job starts."""
+        index = self.state.text_index
+        for _ in range(RESTORE_MERGES_MAX):
+            if self.background is not None or not index.needs_merge:
+                return
+            await index.merge()
 
     def _text_merges(self) -> None:
         """Start the background job when text segments are due to merge, or to be written to
@@ -98,6 +110,7 @@ class Indexer:
             size += len(item[1])
             if size >= 16 * OFF_LOOP_CHARS:
                 await self._add_chunk(chunk)
+                await self._settle_without_job()
                 chunk, size = [], 0
         if chunk:
             await self._add_chunk(chunk)
