@@ -105,3 +105,16 @@ async def test_the_engine_bounds_its_closed_records_by_the_setting(clock):
     async with cortexdb.open_engine("memory", config=config, id_seed=3, clock=clock) as engine:
         await engine.experience(envelope("I live in Paris."), wait="consolidated")
         assert engine._supervisor.actor("org:acme/user:alice").lane.state.closed.most == 5000
+
+
+def test_ids_of_another_form_merge_once_a_batch_not_at_every_one_past_the_batch(monkeypatch):
+    """Ids with no key count towards a merge like the others: one merge for each ``MERGE_AT``
+    of them added, not one at every id once ``MERGE_AT`` of them are held."""
+    monkeypatch.setattr(closed_module, "MERGE_AT", 10)
+    closed = ClosedRecords(most=10_000)
+    merges = []
+    merge = ClosedRecords._merge
+    monkeypatch.setattr(ClosedRecords, "_merge", lambda self: (merges.append(1), merge(self))[1])
+    for i in range(35):
+        closed.note(Head(f"imported-{i}", valid_to=NOW - dt.timedelta(hours=1)), NOW)
+    assert len(merges) == 3 and len(closed) == 35

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import pytest
 
+from cortexdb.server import ratelimit
 from cortexdb.server.ratelimit import RateLimiter, parse_rate
 
 
 def test_rates_parse_to_tokens_a_second_whatever_their_unit_and_bad_ones_are_refused():
+    ratelimit._rate.cache_clear()
     assert [parse_rate(t) for t in ("100/s", " 100 / sec ", "60/min", "7200/hour", "100/s")] == [100.0, 100.0, 1.0, 2.0, 100.0]
     for bad in ("100", "fast", "1/day", ["100/s"], None, 5):
         with pytest.raises(ValueError, match="not a rate"):
             parse_rate(bad)
+    info = ratelimit._rate.cache_info()  # "100/s" the second time was a hit, not parsed again
+    assert info.hits >= 1 and info.currsize <= info.maxsize == 64
 
 
 def test_a_bucket_refills_at_its_rate_refuses_when_empty_and_follows_a_new_rate():

@@ -55,7 +55,7 @@ def id_of(key: bytes) -> str:
 
 
 class ClosedRecords:
-    __slots__ = ("_dropped", "_keys", "_others", "_probe", "_recent", "most", "since")
+    __slots__ = ("_dropped", "_keys", "_others", "_others_added", "_probe", "_recent", "most", "since")
 
     def __init__(self, most: int = 1_000_000) -> None:
         self.most = most  # ids held at most (EngineConfig.closed_records_max)
@@ -64,6 +64,7 @@ class ClosedRecords:
         self._recent: set[bytes] = set()  # noted since the last merge, not in ``_keys``
         self._dropped: set[bytes] = set()  # removed since the last merge, still in ``_keys``
         self._others: set[str] = set()  # ids with no key
+        self._others_added = 0  # to ``_others`` since the last merge (a merge applies the bound)
         self.since: dt.datetime | None = None  # the latest closing of any record noted
 
     def note(self, record: Any, now: dt.datetime) -> None:
@@ -80,7 +81,8 @@ class ClosedRecords:
         key = key_of(record_id)
         if key is None:
             self._others.add(record_id)
-            if len(self._others) >= MERGE_AT:
+            self._others_added += 1
+            if self._others_added >= MERGE_AT:
                 self._merge()
         elif key in self._dropped:
             self._dropped.discard(key)
@@ -141,7 +143,7 @@ class ClosedRecords:
             excess = max(0, len(keys) - self.most * 3 // 4)
             keys = keys[excess:].copy()
         self._keys = keys
-        self._recent, self._dropped = set(), set()
+        self._recent, self._dropped, self._others_added = set(), set(), 0
 
     def skipped(self, clip: Any) -> ClosedRecords | frozenset[str]:
         """What a read with ``clip`` would drop after reading it (``in``): every id held when the
