@@ -251,14 +251,28 @@ async def test_requests_during_a_release_wait_for_it_and_are_served(engine_facto
             await finish.wait()  # the mailbox is closed, the actor not yet gone
 
     monkeypatch.setattr(ScopeActor, "run", slow_release)
+    # the write's derivation starts once the recall is answered: which of the two the reopened
+    # scope gets to first is the scheduler's choice, and a recall served after the write was
+    # indexed finds the write too (every BM25 score moves with the document count)
+    extract, *rest = lane_module.RUNNERS
+    recalled: list[trio.Event] = []
+
+    async def extract_after_the_recall(*args):
+        for event in recalled:
+            await event.wait()
+        await extract(*args)
+
+    monkeypatch.setattr(lane_module, "RUNNERS", (extract_after_the_recall, *rest))
     async with engine_factory(config=config()) as engine:
         [scope] = await write_scopes(engine, 1, 6)
         query = "how many bicycles, tea or jazz?"
         before = await ranked(engine, scope, query)
         outcome = {}
+        recalled.append(trio.Event())
 
         async def recall():
             outcome["recall"] = await ranked(engine, scope, query)
+            recalled[0].set()
 
         async def write():
             outcome["write"] = await engine.experience(
