@@ -134,28 +134,10 @@ def heap_line(libc) -> str:
 
 
 def pymalloc() -> dict[str, int]:
-    """pymalloc's own accounting (``sys._debugmallocstats``, which writes to fd 2): its arenas of
-    1 MiB each are mapped directly, outside glibc's malloc; the blocks in use are the live small
-    objects; the difference is pymalloc's fragmentation (free blocks and pools in arenas it cannot
-    give back because some block in them lives)."""
-    wanted = {"# arenas allocated current": "arenas", "# bytes in allocated blocks": "allocated"}
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        try:
-            os.dup2(sink.fileno(), 2)
-            sys._debugmallocstats()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        sink.seek(0)
-        text = sink.read().decode(errors="replace")
-    found = {}
-    for line in text.splitlines():
-        label, _, value = line.partition("=")
-        if label.strip() in wanted:
-            found[wanted[label.strip()]] = int(value.strip().replace(",", ""))
-    return found
+    """pymalloc's arenas and the bytes of its live blocks (bench/procmem.py's ``pymalloc``): its
+    arenas are mapped directly, outside glibc's malloc; the difference is its fragmentation."""
+    found = _procmem().pymalloc()
+    return {key: found[key] for key in ("arenas", "allocated") if key in found}
 
 
 def split_line(libc, anon: float) -> str:
@@ -193,12 +175,16 @@ def trace_growth(snapshot, frames: int):
     return current
 
 
-def _libc():
-    """glibc with ``mallinfo2`` typed (bench/procmem.py), or None: malloc's counters are left out."""
+def _procmem():
     spec = importlib.util.spec_from_file_location("bench_procmem", os.path.join(_HERE, "procmem.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.glibc()
+    return module
+
+
+def _libc():
+    """glibc with ``mallinfo2`` typed (bench/procmem.py), or None: malloc's counters are left out."""
+    return _procmem().glibc()
 
 
 async def run(args: argparse.Namespace, config: EngineConfig) -> None:
