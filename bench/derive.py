@@ -179,20 +179,32 @@ def ask(process: subprocess.Popen, size: int) -> dict:
     return json.loads(process.stdout.readline())
 
 
+def arm_options(parser: argparse.ArgumentParser, bytes_help: str) -> None:
+    """The options of a bench whose arms are checkouts run as ``--worker`` processes (this one,
+    bench/derive_trickle.py)."""
+    parser.add_argument("--baseline", default="none", help="another checkout to compare with (none: skip)")
+    parser.add_argument("--bytes", action="store_true", help=bytes_help)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+
+
+def arms_of(args: argparse.Namespace) -> dict[str, str]:
+    """``this`` checkout, and ``--baseline``'s when given: name → root."""
+    arms = {"this": os.path.dirname(_HERE)}
+    if args.baseline != "none":
+        arms["baseline"] = os.path.abspath(args.baseline)
+    return arms
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1000,5000,10000,20000")
     parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--baseline", default="none", help="another checkout to compare with (none: skip)")
-    parser.add_argument("--bytes", action="store_true", help="print the bytes written per event by table")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    arm_options(parser, "print the bytes written per event by table")
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.batch, args.bytes)
         return
-    arms = {"this": os.path.dirname(_HERE)}
-    if args.baseline != "none":
-        arms["baseline"] = os.path.abspath(args.baseline)
+    arms = arms_of(args)
     print(f"one scope, given vectors, hash embedder, LevelDB; +{args.batch} events timed at each size; "
           f"arms: {arms}; load {os.getloadavg()[0]:.1f}")  # fmt: skip
     workers = {name: start(root, args.batch, args.bytes) for name, root in arms.items()}

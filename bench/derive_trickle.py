@@ -91,16 +91,13 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=400)
     parser.add_argument("--timed", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--baseline", default="none", help="another checkout to compare with (none: skip)")
-    parser.add_argument("--bytes", action="store_true", help="count the bytes written per event by table")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    derive = _load("bench_derive", os.path.join(_HERE, "derive.py"))
+    derive.arm_options(parser, "count the bytes written per event by table")
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.warm, args.timed, args.bytes)
         return
-    arms = {"this": os.path.dirname(_HERE)}
-    if args.baseline != "none":
-        arms["baseline"] = os.path.abspath(args.baseline)
+    arms = derive.arms_of(args)
     print(f"one scope, a commit per write (wait=consolidated), hash embedder, LevelDB; {args.warm} writes, "
           f"then {args.timed} timed; arms: {arms}")  # fmt: skip
     rows: dict[str, list[dict]] = {name: [] for name in arms}
