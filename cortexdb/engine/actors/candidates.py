@@ -23,6 +23,7 @@ from ..retrieve import passages
 from ..retrieve.feedback import alternate
 from ..retrieve.temporal_filter import happened_in
 from ..retrieve.text_index import tokenize
+from ..storage.episodes import OPEN_MEMBERS
 from ..temporal import try_parse_rfc3339
 from . import concept_queries, history, requery
 from .candidate_signals import Signals
@@ -250,7 +251,9 @@ async def _load(
     if raw is None:
         return None
     complete = None  # an episode ranked on its header: its whole record once chosen (complete)
-    if layer == "episodes" and actor is not None:
+    if layer == "episodes" and OPEN_MEMBERS in raw:  # an open episode's header: its members' rows
+        record = await tables.episodes.json.fill(record_id, jsoncodec.decode(raw))
+    elif layer == "episodes" and actor is not None:
         whole = functools.partial(decode_episode, actor, record_id, raw)
         header = episode_header(raw)
         record, complete = (header, whole) if header is not None else (whole(), None)

@@ -20,7 +20,8 @@ table's.  UUID v7 ids sort by creation time, so per-scope tables iterate in capt
 | FV    | scope, fact_id, closed at (``version_stamp``) | Fact: a closed version (docs/time.md) |
 | BV    | scope, belief_id, closed at                 | Belief: a closed version             |
 | EV    | scope, ep_id, closed at                     | JSON: a closed episode version (compact, see ``derive/versions``) |
-| EP    | scope, ep_id                                | Episode                              |
+| EP    | scope, ep_id                                | Episode (an open one: a header, ``storage/episodes``) |
+| EK    | scope, ep_id, position (10 digits)          | JSON [evt_id, role]: an open episode's member |
 | EO    | scope, window key                           | ep_id of the open episode            |
 | BD    | scope, belief_id                            | deletion note (410 on direct lookup) |
 | FW    | scope, evt_id                               | foreign consolidation work item      |
@@ -76,6 +77,7 @@ FACT_OBJECTS = b"FO"  # facts whose object is an entity, by that entity (relatio
 BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, BELIEF_HOMES = b"B", b"BI", b"BD", b"BS"
 FACT_VERSIONS, BELIEF_VERSIONS, EPISODE_VERSIONS = b"FV", b"BV", b"EV"  # closed versions
 EPISODES, OPEN_EPISODES, FOREIGN_WORK, VECTORS, CONCEPTS = b"EP", b"EO", b"FW", b"V", b"C"
+EPISODE_MEMBERS = b"EK"  # an open episode's members, a row each (``storage/episodes``)
 CONCEPT_VERSIONS, CONCEPT_SUBJECTS, VOCABULARIES = b"CV", b"CS", b"VO"
 ENTITIES, ENTITY_ALIASES, IDEMPOTENCY, TEMPORAL_PHRASES = b"N", b"NA", b"I", b"TP"
 ENTITY_MENTIONS, EVENT_ENTITIES = b"NM", b"NE"
@@ -94,7 +96,7 @@ GIVEN_VECTORS = b"GV"  # the vectors writers gave with their events: primary, re
 SCOPED_DERIVED_TABLES = (
     FACTS, FACT_INDEX, FACT_SUPPORTS, BELIEFS, BELIEF_CLAIMS, BELIEF_DELETIONS, EPISODES,
     OPEN_EPISODES, CONCEPTS, VECTORS, FACT_VERSIONS, BELIEF_VERSIONS, EPISODE_VERSIONS,
-    CONCEPT_VERSIONS, CONCEPT_SUBJECTS, FACT_OBJECTS, INTAKE_QUEUE,
+    CONCEPT_VERSIONS, CONCEPT_SUBJECTS, FACT_OBJECTS, INTAKE_QUEUE, EPISODE_MEMBERS,
 )  # fmt: skip
 #: the per-scope tables a forget compacts whole (``NodeTables.forget_ranges``)
 FORGET_SCOPED = (*SCOPED_DERIVED_TABLES, PENDING, FOREIGN_WORK, SUPPRESSIONS, FORGOTTEN, SIGNALS, PROPOSALS,

@@ -18,6 +18,7 @@ event's scope from it), shared with ``NodeTables``; the partition's actor is the
 | ``belief_deletions`` | BD  | belief_id                       | JSON deletion note          |
 | ``episodes``       | EP    | ep_id                           | ``Episode``                 |
 | ``open_episodes``  | EO    | window key                      | ep_id                       |
+| ``episodes.members`` | EK  | (ep_id, position)               | JSON [evt_id, role]: an open episode's member |
 | ``foreign_work``   | FW    | evt_id (of the source scope)    | JSON work item              |
 | ``vectors``        | V     | record id (or passage id)       | float32 embedding           |
 | ``given_vectors``  | GV    | evt_id                          | float32: the writer's vector (primary) |
@@ -41,9 +42,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import jsoncodec
-from ..model import Belief, Concept, Episode, Event, EventState, Fact
+from ..model import Belief, Concept, Event, EventState, Fact
 from ..spi.kv import KVStore, Op, Put
 from . import keys
+from .episodes import EpisodeTable
 from .table import JSON, MARK, TEXT, VECTOR, Records, Table
 from .versions import Versions
 
@@ -65,7 +67,7 @@ class Partition:
         self.beliefs: Table[Belief] = table(keys.BELIEFS, Records(Belief))
         self.belief_claims: Table[str] = table(keys.BELIEF_CLAIMS, TEXT)
         self.belief_deletions = table(keys.BELIEF_DELETIONS, JSON)
-        self.episodes: Table[Episode] = table(keys.EPISODES, Records(Episode))
+        self.episodes = EpisodeTable(store, scope)  # whole episodes, whatever their rows' form
         self.open_episodes: Table[str] = table(keys.OPEN_EPISODES, TEXT)
         self.foreign_work = table(keys.FOREIGN_WORK, JSON)
         self.vectors = table(keys.VECTORS, VECTOR)

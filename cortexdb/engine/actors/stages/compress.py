@@ -55,8 +55,9 @@ async def run(work: StageContext, events: list[Event], states: dict[str, EventSt
     work.state.last_activity = now
     if opened is not None and opened.id in dirty:
         close_episode(work, batch, opened, snapshot, now)
-    for episode in dirty.values():
-        batch.ops.append(work.tables.episodes.put_op(episode.id, episode))
+    for episode in dirty.values():  # an open one as a header and its new members' rows
+        write = work.tables.episodes.whole_ops if episode.status == EPISODE_SEALED else work.tables.episodes.open_ops
+        batch.ops += await write(episode)
     await work.index.index_documents(batch.ops, {e.id: episode_text(e) for e in dirty.values()})
     work.state_ops(batch, events, states)
     await work.commit(batch)
@@ -160,7 +161,7 @@ async def seal_open_episode(work: StageContext) -> str | None:
     snapshot = episode_snapshot(episode, now)
     seal(work, batch, episode, now)
     close_episode(work, batch, episode, snapshot, now)
-    batch.ops.append(work.tables.episodes.put_op(episode.id, episode))
+    batch.ops += await work.tables.episodes.whole_ops(episode)
     await work.commit(batch)
     return episode.id
 
@@ -200,7 +201,7 @@ async def leave_episode(work: StageContext, batch: StageBatch, state: EventState
         redescribe(work, episode, members, informative)
         await work.index.index_documents(batch.ops, {episode.id: episode_text(episode)})
     close_episode(work, batch, episode, snapshot, now)
-    batch.ops.append(work.tables.episodes.put_op(episode.id, episode))
+    batch.ops += await work.tables.episodes.whole_ops(episode)
 
 
 async def episode_members(work: StageContext, episode: Episode) -> tuple[list[Event], int]:

@@ -137,7 +137,7 @@ async def _refresh_episode(work: StageContext, out: Writes, episode_id: str,
         await relink_episodes(work, out, {episode_id: episode.causal_predecessor})
         return
     redescribe(work, episode, members, informative)
-    out.ops.append(work.tables.episodes.put_op(episode.id, episode))
+    out.ops += await work.tables.episodes.whole_ops(episode)
     await work.index.index_documents(out.ops, {episode.id: episode_text(episode)})
 
 
@@ -268,7 +268,7 @@ async def mark(work: StageContext, out: Writes, item: MarkEvidence, result: dict
         episode = await work.tables.episodes.get(episode_id)
         if episode is not None and episode.partial_reason != EVIDENCE_REDACTED and episode.status != EPISODE_OPEN:
             episode.partial, episode.partial_reason = True, EVIDENCE_REDACTED
-            out.ops.append(work.tables.episodes.put_op(episode_id, episode))
+            out.ops += await work.tables.episodes.whole_ops(episode)
             result["episodes"] += 1
 
 

@@ -243,7 +243,7 @@ async def delete_episode(work: StageContext, out: Writes, episode_id: str, suppr
     if state.episode is not None and state.episode.id == episode_id:  # the open window
         state.episode = None
         out.ops.append(tables.open_episodes.delete_op(EPISODE_WINDOW))
-    out.ops += [tables.episodes.delete_op(episode_id), tables.forgotten.put_op(episode_id, note(work, "episodes"))]
+    out.ops += [*await tables.episodes.delete_ops(episode_id), tables.forgotten.put_op(episode_id, note(work, "episodes"))]
     work.index.unindex(out.ops, episode_id)
     result["episodes"] += 1
     result["evidence"].update(members)
@@ -265,9 +265,9 @@ async def relink_episodes(work: StageContext, out: Writes, predecessors: dict[st
     state.last_sealed = past(state.last_sealed)
     if state.episode is not None and state.episode.causal_predecessor in predecessors:
         state.episode.causal_predecessor = past(state.episode.causal_predecessor)
-        out.ops.append(work.tables.episodes.put_op(state.episode.id, state.episode))
+        out.ops += await work.tables.episodes.whole_ops(state.episode)
     async for episode_id, episode in work.tables.episodes.scan():
         if episode.causal_predecessor in predecessors and episode_id not in predecessors:
             if state.episode is None or state.episode.id != episode_id:
                 episode.causal_predecessor = past(episode.causal_predecessor)
-                out.ops.append(work.tables.episodes.put_op(episode_id, episode))
+                out.ops += await work.tables.episodes.whole_ops(episode)

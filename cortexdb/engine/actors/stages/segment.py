@@ -49,7 +49,7 @@ async def resegment(work: StageContext, progress: Progress) -> dict[str, Any]:
         for event_id in members[start : start + CHUNK]:
             await _rejoin(work, batch, event_id, now, dirty)
         for episode in dirty.values():
-            batch.ops.append(work.tables.episodes.put_op(episode.id, episode))
+            batch.ops += await work.tables.episodes.whole_ops(episode)
         created.update(dirty)
         await work.index.index_documents(batch.ops, {e.id: episode_text(e) for e in dirty.values()})
         await work.commit(batch)
@@ -65,7 +65,7 @@ async def _retire(work: StageContext, now: Any) -> int:
         if episode.recorded_to is not None or episode.excluded_from_recall:
             continue
         episode.recorded_to = now
-        ops.append(tables.episodes.put_op(episode.id, episode))
+        ops += await tables.episodes.whole_ops(episode)
         work.index.unindex(ops, episode.id)
         retired += 1
         if len(ops) >= CHUNK:

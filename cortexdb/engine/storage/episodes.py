@@ -1,0 +1,159 @@
+"""The episodes table (``EP``) and its open episodes' member rows (``EK``).
+
+A sealed episode's row holds the whole record, as it always did.  An open episode grows by an
+event at every commit that adds one, and writing its row whole each time cost what the episode
+holds (up to ``episode_max_events`` ids twice and as many causal links: ~45 KB an event at the
+default 500; docs/decisions.md, "An open episode's members as rows of their own").  So the episode
+step writes an open episode as a *header* — its row with its three lists empty and
+``"open_members": n`` — and one ``EK`` row per member (``scope, ep_id, position``: the member's
+event id and its causal role), each written once, when the event joins.
+
+Every read here gives the episode whole, whatever form its row is in: a row with
+``open_members`` has its lists filled from its first ``n`` member rows (``events`` and
+``supports`` are the members' ids, ``causal_chain`` their links), a row without it is read as
+stored (every row written before this form existed, and every sealed episode).
+
+Writes keep one rule: member rows exist exactly under a header that counts them.  ``open_ops``
+writes the header and the rows from the first position the stored header did not hold;
+``whole_ops`` (a seal, a cancel, a forget, resegmentation: anything that is not an append)
+writes the row whole and deletes the member rows; ``delete_ops`` deletes both.  Each returns
+operations for the caller's one atomic write, so a crash keeps either the old form or the new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from functools import cached_property
+from typing import Any
+
+from .. import jsoncodec
+from ..model import Episode, converter
+from ..spi.kv import Delete, KVStore, Op, Put
+from . import keys
+from .table import JSON, Records, Table
+
+MEMBERS = "open_members"  # the header's count of member rows
+OPEN_MEMBERS = b'"open_members":'  # in the stored bytes of a header (and of no whole row but by chance)
+LISTS = ("events", "supports", "causal_chain")
+WIDTH = 10  # a member row's position, zero-padded: rows sort in the order events joined
+
+
+def position(index: int) -> str:
+    return str(index).zfill(WIDTH)
+
+
+class _Filled(Table[Any]):
+    """The episodes' rows as wire dicts (the JSON of a whole record), member rows filled in."""
+
+    def __init__(self, store: KVStore, prefix: bytes, members: Table[Any]) -> None:
+        super().__init__(store, prefix, JSON)
+        self.members = members
+
+    async def fill(self, name: str, wire: dict[str, Any]) -> dict[str, Any]:
+        count = wire.pop(MEMBERS, None)
+        if count is None:
+            return wire
+        rows = [row async for _, row in self.members.scan(name, limit=count)]
+        if len(rows) != count:  # never written so: a header is written with its rows
+            raise RuntimeError(f"episode {name}: {len(rows)} member rows for a header of {count}")
+        ids = [row[0] for row in rows]
+        wire["events"], wire["supports"] = ids, list(ids)
+        wire["causal_chain"] = [{"event": event, "role": role} for event, role in rows]
+        return wire
+
+    async def get(self, key: Any) -> Any:
+        wire = await super().get(key)
+        return None if wire is None else await self.fill(key, wire)
+
+    async def get_many(self, names: Collection[str]) -> dict[str, Any]:
+        found = await super().get_many(names)
+        return {name: await self.fill(name, wire) for name, wire in found.items()}
+
+    async def scan(self, under: Any = (), **bounds: Any) -> AsyncIterator[tuple[str, Any]]:
+        async for name, wire in super().scan(under, **bounds):
+            yield name, await self.fill(name, wire)
+
+
+class EpisodeTable(Table[Episode]):
+    """``Table[Episode]`` over ``EP`` whose reads give whole episodes (module docstring)."""
+
+    def __init__(self, store: KVStore, scope: str) -> None:
+        super().__init__(store, keys.prefix(keys.EPISODES, scope), Records(Episode))
+        self.members: Table[Any] = Table(store, keys.prefix(keys.EPISODE_MEMBERS, scope), JSON)
+        self._structure = converter.get_structure_hook(Episode)
+
+    @cached_property
+    def json(self) -> Table[Any]:
+        return _Filled(self.store, self.prefix, self.members)
+
+    def _record(self, wire: dict[str, Any]) -> Episode:
+        return self._structure(wire, Episode)
+
+    # -- reading: every method a reader of episodes uses gives them whole -----------------------
+    async def get(self, key: Any) -> Episode | None:
+        wire = await self.json.get(key)
+        return None if wire is None else self._record(wire)
+
+    async def get_many(self, names: Collection[str]) -> dict[str, Episode]:
+        return {name: self._record(wire) for name, wire in (await self.json.get_many(names)).items()}
+
+    async def scan(self, under: Any = (), **bounds: Any) -> AsyncIterator[tuple[str, Episode]]:
+        async for name, wire in self.json.scan(under, **bounds):
+            yield name, self._record(wire)
+
+    async def items(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("episodes are named by one part: use scan")
+
+    async def page(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("use page_many")
+
+    async def page_many(self, cursor: str | None, *, limit: int, under: Any = (),
+                        expand: Callable[[str, Episode | None], Awaitable[list[Any]]],
+                        more: AsyncIterator[str] | None = None) -> dict[str, Any]:  # fmt: skip
+        filled = self.json
+
+        async def whole(name: str, wire: Any) -> list[Any]:
+            value = None if wire is None else self._record(await filled.fill(name, wire))
+            return await expand(name, value)
+
+        return await Table(self.store, self.prefix, JSON).page_many(
+            cursor, limit=limit, under=under, expand=whole, more=more)  # fmt: skip
+
+    # -- writing ---------------------------------------------------------------------------------
+    async def held(self, episode_id: str) -> int:
+        """How many member rows the stored row of ``episode_id`` counts (0 for a row stored
+        whole, or none)."""
+        raw = await self.store.get(self.key(episode_id))
+        if raw is None or OPEN_MEMBERS not in raw:
+            return 0
+        return int(jsoncodec.decode(raw).get(MEMBERS, 0))
+
+    async def open_ops(self, episode: Episode) -> list[Op]:
+        """The writes of an open episode that grew by appends only since it was stored: its
+        header, and the member rows the stored header does not count yet.  An episode whose
+        lists are not one member per position (a cancel or a forget rewrote them) is written
+        whole."""
+        ids = episode.events
+        if ids != episode.supports or ids != [link.event for link in episode.causal_chain]:
+            return await self.whole_ops(episode)
+        held = await self.held(episode.id)
+        if held > len(ids):  # not an append (cannot happen: a removal writes the row whole)
+            held = 0
+        wire = converter.unstructure(episode)
+        for name in LISTS:
+            wire[name] = []
+        wire[MEMBERS] = len(ids)
+        ops: list[Op] = [Put(self.key(episode.id), jsoncodec.encode(wire))]
+        ops += [self.members.put_op((episode.id, position(i)), [link.event, link.role])
+                for i, link in enumerate(episode.causal_chain[held:], held)]  # fmt: skip
+        return ops
+
+    async def member_deletes(self, episode_id: str) -> list[Op]:
+        return [Delete(key) async for key, _ in self.store.scan(prefix=self.members.key((episode_id, "")))]
+
+    async def whole_ops(self, episode: Episode) -> list[Op]:
+        """The row of ``episode`` written whole (its closed form), and its member rows gone."""
+        return [*await self.member_deletes(episode.id), self.put_op(episode.id, episode)]
+
+    async def delete_ops(self, episode_id: str) -> list[Op]:
+        return [*await self.member_deletes(episode_id), self.delete_op(episode_id)]
