@@ -100,3 +100,56 @@ class NodeStates:
         from cortexdb.engine.storage.table import Records
 
         self.codec = Records(EventState)
+
+
+async def test_an_old_data_dirs_open_episode_stored_whole_reads_the_same_and_grows_as_rows(clock):
+    """An open episode as an earlier build stored it (one row holding every member: no header,
+    no ``EK`` rows): the engine reopened on it lists, finds and recalls the same episode, and
+    the next event stores it as a header and a row per member (storage/episodes.py)."""
+    from cortexdb.engine.model import Episode
+    from cortexdb.engine.spi.kv import Delete
+    from cortexdb.engine.storage.table import Records
+
+    store = MemoryStore()
+    config = EngineConfig(default_caller="user:alice", episode_idle_check=3600.0)
+    ep, ek = b"EP\x00" + SCOPE.encode() + b"\x00", b"EK\x00" + SCOPE.encode() + b"\x00"
+
+    def opened():
+        return cortexdb.open_engine("memory", store=store, clock=clock, id_seed=3, config=config)
+
+    async def answers(engine, episode_id):
+        return (await engine.episodes(SCOPE), await engine.episodes(SCOPE, include_superseded=True),
+                await engine.get_episode(SCOPE, episode_id),
+                _pack(await engine.recall({"scope": SCOPE, "query": "Grace Globex", "include": ["episodes"]})))  # fmt: skip
+
+    texts = ["Grace works at Globex.", "Grace likes tea.", "Grace moved to Oslo.", "Grace has a cat."]
+    async with opened() as engine:
+        ids = [(await engine.experience(envelope(t, observed_at=f"2026-05-13T15:4{i}:00Z"), wait="consolidated")).event_id
+               for i, t in enumerate(texts)]  # fmt: skip
+        (episode,) = (await engine.episodes(SCOPE))["items"]
+        before = await answers(engine, episode["id"])
+    members = [key async for key, _ in store.scan(prefix=ek)]
+    assert len(members) == len(ids)
+    (header,) = [raw async for _, raw in store.scan(prefix=ep)]
+    assert b'"open_members":4' in header
+    wire = jsoncodec.decode(header)
+    del wire["open_members"]
+    wire["events"], wire["supports"] = ids, list(ids)
+    wire["causal_chain"] = [{"event": i, "role": link["role"]} for i, link in zip(ids, episode["causal_chain"], strict=True)]
+    codec = Records(Episode)
+    whole = codec.encode(codec.decode(jsoncodec.encode(wire)))  # the row as the earlier build wrote it
+    await store.write([Put(ep + episode["id"].encode(), whole), *(Delete(key) for key in members)])
+    async with opened() as engine:
+        assert await answers(engine, episode["id"]) == before
+        more = await engine.experience(envelope("Grace bought a bike.", observed_at="2026-05-13T15:45:00Z"),
+                                       wait="consolidated")  # fmt: skip
+        (grown,) = (await engine.episodes(SCOPE))["items"]
+        assert grown["events"] == [*ids, more.event_id] and grown["id"] == episode["id"]
+        assert grown["causal_chain"][:4] == episode["causal_chain"]
+    rows = [jsoncodec.decode(raw)[0] async for _, raw in store.scan(prefix=ek)]
+    assert rows == [*ids, more.event_id]  # every member a row now, the old ones included
+
+
+def _pack(answer: dict) -> dict:
+    """A recall's answer less what each call draws anew (its ids) and its timings."""
+    return {"layers": answer["layers"], "context_block": answer["context_block"]}
