@@ -177,3 +177,52 @@ def test_batches_cover_every_text_once_with_bounded_padding(seed):
 def test_a_long_text_is_not_batched_with_short_ones():
     out = batches([60] * 15 + [256], 16)
     assert out == [list(range(15)), [15]]
+
+
+async def test_a_recall_during_a_group_that_fails_writes_no_vector_of_its_unwritten_facts():
+    """The first group's write (extract and index: the new facts, their backlog entries held)
+    waits, and a recall of the facts layer runs meanwhile; then the write fails.  The recall's
+    drain skipped the held facts, so no ``V`` row names a fact never written; the restarted lane
+    derives the event again and its facts get their vectors (decisions.md, "A recall's drain
+    skips what an uncommitted group holds")."""
+    from cortexdb import Internal
+    from cortexdb.backends.memory import MemoryStore
+    from cortexdb.engine.spi.kv import Put
+
+    class GatedStore(MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.reached, self.resume, self.armed = trio.Event(), trio.Event(), True
+
+        async def write(self, ops, *, sync=False):
+            if self.armed and any(isinstance(op, Put) and op.key.startswith(b"F\x00") for op in ops):
+                self.armed = False
+                self.reached.set()
+                await self.resume.wait()
+                raise RuntimeError("the store failed the write")
+            return await super().write(ops, sync=sync)
+
+    store = GatedStore()
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", derived_vectors="deferred",
+                          derived_vectors_quiet=3600.0)  # fmt: skip
+    async with cortexdb.open_engine("memory", store=store, clock=ManualClock(START), id_seed=7, config=config,
+                                    embedder=CountingHash()) as engine:  # fmt: skip
+        await engine.experience(envelope(TEXTS[0]), wait="captured")
+        async with trio.open_nursery() as nursery:
+
+            async def flush() -> None:
+                with pytest.raises(Internal):  # the flush meets the failed write
+                    await engine.flush(SCOPE)
+
+            nursery.start_soon(flush)
+            await store.reached.wait()
+            held = {d for d in lane_of(engine).index.backlog.waiting if d.startswith("fact_")}
+            assert held  # the group's new facts, waiting for their vectors
+            await engine.recall(request(["facts"]))
+            store.resume.set()
+        await engine.flush(SCOPE)
+        lane = lane_of(engine)
+        stored = {d for d in await stored_vector_ids(lane) if d.startswith("fact_")}
+        facts = {f["id"] for f in (await engine.facts(SCOPE))["items"]}
+        assert facts and not (held & facts)  # derived again: new ids
+        assert not (held & stored) and stored <= facts

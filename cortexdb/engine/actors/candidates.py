@@ -54,7 +54,7 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
     }
     backlog = actor.lane.index.backlog  # derived records waiting for their vectors: embedded first
     if backlog.holds_any(per_layer):
-        await actor.lane.index.drain(prefixes=per_layer)
+        await actor.lane.index.drain(prefixes=per_layer, skip_held=True)  # not an unwritten group's
     bm25, semantic = _hits(actor.lane.state, query, per_layer)
     ids = list(dict.fromkeys(list(bm25) + list(semantic)))
     if not ids:  # no query text (or no hit): the most recent records of each layer

@@ -143,17 +143,17 @@ class Indexer:
                 if d not in given and (embed_known or (d not in vector_index and d not in backlog))}  # fmt: skip
         if self.deferring:  # derived records wait (vector_backlog.py)
             for doc_id in [d for d in todo if not d.startswith(EVENT_PREFIX)]:
-                backlog.put(doc_id, todo.pop(doc_id))
+                backlog.put(doc_id, todo.pop(doc_id), held=ops is not None)  # until its batch is written
         computed = await self.embed(list(todo.values())) if todo else []
         await self.add_vectors(ops, [*given.items(), *zip(todo, computed, strict=True)], stored)
         if len(backlog) >= self.ctx.config.derived_vectors_backlog:
             await self.drain(ops)
 
-    async def drain(self, ops: list[Op] | None = None, prefixes=None) -> None:
+    async def drain(self, ops: list[Op] | None = None, prefixes=None, *, skip_held: bool = False) -> None:
         """Embed the derived records waiting for their vectors (of ``prefixes`` only, when
-        given) and index them; their vectors go into ``ops`` (a stage's batch) or are written
-        now."""
-        pairs = await self.backlog.take(prefixes)
+        given; with ``skip_held``, not those of a batch not written yet: a recall's) and index
+        them; their vectors go into ``ops`` (a stage's batch) or are written now."""
+        pairs = await self.backlog.take(prefixes, skip_held=skip_held)
         if not pairs:
             return
         own: list[Op] = [] if ops is None else ops

@@ -16,6 +16,11 @@ another fact) is embedded once, with its latest text; a belief whose claim reads
 shares the fact's vector computation.  Conversation turns (``evt_``) are never deferred: their
 vector is what ``wait="indexed"`` promises.  A record removed while waiting is dropped.  After a
 crash the waiting ones have no stored vector, and a restart embeds them (``stages.index.restore``).
+
+A record put by a stage whose batch is not written yet is *held* until a commit releases it: a
+recall's drain (which writes the vectors at once) skips it, so a group that then fails leaves no
+vector row of a record never written (decisions.md, "A recall's drain skips what an uncommitted
+group holds"); the lane's own drains (into a batch, or idle: no group in flight) take it.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class VectorBacklog:
 
     def __init__(self, embed: Callable[[list[str]], Awaitable[np.ndarray]]) -> None:
         self.waiting: dict[str, str] = {}
+        self.held: set[str] = set()  # put by a batch not written yet (``release`` at its commit)
         self._embed = embed
         self._lock = trio.Lock()  # one embedding at a time (a recall's and the lane's)
         self.embedded_texts = 0  # distinct texts embedded (what a bench reads)
@@ -64,9 +70,15 @@ class VectorBacklog:
     def __contains__(self, doc_id: str) -> bool:
         return doc_id in self.waiting
 
-    def put(self, doc_id: str, text: str) -> None:
+    def put(self, doc_id: str, text: str, *, held: bool = False) -> None:
         self.waiting.pop(doc_id, None)  # the latest text, at the end
         self.waiting[doc_id] = text
+        if held:
+            self.held.add(doc_id)
+
+    def release(self) -> None:
+        """The batch that held records is written (or given up with its actor): none is held."""
+        self.held.clear()
 
     def drop(self, doc_id: str) -> None:
         self.waiting.pop(doc_id, None)
@@ -74,18 +86,23 @@ class VectorBacklog:
     def clear(self) -> None:
         """Forget every waiting record (a rebuild derives the scope's records afresh)."""
         self.waiting.clear()
+        self.held.clear()
 
     def holds_any(self, prefixes: Iterable[str]) -> bool:
         wanted = set(prefixes)
         return any(layer_prefix(doc_id) in wanted for doc_id in self.waiting)
 
-    async def take(self, prefixes: Iterable[str] | None = None) -> list[tuple[str, np.ndarray]]:
-        """Embed the waiting records (of ``prefixes`` only, when given) and return (id, vector)
-        for those still waiting with the same text afterwards, which leave the backlog; one
-        removed or re-derived meanwhile is not returned (a re-derived one waits on)."""
+    async def take(self, prefixes: Iterable[str] | None = None, *,
+                   skip_held: bool = False) -> list[tuple[str, np.ndarray]]:  # fmt: skip
+        """Embed the waiting records (of ``prefixes`` only, when given; not those held, with
+        ``skip_held``) and return (id, vector) for those still waiting with the same text
+        afterwards, which leave the backlog; one removed or re-derived meanwhile is not returned
+        (a re-derived one waits on), nor one held meanwhile when ``skip_held``."""
         async with self._lock:
             wanted = set(prefixes) if prefixes is not None else None
-            items = {d: t for d, t in self.waiting.items() if wanted is None or layer_prefix(d) in wanted}
+            held = self.held if skip_held else frozenset()
+            items = {d: t for d, t in self.waiting.items()
+                     if (wanted is None or layer_prefix(d) in wanted) and d not in held}  # fmt: skip
             if not items:
                 return []
             texts = list(dict.fromkeys(items.values()))
@@ -93,7 +110,8 @@ class VectorBacklog:
             self.embedded_texts += len(texts)
             out = []
             for doc_id, text in items.items():
-                if self.waiting.get(doc_id) == text:
+                if self.waiting.get(doc_id) == text and not (skip_held and doc_id in self.held):
                     del self.waiting[doc_id]
+                    self.held.discard(doc_id)
                     out.append((doc_id, vectors[text]))
             return out

@@ -117,6 +117,7 @@ class StageContext:
         except BaseException:
             ctx.bus.abort(records)
             raise
+        self.index.backlog.release()  # the records it held are written: a recall may embed them
         states = {}
         for each in chain:
             states.update(each.states)

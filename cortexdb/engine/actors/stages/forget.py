@@ -139,6 +139,7 @@ class Writes:
         self.work.rewritten(firsts)
         for start in range(0, len(ops), CHUNK_OPS):
             await self.work.tables.write(ops[start : start + CHUNK_OPS])
+        self.work.index.backlog.release()
 
 
 def note(work: StageContext, layer: str) -> dict[str, Any]:
