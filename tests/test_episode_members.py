@@ -127,3 +127,66 @@ async def test_a_failed_write_of_a_member_loses_and_duplicates_nothing(clock):
         assert [link["event"] for link in episode["causal_chain"]] == episode["events"]
     rows = await store.rows(EK)
     assert [jsoncodec.decode(raw)[0] for raw in rows.values()] == [*ids, result.event_id]
+
+
+def _episode(count: int):
+    import datetime as dt
+
+    from cortexdb.engine.model import CausalLink, Episode
+
+    at = dt.datetime(2026, 5, 13, 15, 40, tzinfo=dt.UTC)
+    ids = [f"evt_{i}" for i in range(count)]
+    return Episode(id="ep_1", scope=ALICE, name="n", summary="s", events=list(ids), supports=list(ids),
+                   started_at=at, ended_at=at, valid_from=at, recorded_from=at,
+                   causal_chain=[CausalLink(event=i, role="context") for i in ids])  # fmt: skip
+
+
+async def test_every_reading_of_the_table_gives_the_open_episode_whole():
+    from cortexdb.engine.model import CausalLink, to_wire
+    from cortexdb.engine.storage.episodes import EpisodeTable
+
+    store = MemoryStore()
+    table = EpisodeTable(store, ALICE)
+    episode = _episode(3)
+    await store.write(await table.open_ops(episode))
+    episode.events.append("evt_3")
+    episode.supports.append("evt_3")
+    episode.causal_chain.append(CausalLink(event="evt_3", role="decision"))
+    ops = await table.open_ops(episode)
+    assert len(ops) == 2  # the header and the one new member
+    await store.write(ops)
+    wire = to_wire(episode)
+    assert await table.get("ep_1") == episode and await table.get_many(["ep_1", "ep_2"]) == {"ep_1": episode}
+    assert [e async for e in table.scan()] == [("ep_1", episode)]
+    assert [e async for e in table.items()] == [(("ep_1",), episode)]
+    assert (await table.page(None, limit=5))["items"] == [episode]
+
+    async def expand(name, value):
+        return [value]
+
+    assert (await table.page_many(None, limit=5, expand=expand))["items"] == [episode]
+    assert await table.json.get("ep_1") == wire and [w async for _, w in table.json.scan()] == [wire]
+    assert await table.json.get_many(["ep_1"]) == {"ep_1": wire}
+    whole = await table.whole_ops(episode)  # four member rows deleted and the row put
+    assert len(whole) == 5 and await table.held("ep_1") == 4
+    await store.write(whole)
+    assert await table.get("ep_1") == episode and await table.held("ep_1") == 0
+    assert [k async for k, _ in store.scan(prefix=EK)] == []
+
+
+async def test_a_read_that_meets_a_commit_between_header_and_rows_reads_again():
+    """The header is read, then the episode is sealed (written whole, its rows deleted) before
+    its rows are: the read sees the header changed and gives the whole row."""
+    from cortexdb.engine.storage.episodes import EpisodeTable
+    from cortexdb.engine.storage.table import JSON, Table
+
+    store = MemoryStore()
+    table = EpisodeTable(store, ALICE)
+    episode = _episode(4)
+    await store.write(await table.open_ops(episode))
+    header = await Table(store, table.prefix, JSON).get("ep_1")  # the header as stored
+    assert header["open_members"] == 4 and header["events"] == []
+    episode.status = "compressed"
+    await store.write(await table.whole_ops(episode))  # the commit that came between
+    filled = await table.json.fill("ep_1", header)
+    assert filled["status"] == "compressed" and filled["events"] == episode.events

@@ -35,6 +35,7 @@ from .table import JSON, Records, Table
 MEMBERS = "open_members"  # the header's count of member rows
 OPEN_MEMBERS = b'"open_members":'  # in the stored bytes of a header (and of no whole row but by chance)
 LISTS = ("events", "supports", "causal_chain")
+RETRIES = 8  # reads of a header changing under a reader (each retry means a commit came between)
 WIDTH = 10  # a member row's position, zero-padded: rows sort in the order events joined
 
 
@@ -50,16 +51,26 @@ class _Filled(Table[Any]):
         self.members = members
 
     async def fill(self, name: str, wire: dict[str, Any]) -> dict[str, Any]:
-        count = wire.pop(MEMBERS, None)
-        if count is None:
-            return wire
-        rows = [row async for _, row in self.members.scan(name, limit=count)]
-        if len(rows) != count:  # never written so: a header is written with its rows
-            raise RuntimeError(f"episode {name}: {len(rows)} member rows for a header of {count}")
-        ids = [row[0] for row in rows]
-        wire["events"], wire["supports"] = ids, list(ids)
-        wire["causal_chain"] = [{"event": event, "role": role} for event, role in rows]
-        return wire
+        """``wire`` (the decoded row of ``name``) whole.  A header and its rows are two reads: a
+        commit between them (the lane goes on while a recall reads) is seen as a header that
+        changed when it is read again, and the read is made again from the new one."""
+        for _ in range(RETRIES):
+            count = wire.get(MEMBERS)
+            if count is None:
+                return wire
+            rows = [row async for _, row in self.members.scan(name, limit=count)]
+            raw = await self.store.get(self.key(name))
+            again = jsoncodec.decode(raw) if raw is not None else None
+            if again == wire and len(rows) == count:
+                del wire[MEMBERS]
+                ids = [row[0] for row in rows]
+                wire["events"], wire["supports"] = ids, list(ids)
+                wire["causal_chain"] = [{"event": event, "role": role} for event, role in rows]
+                return wire
+            if again is None:  # deleted meanwhile: what was read, without its members
+                break
+            wire = again
+        raise RuntimeError(f"episode {name}: its member rows do not match its header")
 
     async def get(self, key: Any) -> Any:
         wire = await super().get(key)
@@ -101,11 +112,20 @@ class EpisodeTable(Table[Episode]):
         async for name, wire in self.json.scan(under, **bounds):
             yield name, self._record(wire)
 
-    async def items(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("episodes are named by one part: use scan")
+    async def items(self, under: Any = (), **bounds: Any) -> AsyncIterator[tuple[tuple[str, ...], Episode]]:
+        async for name, episode in self.scan(under, **bounds):
+            yield (name,), episode
 
-    async def page(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("use page_many")
+    async def page(self, cursor: str | None, *, limit: int, under: Any = (),
+                   convert: Callable[[str, Episode], Awaitable[Any]] | None = None,
+                   keep: Callable[[Any], bool] | None = None) -> dict[str, Any]:  # fmt: skip
+        filled = self.json
+
+        async def whole(name: str, wire: Any) -> Any:
+            episode = self._record(await filled.fill(name, wire))
+            return await convert(name, episode) if convert is not None else episode
+
+        return await Table(self.store, self.prefix, JSON).page(cursor, limit=limit, under=under, convert=whole, keep=keep)
 
     async def page_many(self, cursor: str | None, *, limit: int, under: Any = (),
                         expand: Callable[[str, Episode | None], Awaitable[list[Any]]],
