@@ -87,7 +87,7 @@ async def main(args) -> None:
         rates.append(rate)
     print(f"backend={args.backend} events={args.events} trials={args.trials} cpu_count={os.cpu_count()}")
     print(f"derivation, one event per commit: {statistics.median(rates):,.0f} events/s [{max(rates):,.0f}]")
-    derived = ("F", "FI", "FS", "B", "BI", "BD", "BS", "EP", "EO", "FV", "BV", "EV")
+    derived = ("F", "FI", "FS", "B", "BI", "BD", "BS", "EP", "EK", "EO", "FV", "BV", "EV")
     disk = tables.pop("(on disk, compacted)", (0, 0))[1]
     total = sum(size for _, size in tables.values())
     derived_bytes = sum(tables.get(name, (0, 0))[1] for name in derived)
