@@ -30,11 +30,12 @@ from __future__ import annotations
 import numpy as np
 import trio
 
+from . import vector_files
 from .vector_ids import SortedIds, check, encode
 from .vector_ivf import IvfRun
-from .vector_runs import DeltaRows, EncodedRows, FlatRun, scores, top
+from .vector_runs import DeltaRows, FlatRun, scores, top
 from .vector_segments import Segment as _Segment
-from .vector_segments import build_annoy, died_meanwhile, merged
+from .vector_segments import build, died_meanwhile, merged
 
 MERGE_RATIO = 1.5  # merge the newest two segments when the older is at most this much larger
 DTYPES = ("float32", "float16", "int8")
@@ -45,14 +46,15 @@ class VectorIndex:
     def __init__(
         self, dimension: int, *, segment_size: int = 20_000, trees: int = 50,
         dtype: str = "float32", directory: str | None = None, chunk_rows: int = 1024,
-        run_rows: int | None = None, sealed: str = "annoy",
+        run_rows: int | None = None, sealed: str = "annoy", persist: str | None = None,
     ) -> None:  # fmt: skip
         """``run_rows`` (with a ``directory``): seal the delta every that many rows into a flat
         run in a file (vector_runs.py), so the delta, the only rows in memory, stays small.
         ``sealed``: what a segment of ``segment_size`` rows or more is with a ``directory``,
         ``"ivf"`` (vector_ivf.py: the rows in a file, searched through a coarse quantizer) or
         ``"annoy"`` (a memory-mapped annoy index with a flat run of its rows beside it); without
-        a directory it is always annoy (in memory)."""
+        a directory it is always annoy (in memory).  ``persist`` (with a directory, IVF): a
+        folder of this index's own where sealed segments are kept between runs (vector_files.py)."""
         if dtype not in DTYPES:
             raise ValueError(f"vector dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
         if sealed not in SEALED:
@@ -72,6 +74,8 @@ class VectorIndex:
         self._sealing = False
         self._builds = trio.Lock()  # one seal, merge or rewrite at a time
         self._rewritten: set[str] = set()  # delta rows overwritten while a seal was building
+        self.persist = persist if self.directory is not None and sealed == "ivf" else None
+        self.retired: list[str] = []  # kept segments replaced since the last manifest
 
     def __len__(self) -> int:
         sealed = sum(len(segment.ids) - len(segment.dead) for segment in self._segments)
@@ -94,6 +98,18 @@ class VectorIndex:
                 if position >= 0 and position not in segment.dead:
                     return segment, position
         return None
+
+    @property
+    def segments(self) -> list[_Segment]:
+        """The sealed segments, oldest first (vector_files.py, vector_reopen.py read them)."""
+        return list(self._segments)
+
+    def adopt(self, segment: _Segment) -> None:
+        """Take a kept segment mapped at a reopen as the newest (vector_files.reopen)."""
+        self._segments.append(segment)
+
+    def _build(self, rows):  # one place a test may hold a build (vector_segments.build)
+        return build(self, rows)
 
     @property
     def segment_sizes(self) -> list[int]:
@@ -188,6 +204,7 @@ class VectorIndex:
             try:
                 while self._newest_two_similar():
                     await self._merge_newest_two()
+                await vector_files.persist(self)
             finally:
                 self._sealing = False
 
@@ -234,6 +251,7 @@ class VectorIndex:
             self._rewritten.clear()
             while merge and self._newest_two_similar():
                 await self._merge_newest_two()
+            await vector_files.persist(self)
         finally:
             self._sealing = False
 
@@ -257,6 +275,7 @@ class VectorIndex:
             segment.dead.add(position)
         for old in segments:
             old.unload()
+            self.retired += old.names()
         return segment
 
     async def rewrite(self) -> int:
@@ -275,31 +294,12 @@ class VectorIndex:
                 for segment in (stale := [s for s in self._segments if s.dead]):
                     rebuilt = await self._rebuilt([segment])
                     self._segments = [rebuilt if s is segment else s for s in self._segments]
+                self.retired += [n for s in self._segments if not s.ids for n in s.names()]
                 self._segments = [segment for segment in self._segments if segment.ids]
+                await vector_files.persist(self)
                 return len(stale)
             finally:
                 self._sealing = False
-
-    def _build(self, rows):
-        """(index, rows kept beside it): a flat run of ``rows`` while they are fewer than
-        ``segment_size`` and runs are on (its own rows); else an annoy index of them (float32
-        vectors by position), built in a file of ``directory`` and served memory-mapped from it
-        when there is one, with a flat run of the same rows beside it (in a worker thread)."""
-        source = rows if isinstance(rows, DeltaRows) else EncodedRows(rows, self.dtype)
-        if self.run_rows is not None and len(rows) < self.segment_size:  # a flat run (exact)
-            run = FlatRun.write(self.directory, self.dimension, self.dtype, source, sketch=True)
-            return run, run
-        if self.directory is not None and self.sealed == "ivf":  # the rows in a file, in lists
-            run = IvfRun.write(self.directory, self.dimension, self.dtype, source)
-            return run, run
-        index = build_annoy(rows, self.dimension, self.trees, self.directory)
-        if self.directory is None:
-            return index, None
-        try:
-            return index, FlatRun.write(self.directory, self.dimension, self.dtype, source)
-        except BaseException:
-            index.unload()
-            raise
 
     def search(
         self, query: np.ndarray, limit: int, prefixes: tuple[str, ...] | None = None
