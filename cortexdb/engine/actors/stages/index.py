@@ -169,11 +169,13 @@ async def restore(work: StageContext, pending: set[str]) -> None:
     given_found = False
     kept = Reopen(vector_index)  # sealed segments kept under the data dir, mapped, not rebuilt
     await kept.load()
+    last = None  # the id last indexed: its given vector, next in the scan, is not wanted then
     async for doc_id, vector, given in _stored_vectors(tables):
         given_found = given_found or given
-        if doc_id not in documents or doc_id in vector_index:
+        if doc_id not in documents or doc_id == last:
             continue
         if vector is not None and len(vector) == dimension:
+            last = doc_id
             if not kept.offer(doc_id, vector):
                 vector_index.add(doc_id, vector)
             elif kept.full:
