@@ -81,14 +81,15 @@ def kept_names(tmp_path, layer: str = "evt") -> list[str]:
         return [entry["name"] for entry in json.load(handle)["segments"]]
 
 
-async def test_a_reopen_maps_the_kept_segments_and_answers_as_a_rebuild(open_at, tmp_path):
-    async with open_at() as engine:
+@pytest.mark.parametrize("dtype", ["float16", "int8", "float32"])
+async def test_a_reopen_maps_the_kept_segments_and_answers_as_a_rebuild(open_at, tmp_path, dtype):
+    async with open_at(vector_dtype=dtype) as engine:
         await write(engine)
         before = await answers(engine)
         sizes = state(engine).vector_index._indexes["evt_"].segment_sizes
     assert max(sizes) >= 40 and kept_names(tmp_path)  # an IVF segment, kept
     trainings, builds = vector_ivf.TRAININGS[0], vector_segments.BUILDS[0]
-    async with open_at() as engine:
+    async with open_at(vector_dtype=dtype) as engine:
         reopened = await answers(engine)
         assert state(engine).vector_index._indexes["evt_"].segment_sizes == sizes  # mapped as they were
         assert vector_ivf.TRAININGS[0] == trainings  # no k-means at the reopen
@@ -97,7 +98,7 @@ async def test_a_reopen_maps_the_kept_segments_and_answers_as_a_rebuild(open_at,
         assert counts["revived"] >= sum(sizes) and counts["refused"] == counts["changed"] == 0, counts
     assert reopened == before
     shutil.rmtree(tmp_path / "data" / "vector-segments")  # what a rebuild (main) starts from
-    async with open_at() as engine:
+    async with open_at(vector_dtype=dtype) as engine:
         rebuilt = await answers(engine)
         assert vector_ivf.TRAININGS[0] > trainings
     assert rebuilt == before

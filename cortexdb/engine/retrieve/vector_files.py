@@ -109,12 +109,15 @@ def load(folder: str, meta: dict) -> tuple[list[tuple[dict, Any, SortedIds, np.n
     hashes); and why each other was refused.  Files the manifest does not name are deleted; so
     is every file when the manifest is missing, unreadable or of other settings (in a worker
     thread)."""
+    refused: list[str] = []
     try:
         with open(os.path.join(folder, MANIFEST)) as handle:
             manifest = json.load(handle)
-    except (OSError, ValueError):
+    except FileNotFoundError:
         manifest = None
-    refused: list[str] = []
+    except (OSError, ValueError) as error:
+        manifest = None
+        refused.append(f"manifest unreadable: {error}")
     if manifest is not None and any(manifest.get(k) != v for k, v in {"version": VERSION, **meta}.items()):
         refused.append("manifest of other settings")
         manifest = None
@@ -167,6 +170,9 @@ async def persist(index: Any) -> None:
     if index.persist is None:
         return
     segments, retired, folder = index.segments, index.retired, index.persist
+    named = [segment.entry["name"] if segment.entry is not None else None for segment in segments]
+    if not retired and None not in named and named == index.named:
+        return  # the manifest says this already (a rewrite that changed nothing)
     index.retired = []
     meta = meta_of(index)
 
@@ -179,6 +185,7 @@ async def persist(index: Any) -> None:
         write_manifest(folder, meta, [segment.entry for segment in segments], retired)
 
     await trio.to_thread.run_sync(work)
+    index.named = [segment.entry["name"] for segment in segments]
 
 
 async def reopen(index: Any) -> list[str]:
@@ -191,6 +198,7 @@ async def reopen(index: Any) -> list[str]:
         segment = Segment(run, ids, run)
         segment.dead, segment.hashes, segment.entry = Dead.every(len(ids)), hashes, entry
         index.adopt(segment)
-    if refused:
+    index.named = None if refused else [entry["name"] for entry, *_ in loaded]
+    if refused:  # a manifest without them
         await persist(index)
     return refused

@@ -76,6 +76,7 @@ class VectorIndex:
         self._rewritten: set[str] = set()  # delta rows overwritten while a seal was building
         self.persist = persist if self.directory is not None and sealed == "ivf" else None
         self.retired: list[str] = []  # kept segments replaced since the last manifest
+        self.named: list[str] | None = None  # the segments the last manifest named (vector_files.py)
 
     def __len__(self) -> int:
         sealed = sum(len(segment.ids) - len(segment.dead) for segment in self._segments)
