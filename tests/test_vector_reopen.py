@@ -210,3 +210,28 @@ async def test_the_memory_backend_keeps_nothing(clock):
     async with cortexdb.open_engine("memory", clock=clock, id_seed=7, config=config()) as engine:
         await write(engine, 60)
         assert all(index.persist is None for index in state(engine).vector_index.parts())
+
+
+async def test_a_restores_backlog_of_runs_merges_like_a_binary_counter(tmp_path):
+    """16 equal runs sealed without merging (a restore's) merge pairwise: each row rewritten
+    log2(16) = 4 times, not absorbed one run at a time into one growing segment (15 merges of
+    8, 12, ... 64 rows, and a k-means for each merge past ``segment_size``)."""
+    from cortexdb.engine.retrieve.vector_index import VectorIndex
+
+    index = VectorIndex(8, segment_size=1000, dtype="float16", directory=str(tmp_path), run_rows=4, sealed="ivf")
+    built: list[int] = []
+    build = index._build
+    index._build = lambda rows: (built.append(len(rows)), build(rows))[1]
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((64, 8)).astype(np.float32)
+    for i, vector in enumerate(vectors):
+        index.add(f"evt_{i:04d}", vector / np.linalg.norm(vector))
+        if index.needs_seal:
+            await index.seal(merge=False)
+    assert index.segment_sizes == [4] * 16
+    built.clear()
+    await index.merge()
+    assert index.segment_sizes == [64]
+    assert sorted(built) == [8] * 8 + [16] * 4 + [32] * 2 + [64]
+    query = vectors[5] / np.linalg.norm(vectors[5])
+    assert index.search(query, 1)[0][0] == "evt_0005"

@@ -9,20 +9,15 @@ worker thread), so N vectors make about log2(N / segment_size) segments (decisio
 a merge or a seal drops the dead, and ``rewrite`` (after a forget) rebuilds every segment holding
 one without it and drops the delta's dead rows.  Scores are cosine similarities.
 
-Memory (docs/decisions.md, "Index memory"): the delta keeps its rows as ``dtype`` — float32, or
-float16 (half the bytes, cosines within ~1e-4; the engine's default) or int8 with a per-row scale
-(a quarter, ~2e-3) — scored with SimSIMD's mixed-precision kernels, and grows in fixed chunks of
-``chunk_rows`` rows (no doubling slack).  A seal reads the rows it builds from in place (no copy).
-With a ``directory`` (the data dir's ``vector-segments/``) a segment's rows are in an unlinked
-file there (file-backed pages the kernel can drop; nothing is left behind on a crash or restart,
-when the segments are rebuilt from the stored vectors): an IVF segment (vector_ivf.py, the
-default) or a memory-mapped annoy index (``on_disk_build``).  Without a directory (the memory
-backend) annoy segments stay in anonymous memory.  With a directory and ``run_rows``, the delta is
-sealed every ``run_rows`` vectors into a flat *run* (vector_runs.py: the rows as stored, scored
-exactly), runs merge like segments, and a merge reaching ``segment_size`` builds a segment: the
-delta stays small and sealed vectors leave the heap (decisions.md, "Soak memory").  A segment's
-ids are sorted bytes in one numpy array, a vector's position the rank of its id (vector_ids.py;
-decisions.md, "Vector ids as sorted bytes"): only the delta's ids are Python strings.
+Memory (docs/decisions.md, "Index memory"): the delta keeps its rows as ``dtype`` (float32,
+float16: the default, or int8 with a per-row scale), scored with SimSIMD's kernels, in chunks of
+``chunk_rows`` rows.  With a ``directory`` (the data dir's ``vector-segments/``) a segment's rows
+are in a file there: an IVF segment (vector_ivf.py, the default; with ``persist`` kept for the next
+open, vector_files.py, else unlinked) or a memory-mapped annoy index.  Without a directory (the
+memory backend) annoy segments stay in anonymous memory.  With a directory and ``run_rows``, the
+delta is sealed every ``run_rows`` vectors into a flat *run* (vector_runs.py, exact); runs merge
+like segments, and a merge reaching ``segment_size`` builds a segment (decisions.md, "Soak
+memory").  A segment's ids are sorted bytes, a vector's position the rank of its id (vector_ids.py).
 """
 
 from __future__ import annotations
@@ -111,7 +106,6 @@ class VectorIndex:
 
     def _build(self, rows):  # one place a test may hold a build (vector_segments.build)
         return build(self, rows)
-
     @property
     def segment_sizes(self) -> list[int]:
         return [len(segment.ids) for segment in self._segments]
@@ -189,22 +183,30 @@ class VectorIndex:
         return not self._sealing and len(self._delta_ids) >= (self.run_rows or self.segment_size)
 
     def _newest_two_similar(self) -> bool:
+        return self._similar(len(self._segments) - 2)
+
+    def _similar(self, i: int) -> bool:
         segments = self._segments
-        return len(segments) >= 2 and len(segments[-2].ids) <= MERGE_RATIO * len(segments[-1].ids)
+        return i >= 0 and len(segments[i].ids) <= MERGE_RATIO * len(segments[i + 1].ids)
+
+    def _similar_pair(self) -> int | None:
+        """The oldest two neighbours of similar size: a restore's backlog of equal runs merges
+        like a binary counter (decisions.md, "Sealed vector segments kept across a reopen")."""
+        return next((i for i in range(len(self._segments) - 1) if self._similar(i)), None)
 
     @property
     def needs_merge(self) -> bool:
-        return not self._sealing and self._newest_two_similar()
+        return not self._sealing and self._similar_pair() is not None
 
     async def merge(self) -> None:
-        """Merge the newest segments while they are of similar size (each in a worker thread)."""
+        """Merge segments while two neighbours are of similar size (each in a worker thread)."""
         if self._sealing:
             return
         async with self._builds:
             self._sealing = True
             try:
-                while self._newest_two_similar():
-                    await self._merge_newest_two()
+                while (i := self._similar_pair()) is not None:
+                    await self._merge_at(i)
                 await vector_files.persist(self)
             finally:
                 self._sealing = False
@@ -251,14 +253,14 @@ class VectorIndex:
             self._delta_pos = {doc_id: i for i, doc_id in enumerate(rest)}
             self._rewritten.clear()
             while merge and self._newest_two_similar():
-                await self._merge_newest_two()
+                await self._merge_at(len(self._segments) - 2)
             await vector_files.persist(self)
         finally:
             self._sealing = False
 
-    async def _merge_newest_two(self) -> None:
-        rebuilt = await self._rebuilt(self._segments[-2:])
-        self._segments[-2:] = [rebuilt] if len(rebuilt.ids) else []
+    async def _merge_at(self, i: int) -> None:
+        rebuilt = await self._rebuilt(self._segments[i : i + 2])
+        self._segments[i : i + 2] = [rebuilt] if len(rebuilt.ids) else []
 
     async def _rebuilt(self, segments: list[_Segment]) -> _Segment:
         """One segment of the live vectors of ``segments``, built in a worker thread (their ids
