@@ -235,3 +235,17 @@ async def test_a_restores_backlog_of_runs_merges_like_a_binary_counter(tmp_path)
     assert sorted(built) == [8] * 8 + [16] * 4 + [32] * 2 + [64]
     query = vectors[5] / np.linalg.norm(vectors[5])
     assert index.search(query, 1)[0][0] == "evt_0005"
+
+
+async def test_a_released_scope_reopens_from_its_kept_segments(open_at, tmp_path):
+    """A release (an idle scope let go) keeps the files; the next message maps them."""
+    async with open_at() as engine:
+        await write(engine)
+        before = await answers(engine)
+        names = kept_names(tmp_path)
+        trainings = vector_ivf.TRAININGS[0]
+        assert await engine._supervisor.release(SCOPE, drain=True)
+        assert kept_names(tmp_path) == names
+        assert await answers(engine) == before
+        assert vector_ivf.TRAININGS[0] == trainings
+        assert state(engine).vector_index.reopened["revived"] > 0
