@@ -1,7 +1,7 @@
 """Reopening a data dir: kept sealed vector segments mapped against a rebuild, in one run.
 
     python bench/reopen.py --data DIR [--trials 3] [--queries 20] [--work /tmp/reopen-bench]
-                           [--vector-segment-size 20000]
+                           [--vector-segment-size 20000] [--run-rows 2048]
 
 ``DIR`` is a loaded LevelDB data dir (bench/recall_ab.py's: hash embedder, scope
 ``org:bench/user:alice``); it is only read.  First a copy of it is opened once with kept segments
@@ -67,13 +67,14 @@ def request(query: str) -> dict:
             "budgets": {"per_layer_limits": {"events": 10}}, "diagnostics": "none", "citation_mode": "none"}  # fmt: skip
 
 
-async def child(path: str, kept: bool, count: int, segment_size: int) -> dict:
+async def child(path: str, kept: bool, count: int, segment_size: int, run_rows: int) -> dict:
     import cortexdb
     from cortexdb import EngineConfig
     from cortexdb.engine.retrieve import vector_ivf, vector_segments
 
     cpu, started = time.process_time(), time.perf_counter()
-    config = EngineConfig(embedder="hash", idle_timeout=3600, vector_segments_kept=kept, vector_segment_size=segment_size)
+    config = EngineConfig(embedder="hash", idle_timeout=3600, vector_segments_kept=kept,
+                          vector_segment_size=segment_size, vector_run_rows=run_rows)  # fmt: skip
     out: dict = {}
     async with cortexdb.open_engine("leveldb", path=path, config=config) as engine:
         out["open_s"] = time.perf_counter() - started
@@ -95,12 +96,12 @@ async def child(path: str, kept: bool, count: int, segment_size: int) -> dict:
     return out
 
 
-SEGMENT_SIZE = [20_000]  # --vector-segment-size, for every child
+SEGMENT_SIZE = [20_000, 2048]  # --vector-segment-size and --run-rows, for every child
 
 
 def run_child(path: str, kept: bool, count: int) -> dict:
     done = subprocess.run([sys.executable, __file__, "--child", path, "--kept", str(int(kept)), "--queries", str(count),
-                           "--vector-segment-size", str(SEGMENT_SIZE[0])], check=True, capture_output=True, text=True)  # fmt: skip
+                           "--vector-segment-size", str(SEGMENT_SIZE[0]), "--run-rows", str(SEGMENT_SIZE[1])], check=True, capture_output=True, text=True)  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -130,13 +131,14 @@ def main() -> None:
     parser.add_argument("--kept", type=int, default=1)
     parser.add_argument("--vector-segment-size", type=int, default=20_000,
                         help="EngineConfig.vector_segment_size of every open (smaller: IVF k-means at a smaller scale)")
+    parser.add_argument("--run-rows", type=int, default=2048, help="EngineConfig.vector_run_rows of every open")
     args = parser.parse_args()
     if args.child:
         import trio
 
-        print(json.dumps(trio.run(child, args.child, bool(args.kept), args.queries, args.vector_segment_size)))
+        print(json.dumps(trio.run(child, args.child, bool(args.kept), args.queries, args.vector_segment_size, args.run_rows)))
         return
-    SEGMENT_SIZE[0] = args.vector_segment_size
+    SEGMENT_SIZE[:] = [args.vector_segment_size, args.run_rows]
     prepared, first = prepare(args.data, args.work)
     print(f"prepare (first open, kept files written): restored {first['restored_s']:.1f} s, idle {first['idle_s']:.1f} s, "
           f"{first['trainings']} k-means, {first['builds']} builds | load {os.getloadavg()[0]:.2f}")  # fmt: skip
