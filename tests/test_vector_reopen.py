@@ -249,3 +249,21 @@ async def test_a_released_scope_reopens_from_its_kept_segments(open_at, tmp_path
         assert await answers(engine) == before
         assert vector_ivf.TRAININGS[0] == trainings
         assert state(engine).vector_index.reopened["revived"] > 0
+
+
+async def test_a_rebuild_deletes_the_kept_files_and_keeps_its_own(open_at, tmp_path):
+    """A scope rebuild (its derived layers replayed) deletes the kept segments of before; the
+    rebuilt index keeps its own, which the next open maps."""
+    async with open_at() as engine:
+        await write(engine)
+        before = await answers(engine)
+        old = set(kept_names(tmp_path))
+        await engine.rebuild(SCOPE)
+        rebuilt = await answers(engine)
+        assert not old & set(kept_names(tmp_path))  # none of the old files is named any more
+        layer = os.path.join(folder(tmp_path), "evt")
+        assert not any(name.split(".")[0] in old for name in os.listdir(layer))  # nor left on disk
+    assert rebuilt == before
+    async with open_at() as engine:
+        assert await answers(engine) == before
+        assert state(engine).vector_index.reopened["revived"] > 0
