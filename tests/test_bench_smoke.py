@@ -423,3 +423,20 @@ def test_recall_memory_benchmark_splits_rss_by_mapping_and_its_arms_agree(tmp_pa
             outs.append(json.load(handle))
     assert ("mapped MB" in result.stdout) and len(outs[0]) == 4
     assert outs[0] == outs[1]  # LevelDB's reads through maps or pread: the same packs
+
+
+def test_reopen_benchmark_maps_kept_segments_against_a_rebuild(tmp_path):
+    data = str(tmp_path / "data")
+    loaded = subprocess.run([sys.executable, "bench/recall_ab.py", "--data", data, "--events", "150", "--queries", "1"],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
+    assert loaded.returncode == 0, loaded.stderr
+    result = subprocess.run(
+        [sys.executable, "bench/reopen.py", "--data", data, "--trials", "1", "--queries", "3", "--work", str(tmp_path / "work"),
+         "--vector-segment-size", "64", "--run-rows", "16"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    kept = re.search(r"trial 0 kept .* (\d+) k-means, (\d+) builds, reopened \{'segments': (\d+), 'refused': 0, 'revived': (\d+)", result.stdout)
+    assert kept and kept.group(1) == kept.group(2) == "0" and int(kept.group(3)) > 0 and int(kept.group(4)) > 0, result.stdout
+    assert re.search(r"rebuild / kept: restored_s [\d.]+x", result.stdout)
+    assert "3/3 top-10 lists identical between the arms" in result.stdout

@@ -15,7 +15,7 @@ import cortexdb
 from cortexdb import EngineConfig
 from cortexdb.engine.retrieve import tokens
 from cortexdb.engine.retrieve.embedders import HashEmbedder
-from cortexdb.engine.retrieve.layered import LayeredVectorIndex
+from cortexdb.engine.retrieve.layered import LayeredVectorIndex, scope_folder
 from cortexdb.engine.retrieve.text_index import TextIndex, tokenize
 from cortexdb.engine.retrieve.vector_index import VectorIndex
 
@@ -203,7 +203,9 @@ async def test_a_leveldb_engine_maps_its_segments_and_rebuilds_them_after_a_rest
             await lane.index.vector_job_finished()  # the background seal and merges
         assert lane.state.vector_index._indexes["evt_"].segment_sizes  # sealed into segments
     folder = os.path.join(path, "vector-segments")
-    assert os.listdir(folder) == []
+    # no file of a build is left behind: only the scope's kept segments (a folder of its own,
+    # each layer's files named by its manifest; tests/test_vector_reopen.py)
+    assert os.listdir(folder) == [scope_folder("org:acme/user:alice")]
     async with cortexdb.open_engine("leveldb", path=path, config=config, id_seed=3, clock=clock) as engine:
         await engine.flush()
         after = await engine.recall({"scope": "org:acme/user:alice", "query": "Cy in Rome", "include": ["events"]})  # fmt: skip

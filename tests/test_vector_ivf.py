@@ -14,6 +14,7 @@ import pytest
 
 import cortexdb
 from cortexdb import EngineConfig
+from cortexdb.engine.retrieve.layered import scope_folder
 from cortexdb.engine.retrieve.vector_index import VectorIndex
 from cortexdb.engine.retrieve.vector_ivf import IvfRun, lists_for
 from cortexdb.engine.retrieve.vector_runs import scores
@@ -159,9 +160,9 @@ def test_sealed_segments_setting():
 
 
 async def test_a_data_dir_sealed_with_annoy_opens_with_ivf(tmp_path, clock):
-    """Segments are not kept across restarts (their files are unlinked once open): a data dir an
-    engine sealed annoy segments in reopens under ``ivf``, which seals its own from the stored
-    vectors, and a recall finds the same events."""
+    """Annoy segments are not kept across restarts (their files are unlinked once open): a data
+    dir an engine sealed annoy segments in reopens under ``ivf``, which seals its own from the
+    stored vectors (and keeps them: vector_files.py), and a recall finds the same events."""
     path = str(tmp_path / "data")
     texts = [f"Note {i}: I met {['Ana', 'Bo', 'Cy'][i % 3]} in {['Oslo', 'Rome'][i % 2]} about {i}" for i in range(80)]  # fmt: skip
     query = {"scope": "org:acme/user:alice", "query": "Cy in Rome", "include": ["events"]}
@@ -184,7 +185,7 @@ async def test_a_data_dir_sealed_with_annoy_opens_with_ivf(tmp_path, clock):
             answers.append(await engine.recall(query))
             kinds.append({type(s.index).__name__ for s in events._segments if len(s.ids) >= 32})
     assert kinds[0] == {"Annoy"} and kinds[1] == {"IvfRun"}
-    assert not [name for name in os.listdir(os.path.join(path, "vector-segments"))]
+    assert os.listdir(os.path.join(path, "vector-segments")) == [scope_folder("org:acme/user:alice")]
     # an IVF segment this small is probed whole (min_probe_rows), and annoy's 50 trees over 80
     # vectors find every neighbour: the same events either way, with the same scores but for
     # precision (annoy keeps float32, IVF rescores in float16), so two events within 0.001 may

@@ -139,6 +139,11 @@ class EngineConfig:
     # at most that many vectors a layer; 0: no runs, the delta grows to vector_segment_size (every
     # vector of a scope below it in anonymous memory).  No effect without a data dir
     vector_run_rows: int = 2048
+    # with a data dir and vector_sealed "ivf": sealed vector segments (runs and IVF segments) are
+    # kept in vector-segments/<scope>/<layer>/ with a manifest, and a reopen maps them, checking
+    # each row against the stored vectors, instead of rebuilding them (docs/decisions.md, "Sealed
+    # vector segments kept across a reopen"); False: every open rebuilds them from the stored vectors
+    vector_segments_kept: bool = True
     # BM25: each layer's newest documents stay in a small mutable delta; every text_seal_docs of
     # them are sealed into a segment of flat arrays (with a data dir, in an unlinked file of
     # text-segments/, memory-mapped), and segments merge in the background up to

@@ -45,5 +45,5 @@ class Releasable:
 
     def drop_state(self) -> None:
         """Let go of the indexes and decoded records (the actor has stopped)."""
-        self.lane.state.reset(self.ctx)
+        self.lane.state.reset(self.ctx, keep_files=True)
         self.episode_cache.clear()

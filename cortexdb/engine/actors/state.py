@@ -49,7 +49,7 @@ import attrs
 from ..derive import episodes as episode_rules
 from ..derive.revision import claim_key, claim_pair
 from ..model import Belief, Episode, Event, Fact
-from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex
+from ..retrieve.layered import LayeredTextIndex, LayeredVectorIndex, scope_folder
 from ..retrieve.voices import Voices
 from ..storage import Partition
 from . import cache_bounds
@@ -76,9 +76,12 @@ class Turn(NamedTuple):
         return Turn(self.event_id, self.session, self.thread, self.observed, self.text, self.embedded_here, sums)
 
 
-def new_vector_index(ctx: Any) -> LayeredVectorIndex:
+def new_vector_index(ctx: Any, scope: str | None = None) -> LayeredVectorIndex:
+    """A scope's vector index; with a data dir (and ``vector_segments_kept``) its sealed segments
+    are kept in ``vector-segments/<scope folder>/`` between runs (retrieve/vector_files.py)."""
     config = ctx.config
     data_dir = getattr(ctx.store, "path", None)  # segment files: LevelDB's data dir
+    kept = data_dir and scope is not None and config.vector_segments_kept
     return LayeredVectorIndex(
         ctx.embedder.dimension,
         segment_size=config.vector_segment_size,
@@ -88,6 +91,7 @@ def new_vector_index(ctx: Any) -> LayeredVectorIndex:
         chunk_rows=config.vector_delta_chunk,
         run_rows=config.vector_run_rows or None,
         sealed=config.vector_sealed,
+        persist=os.path.join(data_dir, "vector-segments", scope_folder(scope)) if kept else None,
     )
 
 
@@ -136,13 +140,16 @@ class PartitionState:
         # merges of sealed segments run in the indexer's background job (indexer.py)
         text_index = LayeredTextIndex(os.path.join(data_dir, "text-segments") if data_dir else None, merge_inline=False,
                                       seal_docs=ctx.config.text_seal_docs, max_segment_docs=ctx.config.text_segment_docs)  # fmt: skip
-        state = cls(tables, text_index, new_vector_index(ctx))
+        state = cls(tables, text_index, new_vector_index(ctx, getattr(tables, "scope", None)))
         state.closed.most = ctx.config.closed_records_max
         return state
 
-    def reset(self, ctx: Any) -> None:
+    def reset(self, ctx: Any, *, keep_files: bool = False) -> None:
         """Forget the derived records (a rebuild replays the scope's events into fresh layers);
-        ``last_activity`` and ``last_sealed`` stay, as they always did."""
+        ``last_activity`` and ``last_sealed`` stay, as they always did.  The old vector index
+        writes no kept segment file any more; unless ``keep_files`` (a release: a reopen maps
+        them) the scope's kept segment files are deleted (a drop or a rebuild)."""
+        self.vector_index.detach(purge=not keep_files)
         fresh = PartitionState.fresh(ctx, self.tables)
         kept = ("tables", "last_activity", "last_sealed")
         for field in attrs.fields(PartitionState):

@@ -8,6 +8,10 @@ filtering a shared index.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -23,10 +27,21 @@ def _prefix(doc_id: str) -> str:
     return doc_id.split("_", 1)[0] + "_"
 
 
+def layer_folder(prefix: str) -> str:
+    """A layer's folder name: its prefix without the ``_`` (``evt``), hashed if not plain."""
+    name = prefix.rstrip("_")
+    return name if re.fullmatch(r"[a-z0-9]{1,32}", name) else hashlib.sha256(prefix.encode()).hexdigest()[:32]
+
+
+def scope_folder(scope: str) -> str:
+    """A scope's folder name under ``vector-segments/`` (its path may hold any character)."""
+    return hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 class _Layered:
     """Routing shared by both faces: one index per id prefix, created on first use."""
 
-    def __init__(self, make: Callable[[], Any]) -> None:
+    def __init__(self, make: Callable[[str], Any]) -> None:
         self._make = make
         self._indexes: dict[str, Any] = {}
 
@@ -34,7 +49,7 @@ class _Layered:
         prefix = _prefix(doc_id)
         index = self._indexes.get(prefix)
         if index is None:
-            index = self._indexes[prefix] = self._make()
+            index = self._indexes[prefix] = self._make(prefix)
         return index
 
     def _existing(self, doc_id: str):
@@ -58,7 +73,7 @@ class LayeredTextIndex(_Layered):
     def __init__(self, directory: str | None = None, **settings: Any) -> None:
         """``directory``: where sealed segments are written and mapped from (unlinked once
         mapped); ``None`` keeps them as arrays in memory.  ``settings``: ``TextIndex``'s."""
-        super().__init__(lambda: TextIndex(directory=directory, **settings))
+        super().__init__(lambda _prefix: TextIndex(directory=directory, **settings))
         self.directory = directory
 
     def add(self, doc_id: str, text: str, tokens: list[str] | None = None) -> None:
@@ -117,17 +132,36 @@ class LayeredVectorIndex(_Layered):
     def __init__(
         self, dimension: int, *, segment_size: int, trees: int, dtype: str = "float32",
         directory: str | None = None, chunk_rows: int = 1024, run_rows: int | None = None,
-        sealed: str = "annoy",
+        sealed: str = "annoy", persist: str | None = None,
     ) -> None:  # fmt: skip
         """``directory``: where sealed segments are built and memory-mapped (unlinked once
-        mapped: the folder holds nothing between runs); ``None`` keeps them in memory."""
+        mapped); ``None`` keeps them in memory.  ``persist``: the scope's folder where each
+        layer keeps its sealed segments between runs (a sub-folder a layer, vector_files.py)."""
         super().__init__(
-            lambda: VectorIndex(
+            lambda prefix: VectorIndex(
                 dimension, segment_size=segment_size, trees=trees, dtype=dtype,
                 directory=directory, chunk_rows=chunk_rows, run_rows=run_rows, sealed=sealed,
+                persist=os.path.join(persist, layer_folder(prefix)) if persist else None,
             )
         )  # fmt: skip
-        self.dimension = dimension
+        self.dimension, self.persist = dimension, persist
+        self.reopened: dict[str, int] = {}  # a restore's counts (vector_reopen.Reopen.counts)
+
+    def detach(self, *, purge: bool = False) -> None:
+        """Write no kept segment file or manifest any more (the index is being let go); with
+        ``purge``, delete the scope's kept segments (its derived records are gone)."""
+        for index in self._indexes.values():
+            index.persist = None
+        if purge and self.persist is not None:
+            shutil.rmtree(self.persist, ignore_errors=True)
+
+    def layer_holding(self, doc_id: str) -> VectorIndex | None:
+        """The layer ``doc_id`` would be in, if it exists."""
+        return self._existing(doc_id)
+
+    def layer(self, prefix: str) -> VectorIndex:
+        """The layer of ``prefix`` (``evt_``, …), made if it is not yet."""
+        return self._for(prefix)
 
     def add(self, doc_id: str, vector: np.ndarray) -> None:
         self._for(doc_id).add(doc_id, vector)

@@ -124,6 +124,19 @@ class Dead:
             self.mask[position] = True
             self.count += 1
 
+    @classmethod
+    def every(cls, size: int) -> Dead:
+        """Every position dead (a reopened segment's rows until the restore confirms them)."""
+        dead = cls(size)
+        dead.mask[:] = True
+        dead.count = size
+        return dead
+
+    def revive(self, position: int) -> None:
+        if self.mask[position]:
+            self.mask[position] = False
+            self.count -= 1
+
     def __contains__(self, position: int) -> bool:
         return bool(self.mask[position])
 

@@ -9,20 +9,15 @@ worker thread), so N vectors make about log2(N / segment_size) segments (decisio
 a merge or a seal drops the dead, and ``rewrite`` (after a forget) rebuilds every segment holding
 one without it and drops the delta's dead rows.  Scores are cosine similarities.
 
-Memory (docs/decisions.md, "Index memory"): the delta keeps its rows as ``dtype`` — float32, or
-float16 (half the bytes, cosines within ~1e-4; the engine's default) or int8 with a per-row scale
-(a quarter, ~2e-3) — scored with SimSIMD's mixed-precision kernels, and grows in fixed chunks of
-``chunk_rows`` rows (no doubling slack).  A seal reads the rows it builds from in place (no copy).
-With a ``directory`` (the data dir's ``vector-segments/``) a segment's rows are in an unlinked
-file there (file-backed pages the kernel can drop; nothing is left behind on a crash or restart,
-when the segments are rebuilt from the stored vectors): an IVF segment (vector_ivf.py, the
-default) or a memory-mapped annoy index (``on_disk_build``).  Without a directory (the memory
-backend) annoy segments stay in anonymous memory.  With a directory and ``run_rows``, the delta is
-sealed every ``run_rows`` vectors into a flat *run* (vector_runs.py: the rows as stored, scored
-exactly), runs merge like segments, and a merge reaching ``segment_size`` builds a segment: the
-delta stays small and sealed vectors leave the heap (decisions.md, "Soak memory").  A segment's
-ids are sorted bytes in one numpy array, a vector's position the rank of its id (vector_ids.py;
-decisions.md, "Vector ids as sorted bytes"): only the delta's ids are Python strings.
+Memory (docs/decisions.md, "Index memory"): the delta keeps its rows as ``dtype`` (float32,
+float16: the default, or int8 with a per-row scale), scored with SimSIMD's kernels, in chunks of
+``chunk_rows`` rows.  With a ``directory`` (the data dir's ``vector-segments/``) a segment's rows
+are in a file there: an IVF segment (vector_ivf.py, the default; with ``persist`` kept for the next
+open, vector_files.py, else unlinked) or a memory-mapped annoy index.  Without a directory (the
+memory backend) annoy segments stay in anonymous memory.  With a directory and ``run_rows``, the
+delta is sealed every ``run_rows`` vectors into a flat *run* (vector_runs.py, exact); runs merge
+like segments, and a merge reaching ``segment_size`` builds a segment (decisions.md, "Soak
+memory").  A segment's ids are sorted bytes, a vector's position the rank of its id (vector_ids.py).
 """
 
 from __future__ import annotations
@@ -30,11 +25,12 @@ from __future__ import annotations
 import numpy as np
 import trio
 
+from . import vector_files
 from .vector_ids import SortedIds, check, encode
 from .vector_ivf import IvfRun
-from .vector_runs import DeltaRows, EncodedRows, FlatRun, scores, top
+from .vector_runs import DeltaRows, FlatRun, scores, top
 from .vector_segments import Segment as _Segment
-from .vector_segments import build_annoy, died_meanwhile, merged
+from .vector_segments import build, died_meanwhile, merged
 
 MERGE_RATIO = 1.5  # merge the newest two segments when the older is at most this much larger
 DTYPES = ("float32", "float16", "int8")
@@ -45,14 +41,15 @@ class VectorIndex:
     def __init__(
         self, dimension: int, *, segment_size: int = 20_000, trees: int = 50,
         dtype: str = "float32", directory: str | None = None, chunk_rows: int = 1024,
-        run_rows: int | None = None, sealed: str = "annoy",
+        run_rows: int | None = None, sealed: str = "annoy", persist: str | None = None,
     ) -> None:  # fmt: skip
         """``run_rows`` (with a ``directory``): seal the delta every that many rows into a flat
         run in a file (vector_runs.py), so the delta, the only rows in memory, stays small.
         ``sealed``: what a segment of ``segment_size`` rows or more is with a ``directory``,
         ``"ivf"`` (vector_ivf.py: the rows in a file, searched through a coarse quantizer) or
         ``"annoy"`` (a memory-mapped annoy index with a flat run of its rows beside it); without
-        a directory it is always annoy (in memory)."""
+        a directory it is always annoy (in memory).  ``persist`` (with a directory, IVF): a
+        folder of this index's own where sealed segments are kept between runs (vector_files.py)."""
         if dtype not in DTYPES:
             raise ValueError(f"vector dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
         if sealed not in SEALED:
@@ -72,6 +69,9 @@ class VectorIndex:
         self._sealing = False
         self._builds = trio.Lock()  # one seal, merge or rewrite at a time
         self._rewritten: set[str] = set()  # delta rows overwritten while a seal was building
+        self.persist = persist if self.directory is not None and sealed == "ivf" else None
+        self.retired: list[str] = []  # kept segments replaced since the last manifest
+        self.named: list[str] | None = None  # the segments the last manifest named (vector_files.py)
 
     def __len__(self) -> int:
         sealed = sum(len(segment.ids) - len(segment.dead) for segment in self._segments)
@@ -95,6 +95,17 @@ class VectorIndex:
                     return segment, position
         return None
 
+    @property
+    def segments(self) -> list[_Segment]:
+        """The sealed segments, oldest first (vector_files.py, vector_reopen.py read them)."""
+        return list(self._segments)
+
+    def adopt(self, segment: _Segment) -> None:
+        """Take a kept segment mapped at a reopen as the newest (vector_files.reopen)."""
+        self._segments.append(segment)
+
+    def _build(self, rows):  # one place a test may hold a build (vector_segments.build)
+        return build(self, rows)
     @property
     def segment_sizes(self) -> list[int]:
         return [len(segment.ids) for segment in self._segments]
@@ -172,22 +183,31 @@ class VectorIndex:
         return not self._sealing and len(self._delta_ids) >= (self.run_rows or self.segment_size)
 
     def _newest_two_similar(self) -> bool:
+        return self._similar(len(self._segments) - 2)
+
+    def _similar(self, i: int) -> bool:
         segments = self._segments
-        return len(segments) >= 2 and len(segments[-2].ids) <= MERGE_RATIO * len(segments[-1].ids)
+        return i >= 0 and len(segments[i].ids) <= MERGE_RATIO * len(segments[i + 1].ids)
+
+    def _similar_pair(self) -> int | None:
+        """The oldest two neighbours of similar size: a restore's backlog of equal runs merges
+        like a binary counter (decisions.md, "Sealed vector segments kept across a reopen")."""
+        return next((i for i in range(len(self._segments) - 1) if self._similar(i)), None)
 
     @property
     def needs_merge(self) -> bool:
-        return not self._sealing and self._newest_two_similar()
+        return not self._sealing and self._similar_pair() is not None
 
     async def merge(self) -> None:
-        """Merge the newest segments while they are of similar size (each in a worker thread)."""
+        """Merge segments while two neighbours are of similar size (each in a worker thread)."""
         if self._sealing:
             return
         async with self._builds:
             self._sealing = True
             try:
-                while self._newest_two_similar():
-                    await self._merge_newest_two()
+                while (i := self._similar_pair()) is not None:
+                    await self._merge_at(i)
+                await vector_files.persist(self)
             finally:
                 self._sealing = False
 
@@ -233,13 +253,14 @@ class VectorIndex:
             self._delta_pos = {doc_id: i for i, doc_id in enumerate(rest)}
             self._rewritten.clear()
             while merge and self._newest_two_similar():
-                await self._merge_newest_two()
+                await self._merge_at(len(self._segments) - 2)
+            await vector_files.persist(self)
         finally:
             self._sealing = False
 
-    async def _merge_newest_two(self) -> None:
-        rebuilt = await self._rebuilt(self._segments[-2:])
-        self._segments[-2:] = [rebuilt] if len(rebuilt.ids) else []
+    async def _merge_at(self, i: int) -> None:
+        rebuilt = await self._rebuilt(self._segments[i : i + 2])
+        self._segments[i : i + 2] = [rebuilt] if len(rebuilt.ids) else []
 
     async def _rebuilt(self, segments: list[_Segment]) -> _Segment:
         """One segment of the live vectors of ``segments``, built in a worker thread (their ids
@@ -257,6 +278,7 @@ class VectorIndex:
             segment.dead.add(position)
         for old in segments:
             old.unload()
+            self.retired += old.names()
         return segment
 
     async def rewrite(self) -> int:
@@ -275,31 +297,12 @@ class VectorIndex:
                 for segment in (stale := [s for s in self._segments if s.dead]):
                     rebuilt = await self._rebuilt([segment])
                     self._segments = [rebuilt if s is segment else s for s in self._segments]
+                self.retired += [n for s in self._segments if not s.ids for n in s.names()]
                 self._segments = [segment for segment in self._segments if segment.ids]
+                await vector_files.persist(self)
                 return len(stale)
             finally:
                 self._sealing = False
-
-    def _build(self, rows):
-        """(index, rows kept beside it): a flat run of ``rows`` while they are fewer than
-        ``segment_size`` and runs are on (its own rows); else an annoy index of them (float32
-        vectors by position), built in a file of ``directory`` and served memory-mapped from it
-        when there is one, with a flat run of the same rows beside it (in a worker thread)."""
-        source = rows if isinstance(rows, DeltaRows) else EncodedRows(rows, self.dtype)
-        if self.run_rows is not None and len(rows) < self.segment_size:  # a flat run (exact)
-            run = FlatRun.write(self.directory, self.dimension, self.dtype, source, sketch=True)
-            return run, run
-        if self.directory is not None and self.sealed == "ivf":  # the rows in a file, in lists
-            run = IvfRun.write(self.directory, self.dimension, self.dtype, source)
-            return run, run
-        index = build_annoy(rows, self.dimension, self.trees, self.directory)
-        if self.directory is None:
-            return index, None
-        try:
-            return index, FlatRun.write(self.directory, self.dimension, self.dtype, source)
-        except BaseException:
-            index.unload()
-            raise
 
     def search(
         self, query: np.ndarray, limit: int, prefixes: tuple[str, ...] | None = None

@@ -70,9 +70,13 @@ def _nearest_centroid(rows: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     return np.argmax(np.asarray(found), axis=1)
 
 
+TRAININGS = [0]  # k-means trainings since the process started (tests count them; never timed)
+
+
 def train(run: FlatRun, lists: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(centroids, the list of each row): spherical k-means on a sample of the run's rows, then
     every row assigned to its nearest centroid (a block at a time, in the build's thread)."""
+    TRAININGS[0] += 1
     rng = np.random.default_rng(seed)
     count = len(run)
     sample_size = min(count, SAMPLE_PER_LIST * lists)
@@ -119,19 +123,24 @@ class IvfRun:
         self.probe_fraction, self.min_probe_rows = probe_fraction, min_probe_rows
 
     @classmethod
-    def write(cls, directory: str, dimension: int, dtype: str, rows, **probes) -> IvfRun:
+    def write(cls, directory: str, dimension: int, dtype: str, rows, keep: bool = False, **probes) -> IvfRun:
         """An IVF segment of ``rows`` (``FlatRun.write``'s source): a run in their order, the
         lists trained on it, then the run rewritten in list order with its sketch (in a worker
-        thread; the first run is dropped)."""
+        thread; the first run is dropped).  ``keep``: the run's file keeps its name, and
+        ``row_hashes`` are by the segment's position (vector_files.py)."""
         plain = FlatRun.write(directory, dimension, dtype, rows)
         try:
             lists = lists_for(len(plain))
             centroids, labels = train(plain, lists)
             order = np.argsort(labels, kind="stable").astype(np.int32)
             offsets = np.searchsorted(labels[order], np.arange(lists + 1)).astype(np.int64)
-            run = FlatRun.write(directory, dimension, dtype, _Permuted(plain, order), sketch=True)
+            run = FlatRun.write(directory, dimension, dtype, _Permuted(plain, order), sketch=True, keep=keep)
         finally:
             plain.unload()
+        if keep:  # by the run's row (slot) -> by position
+            by_position = np.empty_like(run.row_hashes)
+            by_position[order] = run.row_hashes
+            run.row_hashes = by_position
         return cls(run, centroids, offsets, order, **probes)
 
     def __len__(self) -> int:

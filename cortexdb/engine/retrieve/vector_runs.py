@@ -24,6 +24,7 @@ import uuid
 import numpy as np
 
 from . import vector_sketch
+from .vector_hash import row_hashes
 
 _MAP_LOCK = threading.Lock()  # making a run's mapping (``FlatRun._mapped``)
 
@@ -97,18 +98,25 @@ class FlatRun:
         # row (vector_sketch.py): what ``nearest`` reads first
         self.sketch = sketch
         self._map: mmap.mmap | None = None  # made on the first search (nearest)
+        self.path: str | None = None  # a kept file's name (``write``'s ``keep``; vector_files.py)
+        self.row_hashes: np.ndarray | None = None
 
     @classmethod
-    def write(cls, directory: str, dimension: int, dtype: str, rows, sketch: bool = False) -> FlatRun:
+    def write(cls, directory: str, dimension: int, dtype: str, rows, sketch: bool = False,
+              keep: bool = False) -> FlatRun:  # fmt: skip
         """A run of ``rows`` (``len`` and ``block(start, stop) -> (rows of dtype, scales)``),
         written a block at a time (in a worker thread); ``sketch`` (float16 rows, a kernel that
-        accumulates in float32): with an int8 sketch of them after them (vector_sketch.py)."""
+        accumulates in float32): with an int8 sketch of them after them (vector_sketch.py).
+        ``keep``: the file keeps its name (``path``; vector_files.py) and ``row_hashes`` the
+        hash of each row as written."""
         sketch = sketch and dtype == "float16" and vector_sketch.usable()
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, f"{uuid.uuid4().hex}.run")
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        hashes = np.empty(len(rows), dtype=np.uint64) if keep else None
         try:
-            os.unlink(path)  # the descriptor keeps the file; its name is never needed again
+            if not keep:
+                os.unlink(path)  # the descriptor keeps the file; its name is never needed again
             count = len(rows)
             scales = np.empty(count, dtype=np.float32) if dtype == "int8" else None
             kept = [np.empty(count, dtype=np.float32) for _ in range(3)] if sketch else None
@@ -116,6 +124,8 @@ class FlatRun:
             for start in range(0, count, BLOCK_ROWS):
                 block, block_scales = rows.block(start, min(count, start + BLOCK_ROWS))
                 _pwrite_all(fd, np.ascontiguousarray(block, dtype=dtype).tobytes(), start * row_bytes)
+                if hashes is not None:
+                    hashes[start : start + len(block)] = row_hashes(np.asarray(block, dtype=dtype), block_scales)
                 if scales is not None:
                     scales[start : start + len(block)] = block_scales
                 if kept is not None:
@@ -125,8 +135,12 @@ class FlatRun:
                         into[start : start + len(block)] = values
         except BaseException:
             os.close(fd)
+            if keep:
+                os.unlink(path)
             raise
-        return cls(fd, count, dimension, dtype, scales, tuple(kept) if kept is not None else None)
+        run = cls(fd, count, dimension, dtype, scales, tuple(kept) if kept is not None else None)
+        run.path, run.row_hashes = (path, hashes) if keep else (None, None)
+        return run
 
     def __len__(self) -> int:
         return self.count

@@ -10,7 +10,10 @@ import numpy as np
 
 from ..memtrim import release_free_memory
 from .vector_ids import Dead, SortedIds
-from .vector_runs import FlatRun, SegmentRows
+from .vector_ivf import IvfRun
+from .vector_runs import DeltaRows, EncodedRows, FlatRun, SegmentRows
+
+BUILDS = [0]  # segments built since the process started (tests count them; never timed)
 
 
 class Segment:
@@ -25,6 +28,18 @@ class Segment:
         # pread, not from annoy's item list (decisions.md, "Recall at 100k: what a candidate costs")
         self.rows = annoy_index if isinstance(annoy_index, FlatRun) else rows
         self.dead = Dead(len(ids))  # removed, or superseded by a newer vector elsewhere
+        # a kept segment (vector_files.py): its manifest entry once saved; the hash of each row
+        # by position until then (and, after a reopen, until the restore has checked them)
+        run = getattr(annoy_index, "run", annoy_index)
+        self.hashes = getattr(run, "row_hashes", None)
+        self.entry: dict | None = None
+        self.stale: set[int] = set()  # rows whose record has another vector now (a reopen)
+
+    def names(self) -> list[str]:
+        """The name of its kept files (``<name>.run``, ``<name>.npz``), if any."""
+        run = getattr(self.index, "run", self.index)
+        path = getattr(run, "path", None)
+        return [os.path.basename(path)[: -len(".run")]] if path else []
 
     def unload(self) -> None:
         """Let the index's (and its rows') pages go now, not when the object is collected."""
@@ -83,3 +98,29 @@ def build_annoy(rows, dimension: int, trees: int, directory: str | None):
             except OSError:
                 pass
     return index
+
+
+def build(index, rows):
+    """(sealed index, rows kept beside it) of ``rows`` for ``index`` (a ``VectorIndex``): a flat
+    run while they are fewer than ``segment_size`` and runs are on (its own rows); else an IVF
+    segment with a directory (``sealed="ivf"``), else an annoy index of them (float32 vectors by
+    position), built in a file of ``directory`` and served memory-mapped from it when there is
+    one, with a flat run of the same rows beside it (in a worker thread).  With ``persist`` a
+    run's file is kept (vector_files.py)."""
+    BUILDS[0] += 1
+    source = rows if isinstance(rows, DeltaRows) else EncodedRows(rows, index.dtype)
+    folder = index.persist or index.directory
+    if index.run_rows is not None and len(rows) < index.segment_size:  # a flat run (exact)
+        run = FlatRun.write(folder, index.dimension, index.dtype, source, sketch=True, keep=index.persist is not None)
+        return run, run
+    if index.directory is not None and index.sealed == "ivf":  # the rows in a file, in lists
+        run = IvfRun.write(folder, index.dimension, index.dtype, source, keep=index.persist is not None)
+        return run, run
+    built = build_annoy(rows, index.dimension, index.trees, index.directory)
+    if index.directory is None:
+        return built, None
+    try:
+        return built, FlatRun.write(index.directory, index.dimension, index.dtype, source)
+    except BaseException:
+        built.unload()
+        raise

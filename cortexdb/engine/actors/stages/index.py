@@ -18,6 +18,7 @@ from ...model.text import (
     event_text,
     fact_text,
 )
+from ...retrieve.vector_reopen import Reopen
 from ...stages import Stage
 from ...temporal import try_parse_rfc3339
 from ..indexer import passage_documents
@@ -166,14 +167,23 @@ async def restore(work: StageContext, pending: set[str]) -> None:
     vector_index = work.state.vector_index
     dimension = work.ctx.embedder.dimension
     given_found = False
+    kept = Reopen(vector_index)  # sealed segments kept under the data dir, mapped, not rebuilt
+    await kept.load()
+    last = None  # the id last indexed: its given vector, next in the scan, is not wanted then
     async for doc_id, vector, given in _stored_vectors(tables):
         given_found = given_found or given
-        if doc_id not in documents or doc_id in vector_index:
+        if doc_id not in documents or doc_id == last:
             continue
         if vector is not None and len(vector) == dimension:
-            vector_index.add(doc_id, vector)
+            last = doc_id
+            if not kept.offer(doc_id, vector):
+                vector_index.add(doc_id, vector)
+            elif kept.full:
+                kept.check()  # the rows confirmed; a vector changed since goes to the delta
             if vector_index.needs_seal:  # segments merge after start, in the background
                 await vector_index.seal(merge=False)
+    await kept.finish()
+    vector_index.reopened = kept.counts  # what the restore mapped, revived, refused (benches, tests)
     await work.index.add_texts(documents)
     work.state.given_stored = given_found and bool(pending)  # pending events read theirs from GV
     missing = [(d, t) for d, t in documents.items() if d not in vector_index]
