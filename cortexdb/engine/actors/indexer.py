@@ -17,12 +17,13 @@ import trio
 from ..model import Event, EventState
 from ..model.text import content_text, media_text, turn_text
 from ..retrieve import passages
-from ..retrieve.text_index import tokenize
+from ..retrieve.tokens import tokenize, tokenize_lines
 from ..storage import Op
 from .state import PartitionState
 from .vector_backlog import EVENT_PREFIX, VectorBacklog, defers, embed_text
 from .workers import OFF_LOOP_CHARS, in_slices, off_loop
 
+CONCEPT_PREFIX = "concept_"
 SLICE_DOCUMENTS = 64  # documents added to the indexes between two checkpoints of a large batch
 # merge rounds (one plan a layer each) after a chunk of a restore: the seals a chunk makes and the
 # merges they bring due take a few; the bound only keeps a stuck plan from looping
@@ -35,6 +36,14 @@ def passage_documents(event: Event, spans: list) -> dict[str, str]:
     text, media = content_text(event.content), media_text(event.content)
     return {passages.passage_id(event.id, i): turn_text(event.actor, text[start:end] + (f" {media}" if media and not i else ""))
             for i, (start, end) in enumerate(spans)}  # fmt: skip
+
+
+def document_tokens(item: tuple[str, str]) -> list[str]:
+    """The text index's tokens of a document (``(id, text)``): a concept's summary, whose lines
+    mostly recur from one version to the next, a line at a time (``tokenize_lines``: the same
+    tokens as ``tokenize``)."""
+    doc_id, text = item
+    return tokenize_lines(text) if doc_id.startswith(CONCEPT_PREFIX) else tokenize(text)
 
 
 class Indexer:
@@ -100,8 +109,8 @@ class Indexer:
 
     async def _add_texts(self, documents: dict[str, str]) -> None:
         if sum(len(text) for text in documents.values()) <= OFF_LOOP_CHARS:
-            for doc_id, text in documents.items():
-                self.state.text_index.add(doc_id, text)
+            for item in documents.items():
+                self.state.text_index.add(*item, document_tokens(item))
             return
         chunk: list[tuple[str, str]] = []
         size = 0
@@ -116,8 +125,7 @@ class Indexer:
             await self._add_chunk(chunk)
 
     async def _add_chunk(self, chunk: list[tuple[str, str]]) -> None:
-        texts = [text for _, text in chunk]
-        tokens = await off_loop(self.ctx, functools.partial(in_slices, tokenize, texts, 1))
+        tokens = await off_loop(self.ctx, functools.partial(in_slices, document_tokens, chunk, 1))
         index = self.state.text_index
         for position, ((doc_id, text), terms) in enumerate(zip(chunk, tokens, strict=True), 1):
             index.add(doc_id, text, terms)

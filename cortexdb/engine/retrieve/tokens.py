@@ -26,6 +26,11 @@ STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all"
 # tokens with digits").
 STEM_CACHE_WORDS = 65_536
 STEM_CACHE_DIGIT_TOKENS = 4_096
+# the tokens of a line of a concept's summary ("works at Umbrella [fact_01a2…]"), most of which
+# recur at the concept's next re-synthesis: one look-up a line instead of a stem a token, least
+# recently used first out (docs/decisions.md, "Concept summaries tokenized a line at a time")
+TOKEN_CACHE_LINES = 8_192
+LINE_SEPARATOR = "; "
 _DIGITS = re.compile(r"[0-9]")
 
 
@@ -57,3 +62,18 @@ def _stem(token: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Lower-cased alphanumeric runs, English stop words dropped, Snowball (Porter2) stems."""
     return [_stem(token) for token in _TOKEN.findall(text.casefold()) if token not in STOPWORDS]
+
+
+@functools.lru_cache(maxsize=TOKEN_CACHE_LINES)
+def _line_tokens(line: str) -> tuple[str, ...]:
+    return tuple(tokenize(line))
+
+
+def tokenize_lines(text: str) -> list[str]:
+    """``tokenize(text)`` of a text of ``LINE_SEPARATOR``-separated lines that recur from one
+    version of it to the next (a concept's summary), each line's tokens cached.  The same list:
+    the separator is no token's character, and case folding maps a character at a time."""
+    out: list[str] = []
+    for line in text.split(LINE_SEPARATOR):
+        out += _line_tokens(line)
+    return out
