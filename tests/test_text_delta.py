@@ -5,11 +5,14 @@ answers (docs/decisions.md, "Concept summaries re-indexed by their difference").
 import random
 import uuid
 
+import numpy as np
 import pytest
 
 import cortexdb
 from cortexdb import EngineConfig
+from cortexdb.engine.actors.vector_backlog import embed_text
 from cortexdb.engine.model.text import concept_text
+from cortexdb.engine.retrieve.embedders import HashEmbedder
 from cortexdb.engine.retrieve.text_index import TextIndex
 from cortexdb.engine.retrieve.tokens import tokenize, tokenize_lines
 
@@ -66,6 +69,19 @@ def test_tokenize_lines_is_tokenize():
         assert tokenize_lines(text) == tokenize(text)
     text = "Farid. Farid: works at Umbrella [fact_01a2238e-d91f-778c-90b0-662326bc60d1]; likes pottery (supported, 0.71)."
     assert tokenize_lines(text) == tokenize(text) == tokenize_lines(text)  # from the cache too
+
+
+def test_the_hash_embedder_line_by_line_is_the_same_vector():
+    rng = random.Random(8)
+    embedder = HashEmbedder(dimension=64)
+    alphabet = ["ab", "Z", "0", " ", "; ", ";", "ß", "K", "-", "(supported, 0.71)", "works at", "é", "ſ", "x"]
+    texts = ["", "; ", "a; ; b", "Farid. Farid: works at Umbrella; likes pottery (supported, 0.71)."]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(1500)]
+    for text in texts + texts:  # the second time from the cache
+        assert np.array_equal(embedder.sum_lines(text), embedder.sum_one(text))
+    flags = [rng.random() < 0.5 for _ in texts]
+    assert np.array_equal(embedder.embed_lines(texts, flags), embedder.embed(texts))
+    assert embedder.embed_lines([], []).shape == (0, 64)
 
 
 def test_documents_re_indexed_in_place_answer_as_a_fresh_index():
@@ -151,7 +167,9 @@ async def test_concepts_re_synthesized_are_indexed_as_a_fresh_index_of_their_sum
             await engine.experience(engine_envelope, wait="consolidated")
 
     queries = [*QUERIES, "ana lisbon", "cy tea", "bo chess"]
-    async with cortexdb.open_engine("leveldb", path=path, config=config, id_seed=4, clock=clock) as engine:
+    engine_embedder = HashEmbedder()
+    async with cortexdb.open_engine("leveldb", path=path, config=config, id_seed=4, clock=clock,
+                                    embedder=engine_embedder) as engine:  # fmt: skip
         await write(engine, 40)
         index = _concept_documents(engine, scope)
         assert index.slots < 20  # re-synthesized concepts were re-indexed in place, not re-added
@@ -159,6 +177,10 @@ async def test_concepts_re_synthesized_are_indexed_as_a_fresh_index_of_their_sum
         await write(engine, 20)
         before = await _indexed_summaries(engine, scope)
         _same_as_fresh(index, before)
+        vectors = engine._supervisor._handles[scope].actor.lane.state.vector_index
+        for doc_id, text in before.items():  # embedded a line at a time: the same vectors
+            want = engine_embedder.embed([embed_text(doc_id, text)])[0]
+            assert np.array_equal(vectors.vector(doc_id), want.astype(np.float16).astype(np.float32))  # as kept
         ranked = {q: index.search(q) for q in queries}
     async with cortexdb.open_engine("leveldb", path=path, config=config, id_seed=5, clock=clock) as engine:
         await engine.recall({"scope": scope, "query": "Ana"})  # opens the scope: its indexes restored

@@ -61,13 +61,18 @@ class Indexer:
         # indexes the same values; half of float32's bytes written and compacted)
         self.half = ctx.config.vector_dtype == "float16"
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
+    async def embed(self, texts: list[str], lines: list[bool] | None = None) -> np.ndarray:
         """Embed off the event loop when the embedder is a model, or when the texts are many (the
-        hash embedder is cheap per text, not per megabyte)."""
+        hash embedder is cheap per text, not per megabyte).  ``lines``: which texts are concept
+        summaries, embedded a line at a time by an embedder that can (``embed_lines``: the same
+        vectors, the lines' features cached)."""
         embedder = self.ctx.embedder
         # an inline (hash) embedder: each text costs about 40 characters' worth on top of its length
         inline = getattr(embedder, "inline", False)
         if inline and sum(map(len, texts)) + 40 * len(texts) <= OFF_LOOP_CHARS:
+            by_lines = getattr(embedder, "embed_lines", None)
+            if by_lines is not None and lines is not None and any(lines):
+                return by_lines(texts, lines)
             return embedder.embed(texts)
         if not inline:
             return await trio.to_thread.run_sync(embedder.embed, texts)  # a model releases the GIL
@@ -152,7 +157,8 @@ class Indexer:
         if self.deferring:  # derived records wait (vector_backlog.py)
             for doc_id in [d for d in todo if not d.startswith(EVENT_PREFIX)]:
                 backlog.put(doc_id, todo.pop(doc_id))
-        computed = await self.embed(list(todo.values())) if todo else []
+        lines = [doc_id.startswith(CONCEPT_PREFIX) for doc_id in todo]
+        computed = await self.embed(list(todo.values()), lines) if todo else []
         await self.add_vectors(ops, [*given.items(), *zip(todo, computed, strict=True)], stored)
         if len(backlog) >= self.ctx.config.derived_vectors_backlog:
             await self.drain(ops)
