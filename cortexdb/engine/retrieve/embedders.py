@@ -25,9 +25,9 @@ from ...errors import EmbedderUnavailable
 from .tokens import LINE_SEPARATOR
 
 #: lines of concept summaries whose hash-embedder features are cached (``HashEmbedder.sum_lines``),
-#: least recently used first out: a few hundred bytes each (docs/decisions.md, "Concept summaries
+#: least recently used first out: about 500 bytes each (docs/decisions.md, "Concept summaries
 #: tokenized a line at a time")
-FEATURE_CACHE_LINES = 8_192
+FEATURE_CACHE_LINES = 4_096
 
 _WORD = re.compile(r"[0-9a-z]+")
 #: all-MiniLM-L6-v2's WordPiece tokenizer, shipped with cortexdb (NOTICE beside it)
@@ -54,7 +54,7 @@ def _features(words: list[str]) -> list[str]:
 def _signed_buckets(features: list[str], dimension: int) -> np.ndarray:
     """Each feature's bucket and sign as one number: +-(bucket + 1)."""
     hashes = np.fromiter((zlib.crc32(token.encode()) for token in features), dtype=np.uint32, count=len(features))
-    buckets = (hashes % dimension).astype(np.int32) + 1
+    buckets = (hashes % dimension).astype(np.int16 if dimension < 32_767 else np.int32) + 1
     return np.where(hashes & 0x80000000, buckets, -buckets)
 
 
