@@ -2,12 +2,14 @@
 soak), against a baseline checkout in the same run.
 
     python bench/derive_trickle.py [--warm 400] [--timed 600] [--rounds 2] [--baseline /work/main] [--bytes]
+                                   [--texts recall|soak]
 
 Each arm is a worker process (this file, ``--worker``) importing ``cortexdb`` from its own
 checkout; the arms run one after the other, ``--rounds`` times alternated.  A worker opens the
 embedded engine on a LevelDB data dir with the hash embedder and writes bench/recall.py's
-synthetic turns into one scope one at a time with ``wait=consolidated`` (each write a batch of
-one: derivation commits once per write), ``--warm`` first, then ``--timed`` measured:
+synthetic turns (``--texts soak``: bench/soak.py's writes, the soak's regime) into one scope one
+at a time with ``wait=consolidated`` (each write a batch of one: derivation commits once per
+write), ``--warm`` first, then ``--timed`` measured:
 - CPU ms per event of the process (every thread) and of the event loop's thread;
 - with ``--bytes``: KB written to LevelDB per event, by table (bench/derive.py's counter: keys and
   values of puts, keys of deletes).  The counter costs CPU of its own: compare CPU without it.
@@ -37,7 +39,17 @@ def _load(name: str, path: str):
     return module
 
 
-def worker(root: str, warm: int, timed: int, count_bytes: bool) -> None:
+def soak_items(count: int) -> list[dict]:
+    """bench/soak.py's writes to one user scope (its texts: a user's city, employer, colour and
+    hobbies, company seat counts, notes), without their scope: few subjects, each with many facts,
+    so a concept's summary soon holds ``understanding_max_inputs`` lines and changes at each write."""
+    path = list(sys.path)
+    soak = _load("bench_soak", os.path.join(_HERE, "soak.py"))
+    sys.path[:] = path  # soak.py puts its own checkout first
+    return [{k: v for k, v in soak.write_body(i, 1).items() if k != "scope"} for i in range(count)]
+
+
+def worker(root: str, warm: int, timed: int, count_bytes: bool, texts: str = "recall") -> None:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
     sys.path.insert(0, root)
     import trio
@@ -58,7 +70,7 @@ def worker(root: str, warm: int, timed: int, count_bytes: bool) -> None:
     async def main() -> dict:
         config = EngineConfig(idle_timeout=36000)
         async with cortexdb.open_engine("leveldb", path=path, config=config, embedder=by_name("hash")) as engine:
-            items = recall.items(random.Random(7), warm + timed, 0)
+            items = soak_items(warm + timed) if texts == "soak" else recall.items(random.Random(7), warm + timed, 0)
             for i, item in enumerate(items):
                 if i == warm:
                     counter.take()
@@ -80,7 +92,7 @@ def worker(root: str, warm: int, timed: int, count_bytes: bool) -> None:
 def run_arm(root: str, args: argparse.Namespace) -> dict:
     out = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--worker", root, "--warm", str(args.warm),
-         "--timed", str(args.timed), *(["--bytes"] if args.bytes else [])],
+         "--timed", str(args.timed), "--texts", args.texts, *(["--bytes"] if args.bytes else [])],
         capture_output=True, text=True, cwd=root, check=True,
     )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -91,14 +103,16 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=400)
     parser.add_argument("--timed", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--texts", choices=["recall", "soak"], default="recall",
+                        help="bench/recall.py's synthetic turns, or bench/soak.py's writes (its regime)")
     derive = _load("bench_derive", os.path.join(_HERE, "derive.py"))
     derive.arm_options(parser, "count the bytes written per event by table")
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.warm, args.timed, args.bytes)
+        worker(args.worker, args.warm, args.timed, args.bytes, args.texts)
         return
     arms = derive.arms_of(args)
-    print(f"one scope, a commit per write (wait=consolidated), hash embedder, LevelDB; {args.warm} writes, "
+    print(f"one scope, a commit per write (wait=consolidated), hash embedder, LevelDB, {args.texts}'s texts; {args.warm} writes, "
           f"then {args.timed} timed; arms: {arms}")  # fmt: skip
     rows: dict[str, list[dict]] = {name: [] for name in arms}
     for round_ in range(args.rounds):
