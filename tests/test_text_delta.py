@@ -63,7 +63,7 @@ def _same_answers(index: TextIndex, fresh: TextIndex, live: dict[str, str]) -> N
 
 def test_tokenize_lines_is_tokenize():
     rng = random.Random(3)
-    alphabet = ["a", "Z", "0", "9", " ", ";", "; ", "ß", "ﬀ", "K", "İ", "-", "[", "]", "_", "é", "Σ", "the", "ſ"]
+    alphabet = ["a", "Z", "0", "9", " ", ";", "; ", "ß", "ﬀ", "K", "İ", "-", "[", " [", "]", "_", "é", "Σ", "the", "ſ"]
     for _ in range(2000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
         assert tokenize_lines(text) == tokenize(text)

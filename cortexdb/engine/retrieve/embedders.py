@@ -26,7 +26,7 @@ from .tokens import LINE_SEPARATOR
 
 #: lines of concept summaries whose hash-embedder features are cached (``HashEmbedder.sum_lines``),
 #: least recently used first out: about 500 bytes each (docs/decisions.md, "Concept summaries
-#: tokenized a line at a time")
+#: re-indexed by their difference")
 FEATURE_CACHE_LINES = 4_096
 
 _WORD = re.compile(r"[0-9a-z]+")

@@ -26,11 +26,13 @@ STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all"
 # tokens with digits").
 STEM_CACHE_WORDS = 65_536
 STEM_CACHE_DIGIT_TOKENS = 4_096
-# the tokens of a line of a concept's summary ("works at Umbrella [fact_01a2…]"), most of which
-# recur at the concept's next re-synthesis: one look-up a line instead of a stem a token, least
-# recently used first out (docs/decisions.md, "Concept summaries tokenized a line at a time")
+# the tokens of a line of a concept's summary ("works at Umbrella") and of its citation
+# ("[fact_01a2…]"), most of which recur at the concept's next re-synthesis: one look-up a piece
+# instead of a stem a token, least recently used first out (docs/decisions.md, "Concept summaries
+# re-indexed by their difference")
 TOKEN_CACHE_LINES = 8_192
 LINE_SEPARATOR = "; "
+CITATION_SEPARATOR = " ["  # "likes pottery [fact_01a2…]"
 _DIGITS = re.compile(r"[0-9]")
 
 
@@ -71,9 +73,12 @@ def _line_tokens(line: str) -> tuple[str, ...]:
 
 def tokenize_lines(text: str) -> list[str]:
     """``tokenize(text)`` of a text of ``LINE_SEPARATOR``-separated lines that recur from one
-    version of it to the next (a concept's summary), each line's tokens cached.  The same list:
-    the separator is no token's character, and case folding maps a character at a time."""
+    version of it to the next (a concept's summary), the tokens of each line's text and of its
+    citation (``CITATION_SEPARATOR``: a belief's line changes with its confidence, its citation
+    does not) cached.  The same list: the separators hold no token character, and case folding
+    maps a character at a time."""
     out: list[str] = []
     for line in text.split(LINE_SEPARATOR):
-        out += _line_tokens(line)
+        for piece in line.split(CITATION_SEPARATOR):
+            out += _line_tokens(piece)
     return out
