@@ -10,7 +10,8 @@ embedded engine on a LevelDB data dir with the hash embedder and writes bench/re
 synthetic turns (``--texts soak``: bench/soak.py's writes, the soak's regime) into one scope one
 at a time with ``wait=consolidated`` (each write a batch of one: derivation commits once per
 write), ``--warm`` first, then ``--timed`` measured:
-- CPU ms per event of the process (every thread) and of the event loop's thread;
+- CPU ms per event of the process (every thread) and of the event loop's thread, and of that
+  thread's in the consolidation stage and in indexing (``Indexer.index_documents``, any stage);
 - with ``--bytes``: KB written to LevelDB per event, by table (bench/derive.py's counter: keys and
   values of puts, keys of deletes).  The counter costs CPU of its own: compare CPU without it.
 """
@@ -49,6 +50,21 @@ def soak_items(count: int) -> list[dict]:
     return [{k: v for k, v in soak.write_body(i, 1).items() if k != "scope"} for i in range(count)]
 
 
+def timed_on_thread(owner, name: str, totals: dict[str, float]) -> None:
+    """Wrap the coroutine function ``owner.name`` to add the calling thread's CPU seconds while it
+    runs to ``totals[name]`` (other tasks' turns at its rare checkpoints included)."""
+    original = getattr(owner, name)
+
+    async def wrapped(*args, **kwargs):
+        started = time.thread_time()
+        try:
+            return await original(*args, **kwargs)
+        finally:
+            totals[name] = totals.get(name, 0.0) + time.thread_time() - started
+
+    setattr(owner, name, wrapped)
+
+
 def worker(root: str, warm: int, timed: int, count_bytes: bool, texts: str = "recall") -> None:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
     sys.path.insert(0, root)
@@ -61,6 +77,12 @@ def worker(root: str, warm: int, timed: int, count_bytes: bool, texts: str = "re
     recall = _load("bench_recall", os.path.join(_HERE, "recall.py"))
     derive = _load("bench_derive", os.path.join(_HERE, "derive.py"))
     counter = derive.WriteCounter()
+    from cortexdb.engine.actors.indexer import Indexer
+    from cortexdb.engine.actors.stages import consolidate
+
+    parts: dict[str, float] = {}  # the event loop's CPU in the consolidation stage and in indexing
+    timed_on_thread(consolidate, "run", parts)
+    timed_on_thread(Indexer, "index_documents", parts)
     if count_bytes:
         from cortexdb.backends.leveldb.store import LevelDBStore
 
@@ -74,12 +96,15 @@ def worker(root: str, warm: int, timed: int, count_bytes: bool, texts: str = "re
             for i, item in enumerate(items):
                 if i == warm:
                     counter.take()
+                    parts.clear()
                     started, started_main = derive.cpu(), time.thread_time()
                 await engine.experience({"scope": SCOPE, **item}, wait="consolidated")
             done, done_main = derive.cpu(), time.thread_time()
             written = counter.take()
         return {
             "cpu_ms": 1000 * (done - started) / timed, "main_cpu_ms": 1000 * (done_main - started_main) / timed,
+            "consolidate_ms": 1000 * parts.get("run", 0.0) / timed,
+            "index_ms": 1000 * parts.get("index_documents", 0.0) / timed,
             "kb_per_event": {t: n / timed / 1000 for t, n in sorted(written.items(), key=lambda kv: -kv[1])},
         }  # fmt: skip
 
@@ -120,7 +145,8 @@ def main() -> None:
             row = run_arm(root, args)
             rows[name].append(row)
             line = (f"round {round_ + 1}, {name}: {row['cpu_ms']:.2f} CPU ms/event ({row['main_cpu_ms']:.2f} "
-                    f"event loop's thread), load {os.getloadavg()[0]:.1f}")  # fmt: skip
+                    f"event loop's thread, of which {row['consolidate_ms']:.2f} in the consolidation stage, "
+                    f"{row['index_ms']:.2f} indexing in any stage), load {os.getloadavg()[0]:.1f}")  # fmt: skip
             if row["kb_per_event"]:
                 tables = row["kb_per_event"]
                 line += f"; {sum(tables.values()):.2f} KB written/event: " + ", ".join(
@@ -131,6 +157,10 @@ def main() -> None:
         mean = {name: sum(r["cpu_ms"] for r in got) / len(got) for name, got in rows.items()}
         print(f"baseline/this CPU per event: {mean['baseline'] / mean['this']:.2f}x "
               f"({mean['baseline']:.2f} / {mean['this']:.2f} ms, mean of {args.rounds} rounds)")  # fmt: skip
+        for part, label in (("consolidate_ms", "the consolidation stage"), ("index_ms", "indexing")):
+            got = {name: sum(r[part] for r in rows[name]) / len(rows[name]) for name in rows}
+            print(f"baseline/this in {label}: {got['baseline'] / got['this']:.2f}x "
+                  f"({got['baseline']:.2f} / {got['this']:.2f} ms)")  # fmt: skip
 
 
 if __name__ == "__main__":
