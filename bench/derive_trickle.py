@@ -2,7 +2,7 @@
 soak), against a baseline checkout in the same run.
 
     python bench/derive_trickle.py [--warm 400] [--timed 600] [--rounds 2] [--baseline /work/main] [--bytes]
-                                   [--texts recall|soak]
+                                   [--texts recall|soak] [--stages]
 
 Each arm is a worker process (this file, ``--worker``) importing ``cortexdb`` from its own
 checkout; the arms run one after the other, ``--rounds`` times alternated.  A worker opens the
@@ -10,8 +10,9 @@ embedded engine on a LevelDB data dir with the hash embedder and writes bench/re
 synthetic turns (``--texts soak``: bench/soak.py's writes, the soak's regime) into one scope one
 at a time with ``wait=consolidated`` (each write a batch of one: derivation commits once per
 write), ``--warm`` first, then ``--timed`` measured:
-- CPU ms per event of the process (every thread) and of the event loop's thread, and of that
-  thread's in the consolidation stage and in indexing (``Indexer.index_documents``, any stage);
+- CPU ms per event of the process (every thread) and of the event loop's thread, and with
+  ``--stages`` that thread's in the consolidation stage and in indexing (``Indexer.index_documents``,
+  any stage: a clock read around each call);
 - with ``--bytes``: KB written to LevelDB per event, by table (bench/derive.py's counter: keys and
   values of puts, keys of deletes).  The counter costs CPU of its own: compare CPU without it.
 """
@@ -65,7 +66,7 @@ def timed_on_thread(owner, name: str, totals: dict[str, float]) -> None:
     setattr(owner, name, wrapped)
 
 
-def worker(root: str, warm: int, timed: int, count_bytes: bool, texts: str = "recall") -> None:
+def worker(root: str, warm: int, timed: int, count_bytes: bool, texts: str = "recall", stages: bool = False) -> None:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
     sys.path.insert(0, root)
     import trio
@@ -81,8 +82,9 @@ def worker(root: str, warm: int, timed: int, count_bytes: bool, texts: str = "re
     from cortexdb.engine.actors.stages import consolidate
 
     parts: dict[str, float] = {}  # the event loop's CPU in the consolidation stage and in indexing
-    timed_on_thread(consolidate, "run", parts)
-    timed_on_thread(Indexer, "index_documents", parts)
+    if stages:  # a clock read at each call: leave it out under a sampling profiler
+        timed_on_thread(consolidate, "run", parts)
+        timed_on_thread(Indexer, "index_documents", parts)
     if count_bytes:
         from cortexdb.backends.leveldb.store import LevelDBStore
 
@@ -117,7 +119,8 @@ def worker(root: str, warm: int, timed: int, count_bytes: bool, texts: str = "re
 def run_arm(root: str, args: argparse.Namespace) -> dict:
     out = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--worker", root, "--warm", str(args.warm),
-         "--timed", str(args.timed), "--texts", args.texts, *(["--bytes"] if args.bytes else [])],
+         "--timed", str(args.timed), "--texts", args.texts, *(["--bytes"] if args.bytes else []),
+         *(["--stages"] if args.stages else [])],
         capture_output=True, text=True, cwd=root, check=True,
     )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -130,11 +133,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--texts", choices=["recall", "soak"], default="recall",
                         help="bench/recall.py's synthetic turns, or bench/soak.py's writes (its regime)")
+    parser.add_argument("--stages", action="store_true",
+                        help="also the event loop's CPU in the consolidation stage and in indexing")
     derive = _load("bench_derive", os.path.join(_HERE, "derive.py"))
     derive.arm_options(parser, "count the bytes written per event by table")
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.warm, args.timed, args.bytes, args.texts)
+        worker(args.worker, args.warm, args.timed, args.bytes, args.texts, args.stages)
         return
     arms = derive.arms_of(args)
     print(f"one scope, a commit per write (wait=consolidated), hash embedder, LevelDB, {args.texts}'s texts; {args.warm} writes, "
@@ -145,8 +150,10 @@ def main() -> None:
             row = run_arm(root, args)
             rows[name].append(row)
             line = (f"round {round_ + 1}, {name}: {row['cpu_ms']:.2f} CPU ms/event ({row['main_cpu_ms']:.2f} "
-                    f"event loop's thread, of which {row['consolidate_ms']:.2f} in the consolidation stage, "
-                    f"{row['index_ms']:.2f} indexing in any stage), load {os.getloadavg()[0]:.1f}")  # fmt: skip
+                    f"event loop's thread), load {os.getloadavg()[0]:.1f}")  # fmt: skip
+            if args.stages:
+                line += (f"; the event loop's in the consolidation stage {row['consolidate_ms']:.2f}, "
+                         f"indexing in any stage {row['index_ms']:.2f}")  # fmt: skip
             if row["kb_per_event"]:
                 tables = row["kb_per_event"]
                 line += f"; {sum(tables.values()):.2f} KB written/event: " + ", ".join(
@@ -157,7 +164,7 @@ def main() -> None:
         mean = {name: sum(r["cpu_ms"] for r in got) / len(got) for name, got in rows.items()}
         print(f"baseline/this CPU per event: {mean['baseline'] / mean['this']:.2f}x "
               f"({mean['baseline']:.2f} / {mean['this']:.2f} ms, mean of {args.rounds} rounds)")  # fmt: skip
-        for part, label in (("consolidate_ms", "the consolidation stage"), ("index_ms", "indexing")):
+        for part, label in (("consolidate_ms", "the consolidation stage"), ("index_ms", "indexing")) if args.stages else ():
             got = {name: sum(r[part] for r in rows[name]) / len(rows[name]) for name in rows}
             print(f"baseline/this in {label}: {got['baseline'] / got['this']:.2f}x "
                   f"({got['baseline']:.2f} / {got['this']:.2f} ms)")  # fmt: skip
