@@ -61,7 +61,8 @@ def test_bm25_compaction_after_many_removals_and_rewrites_keeps_scores_exact():
         compactions += index.slots < before
         # tombstones are bounded: at most max(compact_min, live pairs / 2) dead pairs
         assert index.dead_pairs <= max(50, index.live_pairs // 2)
-    assert compactions >= 5 and len(index) == len(live)
+    # (a rewrite of a document of the delta leaves no tombstone: text_delta.py)
+    assert compactions >= 3 and len(index) == len(live)
     assert all(doc_id in index for doc_id in live) and "nope" not in index
     _assert_bm25_exact(index, live, ["paris", "w3 w9 w9", "lisbon w50 berlin", "w1 w2 w3"])
 

@@ -62,8 +62,10 @@ def test_segments_score_and_rank_exactly_as_the_delta_alone(tmp_path, keyed, map
     ids = _uuid_ids(rng) if keyed else (lambda i: f"d{i}")
     live = _drive([flat, sealed], rng, 2400, ids)
     assert _drive.most_segments >= 3 and sealed.segment_sizes
-    assert len(sealed) == len(flat) == len(live) and sealed.slots == flat.slots
-    assert (sealed.live_pairs, sealed.dead_pairs) == (flat.live_pairs, flat.dead_pairs)
+    # slots differ: a re-added document of the delta keeps its slot (text_delta.py), a sealed one
+    # takes a new one, and compactions come at other times
+    assert len(sealed) == len(flat) == len(live)
+    assert sealed.live_pairs == flat.live_pairs
     for doc_id in list(live)[:200]:
         assert doc_id in sealed
     assert "d-nope" not in sealed

@@ -17,12 +17,13 @@ import trio
 from ..model import Event, EventState
 from ..model.text import content_text, media_text, turn_text
 from ..retrieve import passages
-from ..retrieve.text_index import tokenize
+from ..retrieve.tokens import tokenize, tokenize_lines
 from ..storage import Op
 from .state import PartitionState
 from .vector_backlog import EVENT_PREFIX, VectorBacklog, defers, embed_text
 from .workers import OFF_LOOP_CHARS, in_slices, off_loop
 
+CONCEPT_PREFIX = "concept_"
 SLICE_DOCUMENTS = 64  # documents added to the indexes between two checkpoints of a large batch
 # merge rounds (one plan a layer each) after a chunk of a restore: the seals a chunk makes and the
 # merges they bring due take a few; the bound only keeps a stuck plan from looping
@@ -35,6 +36,14 @@ def passage_documents(event: Event, spans: list) -> dict[str, str]:
     text, media = content_text(event.content), media_text(event.content)
     return {passages.passage_id(event.id, i): turn_text(event.actor, text[start:end] + (f" {media}" if media and not i else ""))
             for i, (start, end) in enumerate(spans)}  # fmt: skip
+
+
+def document_tokens(item: tuple[str, str]) -> list[str]:
+    """The text index's tokens of a document (``(id, text)``): a concept's summary, whose lines
+    mostly recur from one version to the next, a line at a time (``tokenize_lines``: the same
+    tokens as ``tokenize``)."""
+    doc_id, text = item
+    return tokenize_lines(text) if doc_id.startswith(CONCEPT_PREFIX) else tokenize(text)
 
 
 class Indexer:
@@ -52,13 +61,18 @@ class Indexer:
         # indexes the same values; half of float32's bytes written and compacted)
         self.half = ctx.config.vector_dtype == "float16"
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
+    async def embed(self, texts: list[str], lines: list[bool] | None = None) -> np.ndarray:
         """Embed off the event loop when the embedder is a model, or when the texts are many (the
-        hash embedder is cheap per text, not per megabyte)."""
+        hash embedder is cheap per text, not per megabyte).  ``lines``: which texts are concept
+        summaries, embedded a line at a time by an embedder that can (``embed_lines``: the same
+        vectors, the lines' features cached)."""
         embedder = self.ctx.embedder
         # an inline (hash) embedder: each text costs about 40 characters' worth on top of its length
         inline = getattr(embedder, "inline", False)
         if inline and sum(map(len, texts)) + 40 * len(texts) <= OFF_LOOP_CHARS:
+            by_lines = getattr(embedder, "embed_lines", None)
+            if by_lines is not None and lines is not None and any(lines):
+                return by_lines(texts, lines)
             return embedder.embed(texts)
         if not inline:
             return await trio.to_thread.run_sync(embedder.embed, texts)  # a model releases the GIL
@@ -100,8 +114,8 @@ class Indexer:
 
     async def _add_texts(self, documents: dict[str, str]) -> None:
         if sum(len(text) for text in documents.values()) <= OFF_LOOP_CHARS:
-            for doc_id, text in documents.items():
-                self.state.text_index.add(doc_id, text)
+            for item in documents.items():
+                self.state.text_index.add(*item, document_tokens(item))
             return
         chunk: list[tuple[str, str]] = []
         size = 0
@@ -116,8 +130,7 @@ class Indexer:
             await self._add_chunk(chunk)
 
     async def _add_chunk(self, chunk: list[tuple[str, str]]) -> None:
-        texts = [text for _, text in chunk]
-        tokens = await off_loop(self.ctx, functools.partial(in_slices, tokenize, texts, 1))
+        tokens = await off_loop(self.ctx, functools.partial(in_slices, document_tokens, chunk, 1))
         index = self.state.text_index
         for position, ((doc_id, text), terms) in enumerate(zip(chunk, tokens, strict=True), 1):
             index.add(doc_id, text, terms)
@@ -144,7 +157,8 @@ class Indexer:
         if self.deferring:  # derived records wait (vector_backlog.py)
             for doc_id in [d for d in todo if not d.startswith(EVENT_PREFIX)]:
                 backlog.put(doc_id, todo.pop(doc_id), held=ops is not None)  # until its batch is written
-        computed = await self.embed(list(todo.values())) if todo else []
+        lines = [doc_id.startswith(CONCEPT_PREFIX) for doc_id in todo]
+        computed = await self.embed(list(todo.values()), lines) if todo else []
         await self.add_vectors(ops, [*given.items(), *zip(todo, computed, strict=True)], stored)
         if len(backlog) >= self.ctx.config.derived_vectors_backlog:
             await self.drain(ops)

@@ -13,6 +13,7 @@ see its NOTICE) — nothing is downloaded at run time.  Install it with
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 import zlib
@@ -21,12 +22,52 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import EmbedderUnavailable
+from .tokens import LINE_SEPARATOR
+
+#: lines of concept summaries whose hash-embedder features are cached (``HashEmbedder.sum_lines``),
+#: least recently used first out: about 500 bytes each (docs/decisions.md, "Concept summaries
+#: re-indexed by their difference")
+FEATURE_CACHE_LINES = 4_096
 
 _WORD = re.compile(r"[0-9a-z]+")
 #: all-MiniLM-L6-v2's WordPiece tokenizer, shipped with cortexdb (NOTICE beside it)
 TOKENIZER = Path(__file__).with_name("data") / "all-MiniLM-L6-v2" / "tokenizer.json"
 
 
+
+
+def _normalised(vector: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else vector
+
+
+def _features(words: list[str]) -> list[str]:
+    """The hash embedder's features of a text's words: the words, their pairs, their trigrams."""
+    features = list(words)
+    features += [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+    for word in words:
+        padded = f"#{word}#"
+        features += [padded[i : i + 3] for i in range(len(padded) - 2)]
+    return features
+
+
+def _signed_buckets(features: list[str], dimension: int) -> np.ndarray:
+    """Each feature's bucket and sign as one number: +-(bucket + 1)."""
+    hashes = np.fromiter((zlib.crc32(token.encode()) for token in features), dtype=np.uint32, count=len(features))
+    buckets = (hashes % dimension).astype(np.int16 if dimension < 32_767 else np.int32) + 1
+    return np.where(hashes & 0x80000000, buckets, -buckets)
+
+
+def _counts(signed: np.ndarray, dimension: int) -> np.ndarray:
+    # sums of +-1: exact in any order, so the same vector as adding feature by feature
+    return np.bincount(np.abs(signed) - 1, weights=np.sign(signed).astype(np.float64), minlength=dimension).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=FEATURE_CACHE_LINES)
+def _line_buckets(line: str, dimension: int) -> tuple[np.ndarray, str | None, str | None]:
+    """A line's signed buckets (``_signed_buckets``) and its first and last words (None: none)."""
+    words = _WORD.findall(line.casefold())
+    return _signed_buckets(_features(words), dimension), (words[0] if words else None), (words[-1] if words else None)
 
 
 class HashEmbedder:
@@ -37,27 +78,35 @@ class HashEmbedder:
         self.dimension = dimension
 
     def embed_one(self, text: str) -> np.ndarray:
-        vector = self.sum_one(text)
-        norm = float(np.linalg.norm(vector))
-        return vector / norm if norm else vector
+        return _normalised(self.sum_one(text))
 
     def sum_one(self, text: str) -> np.ndarray:
         """The text's feature counts before normalisation (``embed_sums``)."""
         # no per-token cache: a crc32 costs about what a cache look-up does, and a cache of every
         # token seen (numbers, bigrams) grew with the corpus (docs/decisions.md, "Index memory")
-        words = _WORD.findall(text.casefold())
-        features = list(words)
-        features += [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
-        for word in words:
-            padded = f"#{word}#"
-            features += [padded[i : i + 3] for i in range(len(padded) - 2)]
-        hashes = np.fromiter(
-            (zlib.crc32(token.encode()) for token in features), dtype=np.uint32, count=len(features)
-        )
-        signs = np.where(hashes & 0x80000000, 1.0, -1.0)
-        # sums of +-1: exact in any order, so the same vector as adding feature by feature
-        counts = np.bincount(hashes % self.dimension, weights=signs, minlength=self.dimension)
-        return counts.astype(np.float32)
+        return _counts(_signed_buckets(_features(_WORD.findall(text.casefold())), self.dimension), self.dimension)
+
+    def sum_lines(self, text: str) -> np.ndarray:
+        """``sum_one`` of a text of ``LINE_SEPARATOR``-separated lines that recur from one version
+        of it to the next (a concept's summary): each line's features cached, the word pairs
+        across lines added.  The same vector: its counts are sums of +-1, exact in any order."""
+        parts, pairs, last = [], [], None
+        for line in text.split(LINE_SEPARATOR):
+            buckets, first, final = _line_buckets(line, self.dimension)
+            parts.append(buckets)
+            if first is not None:
+                if last is not None:
+                    pairs.append(f"{last} {first}")
+                last = final
+        parts.append(_signed_buckets(pairs, self.dimension))
+        return _counts(np.concatenate(parts), self.dimension)
+
+    def embed_lines(self, texts: list[str], lines: list[bool]) -> np.ndarray:
+        """``embed``, the texts flagged in ``lines`` embedded a line at a time (``sum_lines``)."""
+        if not texts:
+            return self.embed(texts)
+        return np.stack([_normalised(self.sum_lines(t) if by_line else self.sum_one(t))
+                         for t, by_line in zip(texts, lines, strict=True)])  # fmt: skip
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:

@@ -26,7 +26,7 @@ from collections import Counter
 
 import numpy as np
 
-from . import text_segments
+from . import text_delta, text_segments
 from .text_segments import Segment, Vocabulary
 from .tokens import tokenize
 
@@ -156,11 +156,16 @@ class Postings:
         return self._segments[bisect.bisect_right(self._bases, slot) - 1].doc_id(slot)
 
     def add(self, doc_id: str, text: str, tokens: list[str] | None = None) -> None:
-        """Index ``text``, or its ``tokens`` when ``tokenize`` already ran (e.g. off the loop)."""
-        if doc_id in self:
-            self.remove(doc_id)
+        """Index ``text``, or its ``tokens`` when ``tokenize`` already ran (e.g. off the loop).
+        A document of the delta indexed again changes in place (``text_delta``)."""
         if tokens is None:
             tokens = tokenize(text)
+        if doc_id in self:
+            slot = self._delta_slot.get(doc_id)
+            if slot is not None:
+                self._replace(slot, tokens)
+                return
+            self.remove(doc_id)
         slot = self.slots
         if slot >= len(self._alive):
             self.slot_len = _grow(self.slot_len, slot)
@@ -196,6 +201,21 @@ class Postings:
         self.version += 1
         if len(self._delta_ids) >= self.seal_docs:
             self.seal()
+
+    def _replace(self, slot: int, tokens: list[str]) -> None:
+        """Re-index a live document of the delta in place, by the difference of its terms
+        (text_delta.py: the statistics a remove and an add leave, its slot kept)."""
+        local = slot - self._delta_base
+        start, end = self._delta_start[local], self._delta_start[local + 1]
+        pairs = self._delta_terms[2 * start : 2 * end]
+        old = dict(zip(pairs[::2], pairs[1::2], strict=True))
+        new = text_delta.term_counts(self.vocab, self.df, tokens)
+        text_delta.update_postings(self._delta_postings, self.df, slot, old, new)
+        text_delta.rewrite(self._delta_terms, self._delta_start, local, new)
+        self.total_length += len(tokens) - int(self.slot_len[slot])
+        self.slot_len[slot] = len(tokens)
+        self._pairs += len(new) - len(old)
+        self.version += 1
 
     def remove(self, doc_id: str) -> None:
         slot = self._delta_slot.pop(doc_id, None)

@@ -26,6 +26,13 @@ STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all"
 # tokens with digits").
 STEM_CACHE_WORDS = 65_536
 STEM_CACHE_DIGIT_TOKENS = 4_096
+# the tokens of a line of a concept's summary ("works at Umbrella") and of its citation
+# ("[fact_01a2…]"), most of which recur at the concept's next re-synthesis: one look-up a piece
+# instead of a stem a token, least recently used first out (docs/decisions.md, "Concept summaries
+# re-indexed by their difference")
+TOKEN_CACHE_LINES = 8_192
+LINE_SEPARATOR = "; "
+CITATION_SEPARATOR = " ["  # "likes pottery [fact_01a2…]"
 _DIGITS = re.compile(r"[0-9]")
 
 
@@ -57,3 +64,21 @@ def _stem(token: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Lower-cased alphanumeric runs, English stop words dropped, Snowball (Porter2) stems."""
     return [_stem(token) for token in _TOKEN.findall(text.casefold()) if token not in STOPWORDS]
+
+
+@functools.lru_cache(maxsize=TOKEN_CACHE_LINES)
+def _line_tokens(line: str) -> tuple[str, ...]:
+    return tuple(tokenize(line))
+
+
+def tokenize_lines(text: str) -> list[str]:
+    """``tokenize(text)`` of a text of ``LINE_SEPARATOR``-separated lines that recur from one
+    version of it to the next (a concept's summary), the tokens of each line's text and of its
+    citation (``CITATION_SEPARATOR``: a belief's line changes with its confidence, its citation
+    does not) cached.  The same list: the separators hold no token character, and case folding
+    maps a character at a time."""
+    out: list[str] = []
+    for line in text.split(LINE_SEPARATOR):
+        for piece in line.split(CITATION_SEPARATOR):
+            out += _line_tokens(piece)
+    return out
