@@ -159,6 +159,8 @@ def main() -> None:
                         help="trace the server's allocations (FRAMES deep) and diff them between checkpoints")
     parser.add_argument("--types", action="store_true",
                         help="at each checkpoint after the first, the object types that grew and what holds them")
+    parser.add_argument("--bytes", action="store_true",
+                        help="name the holders of the large bytes objects (16 KiB or more) at each checkpoint")
     parser.add_argument("--settle-timeout", type=float, default=900.0)
     args = parser.parse_args()
     if not args.checkpoints or any(b <= a for a, b in zip([0, *args.checkpoints[:-1]], args.checkpoints, strict=True)):
@@ -177,6 +179,8 @@ def main() -> None:
                                          tracemalloc=None, probe=None)  # fmt: skip
         if args.types:
             os.environ["SETTLE_TYPES"] = "1"  # read by bench/server_settle.py in the server
+        if args.bytes:
+            os.environ["SETTLE_BYTES"] = "1"
         server = soak.Server(server_args, root, keys, launcher=launcher)
         print(f"server memory, settled: {args.subscribers} SSE subscribers, {args.scopes} scopes, "
               f"{args.writes_per_s:g} writes/s in phases, a recall every {args.recall_every} writes, "

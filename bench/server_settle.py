@@ -6,7 +6,8 @@ since the previous measurement, then a line "."):
   blocks, its arenas and the bytes in its live and its free blocks (``procmem.pymalloc``);
 - under ``-X tracemalloc=N``: the allocation sites that grew most;
 - with ``SETTLE_TYPES=1``: the object types whose count grew most, and for the top ones the types
-  that hold a few of their objects (one hop of ``gc.get_referrers``).
+  that hold a few of their objects (one hop of ``gc.get_referrers``);
+- with ``SETTLE_BYTES=1``: the bytes objects of 16 KiB or more that containers hold, by holder.
 
     python bench/server_settle.py FILE serve ...   (the arguments of ``cortexdb serve``)
 """
@@ -57,6 +58,47 @@ def type_lines(previous):
     return lines, counts
 
 
+def big_bytes_lines(_previous=None):
+    """The bytes objects of at least 16 KiB and what holds them (any object the collector tracks,
+    through ``gc.get_referents``: dicts, tuples, slots, frames), by the holder's type, with the
+    holder's own holder for a dict, tuple or list: count and MB.  Bytes are not tracked by the
+    collector, so they are found through what holds them; the startup heap is unfrozen first
+    (``gc.freeze`` hides it), which only this diagnostic does."""
+    gc.unfreeze()
+    everything = gc.get_objects()
+    held = collections.Counter()
+    sizes = collections.Counter()
+    seen = set()
+    def found(holder, via="", depth=0):  # (through untracked tuples and dicts: the collector skips those)
+        for value in gc.get_referents(holder):
+            if isinstance(value, (tuple, dict)) and not gc.is_tracked(value) and depth < 4:
+                yield from found(value, f"{via} > {type(value).__name__}[{len(value)}]", depth + 1)
+            else:
+                yield value, via
+
+    for holder in everything:
+        for value, via in found(holder):
+            if isinstance(value, (bytes, bytearray)) and len(value) >= 16384 and id(value) not in seen:
+                seen.add(id(value))
+                name = type(holder).__name__
+                if isinstance(holder, (dict, list, tuple)):
+                    outer = [h for h in gc.get_referrers(holder)
+                             if h is not everything and not isinstance(h, types.FrameType)][:1]
+                    name += f"[{len(holder)}] in " + (type(outer[0]).__name__ if outer else "?")
+                    if outer and isinstance(outer[0], dict):
+                        owner = [h for h in gc.get_referrers(outer[0])
+                                 if h is not everything and not isinstance(h, types.FrameType)][:1]
+                        name += f"[{len(outer[0])}] of " + (type(owner[0]).__name__ if owner else "?")
+                name += via
+                held[name] += 1
+                sizes[name] += len(value)
+    del everything
+    total = sum(sizes.values())
+    lines = [f"  bytes >= 16 KiB: {len(seen)} objects, {total / 1e6:.1f} MB"]
+    lines.extend(f"    {name}: {held[name]} objects, {size / 1e6:.1f} MB" for name, size in sizes.most_common(8))
+    return lines, None
+
+
 def settle() -> None:
     previous_trace = previous_types = None
     while True:
@@ -80,12 +122,16 @@ def settle() -> None:
         if TYPES:
             found, previous_types = procmem.held(type_lines, previous_types)
             lines.extend(found)
+        if BYTES:
+            found, _ = procmem.held(big_bytes_lines, None)
+            lines.extend(found)
         with open(PATH, "a") as out:
             out.write("\n".join(lines) + "\n.\n")
 
 
 PATH = sys.argv[1]
 TYPES = os.environ.get("SETTLE_TYPES") == "1"
+BYTES = os.environ.get("SETTLE_BYTES") == "1"  # the large bytes objects and what holds them
 del sys.argv[1]
 signal.signal(signal.SIGUSR2, lambda *_: asked.set())
 threading.Thread(target=settle, daemon=True).start()
