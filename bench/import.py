@@ -130,11 +130,14 @@ def parse_only(spec: dict) -> dict:
             else:
                 runs, named, scopes = extsort.Runs(spill, config.import_sort_max_bytes, config.import_sort_fan_in), [], {}
                 ordinal = 0
-                while chunk := list(itertools.islice(records, config.import_window)):
-                    frames = [extsort.encode(item, ordinal + i, scopes) for i, item in enumerate(chunk)]
-                    ordinal += len(chunk)
-                    chunk = None
-                    named.append(runs.spill(f"run-{len(named):06d}", frames, named))
+                while True:  # as the job reads: each record encoded as it is mapped, the mapped one dropped
+                    chunk = extsort.Chunk()
+                    for item in itertools.islice(records, config.import_window):
+                        chunk.add(*extsort.encode(item, ordinal, scopes))
+                        ordinal += 1
+                    if not chunk:
+                        break
+                    named.append(runs.spill(f"run-{len(named):06d}", chunk, named))
                 for _, payload in runs.merged(named):
                     extsort.decode(payload)
                     count += 1

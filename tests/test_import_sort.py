@@ -178,7 +178,9 @@ def test_a_run_prunes_the_files_its_record_does_not_name(tmp_path):
     runs = extsort.Runs(str(tmp_path / "r"), 1 << 20, 4)
     runs.prune([])
     key = (b"org:a", 0, 1.0, 0)
-    named = [runs.spill("run-000000", [(key, b"[]")], [])]
+    chunk = extsort.Chunk()
+    chunk.add(key, b"[]")
+    named = [runs.spill("run-000000", chunk, [])]
     (tmp_path / "r" / "run-000001").write_bytes(b"partial")
     runs.prune(named)
     assert os.listdir(tmp_path / "r") == ["run-000000"]

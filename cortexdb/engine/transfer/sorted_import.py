@@ -78,8 +78,8 @@ async def _sort(service: Service, run: Any, runs: extsort.Runs, state: dict[str,
         consumed = state["records"]
         scopes: dict[Any, bytes] = {}
 
-        def read_chunk() -> tuple[list[tuple[extsort.Key, bytes]], list[Item], int, int]:
-            chunk: list[tuple[extsort.Key, bytes]] = []
+        def read_chunk() -> tuple[extsort.Chunk, list[Item], int, int]:
+            chunk = extsort.Chunk()
             bad: list[Item] = []
             count = 0
             for ordinal, item in enumerate(itertools.islice(records, window), start=state["records"]):
@@ -87,7 +87,7 @@ async def _sort(service: Service, run: Any, runs: extsort.Runs, state: dict[str,
                 if item.envelope is None:  # an error, or a record the importer skips
                     bad.append(item)
                     continue
-                chunk.append(extsort.encode(item, ordinal, scopes))
+                chunk.add(*extsort.encode(item, ordinal, scopes))
                 item.envelope = None  # the mapped record is not held: its frame is
             return chunk, bad, count, fh.tell()
 
