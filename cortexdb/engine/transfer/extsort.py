@@ -102,7 +102,7 @@ def _scope_key(raw: Any) -> bytes:
     return orjson.dumps(raw)  # not a scope: reported when its record is written
 
 
-def decode(payload: bytes) -> Item:
+def decode(payload: bytes | memoryview) -> Item:
     position, unit, source_id, replay, raw, envelope = orjson.loads(payload)
     return Item(position, unit, envelope, replay_by_key=replay, source_id=source_id, scope=raw)
 
@@ -163,16 +163,24 @@ class Runs:
         _sync_dir(self.directory)
         return {"name": name, "count": count, "bytes": size}
 
-    def merged(self, runs: list[dict[str, Any]]) -> Iterator[tuple[Key, bytes]]:
-        """Every frame of ``runs`` in key order: (key, payload)."""
+    def merged(self, runs: list[dict[str, Any]]) -> Iterator[tuple[Key, memoryview]]:
+        """Every frame of ``runs`` in key order: (key, payload).  A payload is valid until the
+        next frame is asked for (each run reads into one buffer of its own)."""
         return heapq.merge(*(self._read(run["name"]) for run in runs))
 
-    def _read(self, name: str) -> Iterator[tuple[Key, bytes]]:
+    def _read(self, name: str) -> Iterator[tuple[Key, memoryview]]:
+        # one buffer a run, read into: not a bytes object a frame, each a block of the C heap
+        # (a Mem0 payload is over pymalloc's 512 bytes) freed among the engine's long-lived ones
+        buffer = bytearray(4096)
         with open(self.path(name), "rb", buffering=READ_BUFFER) as fh:
             while header := fh.read(FRAME.size):
                 length, scope_length, timeless, when, ordinal = FRAME.unpack(header)
                 scope = fh.read(scope_length)
-                yield (scope, timeless, when, ordinal), fh.read(length)
+                if length > len(buffer):
+                    buffer = bytearray(max(length, 2 * len(buffer)))
+                payload = memoryview(buffer)[:length]
+                fh.readinto(payload)
+                yield (scope, timeless, when, ordinal), payload
 
 
 def _key(frame: tuple[Key, bytes]) -> Key:

@@ -141,18 +141,22 @@ async def _merge(service: Service, run: Any, runs: extsort.Runs, state: dict[str
     total = max(1, sum(r["count"] for r in state["runs"]))
     done = run.state.get("committed", 0)
     frames = runs.merged(state["runs"])
-    pending: list[Any] = []  # a frame read past the end of a request (another scope's)
+    pending: list[tuple[bytes, Item]] = []  # a record read past the end of a request (another scope's)
 
     def next_request() -> list[Item]:
-        """The next records of one scope, at most ``limit``, decoded (in a thread)."""
-        group: list[tuple[extsort.Key, bytes]] = pending[:1]
+        """The next records of one scope, at most ``limit``, decoded as read (in a thread: a
+        frame's payload is valid only until the next is read)."""
+        group = [item for _, item in pending]
+        scope = pending[0][0] if pending else None
         pending.clear()
-        for frame in frames:
-            if group and (frame[0][0] != group[0][0][0] or len(group) >= limit):
-                pending.append(frame)
+        for key, payload in frames:
+            item = extsort.decode(payload)
+            if group and (key[0] != scope or len(group) >= limit):
+                pending.append((key[0], item))
                 break
-            group.append(frame)
-        return [extsort.decode(payload) for _, payload in group]
+            group.append(item)
+            scope = key[0]
+        return group
 
     read = functools.partial(trio.to_thread.run_sync, next_request)
     seq, ahead = 0, await read()
