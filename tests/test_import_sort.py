@@ -187,3 +187,18 @@ def test_a_run_prunes_the_files_its_record_does_not_name(tmp_path):
     assert os.listdir(tmp_path / "r") == ["run-000000"]
     assert [(k, bytes(payload)) for k, payload in runs.merged(named)] == [(key, b"[]")]
     assert sorted_import.SORT_SHARE < 1
+
+
+async def test_runs_missing_at_a_resume_fail_the_job_clearly_and_a_failing_disk_is_named(tmp_path, monkeypatch):
+    runs = extsort.Runs(str(tmp_path / "r"), 1 << 20, 4)
+    with pytest.raises(Exception, match="sorted runs of this import are missing"):
+        runs.prune([{"name": "run-000000", "count": 1, "bytes": 40}])
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(extsort.Runs, "spill", full)
+    async with open_engine("memory", id_seed=1, config=config(tmp_path, job_retry_limit=1)) as engine:
+        status = await imported(engine, lines(WINDOW))
+    assert status["status"] == "failed" and "No space left on device" in status["error"]["message"], status
+    assert status["error"]["error_code"] == "INTERNAL" and status["items"]["written"] == 0

@@ -123,6 +123,10 @@ class Runs:
         written or merged when the job stopped); make the directory if it is missing."""
         os.makedirs(self.directory, exist_ok=True)
         names = {run["name"] for run in keep}
+        missing = sorted(names - set(os.listdir(self.directory)))
+        if missing:  # removed by hand, or another transfer dir configured since
+            raise CortexError(f"the sorted runs of this import are missing from {self.directory} ({missing[0]}, ...): "
+                              "import the file again")  # fmt: skip
         for name in os.listdir(self.directory):
             if name not in names:
                 os.remove(self.path(name))

@@ -29,6 +29,7 @@ import attrs
 import outcome
 import trio
 
+from ...errors import Internal
 from ..memtrim import release_free_memory_soon
 from . import extsort, spool
 from .mapping import Item
@@ -59,7 +60,7 @@ async def write_sorted(service: Service, run: Any, source: Any) -> None:
     file)."""
     runs = runs_of(service.ctx, run)
     state = run.state.setdefault("sort", {"runs": [], "records": 0, "next": 0, "done": False})
-    await trio.to_thread.run_sync(runs.prune, state["runs"])
+    await _disk(runs.prune, state["runs"])
     if not state["done"]:
         await _sort(service, run, runs, state, source)
         if run.record["cancel_requested_at"] is not None:
@@ -97,18 +98,17 @@ async def _sort(service: Service, run: Any, runs: extsort.Runs, state: dict[str,
             chunk, bad, count, position = await trio.to_thread.run_sync(read_chunk)
             if not count:
                 break
+            if chunk:  # spilled before anything is counted: a retried phase counts each record once
+                spilled = await _disk(runs.spill, f"run-{state['next']:06d}", chunk, state["runs"])
+                state["next"] += 1
+                state["runs"].append(spilled)
+            chunk = None  # noqa: F841 (not alive while the next chunk is read)
             progress["read"] += count
             for item in bad:
                 if item.error is not None:
                     service.failed(run, item, item.error, item.detail)
                 else:
                     progress["skipped"] += 1
-            if chunk:
-                name = f"run-{state['next']:06d}"
-                state["next"] += 1
-                spilled = await trio.to_thread.run_sync(runs.spill, name, chunk, state["runs"])
-                state["runs"].append(spilled)
-            chunk = None  # noqa: F841 (not alive while the next chunk is read)
             state["records"] += count
             await run.tick(SORT_SHARE * position / size)
             while len(state["runs"]) > runs.fan_in:
@@ -123,11 +123,20 @@ async def _merge_pass(run: Any, runs: extsort.Runs, state: dict[str, Any], fract
     inputs, rest = ordered[: runs.fan_in], ordered[runs.fan_in :]
     name = f"run-{state['next']:06d}"
     state["next"] += 1
-    merged = await trio.to_thread.run_sync(runs.merge_pass, name, inputs + rest)
+    merged = await _disk(runs.merge_pass, name, inputs + rest)
     state["runs"] = [*rest, merged]
     await run.tick(SORT_SHARE * fraction)
     for old in inputs:
         await trio.to_thread.run_sync(spool.remove, runs.path(old["name"]))
+
+
+async def _disk(work: Any, *args: Any) -> Any:
+    """``work(*args)`` on the runs, in a thread; a failing disk (full, unwritable) is an error
+    the job names, retried as the runner retries (``job_retry_limit``), then ``failed``."""
+    try:
+        return await trio.to_thread.run_sync(work, *args)
+    except OSError as exc:
+        raise Internal(f"the import's sorted runs could not be written or read: {exc}") from None
 
 
 def _skip(records: Any, count: int) -> None:
