@@ -4,10 +4,10 @@
 
 It writes two synthetic source files of ``--items`` records each: CortexDB JSONL (one envelope a
 line) and a Mem0 ``get_all`` document (``mem0_results``: ``{"results": [...]}``, read with ijson).
-Each is imported through the embedded engine (``Engine.imports``: spooled, parsed a window at a
-time, written through ``experience_bulk``) in both orderings — ``strict_temporal`` (windows of
-``import_window``, 10,000 records, sorted by ``observed_at``) and ``batch_throughput`` (file
-order, windows of ``bulk_max_items``, 1,000).  The baseline is bench/capture.py's path: the same
+Each is imported through the embedded engine (``Engine.imports``: spooled, parsed incrementally,
+written through ``experience_bulk``) in both orderings — ``strict_temporal`` (the whole file sorted
+by scope and ``observed_at`` on disk, runs of ``import_window``, 10,000 records, merged as they are
+written) and ``batch_throughput`` (file order, requests of ``bulk_max_items``, 1,000).  The baseline is bench/capture.py's path: the same
 envelopes written by ``Engine.experience_bulk`` calls of 1,000 (generated lazily), measured in the
 same run, once more just before each import row (the load of a shared machine moves within a
 run), to which that row's rate is compared; the ratio of their rates per CPU-second of the
@@ -105,25 +105,44 @@ def write_mem0(path: str, n: int, users: int) -> None:
 
 # -- one measurement, in a child process -----------------------------------------------------------------
 def parse_only(spec: dict) -> dict:
-    """The importer's own reading, no engine: the source parsed one window at a time, as the job
-    does (strict_temporal sorts each window), each window dropped before the next."""
+    """The importer's own reading, no engine: in batch_throughput the source parsed a request at a
+    time, each dropped before the next; in strict_temporal, as the job sorts: encoded, sorted and
+    spilled in runs of ``import_window`` records to a temporary directory, then merged and decoded
+    a request at a time."""
     import itertools
 
     from cortexdb.engine.config import EngineConfig
-    from cortexdb.engine.transfer.imports import SOURCES, _order
+    from cortexdb.engine.transfer import extsort
+    from cortexdb.engine.transfer.imports import SOURCES
     from cortexdb.engine.transfer.window import prepare
 
     config, module = EngineConfig(), SOURCES[spec["format"]]
     strict = spec["ordering"] == "strict_temporal"
-    window = config.import_window if strict else config.bulk_max_items
     options = {"ordering": spec["ordering"], "template": TEMPLATES[spec["format"]], "imported_at": when(0)}
     started, cpu, count = time.perf_counter(), time.process_time(), 0
-    with open(spec["file"], "rb") as fh:
-        records = module.read(fh, module.sniff(spec["file"]), options)
-        while chunk := [prepare(item, strict) for item in itertools.islice(records, window)]:
-            if strict:
-                chunk.sort(key=_order)
-            count += len(chunk)
+    spill = tempfile.mkdtemp(prefix="bench-import-runs-")
+    try:
+        with open(spec["file"], "rb") as fh:
+            records = module.read(fh, module.sniff(spec["file"]), options)
+            if not strict:
+                while chunk := [prepare(item, False) for item in itertools.islice(records, config.bulk_max_items)]:
+                    count += len(chunk)
+            else:
+                runs, named, scopes = extsort.Runs(spill, config.import_sort_max_bytes, config.import_sort_fan_in), [], {}
+                ordinal = 0
+                while True:  # as the job reads: each record encoded as it is mapped, the mapped one dropped
+                    chunk = extsort.Chunk()
+                    for item in itertools.islice(records, config.import_window):
+                        chunk.add(*extsort.encode(item, ordinal, scopes))
+                        ordinal += 1
+                    if not chunk:
+                        break
+                    named.append(runs.spill(f"run-{len(named):06d}", chunk, named))
+                for _, payload in runs.merged(named):
+                    extsort.decode(payload)
+                    count += 1
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"seconds": seconds, "rate": count / seconds, "cpu_rate": count / cpu, "peak_rss_mb": peak,
@@ -220,11 +239,12 @@ async def import_file(engine, spec: dict) -> dict:
     return status["items"]
 
 
-def measure(spec: dict) -> dict:
-    """Run ``spec`` in a fresh interpreter (its own peak RSS); its figures as a dict."""
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    result = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
-                            capture_output=True, text=True, env=env, cwd=ROOT)  # fmt: skip
+def measure(spec: dict, tree: str = ROOT) -> dict:
+    """Run ``spec`` in a fresh interpreter (its own peak RSS), with the code of ``tree`` (a
+    checkout of this repository: its own bench/import.py runs the child); its figures."""
+    env = {**os.environ, "PYTHONPATH": tree}
+    result = subprocess.run([sys.executable, os.path.join(tree, "bench", "import.py"), "--child", json.dumps(spec)],
+                            capture_output=True, text=True, env=env, cwd=tree)  # fmt: skip
     if result.returncode != 0:
         raise SystemExit(f"the measurement {spec} failed:\n{result.stderr}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -291,6 +311,8 @@ def main() -> None:
     parser.add_argument("--http", action="store_true", help="also import the JSONL file through `cortexdb serve`")
     parser.add_argument("--memory", help="only peak RSS and rates: the bulk write and each import, interleaved, at "
                                          "each of these comma-separated file sizes (e.g. 20000,100000,200000)")
+    parser.add_argument("--against", help="with --memory: each import arm also run, next to this tree's, with the "
+                                          "code of this other checkout (e.g. a `git archive` of main)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -311,26 +333,35 @@ def main() -> None:
 
 
 def memory_report(args, sizes: list[int], work: str) -> None:
-    """Peak RSS by file size: at each size the bulk write, then each import, one after another
-    (interleaved), each in a fresh process; what an import holds beyond the bulk write should
-    not grow with the file."""
+    """Peak RSS by file size: at each size the bulk write, then each import (and, with
+    ``--against``, the same import with the other tree's code right after it), then the bulk write
+    again, one after another (interleaved), each in a fresh process; "over bulk" is against the
+    mean of the size's two bulk writes, "cpu ratio" the rate per CPU-second against theirs. What an
+    import holds beyond the bulk write should not grow with the file."""
     common = {"users": args.users, "derive": args.derive}
+    trees = [("", ROOT)] + ([("main ", os.path.abspath(args.against))] if args.against else [])
     print(f"peak RSS by file size, leveldb, embedder hash, derivation {'running' if args.derive else 'parked'}")
-    print(f"{'items':>8s} {'arm':24s} {'peak RSS':>8s} {'over bulk':>9s} {'items/s':>8s} {'per CPU-s':>9s} {'load':>5s}")
+    print(f"{'items':>8s} {'arm':30s} {'peak RSS':>8s} {'over bulk':>9s} {'items/s':>8s} {'per CPU-s':>9s}"
+          f" {'cpu ratio':>9s} {'load':>5s}")  # fmt: skip
     for n in sizes:
         files = {}
         for fmt, write in (("jsonl", write_jsonl), ("mem0", write_mem0)):
             files[fmt] = os.path.join(work, f"{fmt}-{n}.json")
             write(files[fmt], n, args.users)
-        arms = [("bulk write", {**common, "kind": "bulk", "items": n})]
-        arms += [(f"{fmt} {ordering}", {**common, "kind": "import", "format": fmt, "ordering": ordering, "items": n,
-                                        "file": files[fmt]}) for fmt in ("jsonl", "mem0") for ordering in ORDERINGS]  # fmt: skip
-        base = None
-        for name, spec in arms:
-            run = measure(spec)
-            base = base or run
-            print(f"{n:>8,} {name:24s} {run['peak_rss_mb']:>6.0f} MB {run['peak_rss_mb'] - base['peak_rss_mb']:>+6.0f} MB"
-                  f" {run['rate']:>8,.0f} {run['cpu_rate']:>9,.0f} {os.getloadavg()[0]:>5.1f}", flush=True)  # fmt: skip
+        arms = [(f"{label}{fmt} {ordering}", tree, {**common, "kind": "import", "format": fmt, "ordering": ordering,
+                                                    "items": n, "file": files[fmt]})
+                for fmt in ("jsonl", "mem0") for ordering in ORDERINGS for label, tree in trees]  # fmt: skip
+        bulk_spec = {**common, "kind": "bulk", "items": n}
+        results = [("bulk write", measure(bulk_spec), os.getloadavg()[0])]
+        results += [(name, measure(spec, tree), os.getloadavg()[0]) for name, tree, spec in arms]
+        results.append(("bulk write (again)", measure(bulk_spec), os.getloadavg()[0]))
+        bulks = [results[0][1], results[-1][1]]
+        base_rss = sum(b["peak_rss_mb"] for b in bulks) / 2
+        base_cpu = sum(b["cpu_rate"] for b in bulks) / 2
+        for name, run, load in results:
+            print(f"{n:>8,} {name:30s} {run['peak_rss_mb']:>6.0f} MB {run['peak_rss_mb'] - base_rss:>+6.0f} MB"
+                  f" {run['rate']:>8,.0f} {run['cpu_rate']:>9,.0f} {run['cpu_rate'] / base_cpu:>9.2f} {load:>5.1f}",
+                  flush=True)  # fmt: skip
         for path in files.values():
             os.remove(path)
 
@@ -374,7 +405,8 @@ def report(args, sizes: list[int], work: str) -> None:
     print(f"baseline for mem0: the same records as the importer maps them, bulk-written (read back lazily from a "
           f"file of envelopes), measured before the first mem0 row: {same['rate']:,.0f} items/s "
           f"({same['cpu_rate']:,.0f} per CPU-second), peak RSS {same['peak_rss_mb']:.0f} MB")
-    print("the importers' reading alone (no engine; one window at a time, as the job reads):")
+    print("the importers' reading alone (no engine; batch_throughput a request at a time, strict_temporal sorted "
+          "into runs on disk and merged, as the job reads):")
     for fmt in ("jsonl", "mem0"):
         for ordering in ORDERINGS:
             runs = {n: measure({"kind": "parse", "format": fmt, "ordering": ordering, "items": n,
@@ -383,9 +415,9 @@ def report(args, sizes: list[int], work: str) -> None:
             print(f"{fmt:6s} {ordering:17s} {runs[big]['rate']:>9,.0f} records/s parsed   peak RSS {rss}")
     if len(sizes) == 2:
         small = sizes[0]
-        print(f"(an import holds a window of records and a piece of the next, parsed as this one is written: "
-              f"10,000 + 1,000 in strict_temporal, 1,000 + 1,000 in batch_throughput, not the file: compare its gain from "
-              f"{small:,} to {big:,} records with the baseline's)")
+        print(f"(an import holds, in batch_throughput, a request of records and a piece of the next; in "
+              f"strict_temporal, a run of 10,000 encoded records while sorting, then a frame per run and two requests "
+              f"while writing; not the file: compare its gain from {small:,} to {big:,} records with the baseline's)")
     if args.http:
         http_base = over_http("bulk", "", big, args.users)
         print(f"http   bulk POSTs of 1,000 (baseline)  {http_base['rate']:>9,.0f} items/s"

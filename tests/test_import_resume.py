@@ -19,7 +19,7 @@ import pytest
 from cortexdb.client import CortexClient
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDS = 4000  # batch_throughput windows are bulk_max_items (1000) records: four windows
+RECORDS = 4000  # batch_throughput windows (and strict_temporal's merged requests) are 1000 records at most
 SCOPES = [f"user:alice/project:p{n}" for n in range(3)]  # a window is three bulk writes
 
 
@@ -63,13 +63,14 @@ def stop(process: subprocess.Popen, how: int) -> None:
 
 
 @pytest.mark.slow
-def test_an_import_killed_with_sigkill_resumes_and_stores_each_record_once(tmp_path):
+@pytest.mark.parametrize("ordering", ["batch_throughput", "strict_temporal"])
+def test_an_import_killed_with_sigkill_resumes_and_stores_each_record_once(tmp_path, ordering):
     data, path = tmp_path / "data", tmp_path / "notes.jsonl"
     source(path)
     process, url = start(data)
     try:
         with CortexClient(url, actor="user:alice") as client:
-            started = client.import_file("jsonl", path, scope_template="user:alice", ordering="batch_throughput")
+            started = client.import_file("jsonl", path, scope_template="user:alice", ordering=ordering)
             # a window committed (its progress record is published once its counts are persisted):
             # killed there, the next window is in flight or not yet begun
             seen = follow(client, started.import_id, lambda stage, payload: payload.get("written", 0) > 0)
@@ -80,6 +81,9 @@ def test_an_import_killed_with_sigkill_resumes_and_stores_each_record_once(tmp_p
     assert process.returncode == -signal.SIGKILL
     assert seen["status"] == "running" and seen["items"]["written"] < RECORDS, seen
     assert (data / "transfer" / f"{started.import_id}.src").exists()  # the spooled source waits for the resume
+    runs = data / "transfer" / f"{started.import_id}.runs"
+    if ordering == "strict_temporal":  # sorted before the first write: its runs wait too, durable
+        assert runs.is_dir() and os.listdir(runs)
 
     process, url = start(data)
     try:
@@ -98,3 +102,4 @@ def test_an_import_killed_with_sigkill_resumes_and_stores_each_record_once(tmp_p
     assert process.returncode == 0
     assert len(keys) == RECORDS and set(keys) == {f"rec-{i}" for i in range(RECORDS)}  # each exactly once
     assert not (data / "transfer" / f"{started.import_id}.src").exists()  # removed once it ended
+    assert not runs.exists()

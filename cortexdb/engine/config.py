@@ -234,9 +234,16 @@ class EngineConfig:
     transfer_dir: str | None = None
     import_max_bytes: int = 1024 * 1024 * 1024  # the largest source one import may upload (413)
     import_max_running: int = 4  # import jobs running at once; one more is 429 RATE_LIMITED
-    # strict_temporal sorts by observed_at within windows of this many records (memory bound);
-    # a source already in time order is written in exact time order
+    # strict_temporal sorts the whole file by observed_at within each scope (an external merge
+    # sort, transfer/extsort.py): runs of this many records, encoded, are sorted in memory and
+    # written to disk; batch_throughput trims freed memory after this many records
     import_window: int = 10_000
+    # the disk a strict_temporal import's sorted runs may take (413 PAYLOAD_TOO_LARGE ends the
+    # job beyond it); about the size of the mapped records, 1-2x the source's
+    import_sort_max_bytes: int = 4 * 1024 * 1024 * 1024
+    # runs merged at once: more are merged, the smallest first, into one (files open and read
+    # buffers while merging: this many)
+    import_sort_fan_in: int = 64
     # a re-imported JSONL export's preceded_by links become our event ids: the last this many
     # source ids an import wrote are remembered (~150 bytes each); an older one is kept as written
     import_link_memory: int = 100_000

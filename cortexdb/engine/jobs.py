@@ -126,6 +126,9 @@ class JobRunner:
         self._nursery: trio.Nursery | None = None
         self._runs: dict[str, JobRun] = {}
         self.hook: Hook | None = None
+        # awaited once the runner opens, with the ids of the jobs it resumes (before it resumes
+        # them): a kind's clean-up of what ended jobs left (an import's sorted runs)
+        self.on_open: list[Callable[[set[str]], Awaitable[None]]] = []
 
     def register(self, kind: JobKind) -> None:
         self._kinds[kind.name] = kind
@@ -139,6 +142,8 @@ class JobRunner:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             unfinished = [record async for _, record in self._table.json.scan() if record["status"] == RUNNING]
+            for opened in self.on_open:
+                await opened({record["id"] for record in unfinished})
             task_status.started()
             for record in unfinished:
                 await self._resume(record)
@@ -186,7 +191,8 @@ class JobRunner:
         """Persist the record, with a lifecycle record of ``event`` in the same write."""
         record, bus = run.record, self._ctx.bus
         record["updated_at"] = format_ts(self._ctx.clock.now())
-        record["fraction_complete"] = round(self._fraction(run), 4)
+        # never backwards: a phase re-run after a restart starts its fraction again from 0
+        record["fraction_complete"] = max(round(self._fraction(run), 4), record.get("fraction_complete") or 0.0)
         elapsed = self._ctx.clock.now() - parse_rfc3339(record["created_at"])
         record["progress"]["elapsed_ms"] = int(elapsed.total_seconds() * 1000)
         if payload is not None:

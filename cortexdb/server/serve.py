@@ -113,7 +113,8 @@ def config_of(settings: ServerSettings) -> EngineConfig:
         max_derived_per_event=settings.max_derived_per_event,
         derivation_workers=settings.derivation_workers, blob_max_bytes=settings.max_blob_bytes,
         node_id=settings.node_id, lease_ttl=settings.lease_ttl, lease_renew_interval=settings.lease_renew_interval,
-        import_max_bytes=settings.max_import_bytes, idle_timeout=settings.scope_idle_timeout,
+        import_max_bytes=settings.max_import_bytes, import_sort_max_bytes=settings.max_import_sort_bytes,
+        idle_timeout=settings.scope_idle_timeout,
         scope_memory_budget_mb=settings.scope_memory_budget_mb,
         **settings.llm_options(load_preset(settings.preset).defaults),
     )

@@ -61,6 +61,8 @@ class ServerSettings:
     # the largest source file POST /v1/import/* takes (413 above it, the spool file removed;
     # EngineConfig.import_max_bytes): 1 GiB.  Streamed to the transfer dir, never held in memory.
     max_import_bytes: int = attrs.field(default=1024 * 1024 * 1024, validator=_positive)
+    # the disk a strict_temporal import's sorted runs may take (EngineConfig.import_sort_max_bytes)
+    max_import_sort_bytes: int = attrs.field(default=4 * 1024 * 1024 * 1024, validator=_positive)
     embedder: str = "hash"
     # open scopes (EngineConfig.scope_memory_budget_mb and idle_timeout; docs/server.md, "Open
     # scopes"): idle scopes are released after the timeout, and least recently used first while
@@ -213,6 +215,7 @@ _LIMITS = (("CORTEX_MAX_BODY_BYTES", "max_body_bytes", int), ("CORTEX_MAX_HEAD_B
            ("CORTEX_HEAD_TIMEOUT", "head_timeout", float), ("CORTEX_MAX_CONNECTIONS", "max_connections", int),
            ("CORTEX_MAX_WS_MESSAGE_BYTES", "max_ws_message_bytes", int),
            ("CORTEX_MAX_BLOB_BYTES", "max_blob_bytes", int), ("CORTEX_MAX_IMPORT_BYTES", "max_import_bytes", int),
+           ("CORTEX_MAX_IMPORT_SORT_BYTES", "max_import_sort_bytes", int),
            ("CORTEX_LEASE_TTL", "lease_ttl", float), ("CORTEX_LEASE_RENEW_INTERVAL", "lease_renew_interval", float),
            ("CORTEX_SCOPE_MEMORY_BUDGET_MB", "scope_memory_budget_mb", float),
            ("CORTEX_SCOPE_IDLE_TIMEOUT", "scope_idle_timeout", float))  # fmt: skip

@@ -15,9 +15,10 @@ the scope: ``KEYS_NAME_SCOPE``; a JSONL envelope's own key is kept as written), 
 forget or erasure, never by ``idempotency_ttl_seconds``), so re-importing a file, a day or a year
 later, writes nothing new, and the same file imported into another scope is written there.
 
-``ordering``: ``strict_temporal`` sorts each window of ``import_window`` records by
-``observed_at`` (a file in time order is written in exact time order); ``batch_throughput``
-writes in file order.  ``on_error``: ``skip`` reports a bad record (its line or record number)
+``ordering``: ``strict_temporal`` sorts the whole file, within each scope, by ``observed_at`` (then
+file order) with an external merge sort, sorted runs on disk merged as they are written
+(``sorted_import.py``, ``extsort.py``); ``batch_throughput`` writes in file order.
+``on_error``: ``skip`` reports a bad record (its line or record number)
 and goes on; ``abort`` ends the job ``failed`` at the first one.
 """
 
@@ -46,7 +47,7 @@ from ..policy import capabilities as cap
 from ..scopes import canonical_scope, is_within
 from ..stages import IMPORT_COMPLETE, IMPORT_PHASES, IMPORT_PROGRESS
 from ..writes import FAMILY_BULK
-from . import collector, links, spool
+from . import collector, extsort, links, sorted_import, spool
 from .import_spec import COUNTS, check_declared, parse_request, status_wire
 from .mapping import Item, RecordError, scoped_key
 from .sources import jsonl, letta, mcp, mem0, openai, zep
@@ -72,6 +73,10 @@ class ImportService:
         self._guard: Any = None
         self._guard_set = trio.Event()
         write, settle = IMPORT_PHASES
+        jobs.on_open.append(self._sweep)
+        # what the strict_temporal write step uses of this service
+        self._lent = sorted_import.Service(ctx, functools.partial(self._window, pacer=None, count_read=False),
+                                           self._learn, self._failed)  # fmt: skip
         jobs.register(JobKind("import", (Phase(write, self._write, 0.98), Phase(settle, self._settle, 0.02)),
                               IMPORT_PROGRESS, IMPORT_COMPLETE, "import_id", self._finish))  # fmt: skip
 
@@ -158,9 +163,8 @@ class ImportService:
             if self._guard is None:
                 raise CortexError("this import was started through the server: resume it under the server")
         done = state.get("committed", 0)
-        strict = params["options"]["ordering"] == "strict_temporal"
-        window = self._ctx.config.import_window if strict else self._ctx.config.bulk_max_items
         module = SOURCES[params["source"]]
+        window = self._ctx.config.bulk_max_items
         trim_every = max(1, self._ctx.config.import_window)
         # an importer whose envelopes' field names are its own constants (``SHAPED``): the write
         # does not walk them for unknown fields (a JSONL file's envelopes are the file's: walked);
@@ -168,15 +172,19 @@ class ImportService:
         run.scratch["shaped"] = getattr(module, "SHAPED", False)
         if getattr(module, "SOURCE_IDS", False):  # our JSONL export: preceded_by links to translate
             run.scratch["links"] = links.SourceIds(self._ctx.config.import_link_memory)
+        options = {**params["options"], "template": params["template"], "imported_at": run.record["created_at"]}
+        if params["options"]["ordering"] == "strict_temporal":  # an external merge sort (sorted_import.py)
+            with collector.Thresholds(self._ctx.config.import_gc_thresholds):
+                return await sorted_import.write_sorted(self._lent, run, functools.partial(
+                    module.read, fmt=params["format"], options=options))  # fmt: skip
         with open(params["path"], "rb") as fh, collector.Thresholds(self._ctx.config.import_gc_thresholds):
-            records = module.read(fh, params["format"], {**params["options"], "template": params["template"],
-                                                         "imported_at": run.record["created_at"]})  # fmt: skip
+            records = module.read(fh, params["format"], options)
 
             def read_piece(count: int) -> tuple[list[Item], int]:  # in a thread, never two at once
-                # scope and sort key taken as each record is read, off the loop (window.py)
-                return [prepare(item, strict) for item in itertools.islice(records, count)], fh.tell()
+                # scope taken out of each envelope as it is read, off the loop (window.py)
+                return [prepare(item, False) for item in itertools.islice(records, count)], fh.tell()
 
-            piece = min(window, self._ctx.config.bulk_max_items)
+            piece = window
             pacer = Pacer(window + piece)  # this window, and the next up to one piece beyond it
             read = functools.partial(read_window, read_piece, window, piece, pacer)
             seq, ahead = 0, await read()
@@ -198,7 +206,7 @@ class ImportService:
                 async with trio.open_nursery() as nursery:
                     box: list[outcome.Outcome] = []
                     nursery.start_soon(_read_ahead, read, box)
-                    written = await outcome.acapture(self._window, run, chunk[max(0, done - start):], strict, pacer)
+                    written = await outcome.acapture(self._window, run, chunk[max(0, done - start):], pacer)
                     pacer.window_done(len(chunk))  # written or not: the reader may go on
                 written.unwrap()  # its error as it is, not in an exception group
                 chunk = None  # noqa: F841 (not alive while the window after next is read)
@@ -208,9 +216,12 @@ class ImportService:
                 if seq // trim_every > start // trim_every:
                     await release_free_memory_soon()  # what the window freed, back to the OS
 
-    async def _window(self, run: JobRun, items: list[Item], strict: bool, pacer: Pacer) -> None:
+    async def _window(self, run: JobRun, items: list[Item], pacer: Pacer | None, *, count_read: bool = True) -> None:
+        """Write ``items`` (mapped, in the order given) a scope and a bulk request at a time;
+        ``count_read``: they were not counted as read before (``sorted_import`` counts its own)."""
         progress, root = run.progress, run.record["scope"]
-        progress["read"] += len(items)
+        if count_read:
+            progress["read"] += len(items)
         groups: dict[str, list[Item]] = {}
         allowed: dict[str, str] = run.scratch.setdefault("allowed", {})
         for item in items:
@@ -232,8 +243,6 @@ class ImportService:
         limit = self._ctx.config.bulk_max_items
         rebind = not getattr(SOURCES[run.params["source"]], "KEYS_NAME_SCOPE", False)
         for scope, group in groups.items():
-            if strict:  # sorted here, so the bulk write need not sort again (the same order)
-                group.sort(key=_order)
             for begin in range(0, len(group), limit):
                 part = group[begin : begin + limit]
                 for item in part:
@@ -242,7 +251,8 @@ class ImportService:
                         envelope["idempotency_key"] = scoped_key(envelope["idempotency_key"], scope)
                 await self._bulk(run, scope, part)
                 release(part)  # the window shrinks as it is written
-                pacer.written(len(part))  # and the next grows
+                if pacer is not None:
+                    pacer.written(len(part))  # and the next grows
 
     def _scope_of(self, run: JobRun, raw: Any, root: str, allowed: dict[str, str]) -> str:
         """The record's scope (``raw``: as its envelope wrote it), checked: canonical, within the
@@ -287,8 +297,8 @@ class ImportService:
         await ids.learn(items, lookup)
 
     async def _write_items(self, run: JobRun, scope: str, items: list[Item]) -> None:
-        # strict_temporal: ``_window`` sorted the group by observed_at (a stable sort, as the bulk
-        # write's): in file order, the bulk write keeps that order without sorting it again
+        # strict_temporal: the merge of the sorted runs gives the records in order; the bulk
+        # write keeps the order given (it need not sort again)
         ordering = "batch_throughput"
         if any(item.replay_by_key for item in items):
             items = await self._unwritten(run, items)
@@ -333,20 +343,25 @@ class ImportService:
         if len(run.record["errors"]) < self._ctx.config.import_max_errors:
             run.record["errors"].append(entry)
 
+    async def _sweep(self, running: set[str]) -> None:
+        """At open: remove the sorted runs of imports no longer running (a crash between a
+        job's end and their removal, or a job record gone)."""
+        where = spool.existing_transfer_dir(self._ctx)
+        if where is not None:
+            await trio.to_thread.run_sync(extsort.sweep, where, running)
+
     async def _settle(self, run: JobRun) -> None:
         await run.tick(1.0)
 
     async def _finish(self, run: JobRun, status: str) -> dict[str, Any]:
         spool.remove(run.params.get("path"))
+        if run.params["options"]["ordering"] == "strict_temporal":  # its sorted runs, ended or not
+            await trio.to_thread.run_sync(sorted_import.runs_of(self._ctx, run).remove)
         return {"summary": {name: run.progress.get(name, 0) for name in COUNTS}}
 
 
 async def _read_ahead(read: Any, box: list[outcome.Outcome]) -> None:
     box.append(await outcome.acapture(read))
-
-
-def _order(item: Item) -> Any:
-    return item.order
 
 
 def _culprit(exc: CortexError, items: list[Item]) -> int | None:

@@ -33,6 +33,13 @@ def transfer_dir(ctx: Any) -> str:
     return chosen
 
 
+def existing_transfer_dir(ctx: Any) -> str | None:
+    """The transfer dir of an engine on a data dir (or configured), if it exists; never made."""
+    chosen = ctx.config.transfer_dir or (os.path.join(ctx.store.path, "transfer")
+                                         if getattr(ctx.store, "path", None) else None)  # fmt: skip
+    return chosen if chosen is not None and os.path.isdir(chosen) else None
+
+
 async def spool(data: bytes | AsyncIterable[bytes], path: str, limit: int) -> tuple[int, int]:
     """Write ``data`` to ``path``: (bytes, newlines)."""
     size = lines = 0

@@ -1,11 +1,10 @@
 """A window of records as an import job holds it, and what the job gives back after each.
 
-The job reads a window (``import_window`` records in ``strict_temporal``, ``bulk_max_items`` in
-``batch_throughput``) in a thread while the one before it is written, a piece (``bulk_max_items``
-records) at a time as the one before shrinks (``Pacer``), so it holds one window of mapped
-records and a piece, whatever the file's length.  ``prepare`` runs in that thread as each record is
-read: it takes the record's scope out of its envelope and computes its ``strict_temporal`` sort
-key there, off the job's loop.  The loop writes a window a bulk request at a time and
+A ``batch_throughput`` job reads a window (``bulk_max_items`` records) in a thread while the one
+before it is written, a piece at a time as the one before shrinks (``Pacer``), so it holds one
+window of mapped records and a piece, whatever the file's length (``strict_temporal`` sorts on
+disk instead: ``extsort.py``, whose key is ``order`` here).  ``prepare`` runs in that thread as
+each record is read: it takes the record's scope out of its envelope there, off the job's loop.  The loop writes a window a bulk request at a time and
 ``release``\\ s each request's envelopes once written, so a window shrinks as it is written.
 
 What the window freed is given back to the operating system after every ``import_window``
