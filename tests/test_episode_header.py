@@ -1,6 +1,7 @@
 """An episode candidate is ranked on its header and decoded whole once chosen (docs/decisions.md,
 "An episode candidate is its header until it is chosen"): the header is the stored record less
-``supports`` and ``causal_chain`` exactly, or nothing; a pack's episode items are whole."""
+``supports`` and ``causal_chain`` exactly, or nothing; a pack's episode items are the whole
+record less those two lists ("A pack's episode items")."""
 
 from __future__ import annotations
 
@@ -82,6 +83,8 @@ async def test_a_recalled_episode_is_whole_in_the_pack(engine, monkeypatch):
     assert len(items) == 1
     item = items[0]
     assert len(stored) == 2 and pack["diagnostics"]["per_layer_evictions"]["episodes"] == 1 and decoded == [item["id"]]
-    whole = {k: v for k, v in item.items() if k not in ("ranked_position", "score")}
-    assert whole["causal_chain"] and whole["supports"] == whole["events"]
-    assert from_wire(whole, Episode) == from_wire(stored[item["id"]], Episode)
+    listed = {k: v for k, v in item.items() if k not in ("ranked_position", "score")}
+    assert "causal_chain" not in listed and "supports" not in listed  # GET /v1/episodes/{id} has them
+    expected = {k: v for k, v in stored[item["id"]].items() if k not in ("causal_chain", "supports")}
+    assert listed == expected and listed["events"]
+    assert pack["provenance"]["citations"][item["id"]] == listed["events"]

@@ -16,6 +16,11 @@ from .partial import mark_partial
 from .request import LAYERS, RecallSpec
 
 STRIPPED = ("content", "summary", "opening", "closing")  # what ``exclude_content`` leaves out
+# what a pack's episode item leaves out: its events' ids a second time and their causal roles
+# (up to ``episode_max_events`` of each); the item keeps ``events``, the citations list them
+# too, and ``GET /v1/episodes/{id}`` gives the episode whole (docs/decisions.md, "A pack's
+# episode items")
+EPISODE_LEFT_OUT = ("supports", "causal_chain")
 
 
 @attrs.define
@@ -59,10 +64,13 @@ class Context:
     capability: str
 
 
-def item(candidate: Candidate, position: int, exclude_content: bool) -> dict[str, Any]:
+def item(candidate: Candidate, position: int, exclude_content: bool, layer: str = "") -> dict[str, Any]:
     record = dict(candidate.record)
     if exclude_content:
         for field in STRIPPED:
+            record.pop(field, None)
+    if layer == "episodes":
+        for field in EPISODE_LEFT_OUT:
             record.pop(field, None)
     record["ranked_position"] = position
     record["score"] = round(candidate.score, 4)
@@ -78,7 +86,7 @@ def assemble(spec: RecallSpec, request: dict[str, Any], ranked: Ranked, context:
     layers_out: dict[str, list[dict[str, Any]]] = {}
     by_layer = kept(ranked)
     for layer, items in by_layer.items():
-        layers_out[layer] = [item(c, position, spec.exclude_content) for position, c in enumerate(items, 1)]
+        layers_out[layer] = [item(c, position, spec.exclude_content, layer) for position, c in enumerate(items, 1)]
     records = {layer: [c.record for c in items] for layer, items in by_layer.items()}  # kept_records
     t = trio.current_time()
     context_text, markers = ("", [])
