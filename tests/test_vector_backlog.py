@@ -226,3 +226,30 @@ async def test_a_recall_during_a_group_that_fails_writes_no_vector_of_its_unwrit
         facts = {f["id"] for f in (await engine.facts(SCOPE))["items"]}
         assert facts and not (held & facts)  # derived again: new ids
         assert not (held & stored) and stored <= facts
+
+
+async def test_records_the_restore_defers_are_not_held_from_a_recall():
+    """Derived records left without vectors (a crash before the backlog drained) are embedded at
+    the restore, deferred, and written: nothing holds them, so a recall's drain takes them."""
+    from cortexdb.backends.memory import MemoryStore
+    from cortexdb.engine.spi.kv import Delete
+
+    scope = "org:acme/user:alice"
+    vectors = b"V\x00" + scope.encode() + b"\x00"
+    config = EngineConfig(default_caller="user:alice", episode_idle_check=3600.0, derived_vectors="deferred",
+                          derived_vectors_quiet=3600.0)  # fmt: skip
+    store, clock = MemoryStore(), ManualClock("2026-05-13T15:42:09Z")
+    question = {"scope": scope, "query": "where does she live", "include": ["facts"]}
+    async with cortexdb.open_engine("memory", store=store, clock=clock, id_seed=5, config=config) as engine:
+        for i, text in enumerate(["I live in Paris.", "I work at Acme as an engineer.", "My sister Ana likes chess."]):
+            await engine.experience(envelope(text, scope=scope, observed_at=f"2026-05-13T15:00:{i:02d}Z"),
+                                    wait="consolidated")  # fmt: skip
+        before = len((await engine.recall(question))["layers"]["facts"])
+    derived = [key async for key, _ in store.scan(prefix=vectors) if not key[len(vectors):].startswith(b"evt_")]
+    assert derived
+    await store.write([Delete(key) for key in derived])
+    async with cortexdb.open_engine("memory", store=store, clock=clock, id_seed=6, config=config) as engine:
+        await engine.ping(scope)  # its mailbox serves once the restore is done
+        backlog = engine._supervisor.actor(scope).lane.index.backlog
+        assert len(backlog.waiting) == len(derived) and not backlog.held
+        assert len((await engine.recall(question))["layers"]["facts"]) == before

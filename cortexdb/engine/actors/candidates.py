@@ -253,6 +253,8 @@ async def _load(
     complete = None  # an episode ranked on its header: its whole record once chosen (complete)
     if layer == "episodes" and OPEN_MEMBERS in raw:  # an open episode's header: its members' rows
         record = await tables.episodes.json.fill(record_id, jsoncodec.decode(raw))
+        if record is None:  # deleted since its row was read (a forget, a rebuild)
+            return None
     elif layer == "episodes" and actor is not None:
         whole = functools.partial(decode_episode, actor, record_id, raw)
         header = episode_header(raw)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -82,6 +83,10 @@ def new_vector_index(ctx: Any, scope: str | None = None) -> LayeredVectorIndex:
     config = ctx.config
     data_dir = getattr(ctx.store, "path", None)  # segment files: LevelDB's data dir
     kept = data_dir and scope is not None and config.vector_segments_kept
+    if data_dir and scope is not None and not (kept and config.vector_sealed == "ivf"):
+        # segments an earlier run kept, which nothing here reads, rewrites or deletes any more
+        # (a forget could not reach the vectors in them): gone before this run uses the scope
+        shutil.rmtree(os.path.join(data_dir, "vector-segments", scope_folder(scope)), ignore_errors=True)
     return LayeredVectorIndex(
         ctx.embedder.dimension,
         segment_size=config.vector_segment_size,

@@ -21,6 +21,7 @@ deleted.  docs/decisions.md, "Sealed vector segments kept across a reopen".
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -168,6 +169,7 @@ async def persist(index: Any) -> None:
     """After ``index``'s segments changed: save those not saved yet, name them all in a new
     manifest, then delete the files of the segments it replaced (a worker thread)."""
     if index.persist is None:
+        _drop_strays(index)
         return
     segments, retired, folder = index.segments, index.retired, index.persist
     named = [segment.entry["name"] if segment.entry is not None else None for segment in segments]
@@ -186,6 +188,21 @@ async def persist(index: Any) -> None:
 
     await trio.to_thread.run_sync(work)
     index.named = [segment.entry["name"] for segment in segments]
+
+
+def _drop_strays(index: Any) -> None:
+    """A build the index meant to keep (``keep``) that finished after the index was let go (a
+    drop or a rebuild purged its folder meanwhile): no manifest names its file, so delete it (the
+    mapping holds its descriptor), and the folder its write made again if that is all it held."""
+    for segment in index.segments:
+        run = getattr(segment.index, "run", segment.index)
+        path = getattr(run, "path", None)
+        if path and segment.entry is None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            run.path = None
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(path))  # only if empty
 
 
 async def reopen(index: Any) -> list[str]:

@@ -191,6 +191,7 @@ async def restore(work: StageContext, pending: set[str]) -> None:
         ops: list = []
         await work.index.index_documents(ops, dict(missing[start : start + RESTORE_EMBED_CHUNK]))
         await tables.write(ops)
+        work.index.backlog.release()  # what it deferred is written: a recall's drain may take it
 
 
 async def _stored_vectors(tables) -> AsyncIterator[tuple[str, Any, bool]]:
