@@ -48,7 +48,7 @@ LEAVES = {
     "cortexdb.engine.given_vector",
     "cortexdb.engine.config", "cortexdb.engine.clock", "cortexdb.engine.ids", "cortexdb.engine.scopes",
     "cortexdb.engine.temporal", "cortexdb.engine.timephrases", "cortexdb.engine.jsoncodec",
-    "cortexdb.engine.cursor", "cortexdb.engine.limits", "cortexdb.engine.memtrim",
+    "cortexdb.engine.cursor", "cortexdb.engine.limits", "cortexdb.engine.memtrim", "cortexdb.engine.durable",
 }  # fmt: skip
 # the engine face: the Engine and the modules it delegates to (the only importers of actors)
 FACE_MODULES = {

@@ -23,18 +23,11 @@ from typing import BinaryIO
 
 import trio
 
+from ...engine.durable import fsync_path
 from ...engine.spi.blobs import CHUNK_SIZE, check_digest
 from ...errors import NotFound
 
 WRITE_SLICE = 1 << 20  # bytes gathered before a worker thread writes them
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FileUpload:
@@ -79,9 +72,9 @@ class FileUpload:
         folder = os.path.dirname(target)
         if not os.path.isdir(folder):
             os.makedirs(folder, exist_ok=True)
-            _fsync_dir(os.path.dirname(folder))
+            fsync_path(os.path.dirname(folder))
         os.replace(self._path, target)
-        _fsync_dir(folder)
+        fsync_path(folder)
         return digest
 
     async def commit(self) -> tuple[str, int]:
@@ -155,7 +148,7 @@ class FileBlobStore:
             await trio.to_thread.run_sync(os.unlink, path)
         except FileNotFoundError:
             return False
-        await trio.to_thread.run_sync(_fsync_dir, os.path.dirname(path))
+        await trio.to_thread.run_sync(fsync_path, os.path.dirname(path))
         return True
 
     def _listing(self) -> list[str]:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import trio
 
+from ..durable import fsync_path
 from . import vector_runs, vector_sketch
 from .vector_ids import Dead, SortedIds
 from .vector_ivf import IvfRun
@@ -45,14 +46,6 @@ def new_name() -> str:
 def digest(path: str) -> str:
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "blake2b").hexdigest()
-
-
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def save(folder: str, segment: Any) -> dict:
@@ -73,7 +66,7 @@ def save(folder: str, segment: Any) -> dict:
         np.savez(handle, **arrays)
         handle.flush()
         os.fsync(handle.fileno())
-    _fsync_file(run.path)
+    fsync_path(run.path)
     files = {suffix: {"bytes": os.path.getsize(p), "blake2b": digest(p)}
              for suffix, p in (("run", run.path), ("npz", side))}  # fmt: skip
     return {"name": name, "kind": "run" if run is index else "ivf", "count": len(segment.ids), "files": files}
@@ -88,11 +81,7 @@ def write_manifest(folder: str, meta: dict, entries: list[dict], retired: list[s
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, os.path.join(folder, MANIFEST))
-    directory = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    fsync_path(folder)
     for name in retired:
         remove(folder, name)
 

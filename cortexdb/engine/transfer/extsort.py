@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 
 from ...errors import CortexError, PayloadTooLarge
+from ..durable import fsync_path
 from ..scopes import canonical_scope
 from .mapping import Item
 from .window import order
@@ -164,7 +165,7 @@ class Runs:
                 out.write(payload)
             out.flush()
             os.fsync(out.fileno())
-        _sync_dir(self.directory)
+        fsync_path(self.directory)
         return {"name": name, "count": count, "bytes": size}
 
     def merged(self, runs: list[dict[str, Any]]) -> Iterator[tuple[Key, memoryview]]:
@@ -189,14 +190,6 @@ class Runs:
 
 def _key(frame: tuple[Key, bytes]) -> Key:
     return frame[0]
-
-
-def _sync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def sweep(transfer_dir: str, running: set[str]) -> list[str]:
