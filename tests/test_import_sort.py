@@ -202,3 +202,10 @@ async def test_runs_missing_at_a_resume_fail_the_job_clearly_and_a_failing_disk_
         status = await imported(engine, lines(WINDOW))
     assert status["status"] == "failed" and "No space left on device" in status["error"]["message"], status
     assert status["error"]["error_code"] == "INTERNAL" and status["items"]["written"] == 0
+
+
+@pytest.mark.parametrize("setting", [{"import_sort_fan_in": 1}, {"import_sort_fan_in": 0}, {"import_sort_max_bytes": 0}])
+def test_a_sort_setting_that_cannot_work_is_refused_by_name(setting):
+    (name,) = setting
+    with pytest.raises(ValueError, match=name):
+        EngineConfig(**setting)

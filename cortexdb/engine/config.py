@@ -240,10 +240,10 @@ class EngineConfig:
     import_window: int = 10_000
     # the disk a strict_temporal import's sorted runs may take (413 PAYLOAD_TOO_LARGE ends the
     # job beyond it); about the size of the mapped records, 1-2x the source's
-    import_sort_max_bytes: int = 4 * 1024 * 1024 * 1024
+    import_sort_max_bytes: int = attrs.field(default=4 * 1024 * 1024 * 1024, validator=attrs.validators.ge(1))
     # runs merged at once: more are merged, the smallest first, into one (files open and read
     # buffers while merging: this many)
-    import_sort_fan_in: int = 64
+    import_sort_fan_in: int = attrs.field(default=64, validator=attrs.validators.ge(2))
     # a re-imported JSONL export's preceded_by links become our event ids: the last this many
     # source ids an import wrote are remembered (~150 bytes each); an older one is kept as written
     import_link_memory: int = 100_000

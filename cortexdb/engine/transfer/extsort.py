@@ -114,7 +114,7 @@ class Runs:
     def __init__(self, directory: str, max_bytes: int, fan_in: int) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
-        self.fan_in = max(2, fan_in)
+        self.fan_in = fan_in  # at least 2 (EngineConfig checks it)
 
     def path(self, name: str) -> str:
         return os.path.join(self.directory, name)
