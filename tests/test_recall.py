@@ -423,6 +423,41 @@ async def test_a_slow_scope_misses_the_deadline_and_degrades_the_pack(
         assert pack["layers"]["facts"]
 
 
+@pytest.mark.inline_storage
+async def test_a_scope_still_restoring_is_named_in_the_degraded_entry(
+    engine_factory, monkeypatch, autojump_clock
+):
+    """A scope reopened after a release restores its indexes before it answers anything; a recall
+    that meets it meanwhile degrades, and the entry says the scope was restoring."""
+    import trio
+
+    from cortexdb.engine.actors.lane import Lane
+
+    original = Lane._restore
+
+    async def slow_restore(self):
+        if self.scope == ORG:
+            await trio.sleep(60)  # virtual time: the 1 s recall deadline passes first
+        await original(self)
+
+    config = cortexdb.EngineConfig(
+        recall_deadline=1.0, default_caller="user:alice", episode_idle_check=3600.0
+    )
+    async with engine_factory(config=config) as engine:
+        await seed(engine)
+        await engine.flush(ORG)
+        assert await engine._supervisor.release(ORG, drain=True)
+        monkeypatch.setattr(Lane, "_restore", slow_restore)
+        pack = await engine.recall({"scope": ALICE, "query": "Berlin"})
+        assert pack["diagnostics"]["degraded"] == [
+            {"scope": ORG, "error_code": "DERIVED_LAYER_UNAVAILABLE", "cause": "SCOPE_RESTORING",
+             "message": "the scope was restoring its indexes and did not answer within 1.0s"}]  # fmt: skip
+        assert pack["_partial"] is True
+        await engine.flush(ORG)  # answered once the restore has ended
+        pack = await engine.recall({"scope": ALICE, "query": "Berlin"})
+        assert "degraded" not in pack["diagnostics"] or not pack["diagnostics"]["degraded"]
+
+
 async def test_malformed_budgets_are_clear_errors(engine):
     for budgets, field in (
         ({"per_layer_limits": ["facts", 3]}, "budgets.per_layer_limits"),

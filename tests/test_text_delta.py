@@ -84,6 +84,26 @@ def test_the_hash_embedder_line_by_line_is_the_same_vector():
     assert embedder.embed_lines([], []).shape == (0, 64)
 
 
+def test_long_summary_lines_are_not_cached():
+    """The line caches hold lines of at most CACHED_LINE_CHARS characters: a longer line gives the
+    same tokens and vector, computed without the cache (so the caches' bytes are bounded)."""
+    from cortexdb.engine.retrieve import embedders, tokens
+
+    long_line = " ".join(f"word{i} pottery Umbrella" for i in range(200))
+    assert len(long_line) > tokens.CACHED_LINE_CHARS
+    text = f"Farid: works at Umbrella; {long_line}; likes pottery"
+    embedder = HashEmbedder(dimension=64)
+    tokens._line_tokens.cache_clear()
+    embedders._line_buckets.cache_clear()
+    for _ in range(2):
+        assert tokenize_lines(text) == tokenize(text)
+        assert np.array_equal(embedder.sum_lines(text), embedder.sum_one(text))
+    cached_tokens = tokens._line_tokens.cache_info().currsize
+    cached_lines = embedders._line_buckets.cache_info().currsize
+    assert cached_tokens == 2 and cached_lines == 2  # the two short lines, never the long one
+    assert tokens._line_tokens.cache_info().hits == 2 and embedders._line_buckets.cache_info().hits == 2
+
+
 def test_documents_re_indexed_in_place_answer_as_a_fresh_index():
     rng = random.Random(11)
     index = TextIndex(compact_min=40, seal_docs=6)  # seals often: sealed documents are re-added

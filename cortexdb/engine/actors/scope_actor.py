@@ -84,6 +84,9 @@ class ScopeActor(Releasable):
         self._reads = 0
         self.handled = 0
         self.released = False  # stopped by a release (``release_if_idle``), not a shutdown or a crash
+        # True until the lane has restored its indexes: no message is taken from the mailbox before
+        # (a recall that times out meanwhile says so, recall/coordinator.py)
+        self.restoring = True
         self.nursery: trio.Nursery | None = None
         self.last_capture = -1e9  # trio time of the latest group commit
         # recall: decoded episodes, reused while their stored bytes are unchanged (candidates.py)
@@ -104,6 +107,7 @@ class ScopeActor(Releasable):
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             await nursery.start(self.lane.run)
+            self.restoring = False
             try:
                 await self._mailbox()
             finally:

@@ -232,8 +232,7 @@ class RecallCoordinator:
                     degraded.append({"scope": path, "error_code": "DERIVED_LAYER_UNAVAILABLE",
                                      "cause": exc.error_code, "message": exc.message})  # fmt: skip
             if timer.cancelled_caught:
-                degraded.append({"scope": path, "error_code": "DERIVED_LAYER_UNAVAILABLE",
-                                 "cause": "DEADLINE_EXCEEDED", "message": f"no answer within {deadline}s"})  # fmt: skip
+                degraded.append(self._late(path, deadline))
 
         async with trio.open_nursery() as nursery:
             for path in scopes:
@@ -241,6 +240,17 @@ class RecallCoordinator:
         candidates = [c for path in scopes for c in results.get(path, [])]
         traversed = [{"scope": path, "items": len(results.get(path, []))} for path in scopes]
         return candidates, traversed, degraded
+
+    def _late(self, path: str, deadline: float) -> dict[str, Any]:
+        """The ``degraded`` entry of a scope that did not answer within the deadline: a scope whose
+        actor is still restoring its indexes (just opened, or reopened after a release or a crash)
+        says so, since retrying shortly will find it ready."""
+        actor = self.ctx.supervisor.actor(path)
+        if actor is not None and actor.restoring:
+            return {"scope": path, "error_code": "DERIVED_LAYER_UNAVAILABLE", "cause": "SCOPE_RESTORING",
+                    "message": f"the scope was restoring its indexes and did not answer within {deadline}s"}  # fmt: skip
+        return {"scope": path, "error_code": "DERIVED_LAYER_UNAVAILABLE", "cause": "DEADLINE_EXCEEDED",
+                "message": f"no answer within {deadline}s"}  # fmt: skip
 
     def _rank(self, spec: RecallSpec, plan: Plan, candidates: list[Candidate], trail: packs.Trail,
               expansion: dict[str, Any], head: dict[str, Any]) -> packs.Ranked:  # fmt: skip

@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import EmbedderUnavailable
-from .tokens import LINE_SEPARATOR
+from .tokens import CACHED_LINE_CHARS, LINE_SEPARATOR
 
 #: lines of concept summaries whose hash-embedder features are cached (``HashEmbedder.sum_lines``),
 #: least recently used first out: about 500 bytes each (docs/decisions.md, "Concept summaries
 #: re-indexed by their difference")
-FEATURE_CACHE_LINES = 4_096
+FEATURE_CACHE_LINES = 4_096  # lines longer than tokens.CACHED_LINE_CHARS are not cached
 
 _WORD = re.compile(r"[0-9a-z]+")
 #: all-MiniLM-L6-v2's WordPiece tokenizer, shipped with cortexdb (NOTICE beside it)
@@ -92,7 +92,8 @@ class HashEmbedder:
         across lines added.  The same vector: its counts are sums of +-1, exact in any order."""
         parts, pairs, last = [], [], None
         for line in text.split(LINE_SEPARATOR):
-            buckets, first, final = _line_buckets(line, self.dimension)
+            line_buckets = _line_buckets if len(line) <= CACHED_LINE_CHARS else _line_buckets.__wrapped__
+            buckets, first, final = line_buckets(line, self.dimension)
             parts.append(buckets)
             if first is not None:
                 if last is not None:

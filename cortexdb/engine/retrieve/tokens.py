@@ -31,6 +31,10 @@ STEM_CACHE_DIGIT_TOKENS = 4_096
 # instead of a stem a token, least recently used first out (docs/decisions.md, "Concept summaries
 # re-indexed by their difference")
 TOKEN_CACHE_LINES = 8_192
+# a longer piece is tokenized without the cache, so the cache holds at most about
+# TOKEN_CACHE_LINES x CACHED_LINE_CHARS characters and their tokens (a few MB), whatever a summary
+# line's length (a line has no length cap of its own)
+CACHED_LINE_CHARS = 512
 LINE_SEPARATOR = "; "
 CITATION_SEPARATOR = " ["  # "likes pottery [fact_01a2…]"
 _DIGITS = re.compile(r"[0-9]")
@@ -80,5 +84,5 @@ def tokenize_lines(text: str) -> list[str]:
     out: list[str] = []
     for line in text.split(LINE_SEPARATOR):
         for piece in line.split(CITATION_SEPARATOR):
-            out += _line_tokens(piece)
+            out += _line_tokens(piece) if len(piece) <= CACHED_LINE_CHARS else tokenize(piece)
     return out
