@@ -1,7 +1,8 @@
-"""An episode candidate is ranked on its header and decoded whole once chosen (docs/decisions.md,
-"An episode candidate is its header until it is chosen"): the header is the stored record less
-``supports`` and ``causal_chain`` exactly, or nothing; a pack's episode items are the whole
-record less those two lists ("A pack's episode items")."""
+"""An episode candidate is ranked on its header (docs/decisions.md, "An episode candidate is its
+header until it is chosen") and, chosen, listed from it without a whole decode ("A chosen episode
+stays its header"): the header is the stored record less ``supports`` and ``causal_chain``
+exactly, or nothing; a pack's episode items are the whole record less those two lists ("A pack's
+episode items")."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def test_a_fallback_encoded_episode_gives_the_same_header():
     assert header == {k: v for k, v in wire.items() if k not in ("supports", "causal_chain")}
 
 
-async def test_a_recalled_episode_is_whole_in_the_pack(engine, monkeypatch):
+async def test_a_recalled_episode_is_listed_from_its_header(engine, monkeypatch):
     for minute in (0, 5, 10):
         await engine.experience(envelope(f"We planned the Oslo trip, step {minute}.",
                                          observed_at=f"2026-05-13T10:{minute:02d}:00Z"))  # fmt: skip
@@ -74,7 +75,7 @@ async def test_a_recalled_episode_is_whole_in_the_pack(engine, monkeypatch):
     await engine.flush(SCOPE)
     stored = {e["id"]: e for e in (await engine.episodes(SCOPE, with_causal_chain=True))["items"]}
     assert stored and all(e["causal_chain"] for e in stored.values())
-    decoded = []  # the episodes decoded whole: only the chosen one (the other is ranked on its header)
+    decoded = []  # the episodes decoded whole: none (both ranked, the chosen one listed, on their headers)
     whole_of = candidates.decode_episode
     monkeypatch.setattr(candidates, "decode_episode", lambda actor, i, raw: decoded.append(i) or whole_of(actor, i, raw))
     pack = await engine.recall({"scope": SCOPE, "query": "Oslo trip", "diagnostics": "full",
@@ -82,7 +83,7 @@ async def test_a_recalled_episode_is_whole_in_the_pack(engine, monkeypatch):
     items = pack["layers"]["episodes"]
     assert len(items) == 1
     item = items[0]
-    assert len(stored) == 2 and pack["diagnostics"]["per_layer_evictions"]["episodes"] == 1 and decoded == [item["id"]]
+    assert len(stored) == 2 and pack["diagnostics"]["per_layer_evictions"]["episodes"] == 1 and decoded == []
     listed = {k: v for k, v in item.items() if k not in ("ranked_position", "score")}
     assert "causal_chain" not in listed and "supports" not in listed  # GET /v1/episodes/{id} has them
     expected = {k: v for k, v in stored[item["id"]].items() if k not in ("causal_chain", "supports")}
