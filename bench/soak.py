@@ -551,7 +551,8 @@ sys.exit(main())
 """
 
 # the server's entry point under --gc-stats: the cyclic collector's CPU (the collecting thread's
-# CPU time between the start and stop callbacks), per generation, appended every sample with the
+# CPU time between the start and stop callbacks), per generation, and malloc_trim's calls and CPU
+# (memtrim.release_free_memory wrapped; the total so far), appended every sample with the
 # objects the collector tracks (gc.get_count is only the young counts: the total is
 # len(gc.get_objects()), walked once a sample, a few ms)
 GC_STATS = """
@@ -564,6 +565,16 @@ def timed(phase, info):
         spent[info['generation']] += time.thread_time() - started_at[0]
         runs[info['generation']] += 1
 gc.callbacks.append(timed)
+from cortexdb.engine import memtrim
+trims = [0, 0.0]  # malloc_trim calls and their CPU (each in a worker thread: that thread's CPU)
+def trim(release=memtrim.release_free_memory):
+    began = time.thread_time()
+    try:
+        return release()
+    finally:
+        trims[0] += 1
+        trims[1] += time.thread_time() - began
+memtrim.release_free_memory = trim
 def watch(path={path!r}, every={every!r}):
     started = time.monotonic()
     last = [0.0, 0.0, 0.0]
@@ -573,7 +584,8 @@ def watch(path={path!r}, every={every!r}):
         with open(path, 'a') as out:
             out.write(f'{{time.monotonic() - started:.0f}} s: collector CPU s per generation '
                       + ' '.join(f'{{b - a:.3f}}' for a, b in zip(last, now, strict=True))
-                      + f' runs {{runs}} tracked {{len(gc.get_objects())}} frozen {{gc.get_freeze_count()}}\\n')
+                      + f' runs {{runs}} tracked {{len(gc.get_objects())}} frozen {{gc.get_freeze_count()}}'
+                      + f' trims {{trims[0]}} trim CPU s {{trims[1]:.3f}}\\n')
         last = now
 threading.Thread(target=watch, daemon=True).start()
 sys.argv[0] = 'cortexdb'

@@ -89,3 +89,25 @@ async def test_a_recalled_episode_is_listed_from_its_header(engine, monkeypatch)
     expected = {k: v for k, v in stored[item["id"]].items() if k not in ("causal_chain", "supports")}
     assert listed == expected and listed["events"]
     assert pack["provenance"]["citations"][item["id"]] == listed["events"]
+
+
+def test_an_open_episodes_header_is_its_wire_form_with_empty_lists():
+    """``header_wire`` (what ``open_ops`` stores) unstructures an episode without its three lists:
+    the same keys, order and bytes as the whole wire form with the lists emptied afterwards."""
+    from cortexdb.engine.model import converter
+    from cortexdb.engine.storage.episodes import LISTS, header_wire
+
+    rng = random.Random(11)
+    for number in range(300):
+        wire = _episode(rng)
+        if number % 5 == 0:  # a full open episode, and flags the converter renames or omits
+            wire["events"] = wire["supports"] = [f"evt_{k:09d}" for k in range(500)]
+            wire["causal_chain"] = [{"event": e, "role": "context"} for e in wire["events"]]
+            wire["_partial"] = True
+        episode = from_wire(wire, Episode)
+        whole = converter.unstructure(episode)
+        for name in LISTS:
+            whole[name] = []
+        header = header_wire(episode)
+        assert list(header) == list(whole) and jsoncodec.encode(header) == jsoncodec.encode(whole)
+        assert episode.events == wire["events"] and len(episode.causal_chain) == len(wire["events"])  # untouched

@@ -88,7 +88,7 @@ async def test_the_trim_timer_runs_every_memory_trim_interval(monkeypatch, autoj
     for interval, expected in ((5.0, 5), (0.0, 0)):
         trims = []
 
-        async def trim() -> bool:
+        async def trim(trims: list = trims) -> bool:
             trims.append(trio.current_time())
             return True
 
