@@ -66,7 +66,7 @@ class _Filled(Table[Any]):
             count = wire.get(MEMBERS)
             if count is None:
                 return wire
-            rows = [row async for _, row in self.members.scan(name, limit=count)]
+            rows = _rows([value async for _, value in self.store.scan(prefix=self.members.key((name, "")), limit=count)])
             raw = await self.store.get(self.key(name))
             again = jsoncodec.decode(raw) if raw is not None else None
             if again is None:  # deleted meanwhile (a forget, a rebuild): no such episode now
@@ -87,8 +87,8 @@ class _Filled(Table[Any]):
             wire = jsoncodec.decode(raw)
             if wire.get(MEMBERS) is None:
                 return wire
-            rows = [jsoncodec.decode(value) async for _, value in
-                    snapshot.scan(prefix=self.members.key((name, "")), limit=wire[MEMBERS])]  # fmt: skip
+            rows = _rows([value async for _, value in
+                          snapshot.scan(prefix=self.members.key((name, "")), limit=wire[MEMBERS])])  # fmt: skip
             return _whole(name, wire, rows)
         finally:
             await snapshot.close()
@@ -107,6 +107,16 @@ class _Filled(Table[Any]):
             whole = await self.fill(name, wire)
             if whole is not None:
                 yield name, whole
+
+
+def _rows(raws: list[bytes]) -> list[Any]:
+    """Member rows decoded from their stored JSON: as one array (a recall reads an open
+    episode's rows, up to ``episode_max_events`` of them, and a decode each cost three times
+    as much: docs/decisions.md, "The open episode's header without its lists"), or one by one
+    when a row was written by the fallback encoder (``jsoncodec.decode``'s rule)."""
+    if any(raw[:1] in jsoncodec.EXACT_MARKS for raw in raws):
+        return [jsoncodec.decode(raw) for raw in raws]
+    return jsoncodec.decode(b"[" + b",".join(raws) + b"]")
 
 
 def _whole(name: str, wire: dict[str, Any], rows: list[Any]) -> dict[str, Any]:
