@@ -3,6 +3,7 @@
     python bench/server_memory.py [--checkpoints 3000,9000,15000,21000] [--writes-per-s 40]
                                   [--recall-every 10] [--subscribers 50] [--scopes 5]
                                   [--tracemalloc FRAMES] [--http-server cortex|hypercorn]
+                                  [--py-spy PREFIX]   (a profile per phase; each row gives its CPU ms a write)
 
 bench/soak.py measures the server's RSS while it runs at a fixed rate, so what it sees mixes what
 the server keeps with what it has not finished yet (the derivation backlog, buffers in flight)

@@ -3,6 +3,7 @@
     python bench/soak.py [--duration 600] [--writes-per-s 50] [--recalls-per-s 5]
                          [--subscribers 50] [--backend leveldb|memory] [--sample-every 30]
                          [--scopes 5] [--http-server cortex|hypercorn] [--py-spy FILE]
+                         [--gc-stats FILE]   (the server's collector and malloc_trim CPU, per sample)
 
 It starts `cortexdb serve` as a separate process (a fresh data dir, a fresh reference issuer,
 127.0.0.1:0; the same way as bench/http.py) and drives it from this one process with Trio tasks
