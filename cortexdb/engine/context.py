@@ -134,6 +134,14 @@ def _choice(name: str) -> str:
 
 
 async def maintenance(ctx: NodeContext) -> None:
+    """The engine's timers: the maintenance round every ``maintenance_interval`` and the trim of
+    freed heap (``trim_memory``)."""
+    async with trio.open_nursery() as timers:
+        timers.start_soon(trim_memory, ctx)
+        timers.start_soon(_maintain, ctx)
+
+
+async def _maintain(ctx: NodeContext) -> None:
     while True:  # a periodic timer (prune expired lifecycle rows and idempotency keys; blobs)
         await trio.sleep(ctx.config.maintenance_interval)
         try:

@@ -23,8 +23,7 @@ from .actors.bus import Subscription
 from .actors.supervisor import ScopeSupervisor, SupervisorStatistics
 from .clock import Clock, SystemClock
 from .config import EngineConfig
-from .context import (NodeContext, check_embedder, close_context, derivation_processes, maintenance, node_context,
-                      trim_memory)
+from .context import NodeContext, check_embedder, close_context, derivation_processes, maintenance, node_context
 from .forget import ForgetService, erasure
 from .lifecycle import lifecycle_wire as lifecycle_wire  # the server's lifecycle streams use it
 from .model import to_wire
@@ -101,7 +100,6 @@ class Engine:
         await start_placement(ctx, nursery, messages.Ping)  # several nodes share the store (engine/placement.py)
         await nursery.start(self._supervisor.run)
         nursery.start_soon(maintenance, ctx)
-        nursery.start_soon(trim_memory, ctx)
         scopes = await ctx.tables.scopes_with_pending_work()
         if reembed:  # re-embedding: every scope's actor does it on start
             scopes += [s for s in await self.scope_paths() if s not in scopes]

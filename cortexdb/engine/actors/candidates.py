@@ -256,9 +256,7 @@ async def _load(
         if record is None:  # deleted since its row was read (a forget, a rebuild)
             return None
     elif layer == "episodes" and actor is not None:
-        # ranked, and listed in a pack, as its header: the pack's episode item leaves out the two
-        # lists the header lacks (recall/pack.py EPISODE_LEFT_OUT) and nothing else in a recall
-        # reads them (docs/decisions.md, "A chosen episode stays its header")
+        # ranked and listed as its header: nothing in a recall reads the two lists it lacks
         whole = functools.partial(decode_episode, actor, record_id, raw)
         header = episode_header(raw)
         record, whole = (header, whole) if header is not None else (whole(), None)
