@@ -3,6 +3,7 @@
     python bench/server_memory.py [--checkpoints 3000,9000,15000,21000] [--writes-per-s 40]
                                   [--recall-every 10] [--subscribers 50] [--scopes 5]
                                   [--tracemalloc FRAMES] [--http-server cortex|hypercorn]
+                                  [--py-spy PREFIX]   (a profile per phase; each row gives its CPU ms a write)
 
 bench/soak.py measures the server's RSS while it runs at a fixed rate, so what it sees mixes what
 the server keeps with what it has not finished yet (the derivation backlog, buffers in flight)
@@ -30,6 +31,7 @@ import importlib.util
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -104,6 +106,14 @@ async def run(args: argparse.Namespace, server: Any, token: str, answers: str) -
                 request = {"scope": soak.scope_of(k % args.scopes), "query": soak.QUERIES[k % len(soak.QUERIES)]}
                 return conn.encode("POST", "/v1/recall", soak.json.dumps(request).encode(), headers)
 
+            profiler = None
+            if args.py_spy:  # this phase's samples, to its settled end (SIGINT makes py-spy write them)
+                profiler = subprocess.Popen(
+                    [shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy"), "record",
+                     "--pid", str(server.pid), "--format", "raw", "-o", f"{args.py_spy}.{checkpoint}.txt",
+                     "--rate", "50", "--nonblocking"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            phase_cpu = server.cpu_seconds()
             until = trio.current_time() + count / args.writes_per_s
             async with trio.open_nursery() as load:
                 load.start_soon(soak.fixed_rate, url, args.writes_per_s, until, args.writers, make_write, 202, writes, True)
@@ -119,11 +129,16 @@ async def run(args: argparse.Namespace, server: Any, token: str, answers: str) -
                     await trio.sleep(0.5)
                     if time.monotonic() - waited > args.settle_timeout:
                         raise SystemExit(f"derivation did not settle within {args.settle_timeout:.0f} s")
+            phase_cpu = server.cpu_seconds() - phase_cpu
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)
+                profiler.wait()
             figures, traced = await measure(server, answers, len(rows) + 1)
             rows.append({"writes": len(writes.ids), "acknowledged": len(writes.latencies), "errors": sum(writes.errors.values()),
                          "recalls": len(recalls.latencies), "recall_errors": sum(recalls.errors.values()),
                          "elapsed": time.monotonic() - started, "settle": time.monotonic() - waited,
-                         "cpu": server.cpu_seconds() - cpu0, "load": soak.load_average(),
+                         "cpu": server.cpu_seconds() - cpu0, "phase_cpu": phase_cpu, "phase_writes": count,
+                         "load": soak.load_average(),
                          "lagging": sum(s.laggings for s in subscribers), **figures, "traced": traced})  # fmt: skip
             print_row(rows[-1], rows[-2] if len(rows) > 1 else None)
         streams.cancel_scope.cancel()
@@ -131,7 +146,7 @@ async def run(args: argparse.Namespace, server: Any, token: str, answers: str) -
 
 
 HEADER = ("  writes  recalls   RSS MB  anon MB  malloc in use  free  own maps  pymalloc blocks  "
-          "arenas MB  live MB  KB/write (anon)  cpu s  settle s  lagging  load")
+          "arenas MB  live MB  KB/write (anon)  cpu s  ms/write  settle s  lagging  load")
 
 
 def print_row(row: dict[str, Any], before: dict[str, Any] | None) -> None:
@@ -139,6 +154,7 @@ def print_row(row: dict[str, Any], before: dict[str, Any] | None) -> None:
     print(f"  {row['writes']:6d}  {row['recalls']:7d}  {row['rss']:7.1f}  {row['anon']:7.1f}  {row['inuse']:13.1f}  "
           f"{row['free']:4.1f}  {row['mmapped']:8.1f}  {row['blocks']:15.0f}  "
           f"{row.get('pyarenas', 0):9.1f}  {row.get('pylive', 0):7.1f}  {per:>15}  {row['cpu']:5.0f}  "
+          f"{row['phase_cpu'] * 1000 / row['phase_writes']:8.2f}  "
           f"{row['settle']:8.1f}  {row['lagging']:7d}  {row['load']:4.1f}", flush=True)  # fmt: skip
     for line in row["traced"]:
         print("    " + line)
@@ -161,6 +177,8 @@ def main() -> None:
                         help="at each checkpoint after the first, the object types that grew and what holds them")
     parser.add_argument("--bytes", action="store_true",
                         help="name the holders of the large bytes objects (16 KiB or more) at each checkpoint")
+    parser.add_argument("--py-spy", metavar="PREFIX", help="profile the server through each phase (its load and "
+                        "settling) with py-spy: raw collapsed stacks in PREFIX.<checkpoint>.txt")
     parser.add_argument("--settle-timeout", type=float, default=900.0)
     args = parser.parse_args()
     if not args.checkpoints or any(b <= a for a, b in zip([0, *args.checkpoints[:-1]], args.checkpoints, strict=True)):

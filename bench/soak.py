@@ -3,6 +3,7 @@
     python bench/soak.py [--duration 600] [--writes-per-s 50] [--recalls-per-s 5]
                          [--subscribers 50] [--backend leveldb|memory] [--sample-every 30]
                          [--scopes 5] [--http-server cortex|hypercorn] [--py-spy FILE]
+                         [--gc-stats FILE]   (the server's collector and malloc_trim CPU, per sample)
 
 It starts `cortexdb serve` as a separate process (a fresh data dir, a fresh reference issuer,
 127.0.0.1:0; the same way as bench/http.py) and drives it from this one process with Trio tasks
@@ -123,7 +124,9 @@ class Server:
     def __init__(self, args: argparse.Namespace, root: str, keys: str, launcher: list[str] | None = None) -> None:
         """``launcher``: the interpreter arguments before ``serve`` (default: the CLI module, or
         the probe / tracemalloc entry points the options name)."""
-        if launcher is None and args.tracemalloc:  # the server diffs tracemalloc snapshots into this file
+        if launcher is None and args.gc_stats:  # the server accounts its collector's CPU into this file
+            launcher = ["-c", GC_STATS.format(path=args.gc_stats, every=args.sample_every)]
+        elif launcher is None and args.tracemalloc:  # the server diffs tracemalloc snapshots into this file
             launcher = ["-X", "tracemalloc=3", "-c", TRACED.format(path=args.tracemalloc, every=args.sample_every)]
         elif launcher is None and args.probe:  # the server appends where its memory is (bench/soak_probe.py)
             launcher = [os.path.join(HERE, "soak_probe.py"), args.probe, str(args.sample_every)]
@@ -548,6 +551,49 @@ from cortexdb.cli import main
 sys.exit(main())
 """
 
+# the server's entry point under --gc-stats: the cyclic collector's CPU (the collecting thread's
+# CPU time between the start and stop callbacks), per generation, and malloc_trim's calls and CPU
+# (memtrim.release_free_memory wrapped; the total so far), appended every sample with the
+# objects the collector tracks (gc.get_count is only the young counts: the total is
+# len(gc.get_objects()), walked once a sample, a few ms)
+GC_STATS = """
+import gc, sys, threading, time
+spent, runs, started_at = [0.0, 0.0, 0.0], [0, 0, 0], [0.0]
+def timed(phase, info):
+    if phase == 'start':
+        started_at[0] = time.thread_time()
+    else:
+        spent[info['generation']] += time.thread_time() - started_at[0]
+        runs[info['generation']] += 1
+gc.callbacks.append(timed)
+from cortexdb.engine import memtrim
+trims = [0, 0.0]  # malloc_trim calls and their CPU (each in a worker thread: that thread's CPU)
+def trim(release=memtrim.release_free_memory):
+    began = time.thread_time()
+    try:
+        return release()
+    finally:
+        trims[0] += 1
+        trims[1] += time.thread_time() - began
+memtrim.release_free_memory = trim
+def watch(path={path!r}, every={every!r}):
+    started = time.monotonic()
+    last = [0.0, 0.0, 0.0]
+    while True:
+        time.sleep(every)
+        now = list(spent)
+        with open(path, 'a') as out:
+            out.write(f'{{time.monotonic() - started:.0f}} s: collector CPU s per generation '
+                      + ' '.join(f'{{b - a:.3f}}' for a, b in zip(last, now, strict=True))
+                      + f' runs {{runs}} tracked {{len(gc.get_objects())}} frozen {{gc.get_freeze_count()}}'
+                      + f' trims {{trims[0]}} trim CPU s {{trims[1]:.3f}}\\n')
+        last = now
+threading.Thread(target=watch, daemon=True).start()
+sys.argv[0] = 'cortexdb'
+from cortexdb.cli import main
+sys.exit(main())
+"""
+
 # behind: acknowledged writes whose `consolidated` record the firehose subscriber has not seen yet
 # (the derivation backlog; -1 without subscribers; slightly negative when records of writes whose
 # responses are still on their way have already arrived).
@@ -669,6 +715,8 @@ def main() -> None:
     parser.add_argument("--probe", metavar="FILE", help="the server appends where its memory is to FILE "
                         "(mappings, malloc, bounded structures, lifecycle records by age, growing object types "
                         "and their holders: bench/soak_probe.py; it stops the server while it walks the heap)")
+    parser.add_argument("--gc-stats", metavar="FILE", help="the server appends its cyclic collector's CPU per "
+                        "generation and the objects it tracks to FILE every --sample-every seconds")
     parser.add_argument("--tracemalloc", metavar="FILE",
                         help="run the server under tracemalloc; it appends snapshot diffs to FILE")
     args = parser.parse_args()

@@ -1,7 +1,8 @@
-"""An episode candidate is ranked on its header and decoded whole once chosen (docs/decisions.md,
-"An episode candidate is its header until it is chosen"): the header is the stored record less
-``supports`` and ``causal_chain`` exactly, or nothing; a pack's episode items are the whole
-record less those two lists ("A pack's episode items")."""
+"""An episode candidate is ranked on its header (docs/decisions.md, "An episode candidate is its
+header until it is chosen") and, chosen, listed from it without a whole decode ("A chosen episode
+stays its header"): the header is the stored record less ``supports`` and ``causal_chain``
+exactly, or nothing; a pack's episode items are the whole record less those two lists ("A pack's
+episode items")."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def test_a_fallback_encoded_episode_gives_the_same_header():
     assert header == {k: v for k, v in wire.items() if k not in ("supports", "causal_chain")}
 
 
-async def test_a_recalled_episode_is_whole_in_the_pack(engine, monkeypatch):
+async def test_a_recalled_episode_is_listed_from_its_header(engine, monkeypatch):
     for minute in (0, 5, 10):
         await engine.experience(envelope(f"We planned the Oslo trip, step {minute}.",
                                          observed_at=f"2026-05-13T10:{minute:02d}:00Z"))  # fmt: skip
@@ -74,7 +75,7 @@ async def test_a_recalled_episode_is_whole_in_the_pack(engine, monkeypatch):
     await engine.flush(SCOPE)
     stored = {e["id"]: e for e in (await engine.episodes(SCOPE, with_causal_chain=True))["items"]}
     assert stored and all(e["causal_chain"] for e in stored.values())
-    decoded = []  # the episodes decoded whole: only the chosen one (the other is ranked on its header)
+    decoded = []  # the episodes decoded whole: none (both ranked, the chosen one listed, on their headers)
     whole_of = candidates.decode_episode
     monkeypatch.setattr(candidates, "decode_episode", lambda actor, i, raw: decoded.append(i) or whole_of(actor, i, raw))
     pack = await engine.recall({"scope": SCOPE, "query": "Oslo trip", "diagnostics": "full",
@@ -82,9 +83,31 @@ async def test_a_recalled_episode_is_whole_in_the_pack(engine, monkeypatch):
     items = pack["layers"]["episodes"]
     assert len(items) == 1
     item = items[0]
-    assert len(stored) == 2 and pack["diagnostics"]["per_layer_evictions"]["episodes"] == 1 and decoded == [item["id"]]
+    assert len(stored) == 2 and pack["diagnostics"]["per_layer_evictions"]["episodes"] == 1 and decoded == []
     listed = {k: v for k, v in item.items() if k not in ("ranked_position", "score")}
     assert "causal_chain" not in listed and "supports" not in listed  # GET /v1/episodes/{id} has them
     expected = {k: v for k, v in stored[item["id"]].items() if k not in ("causal_chain", "supports")}
     assert listed == expected and listed["events"]
     assert pack["provenance"]["citations"][item["id"]] == listed["events"]
+
+
+def test_an_open_episodes_header_is_its_wire_form_with_empty_lists():
+    """``header_wire`` (what ``open_ops`` stores) unstructures an episode without its three lists:
+    the same keys, order and bytes as the whole wire form with the lists emptied afterwards."""
+    from cortexdb.engine.model import converter
+    from cortexdb.engine.storage.episodes import LISTS, header_wire
+
+    rng = random.Random(11)
+    for number in range(300):
+        wire = _episode(rng)
+        if number % 5 == 0:  # a full open episode, and flags the converter renames or omits
+            wire["events"] = wire["supports"] = [f"evt_{k:09d}" for k in range(500)]
+            wire["causal_chain"] = [{"event": e, "role": "context"} for e in wire["events"]]
+            wire["_partial"] = True
+        episode = from_wire(wire, Episode)
+        whole = converter.unstructure(episode)
+        for name in LISTS:
+            whole[name] = []
+        header = header_wire(episode)
+        assert list(header) == list(whole) and jsoncodec.encode(header) == jsoncodec.encode(whole)
+        assert episode.events == wire["events"] and len(episode.causal_chain) == len(wire["events"])  # untouched

@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import pytest
+import trio
 
 import cortexdb
 from cortexdb import EngineConfig
@@ -79,3 +80,36 @@ async def test_an_engine_sets_its_configured_threshold_when_it_opens(monkeypatch
     async with cortexdb.open_engine("memory", config=EngineConfig(malloc_mmap_threshold=None), id_seed=1):
         pass
     assert calls == [131072, None]
+
+
+async def test_the_trim_timer_runs_every_memory_trim_interval(monkeypatch, autojump_clock):
+    """Freed heap goes back to the system on its own timer (``memory_trim_interval``), not on
+    the maintenance timer's 60 s (docs/decisions.md, "Trimming freed heap more often")."""
+    for interval, expected in ((5.0, 5), (0.0, 0)):
+        trims = []
+
+        async def trim(trims: list = trims) -> bool:
+            trims.append(trio.current_time())
+            return True
+
+        monkeypatch.setattr(context, "release_free_memory_soon", trim)
+        config = EngineConfig(memory_trim_interval=interval, maintenance_interval=1e6)
+        async with cortexdb.open_engine("memory", config=config, id_seed=1):
+            started = trio.current_time()
+            await trio.sleep(27)
+        assert len(trims) == expected
+        assert [round(at - started) for at in trims] == [5, 10, 15, 20, 25][:expected]
+
+
+def test_the_trim_interval_is_a_setting_with_a_default():
+    from cortexdb.server.serve import config_of
+    from cortexdb.server.settings import ServerSettings
+
+    assert config_of(ServerSettings.from_env({})).memory_trim_interval == EngineConfig().memory_trim_interval
+    assert config_of(ServerSettings.from_env({"CORTEX_MEMORY_TRIM_INTERVAL": "15"})).memory_trim_interval == 15.0
+    with pytest.raises(ValueError, match="CORTEX_MEMORY_TRIM_INTERVAL must be a number"):
+        ServerSettings.from_env({"CORTEX_MEMORY_TRIM_INTERVAL": "often"})
+    with pytest.raises(ValueError, match="memory_trim_interval"):
+        ServerSettings.from_env({"CORTEX_MEMORY_TRIM_INTERVAL": "-1"})
+    with pytest.raises(ValueError, match="memory_trim_interval"):
+        EngineConfig(memory_trim_interval=-1)

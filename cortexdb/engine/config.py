@@ -65,6 +65,10 @@ class EngineConfig:
     subscriber_buffer: int = 10_000
     idempotency_ttl_seconds: float = 86_400.0
     maintenance_interval: float = 60.0
+    # seconds between two returns of freed heap pages to the system (malloc_trim, memtrim.py) by
+    # the engine's trim timer, besides the ones after vector builds; 0: none by the timer
+    # (docs/decisions.md, "Trimming freed heap more often")
+    memory_trim_interval: float = attrs.field(default=60.0, validator=attrs.validators.ge(0))
     # allocations of at least this many bytes get their own mapping, returned to the OS on free,
     # for the whole process (glibc's M_MMAP_THRESHOLD, fixed so it no longer climbs to 32 MiB and
     # large buffers stop fragmenting the heap; memtrim.py).  None: glibc's dynamic default.

@@ -134,15 +134,31 @@ def _choice(name: str) -> str:
 
 
 async def maintenance(ctx: NodeContext) -> None:
+    """The engine's timers: the maintenance round every ``maintenance_interval`` and the trim of
+    freed heap (``trim_memory``)."""
+    async with trio.open_nursery() as timers:
+        timers.start_soon(trim_memory, ctx)
+        timers.start_soon(_maintain, ctx)
+
+
+async def _maintain(ctx: NodeContext) -> None:
     while True:  # a periodic timer (prune expired lifecycle rows and idempotency keys; blobs)
         await trio.sleep(ctx.config.maintenance_interval)
         try:
             await ctx.bus.prune()
             await ctx.idempotency.prune()
             await ctx.blobs.collect_garbage()  # blobs no event refers to, past their grace
-            await release_free_memory_soon()  # free heap pages back to the OS (memtrim.py)
         except CortexError as exc:  # the store is closing; the next round will tell
             log.warning("maintenance skipped: %s", exc)
+
+
+async def trim_memory(ctx: NodeContext) -> None:
+    """Free heap pages back to the OS every ``memory_trim_interval`` seconds (memtrim.py; 0:
+    never by this timer).  A trim runs in a worker thread and walks glibc's arenas."""
+    interval = ctx.config.memory_trim_interval
+    while interval > 0:
+        await trio.sleep(interval)
+        await release_free_memory_soon()
 
 
 @asynccontextmanager

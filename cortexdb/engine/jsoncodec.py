@@ -35,6 +35,7 @@ _STDLIB_SORTED = json.JSONEncoder(
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # encode_canonical's
 _EXACT = b" "  # leads a document written by the fallback encoder (see the module docstring)
 _EXACT_MARKS = (_EXACT, " ")
+EXACT_MARKS = _EXACT_MARKS  # a stored document that starts with one of these is read by the stdlib
 
 DEFAULT_MAX_DEPTH = 64  # ServerSettings.max_json_depth / CORTEX_MAX_JSON_DEPTH
 MAX_DEPTH_CEILING = 512  # the stdlib parser recurses; beyond ~900 levels it raises RecursionError

@@ -5,7 +5,8 @@ of a heap, or in a worker thread's arena, stays mapped to the process: after a b
 events about a third of the anonymous RSS was such free memory (docs/decisions.md, "Index
 memory").  ``malloc_trim(0)`` returns the free pages of every arena (``MADV_DONTNEED``); it costs a
 walk over the heap, so it runs in a worker thread (ctypes releases the GIL) after the large
-transient work — a vector segment built or merged — and on the engine's maintenance timer.
+transient work — a vector segment built or merged — and on the engine's trim timer
+(``EngineConfig.memory_trim_interval``; ``context.trim_memory``).
 Elsewhere than glibc it does nothing.
 
 glibc serves a request of at least ``M_MMAP_THRESHOLD`` bytes with its own ``mmap`` and unmaps it on

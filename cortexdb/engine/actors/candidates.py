@@ -250,21 +250,21 @@ async def _load(
     raw = await table.raw.get(record_id)
     if raw is None:
         return None
-    complete = None  # an episode ranked on its header: its whole record once chosen (complete)
+    whole = None  # an episode's whole record, decoded only when history needs it (_version)
     if layer == "episodes" and OPEN_MEMBERS in raw:  # an open episode's header: its members' rows
         record = await tables.episodes.json.fill(record_id, jsoncodec.decode(raw))
         if record is None:  # deleted since its row was read (a forget, a rebuild)
             return None
     elif layer == "episodes" and actor is not None:
+        # ranked and listed as its header: nothing in a recall reads the two lists it lacks
         whole = functools.partial(decode_episode, actor, record_id, raw)
         header = episode_header(raw)
-        record, complete = (header, whole) if header is not None else (whole(), None)
+        record, whole = (header, whole) if header is not None else (whole(), None)
     else:
         record = jsoncodec.decode(raw)
-    kept = await _version(tables, layer, record, clip, complete)
-    if kept is None:
+    record = await _version(tables, layer, record, clip, whole)
+    if record is None:
         return None
-    complete, record = complete if kept is record else None, kept  # history's version: whole already
     if layer == "facts":
         return Candidate(layer=layer, id=record_id, record=record, text=fact_claim_text(record),
                          time=record["valid_from"], importance=record["confidence"],
@@ -274,7 +274,7 @@ async def _load(
         return Candidate(layer=layer, id=record_id, record=record, text=episode_text(record),
                          time=record["ended_at"], importance=record.get("centrality_score", 0.0),
                          confidence=1.0, links=list(record["events"]),
-                         chain={record_id: list(record["events"])}, raw_size=len(raw), complete=complete)  # fmt: skip
+                         chain={record_id: list(record["events"])}, raw_size=len(raw))  # fmt: skip
     calibrated(record)
     support_ids = [support["id"] for support in record.get("supports", [])]
     return Candidate(layer=layer, id=record_id, record=record, text=belief_text(record),

@@ -66,6 +66,12 @@ for _cls in (records.Fact, records.Belief, records.Episode, records.Concept):
     converter.register_unstructure_hook(_cls, make_dict_unstructure_fn(_cls, converter, **_overrides))
     converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_overrides))
 
+# an open episode's header (storage/episodes.py): the episode's wire form with its three lists
+# empty, their members not unstructured (its member rows hold them)
+_EMPTY = override(unstruct_hook=lambda _: [])
+episode_header_wire = make_dict_unstructure_fn(
+    records.Episode, converter, **{**_PARTIAL, **_VERSIONED}, events=_EMPTY, supports=_EMPTY, causal_chain=_EMPTY)
+
 
 def event_wire(event: records.Event) -> dict[str, Any]:
     """Hand-written: events are serialised on every capture (cattrs' generic path costs ~5x)."""

@@ -366,6 +366,3 @@ class Candidate:
     signals: dict[str, float] = attrs.field(factory=dict)
     score: float = 0.0
     in_window: bool = False  # found by the temporal handler's windowed retrieval (docs/router.md)
-    # ``record`` is a part of the stored record (an episode's header) until ranking chooses the
-    # candidate; then ``complete()`` gives the whole record (``coordinator._rank``)
-    complete: Any = None

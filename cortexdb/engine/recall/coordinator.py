@@ -278,8 +278,6 @@ class RecallCoordinator:
             if layer in spec.layers:
                 capped[layer] = len(by_layer[layer]) - len(chosen[layer])
             layer_ms[layer] = round((trio.current_time() - trail.started) * 1000, 3)  # §10.1: since the start
-        for candidate in (c for layer in LAYERS for c in chosen[layer] if c.complete is not None):
-            candidate.record, candidate.complete = candidate.complete(), None  # chosen: the whole record
         trail.phases.append({"phase": "mmr", "lambda": MMR_LAMBDA, "per_layer_evictions": capped,
                              "elapsed_ms": trail.lap("mmr", t)})  # fmt: skip
         t = trio.current_time()

@@ -32,6 +32,7 @@ from typing import Any
 
 from .. import jsoncodec
 from ..model import Episode, converter
+from ..model.converter import episode_header_wire
 from ..spi.kv import Delete, KVStore, Op, Put
 from . import keys
 from .table import JSON, Records, Table
@@ -65,7 +66,7 @@ class _Filled(Table[Any]):
             count = wire.get(MEMBERS)
             if count is None:
                 return wire
-            rows = [row async for _, row in self.members.scan(name, limit=count)]
+            rows = _rows([value async for _, value in self.store.scan(prefix=self.members.key((name, "")), limit=count)])
             raw = await self.store.get(self.key(name))
             again = jsoncodec.decode(raw) if raw is not None else None
             if again is None:  # deleted meanwhile (a forget, a rebuild): no such episode now
@@ -86,8 +87,8 @@ class _Filled(Table[Any]):
             wire = jsoncodec.decode(raw)
             if wire.get(MEMBERS) is None:
                 return wire
-            rows = [jsoncodec.decode(value) async for _, value in
-                    snapshot.scan(prefix=self.members.key((name, "")), limit=wire[MEMBERS])]  # fmt: skip
+            rows = _rows([value async for _, value in
+                          snapshot.scan(prefix=self.members.key((name, "")), limit=wire[MEMBERS])])  # fmt: skip
             return _whole(name, wire, rows)
         finally:
             await snapshot.close()
@@ -108,6 +109,16 @@ class _Filled(Table[Any]):
                 yield name, whole
 
 
+def _rows(raws: list[bytes]) -> list[Any]:
+    """Member rows decoded from their stored JSON: as one array (a recall reads an open
+    episode's rows, up to ``episode_max_events`` of them, and a decode each cost three times
+    as much: docs/decisions.md, "The open episode's header without its lists"), or one by one
+    when a row was written by the fallback encoder (``jsoncodec.decode``'s rule)."""
+    if any(raw[:1] in jsoncodec.EXACT_MARKS for raw in raws):
+        return [jsoncodec.decode(raw) for raw in raws]
+    return jsoncodec.decode(b"[" + b",".join(raws) + b"]")
+
+
 def _whole(name: str, wire: dict[str, Any], rows: list[Any]) -> dict[str, Any]:
     """A header's wire form with its lists filled from its member rows.  Fewer rows than it
     counts (a write torn between them: a forget's rewrite writes in chunks) is said in the log
@@ -121,6 +132,14 @@ def _whole(name: str, wire: dict[str, Any], rows: list[Any]) -> dict[str, Any]:
     wire["events"], wire["supports"] = ids, list(ids)
     wire["causal_chain"] = [{"event": event, "role": role} for event, role in rows]
     return wire
+
+
+def header_wire(episode: Episode) -> dict[str, Any]:
+    """An open episode's header as wire: the episode with its three lists empty, unstructured
+    without them (unstructuring the lists and then emptying them cost what the episode holds at
+    every commit that grew it: up to ``episode_max_events`` links; docs/decisions.md, "The open
+    episode's header without its lists")."""
+    return episode_header_wire(episode)
 
 
 class EpisodeTable(Table[Episode]):
@@ -205,9 +224,7 @@ class EpisodeTable(Table[Episode]):
         held = await self.held(episode.id)
         if held > len(ids):  # not an append (cannot happen: a removal writes the row whole)
             held = 0
-        wire = converter.unstructure(episode)
-        for name in LISTS:
-            wire[name] = []
+        wire = header_wire(episode)
         wire[MEMBERS] = len(ids)
         ops: list[Op] = [Put(self.key(episode.id), jsoncodec.encode(wire))]
         ops += [self.members.put_op((episode.id, position(i)), [link.event, link.role])
