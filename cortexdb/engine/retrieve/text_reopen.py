@@ -58,6 +58,7 @@ class TextReopen:
         """Revive the kept slots of ``documents`` whose text is the one they indexed; the
         documents to index anew (in their order)."""
         if not self.adopted:
+            self.counts["indexed"] = len(documents)
             return documents
         adopted = set(map(id, self.adopted))
         rest: dict[str, str] = {}
