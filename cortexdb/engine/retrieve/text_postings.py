@@ -91,6 +91,7 @@ class Postings:
         self._delta_slot: dict[str, int] = {}  # live delta ids
         self._delta_ids: list[str | None] = []  # None: removed
         self._delta_hash = array("Q")  # each delta document's text hash (persist only, else 0)
+        self._kept_hash = np.zeros(0, dtype=np.uint64)
         self._delta_terms = array("I")
         self._delta_start = array("Q", [0])
         self._delta_postings: dict[int, array] = {}
@@ -402,23 +403,31 @@ class Postings:
         self._id_hash, self._id_slot = np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint32)
         self._sealed_ids(np.array(hashes, dtype=np.uint64), np.array(slots, dtype=np.uint32))
         self._delta_base = count
+        # each kept slot's text hash, until ``settle_kept`` (read per document by ``kept_slots``)
+        self._kept_hash = np.zeros(count, dtype=np.uint64)
+        for segment in segments:
+            self._kept_hash[segment.base : segment.base + segment.count] = segment.doc_hash
         self._prefixes, self.keyed = set(prefixes), keyed
         self._dead = count
         self.version += 1
 
-    def kept_slot(self, doc_id: str, digest: int) -> int | None:
-        """The newest kept slot that indexed ``doc_id`` with a text of hash ``digest``, not yet
-        confirmed."""
-        hashes, key = self._id_hash, hash(doc_id) & text_segments.MASK
-        position, best = int(np.searchsorted(hashes, np.uint64(key))), None
-        while position < len(hashes) and int(hashes[position]) == key:
-            slot = int(self._id_slot[position])
-            if slot < self._delta_base and not self._alive[slot] and (best is None or slot > best):
-                segment = self._segment_of(slot)
-                if int(segment.doc_hash[slot - segment.base]) == digest and segment.doc_id(slot) == doc_id:  # type: ignore[union-attr]
+    def kept_slots(self, doc_ids: list[str], digests: list[int]) -> list[int | None]:
+        """For each of ``doc_ids``: the newest kept slot, not yet confirmed, that indexed it with a
+        text of hash ``digests[i]``, or None (one search of the id table for all of them)."""
+        hashes, id_slot = self._id_hash, self._id_slot
+        keys = np.fromiter((hash(doc_id) & text_segments.MASK for doc_id in doc_ids), dtype=np.uint64, count=len(doc_ids))
+        firsts, lasts = np.searchsorted(hashes, keys, side="left"), np.searchsorted(hashes, keys, side="right")
+        found = np.flatnonzero(lasts > firsts)
+        kept = self._kept_hash
+        out: list[int | None] = [None] * len(doc_ids)
+        for i, first, last in zip(found.tolist(), firsts[found].tolist(), lasts[found].tolist(), strict=True):
+            doc_id, digest, best = doc_ids[i], digests[i], None
+            for slot in id_slot[first:last].tolist():
+                if (slot < self._delta_base and (best is None or slot > best) and not self._alive[slot]
+                        and int(kept[slot]) == digest and self.doc_id_at(slot) == doc_id):  # fmt: skip
                     best = slot
-            position += 1
-        return best
+            out[i] = best
+        return out
 
     def confirm(self, slot: int) -> None:
         self._alive[slot] = True
@@ -428,6 +437,7 @@ class Postings:
         lengths, document frequencies), exactly what adding their documents would leave."""
         count = self._delta_base
         alive = self._alive[:count]
+        self._kept_hash = np.zeros(0, dtype=np.uint64)
         df = np.zeros(len(self.vocab), dtype=np.int64)
         pairs = dead_pairs = 0
         for segment in self._segments:

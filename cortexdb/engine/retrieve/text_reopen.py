@@ -60,18 +60,25 @@ class TextReopen:
         if not self.adopted:
             self.counts["indexed"] = len(documents)
             return documents
-        adopted = set(map(id, self.adopted))
-        rest: dict[str, str] = {}
-        for position, (doc_id, text) in enumerate(documents.items(), 1):
-            if position % CHECKPOINT_DOCUMENTS == 0:
-                await trio.lowlevel.checkpoint()
+        adopted = {id(index): index for index in self.adopted}
+        offered: dict[int, list[str]] = {}
+        for doc_id in documents:
             index = self.layered.layer_holding(doc_id)
-            slot = index.kept_slot(doc_id, text_hash(text)) if index is not None and id(index) in adopted else None
-            if slot is None:
-                rest[doc_id] = text
-            else:
-                index.confirm(slot)
-                self.counts["confirmed"] += 1
+            if index is not None and id(index) in adopted:
+                offered.setdefault(id(index), []).append(doc_id)
+        confirmed: set[str] = set()
+        for key, ids in offered.items():
+            index = adopted[key]
+            for start in range(0, len(ids), CHECKPOINT_DOCUMENTS):
+                chunk = ids[start : start + CHECKPOINT_DOCUMENTS]
+                slots = index.kept_slots(chunk, [text_hash(documents[doc_id]) for doc_id in chunk])
+                for doc_id, slot in zip(chunk, slots, strict=True):
+                    if slot is not None:
+                        index.confirm(slot)
+                        confirmed.add(doc_id)
+                await trio.lowlevel.checkpoint()
+        self.counts["confirmed"] = len(confirmed)
+        rest = {doc_id: text for doc_id, text in documents.items() if doc_id not in confirmed}
         for index in self.adopted:
             index.settle_kept()
         self.counts["indexed"] = len(rest)
