@@ -263,11 +263,14 @@ async def test_files_no_manifest_names_are_deleted_at_open(open_at, tmp_path):
     async with open_at() as engine:
         await write(engine, 60)
     stray = os.path.join(folder(tmp_path), "evt", "0123abcd.seg")  # a build a crash cut short
-    with open(stray, "wb") as handle:
-        handle.write(b"\0" * 64)
+    temporary = os.path.join(folder(tmp_path), "evt", "manifest.json.4567.tmp")  # a manifest not renamed yet
+    for path in (stray, temporary):
+        with open(path, "wb") as handle:
+            handle.write(b"\0" * 64)
     async with open_at() as engine:
         await answers(engine)
-    assert not os.path.exists(stray)
+        assert state(engine).text_index.reopened["confirmed"] > 0  # the named files still served
+    assert not os.path.exists(stray) and not os.path.exists(temporary)
 
 
 async def test_an_erased_event_never_comes_back_through_a_kept_segment(open_at, tmp_path):
