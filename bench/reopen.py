@@ -1,7 +1,7 @@
 """Reopening a data dir: kept sealed vector and text segments mapped against a rebuild, in one run.
 
     python bench/reopen.py --data DIR [--trials 3] [--queries 20] [--work /tmp/reopen-bench]
-                           [--vector-segment-size 20000] [--run-rows 2048] [--base CODE]
+                           [--vector-segment-size 20000] [--run-rows 2048] [--text-seal-docs 2048] [--base CODE]
 
 ``DIR`` is a loaded LevelDB data dir (bench/recall_ab.py's: hash embedder, scope
 ``org:bench/user:alice``); it is only read.  First a copy of it is opened once with kept segments
@@ -76,7 +76,8 @@ def request(query: str) -> dict:
             "budgets": {"per_layer_limits": {"events": 10}}, "diagnostics": "none", "citation_mode": "none"}  # fmt: skip
 
 
-async def child(path: str, kept: bool, count: int, segment_size: int, run_rows: int, text_kept: bool = True) -> dict:
+async def child(path: str, kept: bool, count: int, segment_size: int, run_rows: int, text_kept: bool = True,
+                seal_docs: int = 2048) -> dict:  # fmt: skip
     import attrs
 
     import cortexdb
@@ -86,7 +87,7 @@ async def child(path: str, kept: bool, count: int, segment_size: int, run_rows: 
     cpu, started = time.process_time(), time.perf_counter()
     text = {"text_segments_kept": text_kept} if "text_segments_kept" in attrs.fields_dict(EngineConfig) else {}
     config = EngineConfig(embedder="hash", idle_timeout=3600, vector_segments_kept=kept,
-                          vector_segment_size=segment_size, vector_run_rows=run_rows, **text)  # fmt: skip
+                          vector_segment_size=segment_size, vector_run_rows=run_rows, text_seal_docs=seal_docs, **text)  # fmt: skip
     out: dict = {}
     async with cortexdb.open_engine("leveldb", path=path, config=config) as engine:
         out["open_s"] = time.perf_counter() - started
@@ -110,7 +111,7 @@ async def child(path: str, kept: bool, count: int, segment_size: int, run_rows: 
     return out
 
 
-SEGMENT_SIZE = [20_000, 2048]  # --vector-segment-size and --run-rows, for every child
+SEGMENT_SIZE = [20_000, 2048, 2048]  # --vector-segment-size, --run-rows and --text-seal-docs, for every child
 
 
 BASE: list[str] = []  # --base
@@ -120,8 +121,8 @@ def run_child(path: str, arm: str, count: int) -> dict:
     kept, text_kept, code = ARMS[arm]
     env = {**os.environ, "REOPEN_CODE": BASE[0]} if code else {k: v for k, v in os.environ.items() if k != "REOPEN_CODE"}
     done = subprocess.run([sys.executable, __file__, "--child", path, "--kept", str(int(kept)), "--text-kept", str(int(text_kept)),
-                           "--queries", str(count), "--vector-segment-size", str(SEGMENT_SIZE[0]), "--run-rows", str(SEGMENT_SIZE[1])],
-                          check=True, capture_output=True, text=True, env=env)  # fmt: skip
+                           "--queries", str(count), "--vector-segment-size", str(SEGMENT_SIZE[0]), "--run-rows", str(SEGMENT_SIZE[1]),
+                           "--text-seal-docs", str(SEGMENT_SIZE[2])], check=True, capture_output=True, text=True, env=env)  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -159,14 +160,15 @@ def main() -> None:
     parser.add_argument("--vector-segment-size", type=int, default=20_000,
                         help="EngineConfig.vector_segment_size of every open (smaller: IVF k-means at a smaller scale)")
     parser.add_argument("--run-rows", type=int, default=2048, help="EngineConfig.vector_run_rows of every open")
+    parser.add_argument("--text-seal-docs", type=int, default=2048, help="EngineConfig.text_seal_docs of every open")
     args = parser.parse_args()
     if args.child:
         import trio
 
         print(json.dumps(trio.run(child, args.child, bool(args.kept), args.queries, args.vector_segment_size, args.run_rows,
-                                  bool(args.text_kept))))  # fmt: skip
+                                  bool(args.text_kept), args.text_seal_docs)))  # fmt: skip
         return
-    SEGMENT_SIZE[:] = [args.vector_segment_size, args.run_rows]
+    SEGMENT_SIZE[:] = [args.vector_segment_size, args.run_rows, args.text_seal_docs]
     arms = ["kept", "textoff", "rebuild"]
     if args.base:
         BASE[:] = [os.path.abspath(args.base)]
