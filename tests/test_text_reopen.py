@@ -100,7 +100,7 @@ async def test_kept_segments_score_as_a_fresh_index_after_removals_readds_merges
         reopened.add(doc_id, text, tokens.tokenize(text))
     await texts.finish()
     assert texts.counts["confirmed"] > 0 and texts.counts["refused"] == 0
-    assert texts.counts["confirmed"] + texts.counts["indexed"] == len(documents)
+    assert texts.counts["confirmed"] + texts.counts["tokenised"] == len(documents)
     fresh = _layered(tmp_path / "fresh", persist=False)
     for doc_id in order:
         fresh.add(doc_id, documents[doc_id])
@@ -217,7 +217,7 @@ async def test_a_reopen_maps_the_kept_segments_and_answers_as_a_rebuild(open_at,
         counts = state(engine).text_index.reopened
         assert counts["confirmed"] >= kept and counts["refused"] == counts["gone"] == 0, counts
         # only the documents no kept slot holds are tokenised (the delta's, the episodes')
-        assert counts["indexed"] == len(state(engine).text_index) - counts["confirmed"]
+        assert counts["tokenised"] == len(state(engine).text_index) - counts["confirmed"]
     assert reopened == before
     async with open_at(text_segments_kept=False) as engine:  # a rebuild: every text tokenised
         assert await answers(engine) == before
@@ -253,7 +253,7 @@ async def test_a_damaged_or_missing_file_is_rebuilt_not_served(open_at, tmp_path
     async with open_at() as engine:
         assert await answers(engine) == before
         counts = state(engine).text_index.reopened
-        assert counts["refused"] >= 1 and counts["indexed"] >= 16, counts
+        assert counts["refused"] >= 1 and counts["tokenised"] >= 16, counts
     assert body["segments"][0]["name"] not in [entry["name"] for entry in manifest(tmp_path)["segments"]]
     if damage != "delete the vocabulary":
         assert not os.path.exists(segment)
@@ -309,7 +309,7 @@ async def test_a_text_changed_after_the_manifest_is_indexed_from_the_stored_reco
         text_index = state(engine).text_index
         assert [doc_id for doc_id, _ in text_index.search("okapi", 5, "evt_")] == [target]
         assert text_index.score("Ana Oslo Bo Rome Cy Lima Di", target) == 0.0  # the old text's words are not its
-        assert state(engine).text_index.reopened["indexed"] >= 1
+        assert state(engine).text_index.reopened["tokenised"] >= 1
         kept_answers = await answers(engine)
     async with open_at(text_segments_kept=False) as engine:
         assert await answers(engine) == kept_answers

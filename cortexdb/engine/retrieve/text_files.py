@@ -92,7 +92,7 @@ def kept_prefix(index: Any) -> list:
     """The index's segments with a kept file, contiguous from slot 0 (a segment still in memory,
     and the ones after it, wait for the next manifest)."""
     out, base = [], 0
-    for segment in index._segments:
+    for segment in index.segments:
         if segment.entry is None or segment.base != base:
             break
         out.append(segment)
@@ -131,7 +131,7 @@ async def _persist(index: Any) -> None:
             retired += [chunk["name"] for chunk in chunks]
             chunks, covered = [], 0
         new_chunk = (*vocab.frozen_terms(covered, vocab.frozen), covered)
-    body = {"segments": [segment.entry for segment in segments], "prefixes": sorted(index._prefixes),
+    body = {"segments": [segment.entry for segment in segments], "prefixes": sorted(index.prefixes),
             "keyed": bool(index.keyed)}  # fmt: skip
     index.retired = []
 
@@ -157,7 +157,7 @@ def drop_strays(index: Any, segment: Any) -> None:
     segment a compaction replaced meanwhile: no manifest names it, so delete it (its mapping
     stays valid) and its folder if that is all it held."""
     path = getattr(segment, "path", None)
-    if path is None or (index.persist is not None and segment in index._segments):
+    if path is None or (index.persist is not None and segment in index.segments):
         return
     with contextlib.suppress(OSError):
         os.unlink(path)
@@ -204,30 +204,7 @@ def load(folder: str) -> Loaded:
         manifest = None
     named: set[str] = set()
     if manifest is not None:
-        try:
-            blobs, ends, total = [], [], 0
-            for chunk in manifest["vocabulary"]:
-                if int(chunk["first"]) != total:
-                    raise ValueError("vocabulary chunks out of order")
-                path = os.path.join(folder, f"{chunk['name']}.voc")
-                _check(path, chunk)
-                with np.load(path, allow_pickle=False) as arrays:
-                    blob, chunk_ends = arrays["blob"].tobytes(), arrays["ends"].astype(np.uint64)
-                if len(chunk_ends) != int(chunk["count"]) or (len(chunk_ends) and int(chunk_ends[-1]) != len(blob)):
-                    raise ValueError("vocabulary chunk of another size")
-                ends.append(chunk_ends + np.uint64(sum(map(len, blobs))))
-                blobs.append(blob)
-                total += len(chunk_ends)
-            out.blob = b"".join(blobs)
-            out.ends = np.concatenate(ends) if ends else np.zeros(0, dtype=np.uint64)
-            out.chunks = list(manifest["vocabulary"])
-            out.prefixes = [str(prefix) for prefix in manifest["prefixes"]]
-            out.keyed = bool(manifest["keyed"])
-            entries = list(manifest["segments"])
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            out.refused.append(f"vocabulary: {error}")
-            entries = []
-            out.chunks = []
+        entries = _load_vocabulary(folder, manifest, out)
         base = 0
         for entry in entries:
             try:
@@ -249,6 +226,35 @@ def load(folder: str) -> Loaded:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(folder, file))
     return out
+
+
+def _load_vocabulary(folder: str, manifest: dict, out: Loaded) -> list:
+    """The manifest's vocabulary chunks into ``out`` (all of them, in order, or none) and its
+    segment entries (none when the vocabulary is refused)."""
+    try:
+        blobs, ends, total = [], [], 0
+        for chunk in manifest["vocabulary"]:
+            if int(chunk["first"]) != total:
+                raise ValueError("vocabulary chunks out of order")
+            path = os.path.join(folder, f"{chunk['name']}.voc")
+            _check(path, chunk)
+            with np.load(path, allow_pickle=False) as arrays:
+                blob, chunk_ends = arrays["blob"].tobytes(), arrays["ends"].astype(np.uint64)
+            if len(chunk_ends) != int(chunk["count"]) or (len(chunk_ends) and int(chunk_ends[-1]) != len(blob)):
+                raise ValueError("vocabulary chunk of another size")
+            ends.append(chunk_ends + np.uint64(sum(map(len, blobs))))
+            blobs.append(blob)
+            total += len(chunk_ends)
+        out.blob = b"".join(blobs)
+        out.ends = np.concatenate(ends) if ends else np.zeros(0, dtype=np.uint64)
+        out.chunks = list(manifest["vocabulary"])
+        out.prefixes = [str(prefix) for prefix in manifest["prefixes"]]
+        out.keyed = bool(manifest["keyed"])
+        return list(manifest["segments"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        out.refused.append(f"vocabulary: {error}")
+        out.chunks = []
+        return []
 
 
 def _valid(segment: Any, terms: int) -> None:

@@ -27,6 +27,7 @@ from collections import Counter
 import numpy as np
 
 from . import text_delta, text_segments
+from .text_kept import KeptSlots
 from .text_segments import Segment, Vocabulary
 from .tokens import tokenize
 
@@ -56,24 +57,14 @@ def _pairs(values: array) -> np.ndarray:
     return out
 
 
-class Postings:
+class Postings(KeptSlots):
     def __init__(self, *, compact_min: int = 8192, seal_docs: int = SEAL_DOCS, max_segment_docs: int = MAX_SEGMENT_DOCS,
                  directory: str | None = None, merge_inline: bool = True, persist: str | None = None) -> None:  # fmt: skip
         """``merge_inline`` False: segments due to merge, and (with a ``directory``) segments sealed
         or compacted in memory, wait for ``merge_plan`` / ``install`` (the indexer builds the
-        merged or mapped segment in a worker thread).  ``persist`` (with ``merge_inline`` False):
-        the folder where the sealed segments keep named files between runs (text_files.py)."""
-        if persist is not None and (merge_inline or directory is None):
-            raise ValueError("kept text segments need merge_inline=False and a directory")
+        merged or mapped segment in a worker thread).  ``persist``: text_kept.py."""
         self.merge_inline = merge_inline
-        self.persist = persist
-        # kept segments (text_files.py): files replaced since the last manifest, the names the
-        # manifest lists, the vocabulary chunks it lists and the vocabulary they describe
-        self.retired: list[str] = []
-        self.named: list[str] | None = None
-        self.kept_vocab: list[dict] = []
-        self.kept_vocab_of: Vocabulary | None = None
-        self.persist_lock: object | None = None
+        self.keep_in(persist, merge_inline, directory)
         # removed (document, term) pairs tolerated before a compaction is considered
         self.compact_min = compact_min
         self.seal_docs, self.max_segment_docs, self.directory = seal_docs, max_segment_docs, directory
@@ -90,8 +81,6 @@ class Postings:
         self._delta_base = 0
         self._delta_slot: dict[str, int] = {}  # live delta ids
         self._delta_ids: list[str | None] = []  # None: removed
-        self._delta_hash = array("Q")  # each delta document's text hash (persist only, else 0)
-        self._kept_hash = np.zeros(0, dtype=np.uint64)
         self._delta_terms = array("I")
         self._delta_start = array("Q", [0])
         self._delta_postings: dict[int, array] = {}
@@ -264,9 +253,8 @@ class Postings:
             return
         base = self._delta_base
         alive = self._alive[base : base + count]
-        hashes = np.frombuffer(self._delta_hash, dtype=np.uint64).copy()
         columns = text_segments.delta_columns(base, alive, _pairs(self._delta_terms), self._delta_start, self._delta_ids,
-                                              hashes, self.slot_key[base : base + count])  # fmt: skip
+                                              np.array(self._delta_hash, dtype=np.uint64), self.slot_key[base : base + count])  # fmt: skip
         self._segments.append(text_segments.build(base, count, columns, self._inline_directory))
         self._bases.append(base)
         live = [(hash(doc_id) & text_segments.MASK, slot) for slot, doc_id in enumerate(self._delta_ids, base) if doc_id is not None]
@@ -325,9 +313,8 @@ class Postings:
                 return None
         chosen = self._segments[i : i + width]
         alive = self._alive[chosen[0].base : chosen[-1].base + chosen[-1].count].copy()
-        if self.persist is not None:  # a named file of the layer's folder (text_files.py)
-            return text_segments.MergePlan(chosen, alive, self.persist, keep=True)
-        return text_segments.MergePlan(chosen, alive, self.directory)
+        kept = self.persist is not None  # a named file of the layer's folder (text_files.py)
+        return text_segments.MergePlan(chosen, alive, self.persist if kept else self.directory, keep=kept)
 
     def install(self, plan: text_segments.MergePlan, merged: Segment) -> bool:
         """Put a merge's (or a mapping's) segment in place of its inputs, unless a compaction
@@ -377,101 +364,6 @@ class Postings:
         self._pairs -= self._dead_pairs
         self._dead_pairs = 0
         self.version += 1
-
-    # -- kept segments mapped at a reopen (text_reopen.py) ------------------------------------------
-    def adopt(self, segments: list[Segment], vocab: Vocabulary, prefixes: list[str], keyed: bool) -> None:
-        """Take kept segments (contiguous from slot 0) and the vocabulary they refer to, as an
-        empty index's first slots, every slot dead until ``confirm`` finds its stored document."""
-        if self.slots or len(self.vocab):
-            raise ValueError("kept segments are adopted by an empty index only")
-        count = segments[-1].base + segments[-1].count
-        self._segments, self._bases = list(segments), [segment.base for segment in segments]
-        self.vocab, self.df = vocab, array("I", bytes(4 * len(vocab)))
-        size = max(1024, count + count // 4)
-        self.slot_len = np.zeros(size, dtype=np.uint32)
-        self._alive = np.zeros(size, dtype=bool)
-        self.slot_key = np.zeros(size, dtype=np.uint64)
-        hashes, slots = [], []
-        for segment in segments:
-            self.slot_key[segment.base : segment.base + segment.count] = segment.doc_key
-            blob, starts = bytes(segment.id_blob), segment.id_start.tolist()
-            for local in range(segment.count):
-                start, end = starts[local], starts[local + 1]
-                if end > start:  # a dead slot a merge emptied has no id
-                    hashes.append(hash(blob[start:end].decode()) & text_segments.MASK)
-                    slots.append(segment.base + local)
-        self._id_hash, self._id_slot = np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint32)
-        self._sealed_ids(np.array(hashes, dtype=np.uint64), np.array(slots, dtype=np.uint32))
-        self._delta_base = count
-        # each kept slot's text hash, until ``settle_kept`` (read per document by ``kept_slots``)
-        self._kept_hash = np.zeros(count, dtype=np.uint64)
-        for segment in segments:
-            self._kept_hash[segment.base : segment.base + segment.count] = segment.doc_hash
-        self._prefixes, self.keyed = set(prefixes), keyed
-        self._dead = count
-        self.version += 1
-
-    def kept_slots(self, doc_ids: list[str], digests: list[int]) -> list[int | None]:
-        """For each of ``doc_ids``: the newest kept slot, not yet confirmed, that indexed it with a
-        text of hash ``digests[i]``, or None (one search of the id table for all of them)."""
-        hashes, id_slot = self._id_hash, self._id_slot
-        keys = np.fromiter((hash(doc_id) & text_segments.MASK for doc_id in doc_ids), dtype=np.uint64, count=len(doc_ids))
-        firsts, lasts = np.searchsorted(hashes, keys, side="left"), np.searchsorted(hashes, keys, side="right")
-        found = np.flatnonzero(lasts > firsts)
-        kept = self._kept_hash
-        out: list[int | None] = [None] * len(doc_ids)
-        for i, first, last in zip(found.tolist(), firsts[found].tolist(), lasts[found].tolist(), strict=True):
-            doc_id, digest, best = doc_ids[i], digests[i], None
-            for slot in id_slot[first:last].tolist():
-                if (slot < self._delta_base and (best is None or slot > best) and not self._alive[slot]
-                        and int(kept[slot]) == digest and self.doc_id_at(slot) == doc_id):  # fmt: skip
-                    best = slot
-            out[i] = best
-        return out
-
-    def confirm(self, slot: int) -> None:
-        self._alive[slot] = True
-
-    def settle_kept(self) -> None:
-        """After the confirmations: BM25's statistics of the confirmed slots (live documents,
-        lengths, document frequencies), exactly what adding their documents would leave."""
-        count = self._delta_base
-        alive = self._alive[:count]
-        self._kept_hash = np.zeros(0, dtype=np.uint64)
-        df = np.zeros(len(self.vocab), dtype=np.int64)
-        pairs = dead_pairs = 0
-        for segment in self._segments:
-            lengths = np.bincount(np.asarray(segment.slots, dtype=np.int64) - segment.base,
-                                  weights=np.asarray(segment.tfs, dtype=np.float64), minlength=segment.count)  # fmt: skip
-            self.slot_len[segment.base : segment.base + segment.count] = lengths.astype(np.uint32)
-            sizes = np.diff(np.asarray(segment.fwd_start, dtype=np.int64))
-            local = alive[segment.base : segment.base + segment.count]
-            df += np.bincount(np.asarray(segment.fwd_terms)[np.repeat(local, sizes)], minlength=len(df))[: len(df)]
-            pairs += len(segment.fwd_terms)
-            dead_pairs += int(sizes[~local].sum())
-        self.df = array("I", df.astype(np.uint32).tobytes())
-        self.vocab.heat(self.df)
-        self._live = int(alive.sum())
-        self.total_length = int(self.slot_len[:count][alive].sum(dtype=np.int64))
-        self._dead = count - self._live
-        self._pairs, self._dead_pairs = pairs, dead_pairs
-        self.version += 1
-
-    def unconfirmed_ids(self) -> list[str]:
-        """The ids of kept slots left dead whose document is not live (a record gone since)."""
-        out = []
-        for slot in np.flatnonzero(~self._alive[: self._delta_base]).tolist():
-            segment = self._segment_of(slot)
-            local = slot - segment.base  # type: ignore[union-attr]
-            if segment.id_start[local + 1] > segment.id_start[local]:  # type: ignore[union-attr]
-                doc_id = segment.doc_id(slot)  # type: ignore[union-attr]
-                if doc_id not in self:
-                    out.append(doc_id)
-        return out
-
-    @property
-    def compaction_due(self) -> bool:
-        return self._dead_pairs > max(self.compact_min, self.live_pairs // 2)
 
     def term_arrays(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """The live (slots, term frequencies) of ``term`` over segments and delta, slots

@@ -31,7 +31,7 @@ class TextReopen:
     def __init__(self, layered: Any) -> None:
         self.layered = layered
         self.adopted: list[Any] = []
-        self.counts = {"segments": 0, "refused": 0, "confirmed": 0, "indexed": 0, "gone": 0, "compacted": 0}
+        self.counts = {"segments": 0, "refused": 0, "confirmed": 0, "tokenised": 0, "gone": 0, "compacted": 0}
 
     async def load(self) -> None:
         """Map the kept segments of every layer found under the scope's folder."""
@@ -58,7 +58,7 @@ class TextReopen:
         """Revive the kept slots of ``documents`` whose text is the one they indexed; the
         documents to index anew (in their order)."""
         if not self.adopted:
-            self.counts["indexed"] = len(documents)
+            self.counts["tokenised"] = len(documents)
             return documents
         adopted = {id(index): index for index in self.adopted}
         offered: dict[int, list[str]] = {}
@@ -81,7 +81,7 @@ class TextReopen:
         rest = {doc_id: text for doc_id, text in documents.items() if doc_id not in confirmed}
         for index in self.adopted:
             index.settle_kept()
-        self.counts["indexed"] = len(rest)
+        self.counts["tokenised"] = len(rest)
         return rest
 
     async def finish(self) -> None:
