@@ -432,11 +432,15 @@ def test_reopen_benchmark_maps_kept_segments_against_a_rebuild(tmp_path):
     assert loaded.returncode == 0, loaded.stderr
     result = subprocess.run(
         [sys.executable, "bench/reopen.py", "--data", data, "--trials", "1", "--queries", "3", "--work", str(tmp_path / "work"),
-         "--vector-segment-size", "64", "--run-rows", "16"],
+         "--vector-segment-size", "64", "--run-rows", "16", "--text-seal-docs", "32"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     kept = re.search(r"trial 0 kept .* (\d+) k-means, (\d+) builds, reopened \{'segments': (\d+), 'refused': 0, 'revived': (\d+)", result.stdout)
     assert kept and kept.group(1) == kept.group(2) == "0" and int(kept.group(3)) > 0 and int(kept.group(4)) > 0, result.stdout
+    text = re.search(r"trial 0 kept .* text \{'segments': (\d+), 'refused': 0, 'confirmed': (\d+)", result.stdout)
+    assert text and int(text.group(1)) > 0 and int(text.group(2)) >= 128, result.stdout  # 4 seals of 32 kept
     assert re.search(r"rebuild / kept: restored_s [\d.]+x", result.stdout)
-    assert "3/3 top-10 lists identical between the arms" in result.stdout
+    assert re.search(r"textoff / kept: restored_s [\d.]+x", result.stdout)
+    for arm in ("textoff", "rebuild"):
+        assert f"answers kept vs {arm}: 3/3 top-10 lists identical" in result.stdout

@@ -93,7 +93,7 @@ def test_the_estimate_counts_what_a_scope_holds():
     # the per-slot arrays' minimum (13 B a slot); four terms: document frequencies, the
     # vocabulary's recent terms (and its first offset) and the delta's postings arrays; the
     # delta's document and its four pairs (TextIndex.estimated_bytes)
-    text = 1024 * 13 + 4 * (4 + 100 + 100) + 8 + 150 + 4 * 16
+    text = 1024 * 13 + 4 * (4 + 100 + 100) + 8 + 158 + 4 * 16  # 158: the document with its text hash
     vectors = 200 + 64 * (384 * 2 + 3)  # the id, the delta's first chunk of 64 float16 rows
     assert residency.scope_bytes(state, decoded_extra=2) == residency.ACTOR_BYTES + text + vectors + 2 * 1536
     from cortexdb.engine.actors.subject_beliefs import SubjectBeliefs

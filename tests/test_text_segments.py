@@ -179,11 +179,12 @@ async def test_a_merge_built_in_a_thread_keeps_removals_made_meanwhile(tmp_path)
 @pytest.mark.parametrize("backend", ["leveldb", "memory"])
 async def test_an_engine_seals_and_merges_its_text_segments_and_rebuilds_them_at_open(tmp_path, clock, backend, monkeypatch):
     """The engine's BM25 layers seal every ``text_seal_docs`` documents (with a data dir into
-    unlinked files of text-segments/), merge in the background job, and an open rebuilds them from
-    the stored records: the same lexical answers before and after."""
+    unlinked files of text-segments/), merge in the background job, and an open with
+    ``text_segments_kept`` off rebuilds them from the stored records: the same lexical answers
+    before and after (kept segments: tests/test_text_reopen.py)."""
     path = str(tmp_path / "data")
     config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", text_seal_docs=8,
-                          text_segment_docs=32, recall_mode="bm25")  # fmt: skip
+                          text_segment_docs=32, recall_mode="bm25", text_segments_kept=False)  # fmt: skip
     texts = [f"Note {i}: I met {['Ana', 'Bo', 'Cy'][i % 3]} in {['Oslo', 'Rome'][i % 2]} about topic{i}" for i in range(60)]  # fmt: skip
     scope = "org:acme/user:alice"
     query = {"scope": scope, "query": "topic17 Cy", "include": ["events"]}

@@ -153,6 +153,11 @@ class EngineConfig:
     # text-segments/, memory-mapped), and segments merge in the background up to
     # text_segment_docs documents (docs/decisions.md, "BM25 in sealed segments")
     text_seal_docs: int = attrs.field(default=2048, validator=attrs.validators.ge(1))
+    # with a data dir, each layer's sealed BM25 segments and their vocabulary are kept in
+    # text-segments/<scope>/<layer>/ with a manifest, and a reopen maps them, re-tokenising only
+    # the documents no kept slot holds with the same text (docs/decisions.md, "Sealed text
+    # segments kept across a reopen"); False: every open re-tokenises every text
+    text_segments_kept: bool = True
     text_segment_docs: int = attrs.field(default=65_536, validator=attrs.validators.ge(1))
     recall_candidates: int = 100  # per scope and per index (BM25, vector) before scoring
     # a temporal question's windowed retrieval (docs/router.md) looks at most this many hits per

@@ -100,6 +100,20 @@ def new_vector_index(ctx: Any, scope: str | None = None) -> LayeredVectorIndex:
     )
 
 
+def text_kept_folder(ctx: Any, scope: str | None) -> str | None:
+    """Where a scope's sealed text segments are kept between runs (``text-segments/<scope
+    folder>/``, retrieve/text_files.py): with a data dir and ``text_segments_kept``; else None,
+    and what an earlier run kept there is deleted (nothing would rewrite it after a forget)."""
+    data_dir = getattr(ctx.store, "path", None)
+    if not data_dir or scope is None:
+        return None
+    folder = os.path.join(data_dir, "text-segments", scope_folder(scope))
+    if not ctx.config.text_segments_kept:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return folder
+
+
 def is_current(fact: Fact) -> bool:
     """Present knowledge, what a new assertion is resolved against: not superseded (an old data
     dir's superseded fact has ``recorded_to`` set instead), not excluded."""
@@ -143,9 +157,11 @@ class PartitionState:
     def fresh(cls, ctx: Any, tables: Partition) -> PartitionState:
         data_dir = getattr(ctx.store, "path", None)  # sealed BM25 segments: files of the data dir
         # merges of sealed segments run in the indexer's background job (indexer.py)
+        scope = getattr(tables, "scope", None)
         text_index = LayeredTextIndex(os.path.join(data_dir, "text-segments") if data_dir else None, merge_inline=False,
+                                      persist=text_kept_folder(ctx, scope),
                                       seal_docs=ctx.config.text_seal_docs, max_segment_docs=ctx.config.text_segment_docs)  # fmt: skip
-        state = cls(tables, text_index, new_vector_index(ctx, getattr(tables, "scope", None)))
+        state = cls(tables, text_index, new_vector_index(ctx, scope))
         state.closed.most = ctx.config.closed_records_max
         return state
 
@@ -155,6 +171,7 @@ class PartitionState:
         writes no kept segment file any more; unless ``keep_files`` (a release: a reopen maps
         them) the scope's kept segment files are deleted (a drop or a rebuild)."""
         self.vector_index.detach(purge=not keep_files)
+        self.text_index.detach(purge=not keep_files)
         fresh = PartitionState.fresh(ctx, self.tables)
         kept = ("tables", "last_activity", "last_sealed")
         for field in attrs.fields(PartitionState):

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import trio
 
+from . import text_files
 from .text_index import TextIndex
 from .vector_index import VectorIndex
 
@@ -70,11 +71,37 @@ class _Layered:
 
 
 class LayeredTextIndex(_Layered):
-    def __init__(self, directory: str | None = None, **settings: Any) -> None:
+    def __init__(self, directory: str | None = None, persist: str | None = None, **settings: Any) -> None:
         """``directory``: where sealed segments are written and mapped from (unlinked once
-        mapped); ``None`` keeps them as arrays in memory.  ``settings``: ``TextIndex``'s."""
-        super().__init__(lambda _prefix: TextIndex(directory=directory, **settings))
-        self.directory = directory
+        mapped); ``None`` keeps them as arrays in memory.  ``persist``: the scope's folder where
+        each layer keeps its sealed segments between runs (a sub-folder a layer, text_files.py).
+        ``settings``: ``TextIndex``'s."""
+        super().__init__(
+            lambda prefix: TextIndex(directory=directory, persist=os.path.join(persist, layer_folder(prefix)) if persist else None,
+                                     **settings)  # fmt: skip
+        )
+        self.directory, self.persist = directory, persist
+        self.reopened: dict[str, int] = {}  # a restore's counts (text_reopen.TextReopen.counts)
+
+    def layer(self, prefix: str) -> TextIndex:
+        """The layer of ``prefix`` (``evt_``, …), made if it is not yet."""
+        return self._for(prefix)
+
+    def layer_holding(self, doc_id: str) -> TextIndex | None:
+        return self._existing(doc_id)
+
+    def detach(self, *, purge: bool = False) -> None:
+        """Write no kept segment file or manifest any more (the index is being let go); with
+        ``purge``, delete the scope's kept segments (its derived records are gone)."""
+        for index in self._indexes.values():
+            index.persist = None
+        if purge and self.persist is not None:
+            shutil.rmtree(self.persist, ignore_errors=True)
+
+    async def persist_all(self) -> None:
+        """Each layer's manifest brought up to date with its segments (text_files.py)."""
+        for index in list(self._indexes.values()):
+            await text_files.persist(index)
 
     def add(self, doc_id: str, text: str, tokens: list[str] | None = None) -> None:
         self._for(doc_id).add(doc_id, text, tokens)
@@ -98,7 +125,10 @@ class LayeredTextIndex(_Layered):
         for index in list(self._indexes.values()):
             plan = index.merge_plan()
             if plan is not None:
-                index.install(plan, await trio.to_thread.run_sync(plan.build))
+                merged = await trio.to_thread.run_sync(plan.build)
+                index.install(plan, merged)
+                text_files.drop_strays(index, merged)  # not installed, or the index let go
+                await text_files.persist(index)
 
     def compact(self) -> None:
         """Drop what removed documents left in each index (their terms too): after a forget."""

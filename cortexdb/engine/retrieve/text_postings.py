@@ -27,6 +27,7 @@ from collections import Counter
 import numpy as np
 
 from . import text_delta, text_segments
+from .text_kept import KeptSlots
 from .text_segments import Segment, Vocabulary
 from .tokens import tokenize
 
@@ -56,13 +57,14 @@ def _pairs(values: array) -> np.ndarray:
     return out
 
 
-class Postings:
+class Postings(KeptSlots):
     def __init__(self, *, compact_min: int = 8192, seal_docs: int = SEAL_DOCS, max_segment_docs: int = MAX_SEGMENT_DOCS,
-                 directory: str | None = None, merge_inline: bool = True) -> None:  # fmt: skip
+                 directory: str | None = None, merge_inline: bool = True, persist: str | None = None) -> None:  # fmt: skip
         """``merge_inline`` False: segments due to merge, and (with a ``directory``) segments sealed
         or compacted in memory, wait for ``merge_plan`` / ``install`` (the indexer builds the
-        merged or mapped segment in a worker thread)."""
+        merged or mapped segment in a worker thread).  ``persist``: text_kept.py."""
         self.merge_inline = merge_inline
+        self.keep_in(persist, merge_inline, directory)
         # removed (document, term) pairs tolerated before a compaction is considered
         self.compact_min = compact_min
         self.seal_docs, self.max_segment_docs, self.directory = seal_docs, max_segment_docs, directory
@@ -128,7 +130,7 @@ class Postings:
     def estimated_bytes(self) -> int:
         """Anonymous bytes: per-slot arrays and the sealed ids' table, the vocabulary and document
         frequencies, the delta's Python objects, segments held in memory (actors/residency.py)."""
-        delta = len(self._delta_ids) * 150 + 8 * len(self._delta_terms) + 100 * len(self._delta_postings)
+        delta = len(self._delta_ids) * 158 + 8 * len(self._delta_terms) + 100 * len(self._delta_postings)
         per_slot = len(self._alive) * 13 + self._id_hash.nbytes + self._id_slot.nbytes
         return per_slot + self.vocab.nbytes() + 4 * len(self.df) + delta + sum(s.nbytes() for s in self._segments)
 
@@ -164,6 +166,7 @@ class Postings:
             slot = self._delta_slot.get(doc_id)
             if slot is not None:
                 self._replace(slot, tokens)
+                self._delta_hash[slot - self._delta_base] = text_segments.text_hash(text) if self.persist else 0
                 return
             self.remove(doc_id)
         slot = self.slots
@@ -173,6 +176,7 @@ class Postings:
             self.slot_key = _grow(self.slot_key, slot)
         self._delta_slot[doc_id] = slot
         self._delta_ids.append(doc_id)
+        self._delta_hash.append(text_segments.text_hash(text) if self.persist else 0)
         self._alive[slot] = True
         self.slot_len[slot] = len(tokens)
         self.total_length += len(tokens)
@@ -249,7 +253,8 @@ class Postings:
             return
         base = self._delta_base
         alive = self._alive[base : base + count]
-        columns = text_segments.delta_columns(base, alive, _pairs(self._delta_terms), self._delta_start, self._delta_ids)
+        columns = text_segments.delta_columns(base, alive, _pairs(self._delta_terms), self._delta_start, self._delta_ids,
+                                              np.array(self._delta_hash, dtype=np.uint64), self.slot_key[base : base + count])  # fmt: skip
         self._segments.append(text_segments.build(base, count, columns, self._inline_directory))
         self._bases.append(base)
         live = [(hash(doc_id) & text_segments.MASK, slot) for slot, doc_id in enumerate(self._delta_ids, base) if doc_id is not None]
@@ -257,7 +262,7 @@ class Postings:
                          np.fromiter((s for _, s in live), dtype=np.uint32, count=len(live)))  # fmt: skip
         self._delta_base += count
         self._delta_slot, self._delta_ids, self._delta_postings = {}, [], {}
-        self._delta_terms, self._delta_start = array("I"), array("Q", [0])
+        self._delta_terms, self._delta_start, self._delta_hash = array("I"), array("Q", [0]), array("Q")
         self.vocab.freeze(self.df)
         while merge and self.merge_inline:
             plan = self.merge_plan()
@@ -308,7 +313,8 @@ class Postings:
                 return None
         chosen = self._segments[i : i + width]
         alive = self._alive[chosen[0].base : chosen[-1].base + chosen[-1].count].copy()
-        return text_segments.MergePlan(chosen, alive, self.directory)
+        kept = self.persist is not None  # a named file of the layer's folder (text_files.py)
+        return text_segments.MergePlan(chosen, alive, self.persist if kept else self.directory, keep=kept)
 
     def install(self, plan: text_segments.MergePlan, merged: Segment) -> bool:
         """Put a merge's (or a mapping's) segment in place of its inputs, unless a compaction
@@ -319,6 +325,7 @@ class Postings:
             if all(self._segments[i + k] is segment for k, segment in enumerate(plan.segments)):
                 self._segments[i : i + width] = [merged]
                 self._bases[i : i + width] = [merged.base]
+                self.retired += [segment.entry["name"] for segment in plan.segments if segment.entry is not None]
                 return True
         return False
 
@@ -339,6 +346,7 @@ class Postings:
         # built before anything changes: a build that fails (a full disk, no descriptor left)
         # leaves the index as it was, tombstones and all, not half-compacted
         built = [text_segments.build(0, len(live), columns, self._inline_directory)] if len(live) else []
+        self.retired += [segment.entry["name"] for segment in self._segments if segment.entry is not None]
         self._segments, self._bases = built, [0] if built else []
         self.vocab = self.vocab.kept(term_alive, df[term_alive])
         self.df = array("I", df[term_alive].tobytes())

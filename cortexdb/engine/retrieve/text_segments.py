@@ -19,7 +19,9 @@ dict, the rest in a blob of UTF-8 bytes with a sorted table of their hashes.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import hashlib
 import mmap
 import os
 import uuid
@@ -29,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-MASK = (1 << 64) - 1
+from .text_vocab import MASK, Vocabulary  # noqa: F401 (the sealed parts' vocabulary; callers import it here)
+
 _ALIGN = 64
 
 
@@ -49,93 +52,6 @@ def _find(hashes: np.ndarray, key: np.uint64):
         position += 1
 
 
-class Vocabulary:
-    """Term → id, ids in first-seen order; ``freeze`` moves the recent terms into the blob and
-    keeps the frequent ones (``HOT_DF`` documents or more) in a dict as well: a document's common
-    words are found without a search (their number is bounded by the language, not the corpus)."""
-
-    HOT_DF = 4
-
-    def __init__(self, terms: list[str] | None = None, df=None) -> None:
-        self._new: dict[str, int] = {}
-        self._hot: dict[str, int] = {}
-        self._blob = bytearray()
-        self._offsets = array("Q", [0])  # frozen term i: _blob[_offsets[i] : _offsets[i + 1]]
-        self._hashes = np.zeros(0, dtype=np.uint64)  # sorted
-        self._ids = np.zeros(0, dtype=np.uint32)  # the term id of each hash
-        for term in terms or ():
-            self.add(term)
-        self.freeze(df)
-
-    def __len__(self) -> int:
-        return len(self._offsets) - 1 + len(self._new)
-
-    def get(self, term: str) -> int | None:
-        return self.ids([term])[0]
-
-    def ids(self, terms: list[str]) -> list[int | None]:
-        """The id of each of ``terms`` (None: not in the vocabulary), one search for the rare."""
-        new, hot = self._new, self._hot
-        out = [new.get(term) for term in terms]
-        missing = [i for i, term_id in enumerate(out) if term_id is None and terms[i] not in hot]
-        for i, term_id in enumerate(out):
-            if term_id is None and terms[i] in hot:
-                out[i] = hot[terms[i]]
-        if not missing or not len(self._hashes):
-            return out
-        hashes, blob, offsets = self._hashes, self._blob, self._offsets
-        keys = np.fromiter((hash(terms[i]) & MASK for i in missing), dtype=np.uint64, count=len(missing))
-        for i, key, position in zip(missing, keys.tolist(), np.searchsorted(hashes, keys).tolist(), strict=True):
-            encoded = terms[i].encode()
-            while position < len(hashes) and int(hashes[position]) == key:
-                term_id = int(self._ids[position])
-                if blob[offsets[term_id] : offsets[term_id + 1]] == encoded:
-                    out[i] = term_id
-                    break
-                position += 1
-        return out
-
-    def add(self, term: str) -> int:
-        term_id = self._new[term] = len(self)
-        return term_id
-
-    def terms(self):
-        """Every term, in id order (dead ones too, until a compaction drops them)."""
-        for term_id in range(len(self._offsets) - 1):
-            yield self._blob[self._offsets[term_id] : self._offsets[term_id + 1]].decode()
-        yield from self._new
-
-    def freeze(self, df=None) -> None:
-        """Move the recent terms into the blob; those of ``df[id] >= HOT_DF`` stay in the dict."""
-        if not self._new:
-            return
-        first = len(self._offsets) - 1
-        for term, term_id in self._new.items():
-            self._blob += term.encode()
-            self._offsets.append(len(self._blob))
-            if df is not None and df[term_id] >= self.HOT_DF:
-                self._hot[term] = term_id
-        hashes = np.fromiter((hash(t) & MASK for t in self._new), dtype=np.uint64, count=len(self._new))
-        ids = np.arange(first, first + len(self._new), dtype=np.uint32)
-        order = np.argsort(hashes, kind="stable")
-        hashes, ids = hashes[order], ids[order]
-        at = np.searchsorted(self._hashes, hashes)
-        self._hashes, self._ids = np.insert(self._hashes, at, hashes), np.insert(self._ids, at, ids)
-        self._new = {}
-
-    def kept(self, keep: np.ndarray, df) -> Vocabulary:
-        """A vocabulary of the terms where ``keep`` (by id) is true, in the same order; ``df``:
-        their document frequencies (the kept ones, in order)."""
-        self.freeze()
-        blob, offsets = self._blob, self._offsets
-        return Vocabulary([blob[offsets[i] : offsets[i + 1]].decode() for i in np.flatnonzero(keep).tolist()], df)
-
-    def nbytes(self) -> int:
-        # a recent or frequent term: its str (~60 B) and dict entry (~40 B)
-        return (len(self._blob) + self._offsets.itemsize * len(self._offsets) + self._hashes.nbytes
-                + self._ids.nbytes + 100 * (len(self._new) + len(self._hot)))  # fmt: skip
-
-
 def _uint(values: np.ndarray, bound: int) -> np.ndarray:
     for dtype in (np.uint8, np.uint16, np.uint32):
         if bound <= np.iinfo(dtype).max:
@@ -147,15 +63,43 @@ class Segment:
     """Slots ``base`` to ``base + count`` in flat arrays (see the module); dead slots have no
     postings, no terms and an empty id."""
 
-    NAMES = ("terms", "starts", "slots", "tfs", "fwd_start", "fwd_terms", "id_start", "id_blob")
+    # doc_hash: each slot's 64-bit hash of the text it indexed (``text_hash``; 0 when no folder
+    # keeps the index's files); doc_key: its tie-break key (``Postings.slot_key``)
+    NAMES = ("terms", "starts", "slots", "tfs", "fwd_start", "fwd_terms", "id_start", "id_blob", "doc_hash", "doc_key")
 
-    def __init__(self, base: int, count: int, arrays: dict[str, np.ndarray], directory: str | None) -> None:
+    def __init__(self, base: int, count: int, arrays: dict[str, np.ndarray], directory: str | None,
+                 keep: bool = False) -> None:  # fmt: skip
+        """``keep``: the file in ``directory`` keeps its name (a kept segment, text_files.py) and
+        ``entry`` describes it for a manifest."""
         self.base, self.count = base, count
         self.mapped = directory is not None
-        self._map: Any = _place(arrays, directory) if directory is not None else None
+        self.entry: dict | None = None
+        self._map: Any = None
+        if directory is not None:
+            self._map, self.entry = _place(arrays, directory, keep)
+            if self.entry is not None:
+                self.entry.update(base=base, count=count)
+        self.path = os.path.join(directory, self.entry["name"] + ".seg") if self.entry is not None else None
         for name in self.NAMES:
             setattr(self, name, arrays[name] if directory is None else self._view(arrays[name]))
         self.pairs = len(self.slots)
+
+    @classmethod
+    def opened(cls, path: str, entry: dict) -> Segment:
+        """A kept segment's file mapped as ``entry`` (its manifest's) describes it."""
+        self = cls.__new__(cls)
+        self.base, self.count, self.mapped, self.entry, self.path = int(entry["base"]), int(entry["count"]), True, entry, path
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            self._map = _map_read_only(fd, size) if size else mmap.mmap(-1, 1)
+        finally:
+            os.close(fd)
+        for name in self.NAMES:
+            offset, dtype, count = entry["layout"][name]
+            setattr(self, name, self._view((int(offset), np.dtype(dtype), int(count))))
+        self.pairs = len(self.slots)
+        return self
 
     def _view(self, shape_of: np.ndarray) -> np.ndarray:
         offset, dtype, count = shape_of  # type: ignore[misc]  # what _place wrote
@@ -221,35 +165,52 @@ def _map_read_only(fd: int, size: int) -> Any:
     return memoryview(region).cast("B").toreadonly()
 
 
-def _place(arrays: dict[str, np.ndarray], directory: str) -> Any:
+def _place(arrays: dict[str, np.ndarray], directory: str, keep: bool = False) -> tuple[Any, dict | None]:
     """Write ``arrays`` to one unlinked file of ``directory`` and map it (``_map_read_only``: no
     descriptor stays open); each entry of ``arrays`` becomes (offset, dtype, count) for
-    ``Segment._view``."""
+    ``Segment._view``.  With ``keep`` the file keeps its name (``<name>.seg``) and is
+    ``fsync``-ed; returned with it: its manifest entry (name, bytes, BLAKE2b digest, layout)."""
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{uuid.uuid4().hex}.bm25")
+    name = uuid.uuid4().hex
+    path = os.path.join(directory, f"{name}.seg" if keep else f"{name}.bm25")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.unlink(path)  # the descriptor keeps the file; its name is never needed again
-        offset = 0
+        if not keep:
+            os.unlink(path)  # the descriptor keeps the file; its name is never needed again
+        offset, digest, layout = 0, hashlib.blake2b(), {}
         with os.fdopen(os.dup(fd), "wb") as out:
-            for name, values in arrays.items():
+            for key, values in arrays.items():
                 data = np.ascontiguousarray(values)
                 pad = -offset % _ALIGN
                 out.write(b"\0" * pad)
+                digest.update(b"\0" * pad)
                 offset += pad
-                arrays[name] = (offset, data.dtype, len(data))  # type: ignore[assignment]
-                out.write(data.tobytes())
+                arrays[key] = (offset, data.dtype, len(data))  # type: ignore[assignment]
+                layout[key] = [offset, data.dtype.str, len(data)]
+                raw = data.tobytes()
+                out.write(raw)
+                digest.update(raw)
                 offset += data.nbytes
-        return _map_read_only(fd, offset) if offset else mmap.mmap(-1, 1)
+            if keep:
+                out.flush()
+                os.fsync(out.fileno())
+        entry = {"name": name, "bytes": offset, "blake2b": digest.hexdigest(), "layout": layout} if keep else None
+        return (_map_read_only(fd, offset) if offset else mmap.mmap(-1, 1)), entry
+    except BaseException:
+        if keep:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
     finally:
         os.close(fd)  # the mapping keeps the file (unlinked: it goes with the mapping)
 
 
-def build(base: int, count: int, columns: dict[str, np.ndarray], directory: str | None) -> Segment:
+def build(base: int, count: int, columns: dict[str, np.ndarray], directory: str | None, keep: bool = False) -> Segment:
     """A segment of slots ``base..base+count`` from columns: ``p_terms``, ``p_slots``, ``p_tfs``
     (postings, any order within a term: they are sorted here by (term, slot), stably), ``fwd_sizes``
     and ``fwd_terms`` (each slot's term ids in slot order), ``id_sizes`` and ``id_blob`` (each slot's
-    id bytes)."""
+    id bytes), ``doc_hash`` and ``doc_key`` (each slot's text hash and tie-break key).  ``keep``:
+    a named file of ``directory`` (a kept segment)."""
     terms_column = columns["p_terms"]
     order = np.argsort(terms_column, kind="stable")
     sorted_terms = terms_column[order]
@@ -265,15 +226,18 @@ def build(base: int, count: int, columns: dict[str, np.ndarray], directory: str 
         "fwd_terms": columns["fwd_terms"].astype(np.uint32),
         "id_start": np.concatenate([[0], np.cumsum(columns["id_sizes"])]).astype(np.uint64),
         "id_blob": columns["id_blob"].astype(np.uint8),
+        "doc_hash": columns["doc_hash"].astype(np.uint64),
+        "doc_key": columns["doc_key"].astype(np.uint64),
     }
-    return Segment(base, count, arrays, directory)
+    return Segment(base, count, arrays, directory, keep)
 
 
 def columns_of(segments: list[Segment], alive: np.ndarray) -> dict[str, np.ndarray]:
     """The live content of adjacent ``segments`` as ``build``'s columns (dead slots kept as
     empty documents; local positions counted from the first segment's base)."""
     parts: dict[str, list[np.ndarray]] = {name: [] for name in
-                                          ("p_terms", "p_slots", "p_tfs", "fwd_sizes", "fwd_terms", "id_sizes", "id_blob")}  # fmt: skip
+                                          ("p_terms", "p_slots", "p_tfs", "fwd_sizes", "fwd_terms", "id_sizes", "id_blob",
+                                           "doc_hash", "doc_key")}  # fmt: skip
     for segment in segments:
         terms = np.repeat(segment.terms, _sizes(segment.starts))
         keep = alive[segment.slots]
@@ -287,6 +251,8 @@ def columns_of(segments: list[Segment], alive: np.ndarray) -> dict[str, np.ndarr
         id_sizes = _sizes(segment.id_start)
         parts["id_blob"].append(np.asarray(segment.id_blob)[np.repeat(local, id_sizes)])
         parts["id_sizes"].append(np.where(local, id_sizes, 0))
+        parts["doc_hash"].append(np.where(local, segment.doc_hash, 0).astype(np.uint64))
+        parts["doc_key"].append(np.where(local, segment.doc_key, 0).astype(np.uint64))
     return {name: np.concatenate(values) if values else np.zeros(0, dtype=np.uint32) for name, values in parts.items()}
 
 
@@ -300,12 +266,16 @@ def renumbered(columns: dict[str, np.ndarray], alive: np.ndarray, term_map: np.n
     out["fwd_terms"] = term_map[columns["fwd_terms"]]
     out["fwd_sizes"] = columns["fwd_sizes"][alive]
     out["id_sizes"] = columns["id_sizes"][alive]
+    out["doc_hash"] = columns["doc_hash"][alive]
+    out["doc_key"] = columns["doc_key"][alive]
     return out
 
 
-def delta_columns(base: int, alive: np.ndarray, rows: np.ndarray, starts: array, ids: list[str | None]) -> dict[str, np.ndarray]:
+def delta_columns(base: int, alive: np.ndarray, rows: np.ndarray, starts: array, ids: list[str | None],
+                  hashes: np.ndarray, keys: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
     """``build``'s columns of a delta: ``rows`` its (term id, tf) pairs, a document's at
-    ``starts[i]:starts[i + 1]``, ``ids`` its ids (None: removed, left out)."""
+    ``starts[i]:starts[i + 1]``, ``ids`` its ids (None: removed, left out), ``hashes`` and
+    ``keys`` its documents' text hashes and tie-break keys."""
     count = len(ids)
     sizes = np.diff(np.frombuffer(starts, dtype=np.uint64).astype(np.int64))
     rows = rows[np.repeat(alive, sizes)]
@@ -317,6 +287,7 @@ def delta_columns(base: int, alive: np.ndarray, rows: np.ndarray, starts: array,
         "fwd_sizes": live_sizes, "fwd_terms": rows[:, 0],
         "id_sizes": np.fromiter(map(len, encoded), dtype=np.int64, count=count),
         "id_blob": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+        "doc_hash": np.where(alive, hashes, 0).astype(np.uint64), "doc_key": np.where(alive, keys, 0).astype(np.uint64),
     }  # fmt: skip
 
 
@@ -324,12 +295,19 @@ class MergePlan:
     """Two adjacent segments to merge (or one built in memory, to map) and a copy of their slots'
     liveness (``build`` reads nothing mutable: it may run in a worker thread)."""
 
-    def __init__(self, segments: list[Segment], alive: np.ndarray, directory: str | None) -> None:
-        self.segments, self.alive, self.directory = segments, alive, directory
+    def __init__(self, segments: list[Segment], alive: np.ndarray, directory: str | None, keep: bool = False) -> None:
+        """``keep``: the segment's file keeps its name in ``directory`` (a kept segment)."""
+        self.segments, self.alive, self.directory, self.keep = segments, alive, directory, keep
 
     def build(self) -> Segment:
         first = self.segments[0]
         count = sum(segment.count for segment in self.segments)
         alive = np.zeros(first.base + count, dtype=bool)
         alive[first.base :] = self.alive
-        return build(first.base, count, columns_of(self.segments, alive), self.directory)
+        return build(first.base, count, columns_of(self.segments, alive), self.directory, self.keep)
+
+
+def text_hash(text: str) -> int:
+    """A 64-bit hash of a document's text, the same in every process (a kept segment's check
+    that a slot indexed the text the stored record has now, text_reopen.py); never 0."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little") or 1

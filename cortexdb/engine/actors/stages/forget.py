@@ -205,6 +205,7 @@ async def tidy(work: StageContext) -> None:
     BM25, and no sealed vector segment keeps a deleted vector (annoy rebuilds, off the loop)."""
     work.state.text_index.compact()
     await work.state.text_index.merge()  # the compacted segments to their files, off the loop
+    await work.state.text_index.persist_all()  # kept files: the old ones deleted before the answer
     await work.state.vector_index.rewrite()
 
 

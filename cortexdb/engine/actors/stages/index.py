@@ -18,6 +18,7 @@ from ...model.text import (
     event_text,
     fact_text,
 )
+from ...retrieve.text_reopen import TextReopen
 from ...retrieve.vector_reopen import Reopen
 from ...stages import Stage
 from ...temporal import try_parse_rfc3339
@@ -184,7 +185,11 @@ async def restore(work: StageContext, pending: set[str]) -> None:
                 await vector_index.seal(merge=False)
     await kept.finish()
     vector_index.reopened = kept.counts  # what the restore mapped, revived, refused (benches, tests)
-    await work.index.add_texts(documents)
+    texts = TextReopen(work.state.text_index)  # sealed text segments kept: mapped, not re-tokenised
+    await texts.load()
+    await work.index.add_texts(await texts.confirm(documents))
+    await texts.finish()
+    work.state.text_index.reopened = texts.counts
     work.state.given_stored = given_found and bool(pending)  # pending events read theirs from GV
     missing = [(d, t) for d, t in documents.items() if d not in vector_index]
     for start in range(0, len(missing), RESTORE_EMBED_CHUNK):  # e.g. after switching embedders
