@@ -321,7 +321,7 @@ def report(results: dict[str, dict], queries, dia, args) -> None:
         print(f"\ncortexdb / cortexdb@base ({args.baseline_tree}), same run: query p50 "
               f"{statistics.median(ours['ms']) / statistics.median(base['ms']):.2f}, p95 "
               f"{pct(ours['ms'], 0.95) / pct(base['ms'], 0.95):.2f}; same top-{args.k} ids in "
-              f"{sum(a == b for a, b in zip(ours['ranked'], base['ranked'])):,} of {len(ours['ranked']):,} queries")
+              f"{sum(a == b for a, b in zip(ours['ranked'], base['ranked'], strict=True)):,} of {len(ours['ranked']):,} queries")
 
 
 def main() -> None:
