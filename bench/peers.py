@@ -162,12 +162,15 @@ def scale_data(args) -> tuple[list[str], list[dict], list[tuple], list[dict], np
 
 
 class Worker:
-    def __init__(self, name: str, python: str, manifest: str, log, tree: str | None = None) -> None:
-        """``tree``: another checkout's worker (and so its ``cortexdb``) runs this system."""
+    def __init__(self, name: str, python: str, manifest: str, log, tree: str | None = None,
+                 data: str | None = None) -> None:  # fmt: skip
+        """``tree``: another checkout's worker (and so its ``cortexdb``) runs this system; ``data``:
+        a CortexDB data dir loaded before with the same items (its adds skipped)."""
         self.name, self.log = name, log
         worker = os.path.join(tree, "bench", "peers_workers.py") if tree else WORKER
         system = name.split("@", 1)[0]  # "cortexdb@base": the cortexdb system of --baseline-tree
-        self.process = subprocess.Popen([python, worker, system, manifest], stdin=subprocess.PIPE,
+        env = {**os.environ, "PEERS_CORTEXDB_DATA": data} if data else None
+        self.process = subprocess.Popen([python, worker, system, manifest], stdin=subprocess.PIPE, env=env,
                                         stdout=subprocess.PIPE, stderr=log, text=True)  # fmt: skip
         self.ready = self.read()
 
@@ -223,7 +226,11 @@ def run(args) -> None:
         names = args.systems.split(",") + (["cortexdb@base"] if args.baseline_tree else [])
         for name in names:
             tree = args.baseline_tree if name.endswith("@base") else None
-            worker = Worker(name, args.peer_python, files["manifest"], log, tree)
+            data = None
+            if args.cortexdb_data and name.startswith("cortexdb"):  # a copy each: an open may write
+                data = os.path.join(run_dir, f"data-{name}")
+                shutil.copytree(args.cortexdb_data, data)
+            worker = Worker(name, args.peer_python, files["manifest"], log, tree, data)
             if worker.ready.get("ready"):
                 workers[name] = worker
             else:
@@ -339,6 +346,10 @@ def main() -> None:
     parser.add_argument("--baseline-tree", default=None,
                         help="another checkout (e.g. an archive of main): its CortexDB runs too, as cortexdb@base, "
                              "interleaved with the others; the ratios to it are printed")  # fmt: skip
+    parser.add_argument("--cortexdb-data", default=None,
+                        help="synthetic mode: a CortexDB data dir loaded before with the same --items (e.g. by an "
+                             "earlier run); each CortexDB worker opens a copy and skips the adds, so its ingest "
+                             "figures are not measured (only the settling of the reopened dir)")  # fmt: skip
     args = parser.parse_args()
     args.k = args.k or (10 if args.items else 20)
     run(args)
