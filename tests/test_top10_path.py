@@ -72,3 +72,83 @@ async def test_a_recall_ranks_as_with_one_bm25_score_a_candidate(engine, monkeyp
     plain = await engine.recall(request)
     assert fast["layers"] == plain["layers"]
     assert fast["diagnostics"]["items"] == plain["diagnostics"]["items"] and fast["diagnostics"]["items"]
+
+
+# -- session 33: the vectors the vector search scored, not read back (docs/decisions.md, "The
+# top-10 path, session 33") ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sealed", ["ivf", "annoy"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
+async def test_a_search_gives_the_vectors_it_scored_as_a_read_back_gives_them(tmp_path, dtype, sealed):
+    """``search(rows=...)``: the vector of every hit a run, an IVF segment or the delta scored is
+    the array ``vectors`` reads back, equal element for element (same dtype); an annoy segment's
+    hits are left to be read; the hits themselves are those of a search without ``rows``."""
+    import numpy as np
+
+    from cortexdb.engine.retrieve.vector_index import VectorIndex
+
+    from .test_vector_ivf import _clustered, _fill
+
+    rng = np.random.default_rng(33)
+    vectors = _clustered(rng, 2600, 24)
+    index = VectorIndex(24, segment_size=600, dtype=dtype, directory=str(tmp_path), run_rows=100, sealed=sealed)
+    await _fill(index, vectors)
+    for i in range(0, 2600, 7):  # dead rows in sealed segments
+        index.remove(f"evt_{i}")
+    for i in range(1, 2600, 50):  # newer vectors in the delta, their sealed rows dead
+        index.add(f"evt_{i}", vectors[(i * 7) % 2600])
+    for i in range(2600, 2650):  # and ids only the delta holds
+        index.add(f"evt_{i}", vectors[i - 2600])
+    from cortexdb.engine.retrieve.vector_ivf import IvfRun
+    from cortexdb.engine.retrieve.vector_runs import FlatRun
+
+    in_annoy = {s.ids[p] for s in index._segments if not isinstance(s.index, FlatRun | IvfRun) for p in range(len(s.ids))}
+    assert len(index._segments) >= 2 and index._delta_ids
+    given = 0
+    for q in range(0, 2600, 97):
+        query = vectors[q]
+        rows: dict = {}
+        found = index.search(query, 20, rows=rows)
+        assert found == index.search(query, 20)
+        assert set(rows) <= {doc_id for doc_id, _ in found}
+        read = index.vectors([doc_id for doc_id, _ in found])
+        for doc_id, _ in found:
+            if doc_id in rows:
+                assert rows[doc_id].dtype == read[doc_id].dtype == np.float32
+                assert np.array_equal(rows[doc_id], read[doc_id])
+                given += 1
+            else:  # only an annoy segment's hit is left out
+                assert sealed == "annoy" and doc_id in in_annoy and doc_id not in index._delta_pos
+    assert given
+
+
+async def test_a_recall_ranks_as_with_every_vector_read_back(engine, monkeypatch):
+    """A top-10 recall whose candidates take the vectors their search scored gives the pack (items,
+    scores, every candidate's signals) the recall gives when it reads every vector back."""
+    from cortexdb.engine.retrieve.layered import LayeredVectorIndex
+
+    from .conftest import envelope
+
+    rng = random.Random(33)
+    words = ["tea", "garden", "morning", "Oslo", "train", "sister", "book", "rain", "walk", "coffee"]
+    for i in range(60):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 12)))
+        await engine.experience(envelope(f"{text}.", observed_at=f"2026-05-13T10:{i:02d}:00Z"), wait="indexed")
+    request = {"scope": "org:acme/user:alice", "view": "granular", "query": "tea in the garden", "include": ["events"],
+               "budgets": {"per_layer_limits": {"events": 10}}, "diagnostics": "full"}  # fmt: skip
+    search = LayeredVectorIndex.search
+    given: list[int] = []
+
+    def counted(self, query, limit, prefix, rows=None):
+        found = search(self, query, limit, prefix, rows)
+        given.append(len(rows or {}))
+        return found
+
+    monkeypatch.setattr(LayeredVectorIndex, "search", counted)
+    fast = await engine.recall(request)
+    assert sum(given)  # candidates took the vectors their search scored
+    monkeypatch.setattr(LayeredVectorIndex, "search", lambda self, query, limit, prefix, rows=None: search(self, query, limit, prefix))
+    plain = await engine.recall(request)
+    assert fast["layers"] == plain["layers"] and fast["layers"]["events"]
+    assert fast["diagnostics"]["items"] == plain["diagnostics"]["items"] and fast["diagnostics"]["items"]
