@@ -55,8 +55,7 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
     backlog = actor.lane.index.backlog  # derived records waiting for their vectors: embedded first
     if backlog.holds_any(per_layer):
         await actor.lane.index.drain(prefixes=per_layer, skip_held=True)  # not an unwritten group's
-    searched: dict[str, Any] = {}  # the vectors the vector search scored: not read back
-    bm25, semantic = _hits(actor.lane.state, query, per_layer, searched)
+    bm25, semantic = _hits(actor.lane.state, query, per_layer)
     ids = list(dict.fromkeys(list(bm25) + list(semantic)))
     if not ids:  # no query text (or no hit): the most recent records of each layer
         ids = await _recent(actor.tables, query.layers, max(per_layer.values(), default=20))
@@ -72,10 +71,7 @@ async def gather(actor, query: Candidates) -> list[Candidate]:
         query, bm25, semantic, new = requery.reformulate(actor, query, per_layer, bm25, semantic, out)
         out += await admit(new)
         ids += new
-    # the vectors of the candidates: those the vector search scored as it found them (the same
-    # float32 rows a read gives), the others read back in one pass
-    stored = actor.lane.state.vector_index.vectors([c.id for c in out if c.id not in searched])
-    stored.update((c.id, searched[c.id]) for c in out if c.id in searched)
+    stored = actor.lane.state.vector_index.vectors([c.id for c in out])  # read back in one pass
     tokens = tokenize(query.text) if query.text and query.mode != "vector" else None
     signals = Signals(actor, query, bm25, semantic, tokens)
     for candidate in out:
@@ -214,9 +210,8 @@ class Observers:
         return self.events[event_id]
 
 
-def _hits(indexes, query: Candidates, per_layer: dict[str, int], rows: dict[str, Any] | None = None):
-    """(BM25 hits, vector hits): record id -> score, per layer prefix, as the mode allows;
-    ``rows``: the vector hits' vectors (``VectorIndex.search``)."""
+def _hits(indexes, query: Candidates, per_layer: dict[str, int]):
+    """(BM25 hits, vector hits): record id -> score, per layer prefix, as the mode allows."""
     bm25: dict[str, float] = {}
     semantic: dict[str, float] = {}
     text, mode = query.text, query.mode
@@ -225,7 +220,7 @@ def _hits(indexes, query: Candidates, per_layer: dict[str, int], rows: dict[str,
         if text and mode != "vector":
             bm25.update(indexes.text_index.search(text, k, prefix))
         if vector is not None and text:
-            semantic.update(indexes.vector_index.search(vector, k, prefix, rows=rows))
+            semantic.update(indexes.vector_index.search(vector, k, prefix))
     return bm25, semantic
 
 

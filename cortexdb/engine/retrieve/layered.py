@@ -206,8 +206,6 @@ class LayeredVectorIndex(_Layered):
         for index in list(self._indexes.values()):
             await index.rewrite()
 
-    def search(self, query: np.ndarray, limit: int, prefix: str,
-               rows: dict[str, np.ndarray] | None = None) -> list[tuple[str, float]]:  # fmt: skip
-        """``VectorIndex.search`` of the layer of ``prefix`` (``rows``: the vectors it scored)."""
+    def search(self, query: np.ndarray, limit: int, prefix: str) -> list[tuple[str, float]]:
         index = self._indexes.get(prefix)
-        return index.search(query, limit, rows=rows) if index is not None else []
+        return index.search(query, limit) if index is not None else []

@@ -305,22 +305,17 @@ class VectorIndex:
                 self._sealing = False
 
     def search(
-        self, query: np.ndarray, limit: int, prefixes: tuple[str, ...] | None = None,
-        rows: dict[str, np.ndarray] | None = None,
-    ) -> list[tuple[str, float]]:  # fmt: skip
+        self, query: np.ndarray, limit: int, prefixes: tuple[str, ...] | None = None
+    ) -> list[tuple[str, float]]:
         """The ``limit`` nearest live vectors, best first, with cosine similarity; with
-        ``prefixes``, only ids starting with one of them (annoy is asked for more to make up).
-        ``rows``: filled with the vector of each id returned that a run, an IVF segment or the
-        delta scored exactly (float32, as ``vectors`` gives it), so the caller need not read it
-        back; an annoy segment's hits are not in it."""
+        ``prefixes``, only ids starting with one of them (annoy is asked for more to make up)."""
         results: dict[str, float] = {}
-        found_rows: dict[str, np.ndarray] | None = {} if rows is not None else None
         base = limit + 8 if prefixes is None else limit * 4 + 8
         for segment in self._segments:
             if not len(segment.ids):
                 continue
             if isinstance(segment.index, FlatRun | IvfRun):  # noqa: UP038
-                self._search_run(segment, query, base, prefixes, results, found_rows)
+                self._search_run(segment, query, base, prefixes, results)
                 continue
             dead = segment.dead
             fetch = base + min(len(dead), 3 * base)  # make up for dead hits, within bounds
@@ -336,8 +331,6 @@ class VectorIndex:
                 similarity = 1.0 - (distance * distance) / 2.0  # angular distance -> cosine
                 if similarity > results.get(doc_id, -2.0):
                     results[doc_id] = similarity
-                    if found_rows is not None:  # not read here: the caller reads it back
-                        found_rows.pop(doc_id, None)
         count = len(self._delta_ids)
         if count:
             scores = self._delta_scores(query, count)
@@ -346,40 +339,27 @@ class VectorIndex:
                 codes = [self._kinds[p] for p in prefixes if p in self._kinds]
                 keep = keep & np.isin(self._delta_kind[:count], codes)
             scores = np.where(keep, scores, -np.inf)
-            chosen = top(scores, limit, self._delta_ids.__getitem__).tolist()  # ties by id
-            for position in chosen:
+            for position in top(scores, limit, self._delta_ids.__getitem__).tolist():  # ties by id
                 results[self._delta_ids[position]] = float(scores[position])
-            if found_rows is not None and chosen:  # decoded as ``vectors`` decodes the delta's
-                taken = self._delta[chosen].astype(np.float32)
-                if self.dtype == "int8":
-                    taken *= self._scales[chosen][:, None]
-                for position, row in zip(chosen, taken, strict=True):
-                    found_rows[self._delta_ids[position]] = row
-        ranked = sorted(results.items(), key=lambda item: (-item[1], item[0]))[:limit]
-        if rows is not None:
-            rows.update((doc_id, found_rows[doc_id]) for doc_id, _ in ranked if doc_id in found_rows)
-        return ranked
+        ranked = sorted(results.items(), key=lambda item: (-item[1], item[0]))
+        return ranked[:limit]
 
     def _delta_scores(self, query: np.ndarray, count: int) -> np.ndarray:
         """Cosines of the query with the first ``count`` delta rows (vector_runs.scores)."""
         scales = self._scales[:count] if self.dtype == "int8" else None
         return scores(self._delta[:count], scales, query, self.dtype)
 
-    def _search_run(self, segment: _Segment, query, limit: int, prefixes, results: dict,
-                    found_rows: dict | None = None) -> None:  # fmt: skip
+    def _search_run(self, segment: _Segment, query, limit: int, prefixes, results: dict) -> None:
         """A flat run's exact best, its dead rows (and ids of other prefixes: spans of its sorted
         ids) left out; equal cosines by position, which is by id (vector_ids.py)."""
         ids = segment.ids
         skip = None if prefixes is None else ids.mask(prefixes)  # a mask of the rows left out
         if segment.dead:
             skip = segment.dead.mask if skip is None else skip | segment.dead.mask
-        taken: dict[int, np.ndarray] | None = {} if found_rows is not None else None
-        for position, similarity in segment.index.nearest(query, limit, skip, range(len(ids)), rows_out=taken):
+        for position, similarity in segment.index.nearest(query, limit, skip, range(len(ids))):
             doc_id = ids[position]
             if similarity > results.get(doc_id, -2.0):
                 results[doc_id] = similarity
-                if found_rows is not None:
-                    found_rows[doc_id] = taken[position]
 
     def vector(self, doc_id: str) -> np.ndarray | None:
         found = self._holder(doc_id)

@@ -167,17 +167,11 @@ class IvfRun:
         return spans
 
     def nearest(self, query: np.ndarray, limit: int, skip: np.ndarray | None,
-                ids: list[str] | None = None, rows_out: dict[int, np.ndarray] | None = None) -> list[tuple[int, float]]:  # fmt: skip
-        """As ``FlatRun.nearest``, over the probed lists only; positions are the segment's
-        (``rows_out``'s too)."""
+                ids: list[str] | None = None) -> list[tuple[int, float]]:  # fmt: skip
+        """As ``FlatRun.nearest``, over the probed lists only; positions are the segment's."""
         order = self.order
         key = None if ids is None else _InRowOrder(ids, order)  # the ids by the run's row
-        by_slot: dict[int, np.ndarray] | None = {} if rows_out is not None else None
-        found = self.run.nearest(query, limit, None if skip is None else skip[order], key, self.probed(query),
-                                 rows_out=by_slot)  # fmt: skip
-        if rows_out is not None:
-            for slot, row in by_slot.items():
-                rows_out[int(order[slot])] = row
+        found = self.run.nearest(query, limit, None if skip is None else skip[order], key, self.probed(query))
         return [(int(order[slot]), similarity) for slot, similarity in found]
 
     def get_item_vector(self, position: int) -> np.ndarray:

@@ -187,8 +187,7 @@ class FlatRun:
         return self._map
 
     def nearest(self, query: np.ndarray, limit: int, skip: np.ndarray | None,
-                ids: list[str] | None = None, spans: list[tuple[int, int]] | None = None,
-                rows_out: dict[int, np.ndarray] | None = None) -> list[tuple[int, float]]:  # fmt: skip
+                ids: list[str] | None = None, spans: list[tuple[int, int]] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         """The ``limit`` best (position, cosine) pairs, exact, best first, equal cosines by
         their ``ids`` (without ids, every row tied with the last is kept too), rows where the
         boolean ``skip`` is true left out, only the rows of ``spans`` (``(start, stop)``,
@@ -196,9 +195,7 @@ class FlatRun:
         sketch when the run has one (``_sketched``).  The rows are scored where the kernel's
         page cache holds them, through a read-only mapping whose pages are let go
         (``MADV_DONTNEED``) before returning: no copy, and nothing of the run stays in the
-        resident set between searches (decisions.md, "Runs by default").  ``rows_out``: filled
-        with the float32 row of each position returned (decoded as ``rows_at`` decodes it), from
-        the rows the search scored exactly, so a caller need not read them back."""
+        resident set between searches (decisions.md, "Runs by default")."""
         best: list[tuple[int, float]] = []
         if not self.count:
             return best
@@ -207,33 +204,18 @@ class FlatRun:
             rows = np.frombuffer(mapped, dtype=self.dtype, count=self.count * self.dimension)
             rows = rows.reshape(self.count, self.dimension)
             if self.sketch is not None:
-                best = self._sketched(mapped, rows, query, limit, skip, ids, spans, rows_out)
+                best = self._sketched(mapped, rows, query, limit, skip, ids, spans)
             else:
                 best = self._scan(rows, query, limit, skip, ids, spans)
-                if rows_out is not None:  # copied before the pages are let go
-                    for position, _ in best:
-                        rows_out[position] = self._decoded_row(rows[position], position)
         finally:
             mapped.madvise(mmap.MADV_DONTNEED)
         best.sort(key=lambda item: (-item[1], item[0] if ids is None else ids[item[0]]))
         if len(best) > limit:
             if ids is not None:
-                best = best[:limit]
-            else:
-                last = best[limit - 1][1]  # every one tied with the last
-                best = [item for item in best if item[1] >= last]
-        if rows_out is not None and len(rows_out) > len(best):  # only the positions returned
-            returned = {position for position, _ in best}
-            for position in [p for p in rows_out if p not in returned]:
-                del rows_out[position]
+                return best[:limit]
+            last = best[limit - 1][1]  # every one tied with the last
+            best = [item for item in best if item[1] >= last]
         return best
-
-    def _decoded_row(self, stored: np.ndarray, position: int) -> np.ndarray:
-        """A stored row as float32, as ``rows_at`` and ``get_item_vector`` decode it (a copy)."""
-        row = stored.astype(np.float32)
-        if self.scales is not None:
-            row *= self.scales[position]
-        return row
 
     def _scan(self, rows: np.ndarray, query: np.ndarray, limit: int, skip: np.ndarray | None,
               ids: list[str] | None = None, spans: list[tuple[int, int]] | None = None) -> list[tuple[int, float]]:  # fmt: skip
@@ -251,8 +233,7 @@ class FlatRun:
 
     def _sketched(self, mapped, rows: np.ndarray, query: np.ndarray, limit: int,
                   skip: np.ndarray | None, ids: list[str] | None = None,
-                  spans: list[tuple[int, int]] | None = None,
-                  rows_out: dict[int, np.ndarray] | None = None) -> list[tuple[int, float]]:  # fmt: skip
+                  spans: list[tuple[int, int]] | None = None) -> list[tuple[int, float]]:  # fmt: skip
         """The exact best through the sketch: every row that can be among the ``limit`` best
         (vector_sketch.shortlist) scored exactly, with the kernel ``_scan`` uses."""
         small = np.frombuffer(mapped, dtype=np.int8, offset=self.count * self.row_bytes)
@@ -275,15 +256,10 @@ class FlatRun:
             return []
         if spans is not None:
             shortlist = at[shortlist]
-        exact_rows = rows[shortlist]  # a copy (the pages are let go after the search)
-        exact = np.asarray(scores(exact_rows, None, query, self.dtype), dtype=np.float64)
+        exact = np.asarray(scores(rows[shortlist], None, query, self.dtype), dtype=np.float64)
         listed = shortlist.tolist()  # plain ints: a tie's key is a list look-up, not a numpy scalar's
         key = None if ids is None else (lambda p: ids[listed[p]])
-        chosen = top(exact, limit, key).tolist()
-        if rows_out is not None:
-            for p in chosen:
-                rows_out[listed[p]] = self._decoded_row(exact_rows[p], listed[p])
-        return [(listed[p], float(exact[p])) for p in chosen]
+        return [(listed[p], float(exact[p])) for p in top(exact, limit, key).tolist()]
 
     def stored(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """The stored rows (a copy) and scales at ``positions`` (any order), read through the
