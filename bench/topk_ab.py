@@ -3,7 +3,7 @@
 
     python bench/topk_ab.py --path DIR --build [--items 100000]      # load DIR once (LevelDB)
     python bench/topk_ab.py --path COPY [--queries 200] [--clock 2026-11-28T23:00:00Z]
-                            [--profile OUT.prof] [--dump packs.json] [--ab]
+                            [--profile OUT.prof] [--dump packs.json]
 
 ``--build``: the items, vectors and labels ``bench/peers.py --items N`` gives CortexDB (same seeds),
 written with the bulk API and settled (derivation flushed, vector seals and merges finished); the
@@ -11,9 +11,7 @@ dir can then be given to ``bench/peers.py --cortexdb-data``.  Otherwise: 20 warm
 peers' top-10 request, then ``--queries`` timed ones, CPU time of this process per recall
 (p50 / p95) and the load.  ``--dump``: each pack less its ids and timings (compare two trees'
 files: run each with its code first on ``sys.path``, via ``TREE``, on its own copy of DIR, with
-the same ``--clock``).  ``--ab``: the recalls alternate ABBA between a candidate taking the vector
-its search scored and reading every vector back (the session-33 step), and each arm's CPU is
-printed.
+the same ``--clock``).
 """
 
 from __future__ import annotations
@@ -74,7 +72,6 @@ def main() -> None:
     parser.add_argument("--clock", help="pin the engine's clock (RFC 3339): two runs rank alike")
     parser.add_argument("--profile", help="write a cProfile of the timed recalls here")
     parser.add_argument("--dump", help="write the packs (less ids and timings) here, as JSON")
-    parser.add_argument("--ab", action="store_true", help="alternate the vectors' two paths (ABBA)")
     args = parser.parse_args()
     made, texts, vectors, qvectors = data(args.items, args.queries)
     index = {text: i for i, text in enumerate(texts)}
@@ -112,18 +109,10 @@ def main() -> None:
                          "citation_mode": "none"} for q in texts]  # fmt: skip
             for request in requests[:20]:
                 await engine.recall(request)
-            from cortexdb.engine.retrieve.layered import LayeredVectorIndex
-
-            search = LayeredVectorIndex.search
             profile = cProfile.Profile() if args.profile else None
             ms: list[float] = []
-            arms: dict[bool, list[float]] = {True: [], False: []}
             packs = []
-            for n, request in enumerate(requests):
-                given = (n % 4) in (0, 3)  # ABBA
-                if args.ab:
-                    LayeredVectorIndex.search = search if given else (
-                        lambda self, query, limit, prefix, rows=None: search(self, query, limit, prefix))  # fmt: skip
+            for request in requests:
                 began = time.process_time()
                 if profile:
                     profile.enable()
@@ -131,16 +120,10 @@ def main() -> None:
                 if profile:
                     profile.disable()
                 ms.append((time.process_time() - began) * 1000)
-                arms[given].append(ms[-1])
                 trail = [{k: v for k, v in p.items() if k != "elapsed_ms"} for p in pack["provenance"]["trail"]]
                 packs.append({**{k: v for k, v in pack.items() if k not in ("pack_id", "request_id", "provenance")},
                               "trail": trail, "citations": pack["provenance"]["citations"]})  # fmt: skip
-            LayeredVectorIndex.search = search
             print(f"{len(ms)} recalls: CPU p50 {statistics.median(ms):.2f} ms, p95 {pct(ms, 0.95):.2f}; load {os.getloadavg()}")
-            if args.ab:
-                for arm, label in ((True, "vectors the search scored"), (False, "every vector read back")):
-                    print(f"  {label}: CPU p50 {statistics.median(arms[arm]):.2f} ms, p95 {pct(arms[arm], 0.95):.2f}")
-                print(f"  ratio p50 {statistics.median(arms[True]) / statistics.median(arms[False]):.3f}")
             if profile:
                 profile.dump_stats(args.profile)
             if args.dump:
