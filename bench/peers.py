@@ -3,6 +3,7 @@
     python bench/peers.py [--peer-python /tmp/peers-venv/bin/python] [--systems cortexdb,chroma,numpy,hybrid]
                           [--samples N] [--questions N]          # LoCoMo dev (the default)
     python bench/peers.py --items 100000 [--queries 300]        # synthetic scale
+    python bench/peers.py ... --baseline-tree /tmp/main-archive  # that tree's CortexDB too, as cortexdb@base
 
 Each system runs in a worker process of its own (bench/peers_workers.py) under ``--peer-python``
 (default: this interpreter), so the peers can live in a separate venv (``pip install
@@ -26,7 +27,10 @@ seals and merges finished; bm25s: its index built).  Queries are interleaved per
 question goes to every system in turn, the order rotating.  Per system: query p50/p95 (time in
 the worker, not the pipe), CPU seconds of ingest and of the queries, RSS before ingest, its peak
 growth during ingest (VmHWM, reset once loaded: ``/proc/PID/clear_refs``), steady growth after
-idle, and ratios against Chroma.
+idle, and ratios against Chroma.  With ``--baseline-tree`` (another checkout, e.g. ``git archive``
+of main unpacked), that tree's CortexDB runs as one more system, ``cortexdb@base``, in its own
+worker, interleaved like the others, and the run ends with this tree's query p50/p95 over its
+and how many queries got the same ids from both.
 """
 
 from __future__ import annotations
@@ -158,9 +162,15 @@ def scale_data(args) -> tuple[list[str], list[dict], list[tuple], list[dict], np
 
 
 class Worker:
-    def __init__(self, name: str, python: str, manifest: str, log) -> None:
+    def __init__(self, name: str, python: str, manifest: str, log, tree: str | None = None,
+                 data: str | None = None) -> None:  # fmt: skip
+        """``tree``: another checkout's worker (and so its ``cortexdb``) runs this system; ``data``:
+        a CortexDB data dir loaded before with the same items (its adds skipped)."""
         self.name, self.log = name, log
-        self.process = subprocess.Popen([python, WORKER, name, manifest], stdin=subprocess.PIPE,
+        worker = os.path.join(tree, "bench", "peers_workers.py") if tree else WORKER
+        system = name.split("@", 1)[0]  # "cortexdb@base": the cortexdb system of --baseline-tree
+        env = {**os.environ, "PEERS_CORTEXDB_DATA": data} if data else None
+        self.process = subprocess.Popen([python, worker, system, manifest], stdin=subprocess.PIPE, env=env,
                                         stdout=subprocess.PIPE, stderr=log, text=True)  # fmt: skip
         self.ready = self.read()
 
@@ -213,8 +223,14 @@ def run(args) -> None:
         json.dump(manifest, handle)
     workers: dict[str, Worker] = {}
     with open(os.path.join(run_dir, "workers.log"), "w") as log:
-        for name in args.systems.split(","):
-            worker = Worker(name, args.peer_python, files["manifest"], log)
+        names = args.systems.split(",") + (["cortexdb@base"] if args.baseline_tree else [])
+        for name in names:
+            tree = args.baseline_tree if name.endswith("@base") else None
+            data = None
+            if args.cortexdb_data and name.startswith("cortexdb"):  # a copy each: an open may write
+                data = os.path.join(run_dir, f"data-{name}")
+                shutil.copytree(args.cortexdb_data, data)
+            worker = Worker(name, args.peer_python, files["manifest"], log, tree, data)
             if worker.ready.get("ready"):
                 workers[name] = worker
             else:
@@ -307,6 +323,12 @@ def report(results: dict[str, dict], queries, dia, args) -> None:
             base = values[BASELINE]
             cells += [f"{values[n] / base:.2f}" if base else "-" for n in names if n != BASELINE]
         print(f"| {label} | " + " | ".join(cells) + " |")
+    if "cortexdb" in results and "cortexdb@base" in results:  # this tree against --baseline-tree's
+        ours, base = results["cortexdb"], results["cortexdb@base"]
+        print(f"\ncortexdb / cortexdb@base ({args.baseline_tree}), same run: query p50 "
+              f"{statistics.median(ours['ms']) / statistics.median(base['ms']):.2f}, p95 "
+              f"{pct(ours['ms'], 0.95) / pct(base['ms'], 0.95):.2f}; same top-{args.k} ids in "
+              f"{sum(a == b for a, b in zip(ours['ranked'], base['ranked'], strict=True)):,} of {len(ours['ranked']):,} queries")
 
 
 def main() -> None:
@@ -321,6 +343,13 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=0, help="results per query (default 20 on LoCoMo, 10 synthetic)")
     parser.add_argument("--embedder", default="minilm", choices=["minilm", "hash"], help="LoCoMo's shared vectors")
     parser.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "cortexdb-peers-cache"))
+    parser.add_argument("--baseline-tree", default=None,
+                        help="another checkout (e.g. an archive of main): its CortexDB runs too, as cortexdb@base, "
+                             "interleaved with the others; the ratios to it are printed")  # fmt: skip
+    parser.add_argument("--cortexdb-data", default=None,
+                        help="synthetic mode: a CortexDB data dir loaded before with the same --items (e.g. by an "
+                             "earlier run); each CortexDB worker opens a copy and skips the adds, so its ingest "
+                             "figures are not measured (only the settling of the reopened dir)")  # fmt: skip
     args = parser.parse_args()
     args.k = args.k or (10 if args.items else 20)
     run(args)
