@@ -47,7 +47,10 @@ from ..mapping import (
     scalar,
     timestamp,
 )
+from . import mem0_fields
 from .mem0_categories import categories_label, categories_of
+from .mem0_fields import LABELLED as LABELLED  # the fields it keeps (tests, exports read them here)
+from .mem0_fields import SCALARS, labelled
 from .mem0_scan import may_name_relations
 
 # every envelope ``memory``, ``edge`` and ``history`` build names only fields of the envelope
@@ -55,8 +58,6 @@ from .mem0_scan import may_name_relations
 SHAPED = True
 FORMATS = ("mem0_v1_list", "mem0_results", "mem0_page", "mem0_history", "mem0_export_v3")
 PAGE_KEYS = {"count", "next", "previous"}
-LABELLED = ("hash", "metadata", "immutable", "expiration_date", "replaced_by", "synthesized", "attributed_to",
-            "role", "actor_id", "user_id", "agent_id", "run_id", "session_id", "app_id", "created_at", "updated_at")  # fmt: skip
 
 
 def sniff(path: str) -> str:
@@ -134,7 +135,7 @@ def _records(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
         try:  # ``_one(position, "record", memory, item, options, state)``, inlined: once a record
             envelope = memory(item, options, state)
         except (RecordError, orjson.JSONDecodeError) as exc:
-            yield _one(position, "record", _raise, exc)
+            yield _one(position, "record", mem0_fields.reraise, exc)
             continue
         yield Item(position, "record", envelope=envelope)
     if fmt == "mem0_results" and may_name_relations(fh):
@@ -145,10 +146,6 @@ def _records(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
 
 def _line_memory(line: bytes, options: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     return memory(orjson.loads(line), options, state)
-
-
-def _raise(exc: Exception) -> Any:
-    raise exc
 
 
 def _one(position: int, unit: str, make: Any, *args: Any) -> Item:
@@ -177,16 +174,13 @@ def memory(item: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[st
     if recorded is not None and (state.get("latest") is None or recorded > state["latest"]):
         state["latest"] = recorded
     tags: dict[str, Any] = {"mem0_source_id": ident}
-    # labels("mem0_", ...), without its two intermediate dicts, over the fields the record has
-    # (``LABEL_NAMES`` order): most records of a file have the same few of the sixteen
-    for name, label in _labelled(item):
+    for name, label in labelled(item):  # labels("mem0_", ...), over the fields the record has
         value = item[name]
         if value is not None:
             tags[label] = value if type(value) in SCALARS else scalar(value)
     if get("categories"):
         tags["mem0_categories"] = categories_label(item["categories"])
-    # ``digest(updated_at, text)``, inlined
-    tail = hashlib.sha256(orjson.dumps((get("updated_at"), text), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+    tail = hashlib.sha256(orjson.dumps((get("updated_at"), text), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]  # digest
     envelope: dict[str, Any] = {
         "scope": _scope(options, state, user, get("agent_id"), run_id, get("app_id")),
         "observed_actor": _actor(item, run_id), "modality": "imported", "content": {"kind": "text", "text": text},
@@ -198,25 +192,6 @@ def memory(item: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[st
     return envelope
 
 
-LABEL_NAMES = tuple((name, f"mem0_{name}") for name in LABELLED)
-SCALARS = frozenset((str, int, float, bool))
-FIELD_SETS = 256  # the field names of records (a file's records have few sets), remembered
-
-
-def _labelled(item: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """The ``LABEL_NAMES`` pairs whose field ``item`` has, in that order: remembered by the
-    record's field names (one lookup a record instead of sixteen)."""
-    fields = tuple(item)
-    found = _FIELDS.get(fields)
-    if found is None:
-        if len(_FIELDS) >= FIELD_SETS:
-            _FIELDS.clear()
-        names = set(fields)
-        found = _FIELDS[fields] = tuple(pair for pair in LABEL_NAMES if pair[0] in names)
-    return found
-
-
-_FIELDS: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
 SCOPE_CACHE = 4096  # scopes remembered per import (one per user, agent, run and app combination)
 
 
