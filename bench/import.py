@@ -138,8 +138,9 @@ def parse_only(spec: dict) -> dict:
                     if not chunk:
                         break
                     named.append(runs.spill(f"run-{len(named):06d}", chunk, named))
+                shared: dict = {}  # the repeated strings, one object each, as the job's merge decodes
                 for _, payload in runs.merged(named):
-                    extsort.decode(payload)
+                    extsort.decode(payload, shared)
                     count += 1
     finally:
         shutil.rmtree(spill, ignore_errors=True)

@@ -50,8 +50,8 @@ class Counted:
             self.files.append(len(os.listdir(runs.directory)))
             return spill(runs, name, chunk, named)
 
-        def counted_decode(payload):
-            item = decode(payload)
+        def counted_decode(payload, *shared):
+            item = decode(payload, *shared)
             self.decoded.append(item)
             return item
 

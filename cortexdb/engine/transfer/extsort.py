@@ -42,6 +42,7 @@ from .window import order
 FRAME = struct.Struct("<IHBdq")
 READ_BUFFER = 32 * 1024  # per run, while merging
 SCOPES_KEPT = 4096  # scopes as written -> canonical, remembered while sorting
+SHARED_STRINGS = 4096  # repeated strings of decoded records made one object each (``share``)
 
 Key = tuple[bytes, int, float, int]
 
@@ -103,9 +104,50 @@ def _scope_key(raw: Any) -> bytes:
     return orjson.dumps(raw)  # not a scope: reported when its record is written
 
 
-def decode(payload: bytes | memoryview) -> Item:
+def decode(payload: bytes | memoryview, shared: dict[str, str] | None = None) -> Item:
+    """The ``Item`` of a frame's payload; with ``shared`` (a dict the job keeps while merging),
+    the strings its records repeat are one object each, as the importer's mapping made them."""
     position, unit, source_id, replay, raw, envelope = orjson.loads(payload)
+    if shared is not None and type(envelope) is dict:
+        share(envelope, shared)
     return Item(position, unit, envelope, replay_by_key=replay, source_id=source_id, scope=raw)
+
+
+def share(envelope: dict[str, Any], shared: dict[str, str]) -> None:
+    """Make the strings a file's records repeat one object each again: ``orjson.loads`` makes a
+    new ``str`` of every value (only keys are cached), where the importer's mapping gave every
+    record the same modality, content kind, actor and subject ids and types (constants and
+    caches), and one object for ``observed_at`` and ``source_recorded_at`` when they are equal.
+    The engine keeps what it is given: the lane caches ``pipeline_cache_events`` events (their
+    content, context and actors), each holding these strings; fresh copies cost ~400 bytes an
+    event of a Mem0 file (measured with tracemalloc, docs/decisions.md, session 33).  Values
+    only, never what they are: the event stored is the same.  ``shared`` is bounded by
+    ``SHARED_STRINGS`` (cleared when full)."""
+    if len(shared) >= SHARED_STRINGS:
+        shared.clear()
+    get = shared.setdefault
+    modality = envelope.get("modality")
+    if type(modality) is str:
+        envelope["modality"] = get(modality, modality)
+    content = envelope.get("content")
+    if type(content) is dict:
+        kind = content.get("kind")
+        if type(kind) is str:
+            content["kind"] = get(kind, kind)
+        role = content.get("role")
+        if type(role) is str:
+            content["role"] = get(role, role)
+    for name in ("observed_actor", "subject"):
+        actor = envelope.get(name)
+        if type(actor) is dict:
+            for field, value in actor.items():
+                if type(value) is str:
+                    actor[field] = get(value, value)
+    context = envelope.get("context")
+    if type(context) is dict:
+        observed = context.get("observed_at")
+        if type(observed) is str and context.get("source_recorded_at") == observed:
+            context["source_recorded_at"] = observed
 
 
 class Runs:

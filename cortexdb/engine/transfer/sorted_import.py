@@ -151,6 +151,7 @@ async def _merge(service: Service, run: Any, runs: extsort.Runs, state: dict[str
     done = run.state.get("committed", 0)
     frames = runs.merged(state["runs"])
     pending: list[tuple[bytes, Item]] = []  # a record read past the end of a request (another scope's)
+    shared: dict[str, str] = {}  # the strings the decoded records repeat, one object each (extsort.share)
 
     def next_request() -> list[Item]:
         """The next records of one scope, at most ``limit``, decoded as read (in a thread: a
@@ -159,7 +160,7 @@ async def _merge(service: Service, run: Any, runs: extsort.Runs, state: dict[str
         scope = pending[0][0] if pending else None
         pending.clear()
         for key, payload in frames:
-            item = extsort.decode(payload)
+            item = extsort.decode(payload, shared)
             if group and (key[0] != scope or len(group) >= limit):
                 pending.append((key[0], item))
                 break

@@ -47,7 +47,10 @@ from ..mapping import (
     scalar,
     timestamp,
 )
+from . import mem0_fields
 from .mem0_categories import categories_label, categories_of
+from .mem0_fields import LABELLED as LABELLED  # the fields it keeps (tests, exports read them here)
+from .mem0_fields import SCALARS, labelled
 from .mem0_scan import may_name_relations
 
 # every envelope ``memory``, ``edge`` and ``history`` build names only fields of the envelope
@@ -55,8 +58,6 @@ from .mem0_scan import may_name_relations
 SHAPED = True
 FORMATS = ("mem0_v1_list", "mem0_results", "mem0_page", "mem0_history", "mem0_export_v3")
 PAGE_KEYS = {"count", "next", "previous"}
-LABELLED = ("hash", "metadata", "immutable", "expiration_date", "replaced_by", "synthesized", "attributed_to",
-            "role", "actor_id", "user_id", "agent_id", "run_id", "session_id", "app_id", "created_at", "updated_at")  # fmt: skip
 
 
 def sniff(path: str) -> str:
@@ -131,7 +132,12 @@ def _records(fh: BinaryIO, fmt: str, options: dict[str, Any]) -> Iterator[Item]:
     prefix = "item" if fmt == "mem0_v1_list" else "results.item"
     position = 0
     for position, item in enumerate(ijson.items(fh, prefix, use_float=True)):
-        yield _one(position, "record", memory, item, options, state)
+        try:  # ``_one(position, "record", memory, item, options, state)``, inlined: once a record
+            envelope = memory(item, options, state)
+        except (RecordError, orjson.JSONDecodeError) as exc:
+            yield _one(position, "record", mem0_fields.reraise, exc)
+            continue
+        yield Item(position, "record", envelope=envelope)
     if fmt == "mem0_results" and may_name_relations(fh):
         fh.seek(0)
         for index, relation in enumerate(ijson.items(fh, "relations.item", use_float=True)):
@@ -154,7 +160,7 @@ def _one(position: int, unit: str, make: Any, *args: Any) -> Item:
 def memory(item: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     get = item.get if isinstance(item, dict) else None
     text = get("memory") if get is not None else None
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str) or not text or text.isspace():  # ``not text.strip()``, without its copy
         raise RecordError("invalid_record", "a Mem0 memory needs a non-empty string 'memory'")
     ident = get("id")
     if not isinstance(ident, str):
@@ -168,25 +174,24 @@ def memory(item: Any, options: dict[str, Any], state: dict[str, Any]) -> dict[st
     if recorded is not None and (state.get("latest") is None or recorded > state["latest"]):
         state["latest"] = recorded
     tags: dict[str, Any] = {"mem0_source_id": ident}
-    for name, label in LABEL_NAMES:  # labels("mem0_", ...), without its two intermediate dicts
-        value = get(name)
+    for name, label in labelled(item):  # labels("mem0_", ...), over the fields the record has
+        value = item[name]
         if value is not None:
             tags[label] = value if type(value) in SCALARS else scalar(value)
     if get("categories"):
         tags["mem0_categories"] = categories_label(item["categories"])
+    tail = hashlib.sha256(orjson.dumps((get("updated_at"), text), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]  # digest
     envelope: dict[str, Any] = {
         "scope": _scope(options, state, user, get("agent_id"), run_id, get("app_id")),
         "observed_actor": _actor(item, run_id), "modality": "imported", "content": {"kind": "text", "text": text},
         "context": {"observed_at": observed, "source_recorded_at": recorded, "labels": tags},
-        "idempotency_key": key_of("mem0", ident, digest(get("updated_at"), text)),
+        "idempotency_key": key_of("mem0", ident, tail),
     }  # fmt: skip
     if user:
         envelope["subject"] = {"id": actor_id("user", user), "type": "user"}
     return envelope
 
 
-LABEL_NAMES = tuple((name, f"mem0_{name}") for name in LABELLED)
-SCALARS = frozenset((str, int, float, bool))
 SCOPE_CACHE = 4096  # scopes remembered per import (one per user, agent, run and app combination)
 
 
