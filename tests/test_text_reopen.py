@@ -297,6 +297,86 @@ async def test_an_erased_event_never_comes_back_through_a_kept_segment(open_at, 
     assert doomed.encode() not in kept_bytes(tmp_path) and b"quixot" not in kept_bytes(tmp_path)
 
 
+async def test_a_redacted_event_never_comes_back_through_a_kept_segment(open_at, tmp_path):
+    """A crash after a redaction's records, before the kept files were rewritten: the redacted
+    event's id is still a stored event, so the open finds its kept slot's text changed (not
+    gone) and compacts the layer; the redacted event is not indexed again at all."""
+    async with open_at() as engine:
+        ids = await write(engine)
+        doomed = [event_id for event_id in ids if "zebra" in (await state(engine).tables.events.get(event_id)).content["text"]][0]
+        assert b"quixot" in kept_bytes(tmp_path)
+        shutil.copytree(folder(tmp_path), tmp_path / "before")
+        assert await ops.redact_events(engine, SCOPE, [doomed]) == 1
+        assert doomed not in state(engine).text_index
+        assert b"quixot" not in kept_bytes(tmp_path)
+        after = await answers(engine)
+    shutil.rmtree(folder(tmp_path))
+    shutil.copytree(tmp_path / "before", folder(tmp_path))
+    assert b"quixot" in kept_bytes(tmp_path)
+    async with open_at() as engine:
+        found = await answers(engine)
+        assert doomed not in state(engine).text_index  # as after the live redaction
+        reopened = state(engine).text_index.reopened
+        assert reopened["changed"] + reopened["gone"] >= 1 and reopened["compacted"] >= 1, reopened
+    assert found == after
+    assert b"quixot" not in kept_bytes(tmp_path) and b"zebra" not in kept_bytes(tmp_path)
+
+
+async def test_a_layer_is_adopted_under_the_prefix_its_manifest_names(tmp_path):
+    """A prefix that is not plain (``Note_``) has a hashed folder; its kept segments are found
+    again under that prefix, not under the folder's name."""
+    layered = _layered(tmp_path)
+    for i in range(40):
+        layered.add(f"Note_{i:04d}", f"note {i} about w{i % 7}")
+    await _settle(layered)
+    await layered.persist_all()
+    reopened = _layered(tmp_path)
+    texts = TextReopen(reopened)
+    await texts.load()
+    assert [index.layer for index in texts.adopted] == ["Note_"]
+    rest = await texts.confirm({f"Note_{i:04d}": f"note {i} about w{i % 7}" for i in range(40)})
+    for doc_id, text in rest.items():
+        reopened.add(doc_id, text)
+    assert texts.counts["confirmed"] > 0 and texts.counts["tokenised"] == len(rest)
+    await texts.finish()
+    assert texts.counts["gone"] == texts.counts["changed"] == 0 and texts.counts["compacted"] == 0
+
+
+async def test_a_purge_waits_for_a_manifest_being_written(tmp_path, monkeypatch):
+    """A drop's purge of the kept folder and a manifest written in a worker thread do not
+    interleave: the write that checked the index was kept before the purge cannot recreate the
+    folder after it."""
+    import sys
+    import threading
+
+    layered = _layered(tmp_path)
+    for i in range(40):
+        layered.add(f"evt_{i:04d}", f"note {i} about secretword{i}")
+    entered, release = threading.Event(), threading.Event()
+    real_makedirs = os.makedirs
+
+    def makedirs(path, *args, **kwargs):
+        if sys._getframe(1).f_code.co_name == "work":  # the manifest's write (not a segment build)
+            entered.set()
+            release.wait()
+        return real_makedirs(path, *args, **kwargs)
+
+    monkeypatch.setattr(text_files.os, "makedirs", makedirs)
+    purged = threading.Event()
+
+    def purge():
+        entered.wait()
+        release.set()  # the write goes on, holding the lock; the purge waits for it
+        layered.detach(purge=True)
+        purged.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_settle, layered)  # its first manifest waits in makedirs
+        nursery.start_soon(trio.to_thread.run_sync, purge)
+    assert purged.is_set()
+    assert [f for _, _, files in os.walk(layered.persist) for f in files] == []  # no manifest, no chunk
+
+
 async def test_a_text_changed_after_the_manifest_is_indexed_from_the_stored_record(open_at, tmp_path):
     async with open_at() as engine:
         target = (await write(engine))[20]
@@ -347,3 +427,46 @@ async def test_a_rebuild_deletes_the_kept_files_and_keeps_its_own(open_at, tmp_p
     async with open_at() as engine:
         assert await answers(engine) == before
         assert state(engine).text_index.reopened["confirmed"] > 0
+
+
+async def test_a_forget_waits_for_a_build_in_flight_before_it_rewrites_the_files():
+    """A seal or merge planned before a forget's removals writes a kept file holding them; the
+    forget's tidy waits for it before compacting and writing the manifest, so that file is
+    replaced before the forget answers."""
+    from types import SimpleNamespace
+
+    import trio.testing
+
+    from cortexdb.engine.actors.stages import forget
+
+    order: list[str] = []
+    built = trio.Event()
+
+    class Indexer:
+        vector_job_running = True
+
+        async def vector_job_finished(self):
+            await built.wait()
+            order.append("build finished")
+
+    class Text:
+        def compact(self):
+            order.append("compact")
+
+        async def merge(self):
+            order.append("merge")
+
+        async def persist_all(self):
+            order.append("manifest")
+
+    class Vectors:
+        async def rewrite(self):
+            order.append("vectors rewritten")
+
+    work = SimpleNamespace(index=Indexer(), state=SimpleNamespace(text_index=Text(), vector_index=Vectors()))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(forget.tidy, work)
+        await trio.testing.wait_all_tasks_blocked()
+        assert order == []  # nothing compacted or written while the build runs
+        built.set()
+    assert order == ["build finished", "compact", "merge", "manifest", "vectors rewritten"]

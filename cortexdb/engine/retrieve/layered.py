@@ -76,10 +76,13 @@ class LayeredTextIndex(_Layered):
         mapped); ``None`` keeps them as arrays in memory.  ``persist``: the scope's folder where
         each layer keeps its sealed segments between runs (a sub-folder a layer, text_files.py).
         ``settings``: ``TextIndex``'s."""
-        super().__init__(
-            lambda prefix: TextIndex(directory=directory, persist=os.path.join(persist, layer_folder(prefix)) if persist else None,
-                                     **settings)  # fmt: skip
-        )
+        def make(prefix: str) -> TextIndex:
+            index = TextIndex(directory=directory, persist=os.path.join(persist, layer_folder(prefix)) if persist else None,
+                              **settings)  # fmt: skip
+            index.layer = prefix  # named in its kept manifest: a hashed folder name gives it back
+            return index
+
+        super().__init__(make)
         self.directory, self.persist = directory, persist
         self.reopened: dict[str, int] = {}  # a restore's counts (text_reopen.TextReopen.counts)
 
@@ -96,7 +99,8 @@ class LayeredTextIndex(_Layered):
         for index in self._indexes.values():
             index.persist = None
         if purge and self.persist is not None:
-            shutil.rmtree(self.persist, ignore_errors=True)
+            with text_files.FOLDERS:  # after a manifest write in flight, which then finds persist None
+                shutil.rmtree(self.persist, ignore_errors=True)
 
     async def persist_all(self) -> None:
         """Each layer's manifest brought up to date with its segments (text_files.py)."""

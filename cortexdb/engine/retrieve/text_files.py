@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 import uuid
 from typing import Any
 
@@ -40,6 +41,12 @@ from . import text_segments
 from .tokens import tokenize
 
 MANIFEST = "manifest.json"
+
+#: held while a manifest (and its vocabulary chunk) is written in a worker thread, and while a
+#: scope's kept folder is purged: a write that checked ``index.persist`` before a purge cannot
+#: recreate the folder after it (one lock for the process: both are short and rare)
+FOLDERS = threading.Lock()
+
 VERSION = 1
 VOCAB_CHUNKS_MAX = 32  # chunks a manifest lists before they are written again as one
 # words whose tokens (stop words, stemming, digits, case folding) change with the tokenizer
@@ -132,16 +139,17 @@ async def _persist(index: Any) -> None:
             chunks, covered = [], 0
         new_chunk = (*vocab.frozen_terms(covered, vocab.frozen), covered)
     body = {"segments": [segment.entry for segment in segments], "prefixes": sorted(index.prefixes),
-            "keyed": bool(index.keyed)}  # fmt: skip
+            "keyed": bool(index.keyed), "layer": index.layer}  # fmt: skip
     index.retired = []
 
     def work() -> list[dict]:
-        if index.persist is None:  # let go meanwhile (a drop or a rebuild may have purged the folder)
-            return chunks
-        os.makedirs(folder, exist_ok=True)
-        written = [*chunks, _write_chunk(folder, *new_chunk)] if new_chunk is not None else chunks
-        write_manifest(folder, {**body, "vocabulary": written}, retired)
-        return written
+        with FOLDERS:  # a purge (``LayeredTextIndex.detach``) waits, or finds this done
+            if index.persist is None:  # let go meanwhile (a drop or a rebuild may have purged the folder)
+                return chunks
+            os.makedirs(folder, exist_ok=True)
+            written = [*chunks, _write_chunk(folder, *new_chunk)] if new_chunk is not None else chunks
+            write_manifest(folder, {**body, "vocabulary": written}, retired)
+            return written
 
     try:
         written = await trio.to_thread.run_sync(work)
@@ -175,6 +183,7 @@ class Loaded:
         self.blob, self.ends = b"", np.zeros(0, dtype=np.uint64)
         self.prefixes: list[str] = []
         self.keyed = False
+        self.layer: str | None = None  # the layer's id prefix, as the manifest names it
         self.refused: list[str] = []
         self.chunks: list[dict] = []
 
@@ -250,6 +259,8 @@ def _load_vocabulary(folder: str, manifest: dict, out: Loaded) -> list:
         out.chunks = list(manifest["vocabulary"])
         out.prefixes = [str(prefix) for prefix in manifest["prefixes"]]
         out.keyed = bool(manifest["keyed"])
+        layer = manifest.get("layer")
+        out.layer = layer if isinstance(layer, str) else None
         return list(manifest["segments"])
     except (OSError, ValueError, KeyError, TypeError) as error:
         out.refused.append(f"vocabulary: {error}")

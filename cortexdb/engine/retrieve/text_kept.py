@@ -31,6 +31,7 @@ class KeptSlots:
         self.kept_vocab: list[dict] = []
         self.kept_vocab_of: Vocabulary | None = None
         self.persist_lock: object | None = None
+        self.layer: str | None = None  # the layer's id prefix (``evt_``), set by LayeredTextIndex
 
     @property
     def segments(self) -> list[Segment]:
@@ -120,17 +121,21 @@ class KeptSlots:
         self._pairs, self._dead_pairs = pairs, dead_pairs
         self.version += 1
 
-    def unconfirmed_ids(self) -> list[str]:
-        """The ids of kept slots left dead whose document is not live (a record gone since)."""
-        out = []
+    def unconfirmed_ids(self) -> tuple[list[str], int]:
+        """The ids of kept slots left dead whose document is not live (a record gone since), and
+        how many kept slots left dead hold the id of a live document (its text changed: a
+        redaction, a re-index, an edit)."""
+        gone, changed = [], 0
         for slot in np.flatnonzero(~self._alive[: self._delta_base]).tolist():
             segment = self._segments[bisect.bisect_right(self._bases, slot) - 1]
             local = slot - segment.base  # type: ignore[union-attr]
             if segment.id_start[local + 1] > segment.id_start[local]:  # type: ignore[union-attr]
                 doc_id = segment.doc_id(slot)  # type: ignore[union-attr]
                 if doc_id not in self:
-                    out.append(doc_id)
-        return out
+                    gone.append(doc_id)
+                else:
+                    changed += 1
+        return gone, changed
 
     @property
     def compaction_due(self) -> bool:

@@ -7,13 +7,14 @@ the hash that slot was indexed with revives that slot, with no tokenising; every
 is returned, to be indexed as on a rebuild.  The statistics BM25 reads (live documents, lengths,
 document frequencies) are then computed from the confirmed slots' postings (``settle_kept``),
 which are exactly those adding their texts would make.  ``finish`` compacts a layer that still
-holds a slot whose record is gone (forgotten, erased, deleted, cancelled, no longer indexed), so
-that its text's terms and id do not stay in a file under the data dir, and writes each layer's
-manifest.  docs/decisions.md, "Sealed text segments kept across a reopen".
+holds a slot whose record is gone (forgotten, erased, deleted, cancelled, no longer indexed) or
+whose text changed (a redaction, a re-index), so that the old text's terms and id do not stay in
+a file under the data dir, and writes each layer's manifest.  docs/decisions.md, "Sealed text segments kept across a reopen".
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ from typing import Any
 import trio
 
 from . import text_files
+from .layered import layer_folder
 from .text_segments import Vocabulary, text_hash
 
 CHECKPOINT_DOCUMENTS = 2048  # documents confirmed between two checkpoints
@@ -31,7 +33,7 @@ class TextReopen:
     def __init__(self, layered: Any) -> None:
         self.layered = layered
         self.adopted: list[Any] = []
-        self.counts = {"segments": 0, "refused": 0, "confirmed": 0, "tokenised": 0, "gone": 0, "compacted": 0}
+        self.counts = {"segments": 0, "refused": 0, "confirmed": 0, "tokenised": 0, "gone": 0, "changed": 0, "compacted": 0}
 
     async def load(self) -> None:
         """Map the kept segments of every layer found under the scope's folder."""
@@ -45,14 +47,21 @@ class TextReopen:
                 continue
             loaded = await trio.to_thread.run_sync(text_files.load, path)
             self.counts["refused"] += len(loaded.refused)
-            index = self.layered.layer(name + "_")
-            if loaded.segments:
-                vocab = await trio.to_thread.run_sync(Vocabulary.loaded, loaded.blob, loaded.ends)
-                index.adopt(loaded.segments, vocab, loaded.prefixes, loaded.keyed)
-                index.kept_vocab, index.kept_vocab_of = loaded.chunks, vocab
-                index.named = None if loaded.refused else [s.entry["name"] for s in loaded.segments]
-                self.adopted.append(index)
-                self.counts["segments"] += len(loaded.segments)
+            if not loaded.segments or loaded.layer is None or layer_folder(loaded.layer) != name:
+                # nothing to adopt, or a manifest that does not name the layer this folder is for
+                # (its layer is found by the prefix it records, not by the folder's name, which
+                # is hashed for a prefix that is not plain): the folder goes; the layer writes anew
+                if loaded.segments:
+                    self.counts["refused"] += 1
+                await trio.to_thread.run_sync(functools.partial(shutil.rmtree, path, ignore_errors=True))
+                continue
+            index = self.layered.layer(loaded.layer)
+            vocab = await trio.to_thread.run_sync(Vocabulary.loaded, loaded.blob, loaded.ends)
+            index.adopt(loaded.segments, vocab, loaded.prefixes, loaded.keyed)
+            index.kept_vocab, index.kept_vocab_of = loaded.chunks, vocab
+            index.named = None if loaded.refused else [s.entry["name"] for s in loaded.segments]
+            self.adopted.append(index)
+            self.counts["segments"] += len(loaded.segments)
 
     async def confirm(self, documents: dict[str, str]) -> dict[str, str]:
         """Revive the kept slots of ``documents`` whose text is the one they indexed; the
@@ -86,12 +95,13 @@ class TextReopen:
 
     async def finish(self) -> None:
         """After the documents not confirmed were indexed: compact the layers holding a kept slot
-        of a record gone (or as many dead pairs as a removal would compact), map the compacted
-        segment, and write every layer's manifest."""
+        of a record gone or of a text changed since (or as many dead pairs as a removal would
+        compact), map the compacted segment, and write every layer's manifest."""
         for index in self.adopted:
-            gone = index.unconfirmed_ids()
+            gone, changed = index.unconfirmed_ids()
             self.counts["gone"] += len(gone)
-            if gone or index.compaction_due:
+            self.counts["changed"] += changed
+            if gone or changed or index.compaction_due:
                 index.compact()
                 self.counts["compacted"] += 1
         for _ in range(64):  # a compacted layer's one segment, mapped (and any merge due)

@@ -202,7 +202,11 @@ def new_result() -> dict[str, Any]:
 
 async def tidy(work: StageContext) -> None:
     """Rebuild the indexes without what was removed: no term of a deleted document stays in
-    BM25, and no sealed vector segment keeps a deleted vector (annoy rebuilds, off the loop)."""
+    BM25, and no sealed vector segment keeps a deleted vector (annoy rebuilds, off the loop).
+    A seal or merge building meanwhile (planned before the removals) is waited for first, so that
+    no kept file it writes holds a deleted document after the forget answers."""
+    if work.index.vector_job_running:
+        await work.index.vector_job_finished()
     work.state.text_index.compact()
     await work.state.text_index.merge()  # the compacted segments to their files, off the loop
     await work.state.text_index.persist_all()  # kept files: the old ones deleted before the answer

@@ -226,6 +226,8 @@ async def _event_documents_on_start(work: StageContext, pending: set[str]) -> di
     async for _, event in tables.events.scan():
         if event.id in pending:
             continue
+        if event.content.get("kind") == "redacted":  # unindexed by its redaction (forget_events.py)
+            continue
         state = await work.read_state(event.id)
         if state is not None and state.cancelled:
             continue
