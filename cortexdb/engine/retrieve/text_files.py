@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import threading
 import uuid
@@ -36,7 +35,7 @@ from typing import Any
 import numpy as np
 import trio
 
-from ..durable import fsync_path
+from ..durable import file_digest, read_json, replace_json
 from . import text_segments
 from .tokens import tokenize
 
@@ -61,11 +60,6 @@ def meta() -> dict:
     return {"version": VERSION, "tokens": fingerprint()}
 
 
-def _digest(path: str) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "blake2b").hexdigest()
-
-
 def remove(folder: str, name: str) -> None:
     for suffix in (".seg", ".voc"):
         with contextlib.suppress(FileNotFoundError):
@@ -79,18 +73,12 @@ def _write_chunk(folder: str, blob: bytes, ends: np.ndarray, first: int) -> dict
         np.savez(handle, blob=np.frombuffer(blob, dtype=np.uint8), ends=ends)
         handle.flush()
         os.fsync(handle.fileno())
-    return {"name": name, "first": first, "count": len(ends), "bytes": os.path.getsize(path), "blake2b": _digest(path)}
+    return {"name": name, "first": first, "count": len(ends), "bytes": os.path.getsize(path), "blake2b": file_digest(path)}
 
 
 def write_manifest(folder: str, body: dict, retired: list[str]) -> None:
     """Name ``body``'s segments and chunks, atomically, then delete the ``retired`` files."""
-    temporary = os.path.join(folder, f"{MANIFEST}.{uuid.uuid4().hex}.tmp")
-    with open(temporary, "w") as handle:
-        json.dump({**meta(), **body}, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, os.path.join(folder, MANIFEST))
-    fsync_path(folder)
+    replace_json(folder, MANIFEST, {**meta(), **body})
     for name in retired:
         remove(folder, name)
 
@@ -189,7 +177,7 @@ class Loaded:
 
 
 def _check(path: str, entry: dict) -> None:
-    if os.path.getsize(path) != int(entry["bytes"]) or _digest(path) != entry["blake2b"]:
+    if os.path.getsize(path) != int(entry["bytes"]) or file_digest(path) != entry["blake2b"]:
         raise ValueError(f"{os.path.basename(path)} differs from the manifest")
 
 
@@ -197,14 +185,9 @@ def load(folder: str) -> Loaded:
     """The manifest's segments and vocabulary that check out (in a worker thread); files the
     manifest does not name, and refused ones, are deleted."""
     out = Loaded()
-    try:
-        with open(os.path.join(folder, MANIFEST)) as handle:
-            manifest = json.load(handle)
-    except FileNotFoundError:
-        manifest = None
-    except (OSError, ValueError) as error:
-        manifest = None
-        out.refused.append(f"manifest unreadable: {error}")
+    manifest, unreadable = read_json(os.path.join(folder, MANIFEST))
+    if unreadable:
+        out.refused.append(unreadable)
     if isinstance(manifest, dict) and any(manifest.get(k) != v for k, v in meta().items()):
         out.refused.append("manifest of other settings")
         manifest = None

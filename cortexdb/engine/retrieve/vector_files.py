@@ -22,8 +22,6 @@ deleted.  docs/decisions.md, "Sealed vector segments kept across a reopen".
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import uuid
 from typing import Any
@@ -31,7 +29,7 @@ from typing import Any
 import numpy as np
 import trio
 
-from ..durable import fsync_path
+from ..durable import file_digest, fsync_path, read_json, replace_json
 from . import vector_runs, vector_sketch
 from .vector_ids import Dead, SortedIds
 from .vector_ivf import IvfRun
@@ -41,11 +39,6 @@ MANIFEST = "manifest.json"
 VERSION = 1
 def new_name() -> str:
     return uuid.uuid4().hex
-
-
-def digest(path: str) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "blake2b").hexdigest()
 
 
 def save(folder: str, segment: Any) -> dict:
@@ -67,7 +60,7 @@ def save(folder: str, segment: Any) -> dict:
         handle.flush()
         os.fsync(handle.fileno())
     fsync_path(run.path)
-    files = {suffix: {"bytes": os.path.getsize(p), "blake2b": digest(p)}
+    files = {suffix: {"bytes": os.path.getsize(p), "blake2b": file_digest(p)}
              for suffix, p in (("run", run.path), ("npz", side))}  # fmt: skip
     return {"name": name, "kind": "run" if run is index else "ivf", "count": len(segment.ids), "files": files}
 
@@ -75,13 +68,7 @@ def save(folder: str, segment: Any) -> dict:
 def write_manifest(folder: str, meta: dict, entries: list[dict], retired: list[str]) -> None:
     """Name ``entries`` (in the index's order) in the manifest, atomically, then delete the files
     of the ``retired`` segment names (in a worker thread)."""
-    temporary = os.path.join(folder, f"{MANIFEST}.{new_name()}.tmp")
-    with open(temporary, "w") as handle:
-        json.dump({"version": VERSION, **meta, "segments": entries}, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, os.path.join(folder, MANIFEST))
-    fsync_path(folder)
+    replace_json(folder, MANIFEST, {"version": VERSION, **meta, "segments": entries})
     for name in retired:
         remove(folder, name)
 
@@ -100,14 +87,9 @@ def load(folder: str, meta: dict) -> tuple[list[tuple[dict, Any, SortedIds, np.n
     is every file when the manifest is missing, unreadable or of other settings (in a worker
     thread)."""
     refused: list[str] = []
-    try:
-        with open(os.path.join(folder, MANIFEST)) as handle:
-            manifest = json.load(handle)
-    except FileNotFoundError:
-        manifest = None
-    except (OSError, ValueError) as error:
-        manifest = None
-        refused.append(f"manifest unreadable: {error}")
+    manifest, unreadable = read_json(os.path.join(folder, MANIFEST))
+    if unreadable:
+        refused.append(unreadable)
     if manifest is not None and any(manifest.get(k) != v for k, v in {"version": VERSION, **meta}.items()):
         refused.append("manifest of other settings")
         manifest = None
@@ -131,7 +113,7 @@ def _open(folder: str, meta: dict, entry: dict) -> tuple[dict, Any, SortedIds, n
     paths = {suffix: os.path.join(folder, f"{name}.{suffix}") for suffix in ("run", "npz")}
     for suffix, path in paths.items():
         expected = entry["files"][suffix]
-        if os.path.getsize(path) != expected["bytes"] or digest(path) != expected["blake2b"]:
+        if os.path.getsize(path) != expected["bytes"] or file_digest(path) != expected["blake2b"]:
             raise ValueError(f"{suffix} file differs from the manifest")
     with np.load(paths["npz"], allow_pickle=False) as arrays:
         side = {key: arrays[key] for key in arrays.files}
