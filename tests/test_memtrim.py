@@ -96,7 +96,7 @@ async def test_the_trim_timer_runs_every_memory_trim_interval(monkeypatch, autoj
         config = EngineConfig(memory_trim_interval=interval, maintenance_interval=1e6)
         async with cortexdb.open_engine("memory", config=config, id_seed=1):
             started = trio.current_time()
-            await trio.sleep(27)
+            await trio.sleep(27)  # virtual time (autojump): the timer under test fires at 5, 10, ... 25 s
         assert len(trims) == expected
         assert [round(at - started) for at in trims] == [5, 10, 15, 20, 25][:expected]
 

@@ -23,11 +23,10 @@ from cortexdb.engine.retrieve import text_files, tokens
 from cortexdb.engine.retrieve.layered import LayeredTextIndex, scope_folder
 from cortexdb.engine.retrieve.text_reopen import TextReopen
 
-from .conftest import envelope
+from . import reopen_scope
+from .reopen_scope import SCOPE, files_bytes, notes, settle, state
 
-SCOPE = "org:acme/user:alice"
-QUERIES = ["Ana in Oslo", "item 17 with Bo", "Cy met in Rome about item 88", "what about item 120", "zebra"]
-NAMES, PLACES = ["Ana", "Bo", "Cy", "Di"], ["Oslo", "Rome", "Lima"]
+QUERIES = [*reopen_scope.QUERIES, "zebra"]
 
 
 # -- the index alone: kept segments against a fresh index of the same documents -----------------
@@ -151,7 +150,7 @@ def config(**extra) -> EngineConfig:
 @pytest.fixture
 def open_at(tmp_path, clock):
     def opener(**extra):
-        return cortexdb.open_engine("leveldb", path=str(tmp_path / "data"), clock=clock, id_seed=7, config=config(**extra))
+        return reopen_scope.opener(tmp_path, clock, config(**extra))
 
     return opener
 
@@ -160,35 +159,14 @@ def folder(tmp_path) -> str:
     return str(tmp_path / "data" / "text-segments" / scope_folder(SCOPE))
 
 
-def state(engine):
-    return engine._supervisor.actor(SCOPE).lane.state
-
-
-async def settle(engine) -> None:
-    await engine.flush(SCOPE)
-    lane = engine._supervisor.actor(SCOPE).lane
-    with trio.fail_after(60):
-        await lane.index.vector_job_finished()
-
-
 async def answers(engine) -> list:
-    await settle(engine)
-    out = []
-    for query in QUERIES:
-        pack = await engine.recall({"scope": SCOPE, "query": query, "include": ["events", "facts"], "diagnostics": "none",
-                                    "budgets": {"per_layer_limits": {"events": 10, "facts": 10}}})  # fmt: skip
-        out.append({layer: [(item["id"], item["score"]) for item in items] for layer, items in pack["layers"].items()})
-    return out
+    return await reopen_scope.answers(engine, QUERIES)
 
 
 async def write(engine, count: int = 150) -> list[str]:
-    texts = [f"Note {i}: I met {NAMES[i % 4]} in {PLACES[i % 3]} about item {i}" for i in range(count)]
+    texts = notes(count)
     texts[7] = "Note 7: a zebra named Quixotic crossed in Lima"
-    items = [{k: v for k, v in envelope(t, observed_at=f"2026-05-13T{10 + j // 60:02d}:{j % 60:02d}:00Z").items()
-              if k != "scope"} for j, t in enumerate(texts)]  # fmt: skip
-    await engine.experience_bulk({"scope": SCOPE, "items": items})
-    await settle(engine)
-    return [event_id async for event_id, _ in state(engine).tables.events.scan()]
+    return await reopen_scope.write(engine, texts)
 
 
 def manifest(tmp_path, layer: str = "evt") -> dict:
@@ -197,12 +175,7 @@ def manifest(tmp_path, layer: str = "evt") -> dict:
 
 
 def kept_bytes(tmp_path) -> bytes:
-    out = b""
-    for root, _, files in os.walk(folder(tmp_path)):
-        for file in files:
-            with open(os.path.join(root, file), "rb") as handle:
-                out += handle.read()
-    return out
+    return files_bytes(folder(tmp_path))
 
 
 async def test_a_reopen_maps_the_kept_segments_and_answers_as_a_rebuild(open_at, tmp_path):

@@ -12,7 +12,6 @@ import shutil
 
 import numpy as np
 import pytest
-import trio
 
 import cortexdb
 from cortexdb import EngineConfig
@@ -20,11 +19,8 @@ from cortexdb.engine.forget import ops
 from cortexdb.engine.retrieve import vector_files, vector_ivf, vector_segments
 from cortexdb.engine.retrieve.layered import scope_folder
 
-from .conftest import envelope
-
-SCOPE = "org:acme/user:alice"
-QUERIES = ["Ana in Oslo", "item 17 with Bo", "Cy met in Rome about item 88", "what about item 120"]
-NAMES, PLACES = ["Ana", "Bo", "Cy", "Di"], ["Oslo", "Rome", "Lima"]
+from . import reopen_scope
+from .reopen_scope import SCOPE, answers, files_bytes, notes, settle, state
 
 
 def config(**extra) -> EngineConfig:
@@ -37,7 +33,7 @@ def config(**extra) -> EngineConfig:
 @pytest.fixture
 def open_at(tmp_path, clock):
     def opener(**extra):
-        return cortexdb.open_engine("leveldb", path=str(tmp_path / "data"), clock=clock, id_seed=7, config=config(**extra))
+        return reopen_scope.opener(tmp_path, clock, config(**extra))
 
     return opener
 
@@ -46,34 +42,8 @@ def folder(tmp_path) -> str:
     return str(tmp_path / "data" / "vector-segments" / scope_folder(SCOPE))
 
 
-async def settle(engine) -> None:
-    await engine.flush(SCOPE)
-    lane = engine._supervisor.actor(SCOPE).lane
-    with trio.fail_after(60):
-        await lane.index.vector_job_finished()
-
-
-def state(engine):
-    return engine._supervisor.actor(SCOPE).lane.state
-
-
-async def answers(engine) -> list:
-    await settle(engine)
-    out = []
-    for query in QUERIES:
-        pack = await engine.recall({"scope": SCOPE, "query": query, "include": ["events", "facts"], "diagnostics": "none",
-                                    "budgets": {"per_layer_limits": {"events": 10, "facts": 10}}})  # fmt: skip
-        out.append({layer: [(item["id"], item["score"]) for item in items] for layer, items in pack["layers"].items()})
-    return out
-
-
 async def write(engine, count: int = 150) -> list[str]:
-    texts = [f"Note {i}: I met {NAMES[i % 4]} in {PLACES[i % 3]} about item {i}" for i in range(count)]
-    items = [{k: v for k, v in envelope(t, observed_at=f"2026-05-13T{10 + j // 60:02d}:{j % 60:02d}:00Z").items()
-              if k != "scope"} for j, t in enumerate(texts)]  # fmt: skip
-    await engine.experience_bulk({"scope": SCOPE, "items": items})
-    await settle(engine)
-    return [event_id async for event_id, _ in state(engine).tables.events.scan()]
+    return await reopen_scope.write(engine, notes(count))
 
 
 def kept_names(tmp_path, layer: str = "evt") -> list[str]:
@@ -161,13 +131,10 @@ def row_bytes(vector: np.ndarray) -> bytes:
 
 
 def kept_bytes(tmp_path) -> bytes:
-    out = b""
-    for root, _, files in os.walk(folder(tmp_path)):
-        for file in files:
-            if file.endswith(".run"):
-                with open(os.path.join(root, file), "rb") as handle:
-                    out += handle.read()
-    return out
+    return files_bytes(folder(tmp_path), ".run")
+
+
+
 
 
 async def test_an_erased_event_never_comes_back_through_a_kept_segment(open_at, tmp_path):
