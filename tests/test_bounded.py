@@ -3,6 +3,7 @@ texts, derivation off the event loop, and cancellation leaving no trace.  Engine
 the memory and the LevelDB backend."""
 
 import json
+import signal
 import threading
 
 import pytest
@@ -11,6 +12,7 @@ import trio.testing
 
 import cortexdb
 from cortexdb import EngineConfig, PayloadTooLarge
+from cortexdb.engine.actors import workers as worker_start
 from cortexdb.engine.actors.workers import OFF_LOOP_CHARS
 from cortexdb.engine.derive.intake import select
 from cortexdb.engine.derive.rules import RuleExtractor
@@ -504,8 +506,8 @@ async def derive_in(engine_factory, workers: str):
 
 
 async def test_worker_processes_derive_exactly_what_threads_do(engine_factory):
-    workers, *in_processes = await derive_in(engine_factory, "process")
-    assert workers == "process"  # the rule extractor and the hash embedder went to a process
+    used, *in_processes = await derive_in(engine_factory, "process")
+    assert used == "process"  # the rule extractor and the hash embedder went to a process
     threads, *in_threads = await derive_in(engine_factory, "thread")
     assert threads == "thread"
     assert (
@@ -521,5 +523,18 @@ async def test_an_extractor_a_process_cannot_take_falls_back_to_threads(engine_f
     ) as engine:
         done = await engine.experience(document(long_text(400, needle_at=5)), wait="consolidated")
         assert engine._ctx.cpu_workers == "thread"
+        view = await engine.memory_event(done.event_id)
+        assert view["errors"] == [] and view["passages"] > 1
+
+
+@pytest.mark.skipif(not hasattr(signal, "pause"), reason="signal.pause is POSIX's")
+async def test_a_worker_process_that_never_answers_falls_back_to_threads(engine_factory, monkeypatch):
+    """A program whose main module starts work at import spawns workers that never answer (here:
+    a worker whose start-up waits for a signal): derivation must not wait on them for ever."""
+    monkeypatch.setattr(worker_start, "lower_priority", signal.pause)  # the workers' start-up
+    settings = config(derivation_workers="process", derivation_worker_start_seconds=1.0)
+    async with engine_factory(config=settings) as engine:
+        done = await engine.experience(document(long_text(400, needle_at=5)), wait="consolidated")
+        assert (engine._ctx.cpu_workers, engine._ctx.cpu_started) == ("thread", False)
         view = await engine.memory_event(done.event_id)
         assert view["errors"] == [] and view["passages"] > 1

@@ -97,6 +97,11 @@ class EngineConfig:
     derivation_workers: str = "thread"
     # how many such workers may run at once, engine-wide: on 2 cores one leaves a core to serve
     derivation_worker_limit: int = 1
+    # seconds of real time a worker process has to answer its first call: a program whose main
+    # module starts work at import (no guard) spawns workers that never answer; past this,
+    # derivation runs in threads from then on (docs/decisions.md, "A worker process that never
+    # starts"); 0: no deadline
+    derivation_worker_start_seconds: float = attrs.field(default=60.0, validator=attrs.validators.ge(0))
     forget_max_memory_ids: int = 10_000  # ids one forget's selector may name (422 beyond)
     read_default_limit: int = 50
     read_max_limit: int = 1000

@@ -62,12 +62,45 @@ async def off_loop(ctx, work):
     once in the engine (the rest of the cores serve requests).  Shutdown need not wait."""
     if ctx.cpu_workers == "process" and ctx.cpu_processes is not None:
         try:
-            return await ctx.cpu_processes.run_sync(
-                work, kill_on_cancel=True, limiter=ctx.cpu_limiter
-            )
+            if ctx.cpu_started or await _started(ctx):
+                return await ctx.cpu_processes.run_sync(
+                    work, kill_on_cancel=True, limiter=ctx.cpu_limiter
+                )
+            raise TimeoutError(f"no worker process answered within "
+                               f"{ctx.config.derivation_worker_start_seconds:g} s")  # fmt: skip
         except Exception as exc:  # unpicklable extractor, a worker that cannot start, …
             if ctx.cpu_workers == "process":
                 log.warning("derivation runs in worker threads from now on: a worker process "
                             "could not run it (%r)", exc)  # fmt: skip
                 ctx.cpu_workers = "thread"
     return await trio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=ctx.cpu_limiter)
+
+
+async def _started(ctx) -> bool:
+    """Whether a worker process answers a trivial call within ``derivation_worker_start_seconds``
+    of real time.  A spawned worker re-imports the program's main module; one that starts work
+    there (no ``if __name__ == "__main__"`` guard: a server, a prompt) never answers, and every
+    derivation would wait on it for ever (docs/decisions.md, "A worker process that never
+    starts").  The deadline is kept by a thread's wait, not trio's clock, so a test's virtual
+    clock cannot end it early."""
+    seconds = ctx.config.derivation_worker_start_seconds
+    answered = threading.Event()
+
+    async def call(cancel_scope: trio.CancelScope) -> None:
+        try:
+            await ctx.cpu_processes.run_sync(os.getpid, kill_on_cancel=True, limiter=ctx.cpu_limiter)
+            ctx.cpu_started = True
+        finally:
+            answered.set()  # ends the watch's wait either way
+            cancel_scope.cancel()
+
+    async def watch(cancel_scope: trio.CancelScope) -> None:
+        if not seconds:
+            await trio.sleep_forever()
+        elif not await trio.to_thread.run_sync(answered.wait, seconds):
+            cancel_scope.cancel()  # no answer in time: the call is cancelled, its worker killed
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(call, nursery.cancel_scope)
+        nursery.start_soon(watch, nursery.cancel_scope)
+    return ctx.cpu_started
