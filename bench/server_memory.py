@@ -92,7 +92,7 @@ async def run(args: argparse.Namespace, server: Any, token: str, answers: str) -
         while not all(s.open for s in subscribers):  # as bench/soak.py: polled, the streams set a flag
             await trio.sleep(0.05)
         verifier = subscribers[0] if subscribers else None
-        done, started = 0, time.monotonic()
+        done, started = getattr(args, "start", 0), time.monotonic()  # a later run's writes follow an earlier one's
         cpu0 = server.cpu_seconds()
         for checkpoint in args.checkpoints:
             count, offset = checkpoint - done, done

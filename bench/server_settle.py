@@ -7,7 +7,10 @@ since the previous measurement, then a line "."):
 - under ``-X tracemalloc=N``: the allocation sites that grew most;
 - with ``SETTLE_TYPES=1``: the object types whose count grew most, and for the top ones the types
   that hold a few of their objects (one hop of ``gc.get_referrers``);
-- with ``SETTLE_BYTES=1``: the bytes objects of 16 KiB or more that containers hold, by holder.
+- with ``SETTLE_BYTES=1``: the bytes objects of 16 KiB or more that containers hold, by holder;
+- with ``SETTLE_SMAPS=1``: anonymous memory by mapping (``smaps_lines``);
+- with ``SETTLE_DUMP=PREFIX`` (and ``-X tracemalloc``): each snapshot also written to PREFIX.N,
+  for bench/server_reopen.py to diff two processes' snapshots.
 
     python bench/server_settle.py FILE serve ...   (the arguments of ``cortexdb serve``)
 """
@@ -99,8 +102,38 @@ def big_bytes_lines(_previous=None):
     return lines, None
 
 
+def smaps_lines():
+    """Anonymous kB by mapping, in MB: glibc's main heap (``[heap]``), unnamed mappings of 1 MiB or
+    more (pymalloc's arenas, glibc's own mmaps of large blocks and its thread arenas, numpy's
+    buffers), smaller unnamed ones, thread stacks and the rest (libraries' data, files)."""
+    sums = collections.Counter()
+    counts = collections.Counter()
+    where = None
+    with open("/proc/self/smaps") as lines:
+        for line in lines:
+            head = line.split(None, 5)
+            if "-" in head[0] and len(head) >= 5 and ":" not in head[0]:
+                start, _, end = head[0].partition("-")
+                name = head[5].strip() if len(head) > 5 else ""
+                size = int(end, 16) - int(start, 16)
+                if name == "[heap]":
+                    where = "heap"
+                elif name.startswith("[stack"):
+                    where = "stack"
+                elif not name:
+                    where = "unnamed>=1MiB" if size >= 1 << 20 else "unnamed<1MiB"
+                else:
+                    where = "other"
+                counts[where] += 1
+            elif line.startswith("Anonymous:") and where is not None:
+                sums[where] += int(line.split()[1])
+    return ["  anon by mapping MB: " + " ".join(f"{k}={sums[k] / 1024:.1f}({counts[k]})"
+                                               for k in ("heap", "unnamed>=1MiB", "unnamed<1MiB", "stack", "other"))]
+
+
 def settle() -> None:
     previous_trace = previous_types = None
+    dumped = 0
     while True:
         asked.wait()
         asked.clear()
@@ -119,23 +152,31 @@ def settle() -> None:
                     lines.append(f"  {stat.size_diff / 1e6:+8.2f} MB {stat.count_diff:+8d} blocks (now {stat.size / 1e6:.1f} MB)")
                     lines.extend("        " + line for line in stat.traceback.format()[-10:])
             previous_trace = snapshot
+            if DUMP:
+                dumped += 1
+                snapshot.dump(f"{DUMP}.{dumped}")
         if TYPES:
             found, previous_types = procmem.held(type_lines, previous_types)
             lines.extend(found)
         if BYTES:
             found, _ = procmem.held(big_bytes_lines, None)
             lines.extend(found)
+        if SMAPS:
+            lines.extend(smaps_lines())
         with open(PATH, "a") as out:
             out.write("\n".join(lines) + "\n.\n")
 
 
-PATH = sys.argv[1]
-TYPES = os.environ.get("SETTLE_TYPES") == "1"
-BYTES = os.environ.get("SETTLE_BYTES") == "1"  # the large bytes objects and what holds them
-del sys.argv[1]
-signal.signal(signal.SIGUSR2, lambda *_: asked.set())
-threading.Thread(target=settle, daemon=True).start()
-sys.argv[0] = "cortexdb"
-from cortexdb.cli import main  # noqa: E402 (after the handler is in place)
+if __name__ == "__main__":  # not in the engine's worker processes (trio_parallel spawns them: they import this as __mp_main__)
+    PATH = sys.argv[1]
+    TYPES = os.environ.get("SETTLE_TYPES") == "1"
+    BYTES = os.environ.get("SETTLE_BYTES") == "1"  # the large bytes objects and what holds them
+    SMAPS = os.environ.get("SETTLE_SMAPS") == "1"  # anonymous memory by mapping
+    DUMP = os.environ.get("SETTLE_DUMP")  # a prefix: each tracemalloc snapshot written to PREFIX.N
+    del sys.argv[1]
+    signal.signal(signal.SIGUSR2, lambda *_: asked.set())
+    threading.Thread(target=settle, daemon=True).start()
+    sys.argv[0] = "cortexdb"
+    from cortexdb.cli import main  # noqa: E402 (after the handler is in place)
 
-sys.exit(main())
+    sys.exit(main())

@@ -201,16 +201,17 @@ def watch():
             out.writelines(lines)
 
 
-PATH, EVERY = sys.argv[1], float(sys.argv[2])
-BIGGEST = int(os.environ.get('SOAK_PROBE_BIGGEST', '15'))  # the largest containers named per sample
-COLLECT = os.environ.get('SOAK_PROBE_COLLECT') == '1'  # a full collection at every sample
-HOLDERS = [k for k in os.environ.get('SOAK_PROBE_HOLDERS', '').split(',') if k]  # types whose holders are named
-del sys.argv[1:3]
-# the server freezes its start-up objects (gc.freeze): frozen objects are invisible to
-# gc.get_referrers, so the holders of what grows could not be named
-gc.freeze = lambda: None
-threading.Thread(target=watch, daemon=True).start()
-sys.argv[0] = 'cortexdb'
-from cortexdb.cli import main  # noqa: E402 (after the probe is in place)
+if __name__ == "__main__":  # not in the engine's worker processes (trio_parallel spawns them: they import this as __mp_main__)
+    PATH, EVERY = sys.argv[1], float(sys.argv[2])
+    BIGGEST = int(os.environ.get('SOAK_PROBE_BIGGEST', '15'))  # the largest containers named per sample
+    COLLECT = os.environ.get('SOAK_PROBE_COLLECT') == '1'  # a full collection at every sample
+    HOLDERS = [k for k in os.environ.get('SOAK_PROBE_HOLDERS', '').split(',') if k]  # types whose holders are named
+    del sys.argv[1:3]
+    # the server freezes its start-up objects (gc.freeze): frozen objects are invisible to
+    # gc.get_referrers, so the holders of what grows could not be named
+    gc.freeze = lambda: None
+    threading.Thread(target=watch, daemon=True).start()
+    sys.argv[0] = 'cortexdb'
+    from cortexdb.cli import main  # noqa: E402 (after the probe is in place)
 
-sys.exit(main())
+    sys.exit(main())
