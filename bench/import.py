@@ -1,6 +1,6 @@
 """Import throughput and memory (reference §8.11), on LevelDB, against the bulk write in the same run.
 
-    python bench/import.py [--items 100000] [--small 10000] [--users 1] [--derive] [--http]
+    python bench/import.py [--items 100000] [--small 10000] [--users 1] [--derive] [--http] [--formats jsonl,mem0]
 
 It writes two synthetic source files of ``--items`` records each: CortexDB JSONL (one envelope a
 line) and a Mem0 ``get_all`` document (``mem0_results``: ``{"results": [...]}``, read with ijson).
@@ -24,7 +24,7 @@ peak RSS is the import's own memory, and should not move with the file size.  Th
 default, as in capture.py's backlog runs (``--derive`` lets it run during the writes: slower,
 noisier).  ``--http`` also imports the JSONL file through ``cortexdb serve`` (the SDK's streamed
 upload), with bulk POSTs of 1,000 as its baseline and the server's peak RSS (VmHWM); the
-pipeline runs there.  No figure is asserted; this machine is a noisy 2-core VM.
+pipeline runs there.  ``--formats mem0`` runs only the Mem0 rows (and their baselines).  No figure is asserted; this machine is a noisy 2-core VM.
 """
 
 from __future__ import annotations
@@ -314,8 +314,11 @@ def main() -> None:
                                          "each of these comma-separated file sizes (e.g. 20000,100000,200000)")
     parser.add_argument("--against", help="with --memory: each import arm also run, next to this tree's, with the "
                                           "code of this other checkout (e.g. a `git archive` of main)")
+    parser.add_argument("--formats", default="jsonl,mem0", help="the sources measured, comma-separated (default "
+                                                                 "jsonl,mem0; e.g. mem0: its rows and baselines only)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.formats = [f for f in ("jsonl", "mem0") if f in args.formats.split(",")] or ["jsonl", "mem0"]
     if args.child:
         import trio
 
@@ -351,7 +354,7 @@ def memory_report(args, sizes: list[int], work: str) -> None:
             write(files[fmt], n, args.users)
         arms = [(f"{label}{fmt} {ordering}", tree, {**common, "kind": "import", "format": fmt, "ordering": ordering,
                                                     "items": n, "file": files[fmt]})
-                for fmt in ("jsonl", "mem0") for ordering in ORDERINGS for label, tree in trees]  # fmt: skip
+                for fmt in args.formats for ordering in ORDERINGS for label, tree in trees]  # fmt: skip
         bulk_spec = {**common, "kind": "bulk", "items": n}
         results = [("bulk write", measure(bulk_spec), os.getloadavg()[0])]
         results += [(name, measure(spec, tree), os.getloadavg()[0]) for name, tree, spec in arms]
@@ -388,7 +391,7 @@ def report(args, sizes: list[int], work: str) -> None:
     print(f"{'source':6s} {'ordering':17s} {'bulk/s':>7s} {'items/s':>8s} {'ratio':>5s} {'cpu ratio':>9s} {'load':>5s}"
           "   peak RSS by file size (and over the baseline's)")
     same = None
-    for fmt in ("jsonl", "mem0"):
+    for fmt in args.formats:
         for ordering in ORDERINGS:
             load = os.getloadavg()[0]
             near = measure({**common, "kind": "bulk", "items": big})
@@ -403,12 +406,13 @@ def report(args, sizes: list[int], work: str) -> None:
             run = runs[big]
             print(f"{fmt:6s} {ordering:17s} {near['rate']:>7,.0f} {run['rate']:>8,.0f} {run['rate'] / near['rate']:>5.2f}"
                   f" {run['cpu_rate'] / near['cpu_rate']:>9.2f} {load:>5.1f}   {rss}")  # fmt: skip
-    print(f"baseline for mem0: the same records as the importer maps them, bulk-written (read back lazily from a "
-          f"file of envelopes), measured before the first mem0 row: {same['rate']:,.0f} items/s "
-          f"({same['cpu_rate']:,.0f} per CPU-second), peak RSS {same['peak_rss_mb']:.0f} MB")
+    if same is not None:
+        print(f"baseline for mem0: the same records as the importer maps them, bulk-written (read back lazily from a "
+              f"file of envelopes), measured before the first mem0 row: {same['rate']:,.0f} items/s "
+              f"({same['cpu_rate']:,.0f} per CPU-second), peak RSS {same['peak_rss_mb']:.0f} MB")
     print("the importers' reading alone (no engine; batch_throughput a request at a time, strict_temporal sorted "
           "into runs on disk and merged, as the job reads):")
-    for fmt in ("jsonl", "mem0"):
+    for fmt in args.formats:
         for ordering in ORDERINGS:
             runs = {n: measure({"kind": "parse", "format": fmt, "ordering": ordering, "items": n,
                                 "file": files[fmt, n]}) for n in sizes}  # fmt: skip
