@@ -316,3 +316,41 @@ async def test_an_engines_answers_with_rows_kept_equal_its_answers_without(seed)
             finally:
                 episodes.json.cache = rows
         assert rows.hits > 0
+
+
+async def test_an_open_episode_judged_through_its_history_is_the_version_the_whole_head_gave():
+    """Recall structures an episode's head without its lists when history must judge it (a head
+    recorded after the recall's moment, ``as_of``, ``include_superseded``) and cuts compact
+    versions' lists from the head's wire form: the version kept is the one main's rule keeps
+    (the head structured whole, the lists from ``to_wire(head)``), at every moment."""
+    from cortexdb.engine.actors import candidates, history
+    from cortexdb.engine.derive.visibility import Clip
+    from cortexdb.engine.model import from_wire, to_wire
+
+    clock = ManualClock("2026-05-13T15:42:09Z")
+    config = EngineConfig(default_caller="user:alice", episode_idle_check=3600.0)
+    async with cortexdb.open_engine("memory", store=MemoryStore(), clock=clock, id_seed=9, config=config) as engine:
+        for i in range(15):
+            if i == 4:  # a cancel rewrites the episode (and its history) whole
+                await engine.cancel((await engine.episodes(ALICE))["items"][0]["events"][2])
+            await engine.experience(envelope(f"Grace mentioned item number {i} of the list.",
+                                             observed_at=f"2026-05-13T15:00:{i:02d}Z"), wait="consolidated")  # fmt: skip
+            clock.advance(1.0)  # every commit that grows the episode closes a version of it
+        tables = engine._supervisor.actor(ALICE).tables
+        (listed,) = (await engine.episodes(ALICE))["items"]
+        record = await tables.episodes.json.get(listed["id"])
+        every = Clip.of(None, now=clock.now(), include_superseded=True)
+        versions = await history.episode_versions(tables, from_wire(record, Episode), every)
+        assert len(versions) > 8
+        moments = [v.recorded_from + dt.timedelta(milliseconds=ms) for v in versions for ms in (-1, 0, 500)]
+        judged = 0
+        for at in moments:
+            for include in (False, True):
+                clip = Clip.of(None, now=clock.now(), as_of=at, include_superseded=include)
+                got = await candidates._version(tables, "episodes", dict(record), clip)
+                head = from_wire(record, Episode)  # main's rule
+                kept = [v for v in clip.select("episodes", await history.episode_versions(tables, head, clip))
+                        if not v.excluded_from_recall]  # fmt: skip
+                assert got == (None if not kept else record if kept[-1] is head else to_wire(kept[-1]))
+                judged += got is not None and got != record
+        assert judged > 8  # closed versions were kept, their lists cut from the head's
