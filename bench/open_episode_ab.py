@@ -1,0 +1,153 @@
+"""Recall's CPU while an open episode grows, this checkout against another one, in one run.
+
+    python bench/open_episode_ab.py --baseline /tmp/main-checkout [--writes 1500] [--recall-every 10]
+                                    [--rounds 1]
+
+The soak's regime in one scope (issue 10, part 8): single writes, each one consolidated before the
+next, observed half a second apart, so every commit grows the scope's open episode until it holds
+``episode_max_events`` (500) and the next event starts another; a recall of episodes and events
+(the last write's text) every ``--recall-every`` writes.  Each arm is a worker process (this file,
+``--worker``) importing ``cortexdb`` from its own checkout, LevelDB in a temporary directory, the
+hash embedder, a manual clock and seeded ids: both arms write the same events and ask the same
+questions.  The arms run at the same time (each round starts both), so the machine's load falls
+on both alike.
+
+Printed: per bucket of the open episode's size (members when the recall ran), the CPU time of
+the worker's process per recall (``process_time``: the recall, the actor's candidates and the
+coordinator; derivation is idle then), for each arm, and this checkout's over the baseline's; the
+time inside the candidates' loading of every non-event record (``candidates._load``: episodes
+among them) likewise; the load average before and after.  The answers are compared too (each
+recall's pack less its ids and timings): a difference is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+SCOPE = "org:bench/user:alice"
+BUCKET = 100
+
+
+def worker(root: str, writes: int, every: int, out: str) -> None:
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    sys.path.insert(0, root)
+    import trio
+
+    import cortexdb
+    from cortexdb import EngineConfig
+    from cortexdb.engine.actors import candidates
+    from cortexdb.engine.clock import ManualClock
+    from cortexdb.engine.retrieve.embedders import by_name
+
+    spec = importlib.util.spec_from_file_location("bench_recall", os.path.join(_HERE, "recall.py"))
+    recall = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recall)
+    loading = [0.0]
+    load = candidates._load
+
+    async def timed_load(*args, **kw):
+        start = time.process_time()
+        try:
+            return await load(*args, **kw)
+        finally:
+            loading[0] += time.process_time() - start
+
+    candidates._load = timed_load
+
+    async def main() -> dict:
+        start = dt.datetime(2026, 5, 1, tzinfo=dt.UTC)
+        clock = ManualClock(start)
+        config = EngineConfig(idle_timeout=36000, episode_idle_check=36000.0, default_caller="user:alice")
+        rows: list[dict] = []
+        with tempfile.TemporaryDirectory(prefix="open-episode-ab-") as path:
+            async with cortexdb.open_engine("leveldb", path=path, config=config, clock=clock, id_seed=11,
+                                            embedder=by_name("hash")) as engine:  # fmt: skip
+                items = recall.items(random.Random(7), writes, 0)
+                for i, item in enumerate(items):
+                    item = dict(item)
+                    item["context"] = {**item.get("context", {}), "observed_at": clock.now().isoformat()}
+                    await engine.experience({"scope": SCOPE, **item}, wait="consolidated")
+                    clock.advance(0.5)
+                    if i % every == every - 1:
+                        query = {"scope": SCOPE, "query": item["content"]["text"][:60], "include": ["episodes", "events"]}
+                        loading[0] = 0.0
+                        before = time.process_time()
+                        pack = await engine.recall(query)
+                        cpu = time.process_time() - before
+                        rows.append({"members": i % 500 + 1, "cpu": cpu, "load": loading[0],
+                                     "answer": {"layers": pack["layers"], "context_block": pack["context_block"]}})  # fmt: skip
+        return {"rows": rows}
+
+    with open(out, "w") as f:
+        json.dump(trio.run(main), f, default=str)
+
+
+def untimed(x):
+    if isinstance(x, dict):
+        return {k: untimed(v) for k, v in x.items() if k != "time_ms" and not k.endswith("_ms")}
+    return [untimed(v) for v in x] if isinstance(x, list) else x
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", help="the other checkout")
+    parser.add_argument("--writes", type=int, default=1500)
+    parser.add_argument("--recall-every", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.writes, args.recall_every, args.out)
+        return
+    if not args.baseline:
+        parser.error("--baseline is required")
+    arms = {"branch": os.path.join(_HERE, ".."), "baseline": args.baseline}
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    results: dict[str, list] = {arm: [] for arm in arms}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in range(args.rounds):
+            procs = {}
+            for arm, root in arms.items():
+                out = os.path.join(tmp, f"{arm}-{n}.json")
+                cmd = [sys.executable, os.path.abspath(__file__), "--worker", os.path.abspath(root), "--out", out,
+                       "--writes", str(args.writes), "--recall-every", str(args.recall_every)]  # fmt: skip
+                procs[arm] = (subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": os.path.abspath(root)}), out)
+            for arm, (proc, out) in procs.items():
+                if proc.wait() != 0:
+                    sys.exit(f"{arm} worker failed")
+                with open(out) as f:
+                    results[arm] += json.load(f)["rows"]
+    print(f"load average after: {os.getloadavg()}")
+    branch, base = results["branch"], results["baseline"]
+    differ = [i for i, (a, b) in enumerate(zip(branch, base, strict=True)) if untimed(a["answer"]) != untimed(b["answer"])]
+    print(f"{len(branch)} recalls per arm; answers {'identical' if not differ else f'DIFFER at recalls {differ[:10]}'}")
+    print("| open episode's members | recalls | CPU ms a recall: baseline | branch | ratio | loading (_load) ms: baseline | branch | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    buckets = sorted({(r["members"] - 1) // BUCKET for r in branch})
+    for bucket in [*buckets, None]:
+        chosen = [i for i, r in enumerate(branch) if bucket is None or (r["members"] - 1) // BUCKET == bucket]
+        label = "all" if bucket is None else f"{bucket * BUCKET + 1}-{(bucket + 1) * BUCKET}"
+
+        def mean(rows, key, chosen=chosen):
+            return 1000 * statistics.mean(rows[i][key] for i in chosen)
+
+        cpu_b, cpu_a = mean(base, "cpu"), mean(branch, "cpu")
+        load_b, load_a = mean(base, "load"), mean(branch, "load")
+        print(f"| {label} | {len(chosen)} | {cpu_b:.2f} | {cpu_a:.2f} | {cpu_a / cpu_b:.2f} | "
+              f"{load_b:.2f} | {load_a:.2f} | {load_a / load_b:.2f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
