@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .messages import Stop
-from .residency import scope_bytes
+from .residency import MEMBER_ROW_BYTES, scope_bytes
 
 
 class Releasable:
@@ -42,7 +42,9 @@ class Releasable:
         return True
 
     def estimated_bytes(self) -> int:
-        return scope_bytes(self.lane.state, len(self.episode_cache))
+        rows = self.tables.episodes.rows_cache
+        kept_rows = rows.rows * MEMBER_ROW_BYTES if rows is not None else 0
+        return scope_bytes(self.lane.state, len(self.episode_cache)) + kept_rows
 
     def drop_state(self) -> None:
         """Let go of the indexes and decoded records (the actor has stopped)."""
