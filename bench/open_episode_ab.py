@@ -2,6 +2,7 @@
 
     python bench/open_episode_ab.py --baseline /tmp/main-checkout [--writes 1500] [--recall-every 10]
                                     [--rounds 1]
+    python bench/open_episode_ab.py --baseline /tmp/main-checkout --fill-rows 500 [--fills 300]
 
 The soak's regime in one scope (issue 10, part 8): single writes, each one consolidated before the
 next, observed half a second apart, so every commit grows the scope's open episode until it holds
@@ -20,6 +21,11 @@ time inside the candidates' loading of every non-event record (``candidates._loa
 among them) and inside the filling of open episodes' headers with their member rows
 (``storage.episodes._Filled.fill``); the load average before and after.  The answers are compared too (each
 recall's pack less its ids and timings): a difference is printed.
+
+``--fill-rows N`` times one thing alone instead: reading an open episode of N members whole, as a
+recall does for each open episode among its candidates (``_Filled.fill`` of its header, LevelDB,
+``--fills`` times after 20 untimed), in each arm by a scope actor's table (rows kept, where the
+checkout keeps them); the arms run one after the other.
 """
 
 from __future__ import annotations
@@ -99,6 +105,42 @@ def worker(root: str, writes: int, every: int, out: str) -> None:
         json.dump(trio.run(main), f, default=str)
 
 
+def fill_worker(root: str, rows: int, fills: int) -> None:
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    sys.path.insert(0, root)
+    import trio
+
+    from cortexdb.backends.leveldb.store import LevelDBStore
+    from cortexdb.engine import jsoncodec
+    from cortexdb.engine.model import CausalLink, Episode
+    from cortexdb.engine.storage.episodes import EpisodeTable
+
+    async def main() -> None:
+        at = dt.datetime(2026, 5, 13, tzinfo=dt.UTC)
+        ids = [f"evt_019e2200-a868-73b9-b97d-{i:012x}" for i in range(rows)]
+        episode = Episode(id="ep_1", scope=SCOPE, name="n", summary="s", events=list(ids), supports=list(ids),
+                          started_at=at, ended_at=at, valid_from=at, recorded_from=at,
+                          causal_chain=[CausalLink(event=i, role=("context", "decision")[n % 2]) for n, i in enumerate(ids)])  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="open-episode-fill-") as path:
+            store = await LevelDBStore.open(path)
+            table = EpisodeTable(store, SCOPE)
+            if hasattr(table, "keep_rows"):
+                table.keep_rows(1000)  # as a scope actor's (ScopeActor)
+            await store.write(await table.open_ops(episode))
+            raw = await store.get(table.key("ep_1"))
+            for _ in range(20):
+                await table.json.fill("ep_1", jsoncodec.decode(raw))
+            start = time.thread_time()
+            for _ in range(fills):
+                whole = await table.json.fill("ep_1", jsoncodec.decode(raw))
+            spent = (time.thread_time() - start) / fills
+            assert whole["events"] == ids
+            await store.close()
+        print(json.dumps({"us": spent * 1e6}))
+
+    trio.run(main)
+
+
 def untimed(x):
     if isinstance(x, dict):
         return {k: untimed(v) for k, v in x.items() if k != "time_ms" and not k.endswith("_ms")}
@@ -111,9 +153,14 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=1500)
     parser.add_argument("--recall-every", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--fill-rows", type=int, default=0)
+    parser.add_argument("--fills", type=int, default=300)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker and args.fill_rows:
+        fill_worker(args.worker, args.fill_rows, args.fills)
+        return
     if args.worker:
         worker(args.worker, args.writes, args.recall_every, args.out)
         return
@@ -121,6 +168,18 @@ def main() -> None:
         parser.error("--baseline is required")
     arms = {"branch": os.path.join(_HERE, ".."), "baseline": args.baseline}
     print(f"load average before: {os.getloadavg()}", flush=True)
+    if args.fill_rows:
+        spent = {}
+        for arm, root in (*arms.items(), *arms.items()):  # each twice, alternating: the better of two
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", os.path.abspath(root),
+                   "--fill-rows", str(args.fill_rows), "--fills", str(args.fills)]  # fmt: skip
+            found = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True,
+                                              env={**os.environ, "PYTHONPATH": os.path.abspath(root)}).stdout)  # fmt: skip
+            spent[arm] = min(spent.get(arm, found["us"]), found["us"])
+        print(f"load average after: {os.getloadavg()}")
+        print(f"an open episode of {args.fill_rows} members read whole: baseline {spent['baseline']:.0f} µs, "
+              f"branch {spent['branch']:.0f} µs, ratio {spent['branch'] / spent['baseline']:.2f}")  # fmt: skip
+        return
     results: dict[str, list] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(args.rounds):
