@@ -50,9 +50,9 @@ class Releasable:
         """Let go of the indexes and decoded records (the actor has stopped)."""
         self.lane.state.reset(self.ctx, keep_files=True)
         self.episode_cache.clear()
-        self._clear_rows()
+        self.clear_rows()
 
-    def _clear_rows(self) -> None:
+    def clear_rows(self) -> None:
         """Drop the open episodes' member rows kept decoded (storage/episode_rows.py): every read
         checks them against the stored header anyway; a forget, a rebuild, resegmentation and a
         release let them go at once rather than when each episode is next read."""

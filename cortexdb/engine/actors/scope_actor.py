@@ -184,12 +184,12 @@ class ScopeActor(Releasable):
         self.lane.submit(FlushItem(message.seal, message.reply))
 
     async def _rebuild(self, message: Rebuild) -> None:
-        self._clear_rows()
+        self.clear_rows()
         self.lane.submit(RebuildItem(message.reply))
 
     async def _resegment(self, message: Resegment) -> None:
         self.episode_cache.clear()  # recall's decoded episodes: the episodes are replaced
-        self._clear_rows()
+        self.clear_rows()
         self.lane.submit(ResegmentItem(message.progress, message.reply))
 
     async def _derived(self, message: ForeignDerived) -> None:
@@ -197,7 +197,7 @@ class ScopeActor(Releasable):
 
     async def _forget(self, message: Forget) -> None:
         self.episode_cache.clear()  # recall's decoded episodes: none may outlive a forget
-        self._clear_rows()
+        self.clear_rows()
         self.lane.submit(ForgetItem(message.work, message.reply))
 
     async def _synthesize(self, message: Synthesize) -> None:
