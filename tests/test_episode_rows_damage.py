@@ -19,11 +19,20 @@ CONFIG = EngineConfig(default_caller="user:alice", episode_idle_check=3600.0)
 
 
 class Gated(MemoryStore):
-    """Holds the first scan of member rows once ``armed``, until ``resume`` is set."""
+    """Holds the first read of member rows once ``armed`` (a scan of them, or the point read of
+    the first one that a read of rows kept decoded makes: storage/episode_rows.py), until
+    ``resume`` is set."""
 
     def __init__(self) -> None:
         super().__init__()
         self.armed, self.reached, self.resume = False, trio.Event(), trio.Event()
+
+    async def get(self, key):
+        if self.armed and key.startswith(EK):
+            self.armed = False
+            self.reached.set()
+            await self.resume.wait()
+        return await super().get(key)
 
     def scan(self, *args, **kw):
         prefix = kw.get("prefix") or b""

@@ -153,7 +153,6 @@ async def _in_window(actor, query: Candidates, per_layer: dict[str, int], seen: 
     return found
 
 
-
 async def _kept(filters: Any, layer: str, record: dict[str, Any], observers: Observers | None) -> bool:
     """Whether a record passes the recall filters.  A fact's or a belief's ``observed_actor`` is
     who observed the events it rests on (only looked up when a filter names it)."""
@@ -304,7 +303,8 @@ async def _version(tables, layer: str, record: dict[str, Any], clip: Clip,
                    whole: Any = None) -> dict[str, Any] | None:  # fmt: skip
     """The version of a record (its stored wire form) the clip keeps, or None: the record
     itself when it has one version (the common case, judged without structuring it), else the
-    latest version kept of those ``history`` loads (``whole()``: the whole record of a header)."""
+    latest version kept of those ``history`` loads (``whole()``: the whole record of a header; an
+    episode's head structured without its lists, which history cuts from ``record``'s)."""
     times = Times(record)
     # one version, or only the current one can be kept (history.py's rule: no include_superseded
     # or recorded window, and the current version recorded by the clip's moment — a closed
@@ -315,13 +315,13 @@ async def _version(tables, layer: str, record: dict[str, Any], clip: Clip,
         kept = clip.keeps(layer, times) and not record.get("excluded_from_recall")
         return record if kept else None
     record = whole() if whole is not None else record  # history structures the whole record
-    head = from_wire(record, RECORDS[layer])
+    head = from_wire({**record, **history.NO_LISTS} if layer == "episodes" else record, RECORDS[layer])
     if layer == "facts":
         versions = await history.fact_versions(tables, head, clip)
     elif layer == "beliefs":
         versions = await history.belief_versions(tables, head.id, head, clip)
     else:
-        versions = await history.episode_versions(tables, head, clip)
+        versions = await history.episode_versions(tables, head, clip, later=record)
     kept = [v for v in clip.select(layer, versions) if not v.excluded_from_recall]
     if not kept:
         return None

@@ -16,6 +16,10 @@ from ..derive.versions import expand_episode, is_full, legacy, split_legacy
 from ..derive.visibility import Clip
 from ..model import Belief, Episode, Fact, to_wire
 
+#: an episode's three lists, empty: recall structures a head without them (up to 500 causal
+#: links) and passes its wire form as ``later`` (``episode_versions``)
+NO_LISTS: dict[str, list] = {"events": [], "supports": [], "causal_chain": []}
+
 
 def _wanted(clip: Clip | None, at: dt.datetime | None, head: Any) -> tuple[bool, dt.datetime | None]:
     """(whether closed versions are needed, the moment to seek past: None for all of them)."""
@@ -54,9 +58,11 @@ async def belief_versions(tables: Any, belief_id: str, head: Belief | None, clip
 
 
 async def episode_versions(tables: Any, head: Episode, clip: Clip | None = None,
-                           at: dt.datetime | None = None) -> list[Episode]:  # fmt: skip
+                           at: dt.datetime | None = None, later: dict[str, Any] | None = None) -> list[Episode]:  # fmt: skip
     """The versions of an episode a read may keep, oldest first.  A compact version reads its
-    lists from the next one stored whole, so the rows are read on until one is (or the end)."""
+    lists from the next one stored whole, so the rows are read on until one is (or the end).
+    ``later``: the head's wire form, when the caller has it (then only the head's times are
+    read from ``head``: recall structures it without its lists)."""
     needed, after = _wanted(clip, at, head)
     if head.version == 1 or not needed:
         return [head]
@@ -65,7 +71,7 @@ async def episode_versions(tables: Any, head: Episode, clip: Clip | None = None,
         rows.append(row)
         if after is not None and is_full(row):
             break
-    later = to_wire(head)
+    later = to_wire(head) if later is None else later
     versions: list[Episode] = []
     for row in reversed(rows):
         if is_full(row):

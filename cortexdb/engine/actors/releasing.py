@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .messages import Stop
-from .residency import scope_bytes
+from .residency import MEMBER_ROW_BYTES, scope_bytes
 
 
 class Releasable:
@@ -16,6 +16,7 @@ class Releasable:
     lane: Any
     inflight: Any
     episode_cache: Any
+    tables: Any
     released: bool
     _receive: Any
     _reads: int
@@ -41,9 +42,20 @@ class Releasable:
         return True
 
     def estimated_bytes(self) -> int:
-        return scope_bytes(self.lane.state, len(self.episode_cache))
+        rows = self.tables.episodes.rows_cache
+        kept_rows = rows.rows * MEMBER_ROW_BYTES if rows is not None else 0
+        return scope_bytes(self.lane.state, len(self.episode_cache)) + kept_rows
 
     def drop_state(self) -> None:
         """Let go of the indexes and decoded records (the actor has stopped)."""
         self.lane.state.reset(self.ctx, keep_files=True)
         self.episode_cache.clear()
+        self.clear_rows()
+
+    def clear_rows(self) -> None:
+        """Drop the open episodes' member rows kept decoded (storage/episode_rows.py): every read
+        checks them against the stored header anyway; a forget, a rebuild, resegmentation and a
+        release let them go at once rather than when each episode is next read."""
+        rows = self.tables.episodes.rows_cache
+        if rows is not None:
+            rows.clear()

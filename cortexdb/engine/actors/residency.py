@@ -53,6 +53,7 @@ TEXT_SLOT_ARRAYS = 17  # an index without its own estimate: length (float64), ke
 TEXT_MIN_SLOTS = 1024
 TEXT_PAIR_BYTES = 40  # 16 in the postings and the slot's pairs; ~650 terms per 1,900 pairs at 100 events
 RECORD_BYTES = 1536
+MEMBER_ROW_BYTES = 225  # an open episode's member row kept decoded (storage/episode_rows.py): 225 measured
 DIGEST_BYTES = 500  # a live belief in its subject's summary: 413 measured, its claim key (~100) shared
 
 

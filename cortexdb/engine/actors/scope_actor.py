@@ -91,6 +91,8 @@ class ScopeActor(Releasable):
         self.last_capture = -1e9  # trio time of the latest group commit
         # recall: decoded episodes, reused while their stored bytes are unchanged (candidates.py)
         self.episode_cache = DecodedEpisodes(most_bytes=ctx.config.episode_cache_bytes)
+        # and open episodes' member rows, read again only past what was read (storage/episode_rows.py)
+        self.tables.episodes.keep_rows(ctx.config.episode_rows_cached)
         # Capture is group-committed by the mailbox loop and Stop ends it; every other message has
         # its one handler (bound per actor, so a test may patch a handler on the class)
         self.handlers = {
@@ -182,10 +184,12 @@ class ScopeActor(Releasable):
         self.lane.submit(FlushItem(message.seal, message.reply))
 
     async def _rebuild(self, message: Rebuild) -> None:
+        self.clear_rows()
         self.lane.submit(RebuildItem(message.reply))
 
     async def _resegment(self, message: Resegment) -> None:
         self.episode_cache.clear()  # recall's decoded episodes: the episodes are replaced
+        self.clear_rows()
         self.lane.submit(ResegmentItem(message.progress, message.reply))
 
     async def _derived(self, message: ForeignDerived) -> None:
@@ -193,6 +197,7 @@ class ScopeActor(Releasable):
 
     async def _forget(self, message: Forget) -> None:
         self.episode_cache.clear()  # recall's decoded episodes: none may outlive a forget
+        self.clear_rows()
         self.lane.submit(ForgetItem(message.work, message.reply))
 
     async def _synthesize(self, message: Synthesize) -> None:

@@ -21,6 +21,13 @@ operations for the caller's one atomic write, so a crash keeps either the old fo
 except in a forget, which writes in chunks of ``CHUNK_OPS``: a rewrite torn between two chunks
 leaves a header with its first rows deleted.  A read then gives the rows there are (and says so
 in the log), never fails, and the episode's next write writes all its rows again (``held``).
+
+A header also holds ``"members_gen"``: a random token written with the rows whenever they are
+written from position 0, and kept by every append.  A scope actor's reads keep the rows they
+read decoded under that token (``episode_rows.MemberRows``) and read again only the rows past
+those, for as long as the stored header carries the same token (docs/decisions.md, "An open
+episode's member rows read once").  A header without one (an older build's) is read whole each
+time, and gets one at its next append.
 """
 
 from __future__ import annotations
@@ -35,11 +42,13 @@ from ..model import Episode, converter
 from ..model.converter import episode_header_wire
 from ..spi.kv import Delete, KVStore, Op, Put
 from . import keys
+from .episode_rows import MemberRows, new_generation
 from .table import JSON, Records, Table
 
 log = logging.getLogger(__name__)
 
 MEMBERS = "open_members"  # the header's count of member rows
+GENERATION = "members_gen"  # the header's token of its rows' generation (episode_rows.py)
 OPEN_MEMBERS = b'"open_members":'  # in the stored bytes of a header (and of no whole row but by chance)
 LISTS = ("events", "supports", "causal_chain")
 RETRIES = 8  # reads of a header changing under a reader (each retry means a commit came between)
@@ -56,25 +65,53 @@ class _Filled(Table[Any]):
     def __init__(self, store: KVStore, prefix: bytes, members: Table[Any]) -> None:
         super().__init__(store, prefix, JSON)
         self.members = members
+        self.cache: MemberRows | None = None  # a scope actor's (EpisodeTable.keep_rows)
 
     async def fill(self, name: str, wire: dict[str, Any]) -> dict[str, Any] | None:
         """``wire`` (the decoded row of ``name``) whole, or None when the row is gone.  A header
         and its rows are two reads: a commit between them (the lane goes on while a recall
         reads) is seen as a header that changed when it is read again, and the read is made
         again from the new one; after ``RETRIES`` of those, from one snapshot."""
+        cache = self.cache
         for _ in range(RETRIES):
             count = wire.get(MEMBERS)
             if count is None:
+                if cache is not None:
+                    cache.drop(name)
                 return wire
-            rows = _rows([value async for _, value in self.store.scan(prefix=self.members.key((name, "")), limit=count)])
+            generation = wire.get(GENERATION)
+            rows = await self._member_rows(name, count, generation)
             raw = await self.store.get(self.key(name))
             again = jsoncodec.decode(raw) if raw is not None else None
             if again is None:  # deleted meanwhile (a forget, a rebuild): no such episode now
+                if cache is not None:
+                    cache.drop(name)
                 return None
             if again == wire:
+                if cache is not None and generation is not None and len(rows) == count:
+                    cache.put(name, generation, rows)
                 return _whole(name, wire, rows)
             wire = again
         return await self._consistent(name)
+
+    async def _member_rows(self, name: str, count: int, generation: str | None) -> list[Any]:
+        """The first ``count`` member rows of ``name``, decoded: those cached under
+        ``generation`` and the ones past them, or all of them read.  The cached rows are used
+        only while the first row is still stored: a forget's rewrite torn between its chunks
+        deletes the rows first to last under an unchanged header, and a read then gives the rows
+        there are, as it does uncached."""
+        under = self.members.key((name, ""))
+        cached = None
+        if self.cache is not None and generation is not None:
+            cached = self.cache.get(name, generation)
+        if cached is not None and len(cached) <= count and \
+                await self.store.get(self.members.key((name, position(0)))) is not None:  # fmt: skip
+            if len(cached) == count:
+                return cached
+            start = self.members.key((name, position(len(cached))))
+            return cached + _rows([value async for _, value in
+                                   self.store.scan(prefix=under, start=start, limit=count - len(cached))])  # fmt: skip
+        return _rows([value async for _, value in self.store.scan(prefix=under, limit=count)])
 
     async def _consistent(self, name: str) -> dict[str, Any] | None:
         """The row and its members read from one snapshot (a scope appending faster than the
@@ -125,6 +162,7 @@ def _whole(name: str, wire: dict[str, Any], rows: list[Any]) -> dict[str, Any]:
     and read as the rows there are, never a failed read; the next write of the episode writes
     all its rows again (``EpisodeTable.held``)."""
     count = wire.pop(MEMBERS)
+    wire.pop(GENERATION, None)
     if len(rows) != count:
         log.warning("episode %s: its header counts %d member rows, %d are stored; read with those",
                     name, count, len(rows))  # fmt: skip
@@ -200,32 +238,48 @@ class EpisodeTable(Table[Episode]):
             cursor, limit=limit, under=under, expand=whole, more=more)  # fmt: skip
 
     # -- writing ---------------------------------------------------------------------------------
+    def keep_rows(self, most: int) -> None:
+        """Keep up to ``most`` member rows of open episodes decoded between reads (a scope
+        actor's partition: ``EngineConfig.episode_rows_cached``; 0: none)."""
+        self.json.cache = MemberRows(most) if most > 0 else None
+
+    @property
+    def rows_cache(self) -> MemberRows | None:
+        return self.json.cache
+
     async def held(self, episode_id: str) -> int:
         """How many member rows the stored row of ``episode_id`` counts (0 for a row stored
         whole, or none)."""
+        return (await self._held(episode_id))[0]
+
+    async def _held(self, episode_id: str) -> tuple[int, str | None]:
+        """``held`` and the stored header's generation of rows (None: none, or no rows held)."""
         raw = await self.store.get(self.key(episode_id))
         if raw is None or OPEN_MEMBERS not in raw:
-            return 0
-        count = int(jsoncodec.decode(raw).get(MEMBERS, 0))
+            return 0, None
+        header = jsoncodec.decode(raw)
+        count = int(header.get(MEMBERS, 0))
         ends = (self.members.key((episode_id, position(0))), self.members.key((episode_id, position(count - 1))))
         for key in ends if count else ():
             if await self.store.get(key) is None:
-                return 0  # rows missing (a torn rewrite deletes them first to last): write them all again
-        return count
+                return 0, None  # rows missing (a torn rewrite deletes them first to last): write them all again
+        return count, header.get(GENERATION) if count else None
 
     async def open_ops(self, episode: Episode) -> list[Op]:
         """The writes of an open episode that grew by appends only since it was stored: its
         header, and the member rows the stored header does not count yet.  An episode whose
         lists are not one member per position (a cancel or a forget rewrote them) is written
-        whole."""
+        whole.  Rows written from position 0 get a new generation; an append keeps the stored
+        one (a header without one, an older build's, gets one: its rows are all there)."""
         ids = episode.events
         if ids != episode.supports or ids != [link.event for link in episode.causal_chain]:
             return await self.whole_ops(episode)
-        held = await self.held(episode.id)
+        held, generation = await self._held(episode.id)
         if held > len(ids):  # not an append (cannot happen: a removal writes the row whole)
             held = 0
         wire = header_wire(episode)
         wire[MEMBERS] = len(ids)
+        wire[GENERATION] = generation if held and generation is not None else new_generation()
         ops: list[Op] = [Put(self.key(episode.id), jsoncodec.encode(wire))]
         ops += [self.members.put_op((episode.id, position(i)), [link.event, link.role])
                 for i, link in enumerate(episode.causal_chain[held:], held)]  # fmt: skip
