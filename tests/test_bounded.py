@@ -538,3 +538,63 @@ async def test_a_worker_process_that_never_answers_falls_back_to_threads(engine_
         assert (engine._ctx.cpu_workers, engine._ctx.cpu_started) == ("thread", False)
         view = await engine.memory_event(done.event_id)
         assert view["errors"] == [] and view["passages"] > 1
+
+
+def probing_context(seconds: float):
+    """What ``workers.off_loop`` reads of an engine's context, with worker processes on."""
+    import types
+
+    return types.SimpleNamespace(
+        cpu_workers="process", cpu_processes=None, cpu_limiter=trio.CapacityLimiter(1),
+        cpu_started=False, cpu_probe=None,
+        config=types.SimpleNamespace(derivation_worker_start_seconds=seconds),
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(not hasattr(signal, "pause"), reason="signal.pause is POSIX's")
+async def test_calls_waiting_on_a_silent_worker_share_one_probe_and_no_shared_thread(monkeypatch):
+    """Forty-five calls while the workers never answer: one probe, whose deadline holds none of
+    trio's shared thread tokens (other work in threads, LevelDB's among it, goes on; before, each
+    call's probe held one and 40 used them all), and then every call runs in a thread."""
+    import os
+
+    import trio_parallel
+
+    probes = []
+    real_probe = worker_start._probe
+
+    async def counted(ctx, seconds):
+        probes.append(seconds)
+        await real_probe(ctx, seconds)
+
+    monkeypatch.setattr(worker_start, "_probe", counted)
+    ctx = probing_context(2.0)
+    results = []
+
+    async def one():
+        results.append(await worker_start.off_loop(ctx, os.getpid))
+
+    async with trio_parallel.open_worker_context(init=signal.pause) as processes:
+        ctx.cpu_processes = processes
+        async with trio.open_nursery() as nursery:
+            for _ in range(45):
+                nursery.start_soon(one)
+            await trio.testing.wait_all_tasks_blocked()
+            assert ctx.cpu_probe is not None and probes == [2.0]
+            # trio-parallel's start of its one worker holds a shared token; the probe's watch none
+            assert trio.to_thread.current_default_thread_limiter().borrowed_tokens <= 1
+    assert probes == [2.0] and ctx.cpu_workers == "thread" and not ctx.cpu_started
+    assert results == [os.getpid()] * 45  # run in this process's threads
+
+
+async def test_a_start_deadline_past_what_a_thread_can_wait_still_probes():
+    """``inf`` (or anything past ``threading.TIMEOUT_MAX``) is a deadline, not a fallback."""
+    import os
+
+    import trio_parallel
+
+    ctx = probing_context(float("inf"))
+    async with trio_parallel.open_worker_context() as processes:
+        ctx.cpu_processes = processes
+        pid = await worker_start.off_loop(ctx, os.getpid)
+    assert (ctx.cpu_workers, ctx.cpu_started) == ("process", True) and pid != os.getpid()

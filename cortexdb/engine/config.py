@@ -34,7 +34,7 @@ class EngineConfig:
     entity_cache_max: int = attrs.field(default=16_384, validator=attrs.validators.ge(1))
     # bytes of stored episode JSON recall keeps decoded per scope (besides at most 128 episodes)
     episode_cache_bytes: int = 1 << 20
-    # member rows of open episodes (an event id and a causal role each, ~200 bytes decoded) a scope
+    # member rows of open episodes (an event id and a causal role each, ~225 bytes decoded) a scope
     # keeps decoded between reads, so a recall reads only the rows added since; 0: none kept
     # (docs/decisions.md, "An open episode's member rows read once")
     episode_rows_cached: int = attrs.field(default=1000, validator=attrs.validators.ge(0))

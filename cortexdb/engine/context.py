@@ -59,6 +59,7 @@ class NodeContext:
     cpu_workers: str = "thread"
     cpu_processes: Any = None
     cpu_started: bool = False  # a worker process has answered (workers.off_loop's first call)
+    cpu_probe: Any = None  # a trio.Event while that first call is under way
     signals: Any = None  # the SignalService (``Engine.signals``): recall and forget read signals through it
     proposals: Any = None  # the ProposalService (``Engine.proposals``): erasure drops a scope's proposals
     intake: Any = None  # the IntakeService (``Engine.intake``): a forget deletes the results of what it took

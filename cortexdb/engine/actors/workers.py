@@ -81,9 +81,23 @@ async def _started(ctx) -> bool:
     of real time.  A spawned worker re-imports the program's main module; one that starts work
     there (no ``if __name__ == "__main__"`` guard: a server, a prompt) never answers, and every
     derivation would wait on it for ever (docs/decisions.md, "A worker process that never
-    starts").  The deadline is kept by a thread's wait, not trio's clock, so a test's virtual
-    clock cannot end it early."""
-    seconds = ctx.config.derivation_worker_start_seconds
+    starts").  One probe an engine: calls meanwhile wait for its outcome.  The deadline is kept
+    by one thread's wait (its own limiter: none of trio's shared thread tokens), not trio's
+    clock, so a test's virtual clock cannot end it early."""
+    while ctx.cpu_probe is not None:  # a probe is under way: its outcome is this call's too
+        await ctx.cpu_probe.wait()
+    if ctx.cpu_started or ctx.cpu_workers != "process":  # answered, or fallen back meanwhile
+        return ctx.cpu_started
+    ctx.cpu_probe = trio.Event()  # (a probe cancelled from outside leaves the next call to probe)
+    try:
+        await _probe(ctx, ctx.config.derivation_worker_start_seconds)
+    finally:
+        ctx.cpu_probe.set()
+        ctx.cpu_probe = None
+    return ctx.cpu_started
+
+
+async def _probe(ctx, seconds: float) -> None:
     answered = threading.Event()
 
     async def call(cancel_scope: trio.CancelScope) -> None:
@@ -97,10 +111,10 @@ async def _started(ctx) -> bool:
     async def watch(cancel_scope: trio.CancelScope) -> None:
         if not seconds:
             await trio.sleep_forever()
-        elif not await trio.to_thread.run_sync(answered.wait, seconds):
+        elif not await trio.to_thread.run_sync(answered.wait, min(seconds, threading.TIMEOUT_MAX),
+                                               limiter=trio.CapacityLimiter(1)):  # fmt: skip
             cancel_scope.cancel()  # no answer in time: the call is cancelled, its worker killed
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(call, nursery.cancel_scope)
         nursery.start_soon(watch, nursery.cancel_scope)
-    return ctx.cpu_started
