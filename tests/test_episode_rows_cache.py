@@ -354,3 +354,33 @@ async def test_an_open_episode_judged_through_its_history_is_the_version_the_who
                 assert got == (None if not kept else record if kept[-1] is head else to_wire(kept[-1]))
                 judged += got is not None and got != record
         assert judged > 8  # closed versions were kept, their lists cut from the head's
+
+
+async def test_rows_kept_count_in_the_scopes_estimate_and_a_release_or_forget_lets_them_go():
+    from cortexdb.engine.actors.residency import MEMBER_ROW_BYTES
+
+    config = EngineConfig(default_caller="user:alice", episode_idle_check=3600.0)
+    request = {"scope": ALICE, "query": "Grace item list", "include": ["episodes", "events"]}
+    async with cortexdb.open_engine("memory", clock=ManualClock("2026-05-13T15:42:09Z"), id_seed=5,
+                                    config=config) as engine:  # fmt: skip
+        written = [await engine.experience(envelope(f"Grace mentioned item number {i} of the list.",
+                                                    observed_at=f"2026-05-13T15:00:{i:02d}Z"),
+                                           wait="consolidated") for i in range(12)]  # fmt: skip
+        assert len((await engine.recall(request))["layers"]["episodes"]) == 1
+        actor = engine._ctx.supervisor.actor(ALICE)
+        kept = actor.tables.episodes.rows_cache
+        rows, estimate = kept.rows, actor.estimated_bytes()
+        assert rows == 12
+        kept.clear()
+        assert estimate - actor.estimated_bytes() == rows * MEMBER_ROW_BYTES
+        await engine.recall(request)
+        assert kept.rows == 12
+        assert await engine._ctx.supervisor.release(ALICE)  # the actor stops: its rows go with it
+        assert kept.rows == 0
+        await engine.recall(request)
+        actor = engine._ctx.supervisor.actor(ALICE)
+        kept = actor.tables.episodes.rows_cache
+        assert kept.rows == 12
+        await engine.forget({"scope": ALICE, "layers": ["events"], "cascade": "redact_events",
+                             "selector": {"memory_ids": [written[3].event_id]}})
+        assert kept.rows == 0
