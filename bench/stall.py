@@ -18,7 +18,10 @@ runs the same load against an engine in this process instead (memory backend).
 3. a recall with a 500-token budget asks for the planted sentence.
 Printed: the other clients' p50 / p99 / max latency before and during (and for writes and recalls
 apart), their ratios, the consolidation time, the RSS of the server and its derivation workers,
-and what the budgeted recall returned.  Goal: p99 during < 100 ms.  ``--workers thread`` runs
+and what the budgeted recall returned.  Over HTTP, from the server's own log: the same requests'
+p50 / p99 as the server timed them (its access log), and the task steps that held its event loop
+``--slow-step-ms`` or more (``CORTEX_LOOP_SLOW_STEP_MS``, server/loopwatch.py) per phase, with
+the longest: a loop held by one step shows there, while latency from sharing the cores does not.  Goal: p99 during < 100 ms.  ``--workers thread`` runs
 derivation's CPU work in threads instead of worker processes (EngineConfig.derivation_workers);
 to measure another checkout, run the script with that checkout as the working directory and
 PYTHONPATH (the server starts with ``python -m``, which imports from the working directory).
@@ -36,6 +39,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 import argparse  # noqa: E402
+import datetime  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
@@ -109,6 +113,7 @@ class Load:
         self.latencies: dict[str, list[float]] = {"before": [], "during": [], "after": []}
         self.by_kind: dict[tuple[str, str], list[float]] = {}  # (phase, write|recall) -> ms
         self.stop = False
+        self.marks: dict[str, float] = {}  # phase -> when it began (time.time(), for the server's log)
 
     async def client(self, call, client: int, think: float) -> None:
         i = 0
@@ -145,10 +150,12 @@ async def run(load: Load, args, call, write_document, recall_budgeted, pid: int)
             nursery.start_soon(load.client, call, client, args.think_ms / 1000)
         await trio.sleep(args.baseline)
         rss_before = rss_mb(pid)
+        load.marks["during"] = time.time()
         load.phase = "during"
         started = time.perf_counter()
         await write_document(text)
         consolidation = time.perf_counter() - started
+        load.marks["after"] = time.time()
         load.phase = "after"
         load.stop = True
     rss_after = rss_mb(pid)
@@ -248,18 +255,60 @@ async def embedded(args) -> tuple[Load, dict]:
     return load, result
 
 
-def start_server(data: str, keys: str, workers: str) -> tuple[subprocess.Popen, str]:
+SERVER_LOG: list[str] = []  # the server's log lines after "serving on"
+
+
+def _drain(stream) -> None:
+    """Keep reading the server's log (a full pipe would block it)."""
+    for text in stream:
+        SERVER_LOG.append(text)
+
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+_STEP = re.compile(r"a step of task (\S+) held the event loop for ([\d.]+) ms \(([\d.]+) ms of CPU\)")
+
+
+def _phase(when: float, marks: dict[str, float]) -> str:
+    return "before" if when < marks.get("during", float("inf")) else "during" if when < marks.get("after", float("inf")) else "after"
+
+
+def server_view(lines: list[str], marks: dict[str, float]) -> tuple[dict, dict]:
+    """From the server's log: the other clients' requests as the server timed them (ms by phase
+    their request began in; the document's own write, the one answered 200, left out), and the
+    steps that held its loop (by phase: (ms, task, ms of CPU))."""
+    timed: dict[str, list[float]] = {"before": [], "during": [], "after": []}
+    steps: dict[str, list[tuple[float, str, float]]] = {"before": [], "during": [], "after": []}
+    for text in lines:
+        stamp = _STAMP.match(text)
+        if not stamp:
+            continue
+        when = datetime.datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        step = _STEP.search(text)
+        if step:
+            held = float(step.group(2))
+            steps[_phase(when - held / 1000, marks)].append((held, step.group(1), float(step.group(3))))
+        elif "cortexdb.access" in text and "{" in text:
+            entry = json.loads(text[text.index("{"):])
+            if entry.get("path") in ("/v1/experience", "/v1/recall") and entry.get("status") in (201, 202, 200):
+                if entry["path"] == "/v1/experience" and entry["status"] == 200:
+                    continue  # the document (wait=consolidated answers 200; the clients' writes 202)
+                timed[_phase(when - entry["ms"] / 1000, marks)].append(entry["ms"])
+    return timed, steps
+
+
+def start_server(data: str, keys: str, workers: str, slow_step_ms: float) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "cortexdb.cli", "serve", "--data", data, "--bind", "127.0.0.1:0",
          "--preset", "on_prem_enterprise", "--issuer-keys", keys, "--tenant", "bench", "--operator", "user:alice",
          "--embedder", "hash"],
         stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "CORTEX_DERIVATION_WORKERS": workers},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "CORTEX_DERIVATION_WORKERS": workers,
+             "CORTEX_LOOP_SLOW_STEP_MS": str(slow_step_ms)},
     )  # fmt: skip
     for line in process.stderr:
         match = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
         if match:  # then keep draining its log (access lines): a full pipe would block the server
-            threading.Thread(target=process.stderr.read, daemon=True).start()
+            threading.Thread(target=_drain, args=(process.stderr,), daemon=True).start()
             return process, match.group(1)
     raise SystemExit("the server did not start")
 
@@ -288,6 +337,12 @@ def main() -> None:
         choices=("process", "thread"),
         help="where derivation's CPU work runs (EngineConfig.derivation_workers)",
     )
+    parser.add_argument(
+        "--slow-step-ms",
+        type=float,
+        default=20.0,
+        help="over HTTP: report the server's task steps that held its loop this long (0: off)",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()[0]  # other work on the machine skews every figure here
     if args.embedded:
@@ -299,7 +354,7 @@ def main() -> None:
             keys = os.path.join(root, "issuer")
             auth.keygen(keys)
             token = auth.mint(keys, sub="user:alice", tenant="bench", ttl=3600)
-            process, url = start_server(os.path.join(root, "data"), keys, args.workers)
+            process, url = start_server(os.path.join(root, "data"), keys, args.workers, args.slow_step_ms)
             try:
                 load, result = trio.run(over_http, url, token, process.pid, args)
             finally:
@@ -341,6 +396,18 @@ def main() -> None:
         f"  recall with a 500-token budget: planted sentence {'found' if found['found'] else 'NOT found'} "
         f"({where}, {found['tokens']} tokens used, {found['items']} items, pack {result['found']['pack_bytes']:,} bytes)"
     )
+    if not args.embedded:
+        timed, steps = server_view(SERVER_LOG, load.marks)
+        print(f"  as the server timed them (its access log): p50 {pct(timed['before'], 0.5):.2f} -> "
+              f"{pct(timed['during'], 0.5):.2f} ms   p99 {pct(timed['before'], 0.99):.2f} -> {pct(timed['during'], 0.99):.2f} ms "
+              f"({len(timed['before'])} and {len(timed['during'])} requests)")  # fmt: skip
+        if args.slow_step_ms > 0:
+            for phase in ("before", "during"):
+                held = steps[phase]
+                longest = max(held, default=(0.0, "-", 0.0))
+                print(f"  event loop {phase}: {len(held)} task steps held it >= {args.slow_step_ms:g} ms, "
+                      f"{sum(h for h, _, _ in held):.0f} ms in all ({sum(c for _, _, c in held):.0f} ms of its CPU); "
+                      f"longest {longest[0]:.1f} ms ({longest[2]:.1f} of CPU; {longest[1]})")  # fmt: skip
     p99 = pct(during, 0.99)
     print(f"goal p99 during < 100 ms: {'met' if p99 < 100 else 'NOT met'} ({p99:.2f} ms)")
 

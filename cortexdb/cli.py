@@ -82,11 +82,13 @@ def _settings(args, **extra):
     return settings
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # what bench/stall.py reads back
+
+
 def _logging() -> None:
     import logging
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=LOG_FORMAT)
 
 
 def _serve(args) -> None:

@@ -31,6 +31,7 @@ from ..http import error_response, linger, too_many_connections
 from ..http import serve as http_serve
 from .app import create_app
 from .call import RequestPolicyHook
+from .loopwatch import watching
 from .policy import load_preset
 from .responses import error_body
 from .settings import ServerSettings
@@ -168,12 +169,13 @@ async def run_server(settings: ServerSettings, *,
                                  head_timeout=settings.head_timeout, max_connections=settings.max_connections,
                                  max_ws_message=settings.max_ws_message_bytes, streamed=streamed_bodies(state.routes, settings.upload_limit))  # fmt: skip
 
-        async with trio.open_nursery() as nursery:
-            binds = await nursery.start(serve)
-            if engine.placement is not None:  # where the other nodes forward this node's scopes
-                await engine.placement.advertise(settings.advertise or (binds[0] if "://" in binds[0] else f"http://{binds[0]}"))
-            log.info("CortexDB serving on %s (preset %s, %s backend%s, %s HTTP server)", ", ".join(binds),
-                     state.policy.preset.name, settings.backend,
-                     f" at {settings.data_dir}" if settings.backend == "leveldb" else "", settings.http_server)  # fmt: skip
-            task_status.started(binds)
+        with watching(settings.loop_slow_step_ms):  # CORTEX_LOOP_SLOW_STEP_MS (0: off)
+            async with trio.open_nursery() as nursery:
+                binds = await nursery.start(serve)
+                if engine.placement is not None:  # where the other nodes forward this node's scopes
+                    await engine.placement.advertise(settings.advertise or (binds[0] if "://" in binds[0] else f"http://{binds[0]}"))
+                log.info("CortexDB serving on %s (preset %s, %s backend%s, %s HTTP server)", ", ".join(binds),
+                         state.policy.preset.name, settings.backend,
+                         f" at {settings.data_dir}" if settings.backend == "leveldb" else "", settings.http_server)  # fmt: skip
+                task_status.started(binds)
     log.info("CortexDB stopped cleanly")

@@ -78,6 +78,9 @@ class ServerSettings:
     # CORTEX_MEMORY_TRIM_INTERVAL: seconds between the engine's returns of freed heap pages to the
     # system (EngineConfig.memory_trim_interval; 0: only after vector builds)
     memory_trim_interval: float = attrs.field(default=60.0, converter=float, validator=attrs.validators.ge(0))
+    # CORTEX_LOOP_SLOW_STEP_MS: log every task step that held the event loop this many ms or more
+    # (server/loopwatch.py; 0: off, nothing installed)
+    loop_slow_step_ms: float = attrs.field(default=0.0, converter=float, validator=attrs.validators.ge(0))
     # "cortex": the lean HTTP/1.1 + WebSocket server cortexdb/http (default; decisions.md, "The
     # HTTP layer"); "hypercorn": Hypercorn's trio worker.
     http_server: str = attrs.field(default="cortex", validator=attrs.validators.in_(("cortex", "hypercorn")))
@@ -222,4 +225,5 @@ _LIMITS = (("CORTEX_MAX_BODY_BYTES", "max_body_bytes", int), ("CORTEX_MAX_HEAD_B
            ("CORTEX_LEASE_TTL", "lease_ttl", float), ("CORTEX_LEASE_RENEW_INTERVAL", "lease_renew_interval", float),
            ("CORTEX_SCOPE_MEMORY_BUDGET_MB", "scope_memory_budget_mb", float),
            ("CORTEX_SCOPE_IDLE_TIMEOUT", "scope_idle_timeout", float),
-           ("CORTEX_MEMORY_TRIM_INTERVAL", "memory_trim_interval", float))  # fmt: skip
+           ("CORTEX_MEMORY_TRIM_INTERVAL", "memory_trim_interval", float),
+           ("CORTEX_LOOP_SLOW_STEP_MS", "loop_slow_step_ms", float))  # fmt: skip
