@@ -124,13 +124,26 @@ def _key(item: Any) -> Any:
 
 
 def _ops(old: list[Any], new: list[Any]) -> list[list[Any]]:
-    matcher = difflib.SequenceMatcher(None, [_key(x) for x in new], [_key(x) for x in old], autojunk=False)
-    ops: list[list[Any]] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    """The ops that make ``old`` from ``new``: their common ends copied as they are, the middle
+    matched by ``difflib`` (a revision changes a few items: the middle is short)."""
+    old_keys, new_keys = [_key(x) for x in old], [_key(x) for x in new]
+    head = 0
+    while head < len(old_keys) and head < len(new_keys) and old_keys[head] == new_keys[head]:
+        head += 1
+    tail = 0
+    while (tail < len(old_keys) - head and tail < len(new_keys) - head
+           and old_keys[-1 - tail] == new_keys[-1 - tail]):  # fmt: skip
+        tail += 1
+    ops: list[list[Any]] = [[0, head]] if head else []
+    middle = difflib.SequenceMatcher(None, new_keys[head : len(new_keys) - tail],
+                                     old_keys[head : len(old_keys) - tail], autojunk=False)  # fmt: skip
+    for tag, i1, i2, j1, j2 in middle.get_opcodes():
         if tag == "equal":
-            ops.append([i1, i2 - i1])
+            ops.append([head + i1, i2 - i1])
         elif j2 > j1:  # replace or insert: old's own items; delete: nothing
-            ops.append([old[j1:j2]])
+            ops.append([old[head + j1 : head + j2]])
+    if tail:
+        ops.append([len(new) - tail, tail])
     return ops
 
 

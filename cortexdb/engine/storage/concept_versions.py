@@ -41,7 +41,9 @@ class ConceptVersions(Versions[Any]):
         (the version that replaced it, as stored) unless ``delta.whole`` says otherwise."""
         wire = to_wire(value)
         if later is not None and not delta.whole(value.version, later.version, chain):
-            wire = delta.compact(wire, to_wire(later))
+            # the fields a compact row reads are stored as the record holds them (no converter
+            # hook changes a str, a list or a dict of JSON values): read them off the record
+            wire = delta.compact(wire, {name: getattr(later, name) for name in delta.DELTA_FIELDS})
         return self.table.put_op((record_id, keys.version_stamp(closed)), wire)
 
     async def wires(self, record_id: str, *, after: dt.datetime | None = None, limit: int | None = None,
