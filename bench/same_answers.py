@@ -10,8 +10,9 @@ each write, so every commit that grows an episode closes a version of it), forge
 open episode (``cascade: redact_events``) at turn 1,200 and 40 turns before the end, and records:
 the episodes listed and a recall of episodes and events every 700 turns (from turn 350), each
 forget's answer and the episodes with their versions after it, the final episodes list, the list
-with every version (first 1,000), 15 default recalls spread over the corpus and the lifecycle
-feed.  The two dumps are compared with timings (``time_ms``, ``*_ms``) left out; the first
+with every version (first 1,000), 15 default recalls spread over the corpus, the lifecycle
+feed, the concepts as of every 50th turn (listed, and each read by id), and a recall of concepts
+and facts pinned in the past every 300 turns.  The two dumps are compared with timings (``time_ms``, ``*_ms``) left out; the first
 difference is printed, or ``identical`` and how many values were compared.
 """
 
@@ -51,10 +52,16 @@ def worker(root: str, turns: int, out: str) -> None:
         found: dict = {}
         async with cortexdb.open_engine("memory", config=config, clock=clock, id_seed=11,
                                         embedder=by_name("hash")) as engine:  # fmt: skip
-            items, ids = recall.items(random.Random(7), turns, 0), []
+            items, ids, moments = recall.items(random.Random(7), turns, 0), [], []
             for i, item in enumerate(items):
                 ids.append((await engine.experience({"scope": SCOPE, **item}, wait="consolidated")).event_id)
                 clock.advance(0.5)  # each commit its own moment: a grown episode closes a version
+                if i % 50 == 25:
+                    moments.append(clock.now().isoformat())
+                if i % 300 == 150:  # a recall pinned in the past: concepts as they were then
+                    found[f"pinned_{i}"] = await engine.recall({"scope": SCOPE, "query": item["content"]["text"][:60],
+                                                                "include": ["understanding", "facts"],
+                                                                "temporal": {"as_of": moments[len(moments) // 2]}})  # fmt: skip
                 if i in (1200, turns - 40):  # two events of the open episode forgotten
                     found[f"forget_{i}"] = await engine.forget({"scope": SCOPE, "layers": ["events"], "cascade": "redact_events",
                                                                 "selector": {"memory_ids": ids[-6:-4]}})  # fmt: skip
@@ -64,6 +71,7 @@ def worker(root: str, turns: int, out: str) -> None:
                     query = {"scope": SCOPE, "query": item["content"]["text"][:60], "include": ["episodes", "events"]}
                     found[f"recall_{i}"] = await engine.recall(query)
             await engine.flush(SCOPE)
+            found["concepts"] = await concepts_as_of(engine, moments)
             found["episodes"] = await engine.episodes(SCOPE, limit=1000)
             found["episodes_all"] = await engine.episodes(SCOPE, limit=1000, include_superseded=True)
             for i in range(0, turns, max(1, turns // 15)):
@@ -73,6 +81,19 @@ def worker(root: str, turns: int, out: str) -> None:
 
     with open(out, "w") as f:
         json.dump(trio.run(main), f, sort_keys=True, default=str)
+
+
+async def concepts_as_of(engine, moments: list[str]) -> dict:
+    """Every concept (deprecated ones too) listed as of each moment, and read by id as of it."""
+    out = {"now": await engine.understanding(SCOPE, limit=1000, include_deprecated=True)}
+    for moment in moments:
+        out[moment] = await engine.understanding(SCOPE, as_of=moment, limit=1000, include_deprecated=True)
+        for concept in out["now"]["items"]:
+            try:
+                out[f"{moment} {concept['id']}"] = await engine.get_concept(SCOPE, concept["id"], as_of=moment)
+            except Exception as e:  # not recorded yet then: the answer is the error's
+                out[f"{moment} {concept['id']}"] = type(e).__name__
+    return out
 
 
 def untimed(x):

@@ -217,6 +217,9 @@ class EngineConfig:
     understanding_max_inputs: int = 50  # records one concept consults (coverage_score says if fewer)
     # support lost (forgotten) beyond this fraction deprecates a concept (hidden from default reads)
     understanding_invalidation_threshold: float = 0.5
+    # a closed concept version is stored as edits of the next one, and one in every this many
+    # whole: the most rows an as-of read of a concept goes through (1: every version whole)
+    understanding_version_chain: int = attrs.field(default=16, validator=attrs.validators.ge(1))
     synthesis_max_running: int = 2  # synthesize jobs running at once; one more is 429 RATE_LIMITED
     vocabulary_max_terms: int = 500  # terms (predicates + relations) in one vocabulary (422 beyond)
     vocabulary_max_aliases: int = 50  # aliases of one term (422 beyond)

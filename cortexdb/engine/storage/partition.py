@@ -23,7 +23,7 @@ event's scope from it), shared with ``NodeTables``; the partition's actor is the
 | ``vectors``        | V     | record id (or passage id)       | float32 embedding           |
 | ``given_vectors``  | GV    | evt_id                          | float32: the writer's vector (primary) |
 | ``concepts``       | C     | concept_id                      | ``Concept``                 |
-| ``concept_versions`` | CV  | (concept_id, closed at)         | ``Concept``: a closed version |
+| ``concept_versions`` | CV  | (concept_id, closed at)         | JSON: a closed version, compact (``derive.concept_delta``) |
 | ``concept_subjects`` | CS  | subject entity id               | concept_id                  |
 | ``fact_versions``  | FV    | (fact_id, closed at)            | ``Fact``: a closed version  |
 | ``belief_versions``| BV    | (belief_id, closed at)          | ``Belief``: a closed version |
@@ -45,6 +45,7 @@ from .. import jsoncodec
 from ..model import Belief, Concept, Event, EventState, Fact
 from ..spi.kv import KVStore, Op, Put
 from . import keys
+from .concept_versions import ConceptVersions
 from .episodes import EpisodeTable
 from .table import JSON, MARK, TEXT, VECTOR, Records, Table
 from .versions import Versions
@@ -73,8 +74,8 @@ class Partition:
         self.vectors = table(keys.VECTORS, VECTOR)
         self.given_vectors = table(keys.GIVEN_VECTORS, VECTOR)
         self.concepts: Table[Concept] = table(keys.CONCEPTS, Records(Concept))
-        self.concept_versions: Versions[Concept] = Versions(store, keys.prefix(keys.CONCEPT_VERSIONS, scope),
-                                                            Records(Concept))  # fmt: skip
+        # compact rows read forward to the next whole version (``concept_versions``)
+        self.concept_versions = ConceptVersions(store, keys.prefix(keys.CONCEPT_VERSIONS, scope), self.concepts)
         self.concept_subjects: Table[str] = table(keys.CONCEPT_SUBJECTS, TEXT)
         self.fact_versions: Versions[Fact] = Versions(store, keys.prefix(keys.FACT_VERSIONS, scope), Records(Fact))
         self.belief_versions: Versions[Belief] = Versions(store, keys.prefix(keys.BELIEF_VERSIONS, scope),

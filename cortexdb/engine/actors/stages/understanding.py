@@ -9,8 +9,8 @@ uuid, ``synth.concept_id_of``).  A subject with a
 current ``same_as`` fact to another entity shares one concept with it: the older concept is
 canonical and the other becomes its deprecated alias (``canonical_id``).
 
-Every change to what a concept says closes its current version into ``CV`` (``recorded_to``) and
-writes the next; ``score`` recomputes coverage, staleness and support loss for a whole scope
+Every change to what a concept says closes its current version into ``CV`` (``recorded_to``),
+compact against the version the batch writes last (``Synthesis.close``), and writes the next; ``score`` recomputes coverage, staleness and support loss for a whole scope
 without re-synthesizing (the job's scoring phase).
 """
 
@@ -47,6 +47,7 @@ class Synthesis:
         self.force = False  # every concept a new version, changed or not (``synthesize`` job)
         self.derived: dict[str, list[str]] = {}  # a concept split out -> the concept it came from
         self.split_out: list[str] = []  # subjects a split left without their group
+        self.closing: list[Concept] = []  # the stored versions this batch closes
         self.now = batch.stamp(work.ctx.clock)
 
     async def concept_id(self, subject_id: str, *, allocate: bool = True) -> str | None:
@@ -215,13 +216,23 @@ class Synthesis:
             self.written[concept.id] = concept
             return
         if new and concept.id not in self.changed and base is not None:
-            ops.append(tables.concept_versions.put_op(base.id, self.now, synth.closed(base, self.now)))
+            self.closing.append(base)  # its row is written against the batch's last version: ``close``
         if new:
             self.changed.add(concept.id)
         if concept.id in self.changed and base is not None:
             concept = attrs.evolve(concept, version=base.version + 1, previous_version=synth.version_ref(base))
         ops.append(tables.concepts.put_op(concept.id, concept))
         self.written[concept.id] = concept
+
+
+    def close(self) -> None:
+        """Write the rows of the versions the batch closed (``CV``), each compact against the
+        version that replaces it: the one the batch wrote last."""
+        chain = self.work.config.understanding_version_chain
+        for base in self.closing:
+            self.batch.ops.append(self.work.tables.concept_versions.put_op(
+                base.id, self.now, synth.closed(base, self.now), self.written[base.id], chain))
+        self.closing = []
 
 
 def _name(subject_id: str, facts: list[Fact], beliefs: list[Belief]) -> str:
@@ -245,6 +256,7 @@ async def synthesize(work: StageContext, batch: Any, subject_ids: list[str],
     for subject_id in sorted(set(subject_ids)):
         if subject_id not in synthesis.done:
             await synthesis.subject(subject_id)
+    synthesis.close()
     return dict(synthesis.written)
 
 
@@ -299,8 +311,9 @@ async def score(work: StageContext, batch: StageBatch) -> dict[str, Any]:
         updated = concept.staleness_score != stale or concept.support_loss_fraction != loss
         if loss > threshold and concept.stance != "deprecated":
             closed = synth.closed(concept, now)
-            batch.ops.append(tables.concept_versions.put_op(concept.id, now, closed))
             concept = _deprecated(concept, loss, now)
+            batch.ops.append(tables.concept_versions.put_op(concept.id, now, closed, concept,
+                                                            work.config.understanding_version_chain))  # fmt: skip
             counts["deprecated"] += 1
         elif updated:
             concept.staleness_score, concept.staleness_reason, concept.support_loss_fraction = stale, reason, loss
@@ -338,6 +351,7 @@ async def resynthesize(work: StageContext, tenant: str, topics: tuple[str, ...],
         for subject_id in todo[start : start + CHUNK_SUBJECTS]:
             if subject_id not in synthesis.done:
                 await synthesis.subject(subject_id)
+        synthesis.close()
         documents = {c.id: concept_text(c) for c in synthesis.written.values() if c.stance != "deprecated"}
         for concept in synthesis.written.values():
             if concept.stance == "deprecated":
