@@ -70,6 +70,18 @@ def _nearest_centroid(rows: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     return np.argmax(np.asarray(found), axis=1)
 
 
+def _sums(rows: np.ndarray, labels: np.ndarray, lists: int) -> np.ndarray:
+    """The sum of each list's rows: the rows in list order, added a list's span at a time
+    (``np.add.reduceat``; ``np.add.at`` took a quarter of a build of 16,384 rows)."""
+    order = np.argsort(labels, kind="stable")
+    starts = np.searchsorted(labels[order], np.arange(lists))
+    sums = np.zeros((lists, rows.shape[1]), dtype=rows.dtype)
+    present = np.flatnonzero(np.bincount(labels, minlength=lists))
+    if len(present):
+        sums[present] = np.add.reduceat(rows[order], starts[present], axis=0)
+    return sums
+
+
 TRAININGS = [0]  # k-means trainings since the process started (tests count them; never timed)
 
 
@@ -84,8 +96,7 @@ def train(run: FlatRun, lists: int, seed: int = 0) -> tuple[np.ndarray, np.ndarr
     centroids = sample[rng.choice(sample_size, lists, replace=False)].copy()
     for _ in range(ITERATIONS):
         labels = _nearest_centroid(sample, centroids)
-        sums = np.zeros_like(centroids)
-        np.add.at(sums, labels, sample)
+        sums = _sums(sample, labels, lists)
         sizes = np.bincount(labels, minlength=lists)
         empty = np.flatnonzero(sizes == 0)
         sums[empty] = sample[rng.choice(sample_size, len(empty), replace=False)]  # reseeded
