@@ -20,6 +20,13 @@ DEFAULT_OPTIONS = {
     "lru_cache_size": 8 << 20,
     "bloom_filter_bits": 10,
     "max_file_size": 16 << 20,
+    # LevelDB's default is 4 KiB.  Every open table keeps its index block (an entry per data
+    # block) outside the block cache, so that memory grows with the data; and the block cache's
+    # churn of 4 KiB blocks leaves holes among live blocks that malloc_trim cannot return (under a
+    # page once glibc's headers are counted).  16 KiB: a quarter of the index, holes that trim
+    # can return, and tables about a third smaller (snappy sees more of the repeated text).
+    # Measured (decisions.md, "LevelDB blocks of 16 KiB"); EngineConfig.leveldb_block_size.
+    "block_size": 16 << 10,
     # not a plyvel option: False reads tables with pread into the block cache above, not through
     # memory maps whose touched pages stay resident (mmap_reads.py; decisions.md, "LevelDB tables
     # read with pread").  Process-wide, settled by the process's first open of a DB
