@@ -2,6 +2,12 @@
 of different block sizes, alternated in one process.
 
     python bench/leveldb_blocks.py DIR [DIR ...] [--gets 20000] [--rounds 3] [--seed 7]
+    python bench/leveldb_blocks.py --rewrite SRC DST BLOCK_SIZE
+
+``--rewrite`` makes such a DIR: a copy of data dir SRC (its folders: blobs, segment files) whose
+LevelDB is written key by key into a fresh DB with ``block_size`` BLOCK_SIZE, so that every table
+has it (a compaction would not rewrite tables already at the deepest level).  SRC is read on a
+copy (an open replays LevelDB's log).
 
 Each DIR is a LevelDB directory (or a data dir holding one): the same keys written with another
 ``block_size`` (e.g. a soak data dir rewritten key by key into a fresh DB).  Every round opens each
@@ -19,6 +25,7 @@ import os
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 
@@ -48,7 +55,40 @@ def one(path: str, keys: list[bytes]) -> tuple[float, float]:
     return gets, scan
 
 
+def rewrite(src: str, dst: str, block_size: int) -> None:
+    src = table_dir(src)
+    work = tempfile.mkdtemp(prefix="cortex-leveldb-rewrite-")
+    try:
+        copy = os.path.join(work, "db")
+        shutil.copytree(src, copy)
+        os.makedirs(dst)
+        for name in os.listdir(src):
+            if os.path.isdir(os.path.join(src, name)):
+                shutil.copytree(os.path.join(src, name), os.path.join(dst, name))
+        old = plyvel.DB(copy, **OPTIONS)
+        new = plyvel.DB(dst, create_if_missing=True, block_size=block_size, **OPTIONS)
+        count, batch = 0, new.write_batch()
+        for key, value in old.iterator(fill_cache=False):
+            batch.put(key, value)
+            count += 1
+            if count % 5000 == 0:
+                batch.write()
+                batch = new.write_batch()
+        batch.write()
+        old.close()
+        new.close()
+        tables = [name for name in os.listdir(dst) if name.endswith(".ldb")]
+        size = sum(os.path.getsize(os.path.join(dst, name)) for name in tables)
+        print(f"{dst}: {count} keys, {len(tables)} tables, {size / 2**20:.0f} MB with {block_size}-byte blocks")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--rewrite"]:
+        src, dst, size = sys.argv[2:5]
+        rewrite(src, dst, int(size))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dirs", nargs="+")
     parser.add_argument("--gets", type=int, default=20_000)
