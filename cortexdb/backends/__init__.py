@@ -8,8 +8,9 @@ from ..engine.spi.blobs import BlobStore
 from ..engine.spi.kv import KVStore
 
 
-async def open_store(backend: str, path: str | None = None) -> KVStore:
-    """Open a backend by name: ``memory``, ``leveldb`` (``path``: its data directory) or
+async def open_store(backend: str, path: str | None = None, *, leveldb: dict | None = None) -> KVStore:
+    """Open a backend by name: ``memory``, ``leveldb`` (``path``: its data directory; ``leveldb``:
+    plyvel options over the store's defaults, e.g. ``EngineConfig.leveldb_options()``) or
     ``postgres`` (``path``: a libpq connection string or URI, docs/scale-out.md)."""
     if backend == "memory":
         from .memory import MemoryStore
@@ -20,7 +21,7 @@ async def open_store(backend: str, path: str | None = None) -> KVStore:
             raise ValueError("the leveldb backend needs a data directory path")
         from .leveldb import LevelDBStore
 
-        return await LevelDBStore.open(path)
+        return await LevelDBStore.open(path, **(leveldb or {}))
     if backend == "postgres":
         if not path:
             raise ValueError("the postgres backend needs a DSN (a libpq connection string or URI)")

@@ -79,6 +79,13 @@ class EngineConfig:
     # glibc's MALLOC_MMAP_THRESHOLD_ environment variable, when set, wins.  Not glibc: ignored.
     malloc_mmap_threshold: int | None = attrs.field(default=65_536, validator=attrs.validators.optional(
         [attrs.validators.ge(0), attrs.validators.le(32 * 1024 * 1024)]))
+    # the size of the data blocks LevelDB writes its tables in (plyvel's block_size; new tables
+    # only: a data dir's older tables keep theirs until compaction rewrites them).  Each open
+    # table keeps an index entry per block in memory, so smaller blocks cost memory per record;
+    # larger ones cost CPU per point read (docs/decisions.md, "LevelDB blocks of 16 KiB";
+    # LevelDB's own 4 KiB kept as the default: "The block size's default stays 4 KiB").
+    leveldb_block_size: int = attrs.field(default=4096, validator=[attrs.validators.ge(1024),
+                                                                     attrs.validators.le(4 * 1024 * 1024)])
     bulk_max_items: int = 1000
     # the largest text one event may carry, in bytes of UTF-8: content.text, a triple's object, and
     # json content as encoded.  1 MiB holds the envelope's 1,000,000-character text when it is ASCII
@@ -329,3 +336,7 @@ class EngineConfig:
     lease_ttl: float = 15.0  # seconds a partition's lease lasts without a renewal
     lease_renew_interval: float = 5.0  # seconds between renewals (and takeover sweeps)
     wal_block: int = 1024  # WAL offsets a node takes from the shared counter at a time
+
+    def leveldb_options(self) -> dict[str, int]:
+        """The plyvel options this configuration sets over the LevelDB store's defaults."""
+        return {"block_size": self.leveldb_block_size}

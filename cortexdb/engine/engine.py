@@ -375,7 +375,7 @@ async def open_engine(backend: str = "memory", path: str | None = None, *, confi
     """
     config = config or EngineConfig()
     owned = store is None
-    store = store if store is not None else await open_store(backend, path)
+    store = store if store is not None else await open_store(backend, path, leveldb=config.leveldb_options())
     ctx = node_context(store, config=config, clock=clock or SystemClock(), id_seed=id_seed,
                        extractor=extractor, policy=policy, embedder=embedder, llm=llm)  # fmt: skip
     try:

@@ -117,7 +117,7 @@ def config_of(settings: ServerSettings) -> EngineConfig:
         import_max_bytes=settings.max_import_bytes, import_sort_max_bytes=settings.max_import_sort_bytes,
         idle_timeout=settings.scope_idle_timeout,
         scope_memory_budget_mb=settings.scope_memory_budget_mb,
-        memory_trim_interval=settings.memory_trim_interval,
+        memory_trim_interval=settings.memory_trim_interval, leveldb_block_size=settings.leveldb_block_size,
         **settings.llm_options(load_preset(settings.preset).defaults),
     )
 

@@ -81,6 +81,9 @@ class ServerSettings:
     # CORTEX_LOOP_SLOW_STEP_MS: log every task step that held the event loop this many ms or more
     # (server/loopwatch.py; 0: off, nothing installed)
     loop_slow_step_ms: float = attrs.field(default=0.0, converter=float, validator=attrs.validators.ge(0))
+    # CORTEX_LEVELDB_BLOCK_SIZE: bytes of LevelDB's data blocks in new tables (EngineConfig.leveldb_block_size)
+    leveldb_block_size: int = attrs.field(default=4096, converter=int, validator=[
+        attrs.validators.ge(1024), attrs.validators.le(4 * 1024 * 1024)])
     # "cortex": the lean HTTP/1.1 + WebSocket server cortexdb/http (default; decisions.md, "The
     # HTTP layer"); "hypercorn": Hypercorn's trio worker.
     http_server: str = attrs.field(default="cortex", validator=attrs.validators.in_(("cortex", "hypercorn")))
@@ -226,4 +229,5 @@ _LIMITS = (("CORTEX_MAX_BODY_BYTES", "max_body_bytes", int), ("CORTEX_MAX_HEAD_B
            ("CORTEX_SCOPE_MEMORY_BUDGET_MB", "scope_memory_budget_mb", float),
            ("CORTEX_SCOPE_IDLE_TIMEOUT", "scope_idle_timeout", float),
            ("CORTEX_MEMORY_TRIM_INTERVAL", "memory_trim_interval", float),
-           ("CORTEX_LOOP_SLOW_STEP_MS", "loop_slow_step_ms", float))  # fmt: skip
+           ("CORTEX_LOOP_SLOW_STEP_MS", "loop_slow_step_ms", float),
+           ("CORTEX_LEVELDB_BLOCK_SIZE", "leveldb_block_size", int))  # fmt: skip

@@ -20,6 +20,12 @@ DEFAULT_OPTIONS = {
     "lru_cache_size": 8 << 20,
     "bloom_filter_bits": 10,
     "max_file_size": 16 << 20,
+    # LevelDB's default, 4 KiB (EngineConfig.leveldb_block_size).  Every open table keeps its
+    # index block (an entry per data block) outside the block cache, so that memory grows with
+    # the data; 16 KiB blocks hold a quarter of it and make tables about a third smaller, but
+    # double a point read's CPU when it misses the cache.  Measured (decisions.md, "LevelDB
+    # blocks of 16 KiB" and "The block size's default stays 4 KiB").
+    "block_size": 4 << 10,
     # not a plyvel option: False reads tables with pread into the block cache above, not through
     # memory maps whose touched pages stay resident (mmap_reads.py; decisions.md, "LevelDB tables
     # read with pread").  Process-wide, settled by the process's first open of a DB
