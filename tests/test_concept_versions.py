@@ -220,3 +220,45 @@ async def test_a_rewritten_next_version_breaks_the_read_loudly(factory):
         with pytest.raises(Internal, match="cannot be read"):
             await engine.get_concept(SCOPE, concept["id"], as_of=START.strftime("%Y-%m-%dT%H:%M:%SZ"))
     await store.close()
+
+
+async def _still_or_back(store, chain: int, steps: list[float]) -> tuple[list, list, dict]:
+    """Five writes that each revise Acme's concept, the clock moved by ``steps`` after each (0:
+    standing still, negative: stepped back).  The ``CV`` rows' keys and versions in key order, the
+    current version's number and recorded_from, and every read as of each write's moment."""
+    clock = ManualClock(START)
+    config = EngineConfig(episode_idle_check=3600.0, default_caller="user:alice", understanding_version_chain=chain)
+    moments: list[str] = []
+    async with cortexdb.open_engine("memory", config=config, clock=clock, id_seed=7, store=store) as engine:
+        for i, (predicate, value) in enumerate([("seat_count", 100), ("hq", "Oslo"), ("ceo", "Ann"),
+                                                ("ceo", "Bo"), ("likes", "tea")]):  # fmt: skip
+            await engine.experience(_triple("Acme", predicate, value, START + dt.timedelta(minutes=i)),
+                                    wait="consolidated")  # fmt: skip
+            moments.append(clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+            clock.advance(steps[i])
+        rows = [(key, jsoncodec.decode(value)["version"]) async for key, value in store.scan(prefix=CV)]
+        [head] = (await engine.understanding(SCOPE))["items"]
+        reads = await _everything(engine, moments)
+    return rows, [head["version"], head["recorded_from"]], reads
+
+
+@pytest.mark.parametrize("steps", [[60, 60, 0, 0, 0], [60, 60, -30, 0, 10]], ids=["standing", "stepped-back"])
+async def test_versions_close_in_order_when_the_clock_stands_still_or_steps_back(factory, steps, tmp_path):
+    """Two commits at one clock reading closed two versions under one ``CV`` key, and a clock
+    stepped back sorted a newer row before an older one: each broke the compact chain (reads of
+    the older versions answered 500, a pinned recall lost the scope).  Versions now close at
+    strictly increasing moments, so every version keeps its row, in order, and compact rows
+    read as whole ones do."""
+    answers = {}
+    for chain in (1, 16):
+        opened = factory if chain == 1 or not isinstance(factory, LevelDBFactory) else LevelDBFactory(str(tmp_path / "c16"))
+        store = await opened.open()
+        try:
+            answers[chain] = await _still_or_back(store, chain, steps)
+        finally:
+            await store.close()
+    rows, (version, _), reads = answers[16]
+    assert [v for _, v in rows] == list(range(1, version))  # every closed version, in key order
+    assert len({key for key, _ in rows}) == len(rows) and version == 5  # each write a revision
+    assert answers[1][0] == [] or [v for _, v in answers[1][0]] == list(range(1, version))
+    assert answers[1][1:] == answers[16][1:]  # the head and every as-of read, as whole rows give

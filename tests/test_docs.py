@@ -30,3 +30,23 @@ def test_the_shipped_quickstart_is_the_documented_example():
     shipped = open(os.path.join(ROOT, "cortexdb", "examples", "quickstart.py")).read()
     body = documented.split("async def main", 1)[1].split("trio.run(", 1)[0]
     assert body in shipped
+
+
+def test_no_merge_conflict_markers_are_left_in_the_docs_or_the_code():
+    """A merge resolved by hand must not leave git's markers behind (session 35's review found
+    some in docs/decisions.md) nor a blank line inside a Markdown table (which ends the table)."""
+    marker = re.compile(r"^(<<<<<<< |>>>>>>> |=======$)", re.M)
+    left = []
+    for folder in ("docs", "cortexdb", "bench", "tests"):
+        for base, _, files in os.walk(os.path.join(ROOT, folder)):
+            for name in files:
+                if name.endswith((".md", ".py", ".yaml", ".json")):
+                    path = os.path.join(base, name)
+                    with open(path, encoding="utf-8") as handle:
+                        if marker.search(handle.read()):
+                            left.append(os.path.relpath(path, ROOT))
+    assert left == []
+    server = open(os.path.join(ROOT, "docs", "server.md"), encoding="utf-8").read().split("\n")
+    split_rows = [n for n in range(1, len(server) - 1)
+                  if server[n] == "" and server[n - 1].startswith("| |") and server[n + 1].startswith("| |")]  # fmt: skip
+    assert split_rows == []

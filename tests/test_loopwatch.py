@@ -135,3 +135,22 @@ async def test_a_server_with_the_setting_logs_the_steps_that_held_its_loop(monke
     assert any("held the event loop for 1000.0 ms (0.0 ms of CPU)" in r.getMessage() for r in caplog.records)
     with pytest.raises(KeyError):  # removed when the server stopped
         trio.lowlevel.remove_instrument(instrument)
+
+
+def test_the_step_that_installs_the_instrument_is_not_counted(caplog):
+    """Installed from inside a running step (as ``run_server`` does), the instrument sees that
+    step's end without its start: it must not count it (it did: a step as long as the timer's
+    value, the machine's uptime with ``perf_counter``)."""
+    timer = Timer()
+    timer.now = 10**6  # what a real timer reads long after boot
+
+    async def main() -> None:
+        with watching(20, timer=timer, cpu_timer=lambda: 0.0) as instrument:
+            await trio.lowlevel.checkpoint()
+            seen.append((instrument.count, instrument.longest))
+
+    seen: list[tuple[int, float]] = []
+    with caplog.at_level(logging.WARNING, logger="cortexdb.loop"):
+        trio.run(main)
+    assert seen == [(0, 0.0)]
+    assert not [r for r in caplog.records if r.name == "cortexdb.loop"]

@@ -37,14 +37,18 @@ class SlowSteps(trio.abc.Instrument):
         self.cpu_timer = cpu_timer
         self.count = 0
         self.longest = 0.0  # seconds
-        self._started = self._cpu = 0.0
+        self._started: float | None = None  # None: no step began since the instrument was added
+        self._cpu = 0.0
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         self._cpu = self.cpu_timer()
         self._started = self.timer()
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self._started is None:  # the step that installed the instrument: its start unseen
+            return
         held = self.timer() - self._started
+        self._started = None
         if held >= self.threshold:
             self.count += 1
             self.longest = max(self.longest, held)

@@ -47,7 +47,7 @@ class Synthesis:
         self.force = False  # every concept a new version, changed or not (``synthesize`` job)
         self.derived: dict[str, list[str]] = {}  # a concept split out -> the concept it came from
         self.split_out: list[str] = []  # subjects a split left without their group
-        self.closing: list[Concept] = []  # the stored versions this batch closes
+        self.closing: list[tuple[Concept, dt.datetime]] = []  # stored versions closed, and when
         self.now = batch.stamp(work.ctx.clock)
 
     async def concept_id(self, subject_id: str, *, allocate: bool = True) -> str | None:
@@ -216,11 +216,13 @@ class Synthesis:
             self.written[concept.id] = concept
             return
         if new and concept.id not in self.changed and base is not None:
-            self.closing.append(base)  # its row is written against the batch's last version: ``close``
+            # its row is written against the batch's last version (``close``)
+            self.closing.append((base, synth.closing_moment(base, self.now)))
         if new:
             self.changed.add(concept.id)
         if concept.id in self.changed and base is not None:
-            concept = attrs.evolve(concept, version=base.version + 1, previous_version=synth.version_ref(base))
+            concept = attrs.evolve(concept, version=base.version + 1, previous_version=synth.version_ref(base),
+                                   recorded_from=synth.closing_moment(base, self.now))  # fmt: skip
         ops.append(tables.concepts.put_op(concept.id, concept))
         self.written[concept.id] = concept
 
@@ -229,9 +231,9 @@ class Synthesis:
         """Write the rows of the versions the batch closed (``CV``), each compact against the
         version that replaces it: the one the batch wrote last."""
         chain = self.work.config.understanding_version_chain
-        for base in self.closing:
+        for base, moment in self.closing:
             self.batch.ops.append(self.work.tables.concept_versions.put_op(
-                base.id, self.now, synth.closed(base, self.now), self.written[base.id], chain))
+                base.id, moment, synth.closed(base, moment), self.written[base.id], chain))
         self.closing = []
 
 
@@ -310,9 +312,10 @@ async def score(work: StageContext, batch: StageBatch) -> dict[str, Any]:
         loss = synth.support_loss(concept, present)
         updated = concept.staleness_score != stale or concept.support_loss_fraction != loss
         if loss > threshold and concept.stance != "deprecated":
-            closed = synth.closed(concept, now)
-            concept = _deprecated(concept, loss, now)
-            batch.ops.append(tables.concept_versions.put_op(concept.id, now, closed, concept,
+            moment = synth.closing_moment(concept, now)
+            closed = synth.closed(concept, moment)
+            concept = _deprecated(concept, loss, moment)
+            batch.ops.append(tables.concept_versions.put_op(concept.id, moment, closed, concept,
                                                             work.config.understanding_version_chain))  # fmt: skip
             counts["deprecated"] += 1
         elif updated:
