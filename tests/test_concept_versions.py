@@ -246,9 +246,9 @@ async def _still_or_back(store, chain: int, steps: list[float]) -> tuple[list, l
 async def test_versions_close_in_order_when_the_clock_stands_still_or_steps_back(factory, steps, tmp_path):
     """Two commits at one clock reading closed two versions under one ``CV`` key, and a clock
     stepped back sorted a newer row before an older one: each broke the compact chain (reads of
-    the older versions answered 500, a pinned recall lost the scope).  Versions now close at
-    strictly increasing moments, so every version keeps its row, in order, and compact rows
-    read as whole ones do."""
+    the older versions answered 500, a pinned recall lost the scope).  Rows are now keyed past a
+    concept's last one (``ConceptVersions.key_moment``), so every version keeps its row, in
+    order, and compact rows read as whole ones do."""
     answers = {}
     for chain in (1, 16):
         opened = factory if chain == 1 or not isinstance(factory, LevelDBFactory) else LevelDBFactory(str(tmp_path / "c16"))

@@ -32,7 +32,9 @@ async def held(tables: Any, concept: Concept, as_of: dt.datetime | None) -> Conc
     """The version of ``concept`` recorded as of ``as_of`` (the current one without it)."""
     if as_of is None or concept.recorded_from <= as_of:
         return concept
-    async for version in tables.concept_versions.rows(concept.id, after=as_of, limit=1, head=concept):
+    async for version in tables.concept_versions.rows(concept.id, after=as_of, head=concept):
+        if version.recorded_to is not None and version.recorded_to <= as_of:
+            continue  # keyed past its close (ConceptVersions.key_moment): already closed then
         return version if version.recorded_from <= as_of else None
     return None
 

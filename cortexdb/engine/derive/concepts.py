@@ -269,13 +269,6 @@ def closed(concept: Concept, now: dt.datetime) -> Concept:
     return attrs.evolve(concept, recorded_to=now)
 
 
-def closing_moment(base: Concept, now: dt.datetime) -> dt.datetime:
-    """When ``base`` closes and the version replacing it begins: ``now``, or just after ``base``
-    began when the clock has not moved past that (two commits at one reading, a clock stepped
-    back).  So a concept's versions close at strictly increasing moments: their ``CV`` keys never
-    collide or sort out of order, which a compact row's chain relies on."""
-    return max(now, base.recorded_from + dt.timedelta(microseconds=1))
-
 
 def staleness(concept: Concept, input_times: list[dt.datetime]) -> tuple[float, str | None]:
     """The fraction of a concept's current inputs recorded after it was last synthesized."""

@@ -8,8 +8,15 @@ whole one, or to the concept's current row, and applies the edits backwards.
 | method                             | does                                                   |
 |------------------------------------|--------------------------------------------------------|
 | ``put_op(id, closed, v, later, chain)`` | the row of ``v``, closed at ``closed`` and replaced by ``later`` |
+| ``key_moment(id, now)``            | the moment to key a row closed ``now`` at: past the concept's last row |
 | ``rows(id, after=T, head=)``       | its closed versions as ``Concept`` in time order (closed after ``T`` only) |
 | ``wires(id, after=T, head=)``      | the same as wire forms                                 |
+
+A compact row reads the row after it in key order, so each concept's rows must be keyed in the
+order its versions closed: ``key_moment`` keys a row just past the concept's last one when the
+clock has not moved past it (two commits at one clock reading would otherwise share a key, one
+row replacing the other; a clock stepped back would sort a newer row first).  The row's own
+``recorded_to`` stays the clock's.
 
 ``record_ids``, ``delete_ops``, ``first_recorded`` and ``has`` are ``Versions``'; a forget, a
 cancel or an erasure deletes every row of a concept at once (``Partition.rewrite_history``), so
@@ -45,6 +52,14 @@ class ConceptVersions(Versions[Any]):
             # hook changes a str, a list or a dict of JSON values): read them off the record
             wire = delta.compact(wire, {name: getattr(later, name) for name in delta.DELTA_FIELDS})
         return self.table.put_op((record_id, keys.version_stamp(closed)), wire)
+
+    async def key_moment(self, record_id: str, now: dt.datetime) -> dt.datetime:
+        """``now``, or a microsecond past ``record_id``'s last row when that is not before ``now``."""
+        async for stamp in self.table.ids(record_id, reverse=True, limit=1):
+            last = dt.datetime.strptime(stamp, "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=dt.UTC)
+            if last >= now:
+                return last + dt.timedelta(microseconds=1)
+        return now
 
     async def wires(self, record_id: str, *, after: dt.datetime | None = None, limit: int | None = None,
                     head: Concept | None = None) -> AsyncIterator[dict[str, Any]]:  # fmt: skip

@@ -47,7 +47,7 @@ class Synthesis:
         self.force = False  # every concept a new version, changed or not (``synthesize`` job)
         self.derived: dict[str, list[str]] = {}  # a concept split out -> the concept it came from
         self.split_out: list[str] = []  # subjects a split left without their group
-        self.closing: list[tuple[Concept, dt.datetime]] = []  # stored versions closed, and when
+        self.closing: list[Concept] = []  # the stored versions this batch closes (``close``)
         self.now = batch.stamp(work.ctx.clock)
 
     async def concept_id(self, subject_id: str, *, allocate: bool = True) -> str | None:
@@ -216,24 +216,24 @@ class Synthesis:
             self.written[concept.id] = concept
             return
         if new and concept.id not in self.changed and base is not None:
-            # its row is written against the batch's last version (``close``)
-            self.closing.append((base, synth.closing_moment(base, self.now)))
+            self.closing.append(base)  # its row is written against the batch's last version: ``close``
         if new:
             self.changed.add(concept.id)
         if concept.id in self.changed and base is not None:
-            concept = attrs.evolve(concept, version=base.version + 1, previous_version=synth.version_ref(base),
-                                   recorded_from=synth.closing_moment(base, self.now))  # fmt: skip
+            concept = attrs.evolve(concept, version=base.version + 1, previous_version=synth.version_ref(base))
         ops.append(tables.concepts.put_op(concept.id, concept))
         self.written[concept.id] = concept
 
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Write the rows of the versions the batch closed (``CV``), each compact against the
-        version that replaces it: the one the batch wrote last."""
-        chain = self.work.config.understanding_version_chain
-        for base, moment in self.closing:
-            self.batch.ops.append(self.work.tables.concept_versions.put_op(
-                base.id, moment, synth.closed(base, moment), self.written[base.id], chain))
+        version that replaces it: the one the batch wrote last; keyed past the concept's last
+        row whatever the clock did (``ConceptVersions.key_moment``)."""
+        chain, versions = self.work.config.understanding_version_chain, self.work.tables.concept_versions
+        for base in self.closing:
+            key = await versions.key_moment(base.id, self.now)
+            self.batch.ops.append(versions.put_op(base.id, key, synth.closed(base, self.now),
+                                                  self.written[base.id], chain))  # fmt: skip
         self.closing = []
 
 
@@ -258,7 +258,7 @@ async def synthesize(work: StageContext, batch: Any, subject_ids: list[str],
     for subject_id in sorted(set(subject_ids)):
         if subject_id not in synthesis.done:
             await synthesis.subject(subject_id)
-    synthesis.close()
+    await synthesis.close()
     return dict(synthesis.written)
 
 
@@ -312,10 +312,10 @@ async def score(work: StageContext, batch: StageBatch) -> dict[str, Any]:
         loss = synth.support_loss(concept, present)
         updated = concept.staleness_score != stale or concept.support_loss_fraction != loss
         if loss > threshold and concept.stance != "deprecated":
-            moment = synth.closing_moment(concept, now)
-            closed = synth.closed(concept, moment)
-            concept = _deprecated(concept, loss, moment)
-            batch.ops.append(tables.concept_versions.put_op(concept.id, moment, closed, concept,
+            closed = synth.closed(concept, now)
+            concept = _deprecated(concept, loss, now)
+            key = await tables.concept_versions.key_moment(concept.id, now)  # past its last row
+            batch.ops.append(tables.concept_versions.put_op(concept.id, key, closed, concept,
                                                             work.config.understanding_version_chain))  # fmt: skip
             counts["deprecated"] += 1
         elif updated:
@@ -354,7 +354,7 @@ async def resynthesize(work: StageContext, tenant: str, topics: tuple[str, ...],
         for subject_id in todo[start : start + CHUNK_SUBJECTS]:
             if subject_id not in synthesis.done:
                 await synthesis.subject(subject_id)
-        synthesis.close()
+        await synthesis.close()
         documents = {c.id: concept_text(c) for c in synthesis.written.values() if c.stance != "deprecated"}
         for concept in synthesis.written.values():
             if concept.stance == "deprecated":
