@@ -262,3 +262,11 @@ async def test_versions_close_in_order_when_the_clock_stands_still_or_steps_back
     assert len({key for key, _ in rows}) == len(rows) and version == 5  # each write a revision
     assert answers[1][0] == [] or [v for _, v in answers[1][0]] == list(range(1, version))
     assert answers[1][1:] == answers[16][1:]  # the head and every as-of read, as whole rows give
+
+
+def test_a_version_stamp_reads_back_as_its_moment():
+    """``ConceptVersions.key_moment`` reads the last row's stamp back (``keys.stamp_moment``)."""
+    from cortexdb.engine.storage import keys
+
+    for moment in (START, START + dt.timedelta(microseconds=1), dt.datetime(1999, 12, 31, 23, 59, 59, 999_999, tzinfo=dt.UTC)):
+        assert keys.stamp_moment(keys.version_stamp(moment)) == moment

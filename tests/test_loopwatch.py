@@ -51,26 +51,19 @@ def run_tasks(instrument: SlowSteps) -> None:
     trio.run(main, instruments=[instrument])
 
 
-def test_steps_over_the_threshold_are_logged_with_their_task_and_counted(caplog):
+@pytest.mark.parametrize("slow_step, logged", [(0.030, 4), (0.019, 0)], ids=["over", "under"])
+def test_steps_at_or_over_the_threshold_are_logged_with_their_task_and_counted(caplog, slow_step, logged):
+    """Over 20 ms: the task's first step and one after each checkpoint, each logged with its task
+    and the CPU part; under it, nothing logged or counted."""
     timer = Timer()
-    timer.holds = {"slow": 0.030, "quick": 0.005}
+    timer.holds = {"slow": slow_step, "quick": 0.005}
     instrument = Held(0.020, timer)
     with caplog.at_level(logging.WARNING, logger="cortexdb.loop"):
         run_tasks(instrument)
     lines = [r.getMessage() for r in caplog.records if r.name == "cortexdb.loop"]
-    assert lines and all("task slow held the event loop for 30.0 ms (15.0 ms of CPU)" in line for line in lines)
-    assert instrument.count == len(lines) == 4  # the task's first step and one after each checkpoint
-    assert instrument.longest == pytest.approx(0.030)
-
-
-def test_steps_under_the_threshold_are_not_logged(caplog):
-    timer = Timer()
-    timer.holds = {"slow": 0.019, "quick": 0.005}
-    instrument = Held(0.020, timer)
-    with caplog.at_level(logging.WARNING, logger="cortexdb.loop"):
-        run_tasks(instrument)
-    assert instrument.count == 0 and instrument.longest == 0.0
-    assert not [r for r in caplog.records if r.name == "cortexdb.loop"]
+    assert instrument.count == len(lines) == logged
+    assert all("task slow held the event loop for 30.0 ms (15.0 ms of CPU)" in line for line in lines)
+    assert instrument.longest == pytest.approx(slow_step if logged else 0.0)
 
 
 def test_watching_installs_only_above_zero_and_removes_at_exit():

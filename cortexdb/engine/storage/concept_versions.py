@@ -56,7 +56,7 @@ class ConceptVersions(Versions[Any]):
     async def key_moment(self, record_id: str, now: dt.datetime) -> dt.datetime:
         """``now``, or a microsecond past ``record_id``'s last row when that is not before ``now``."""
         async for stamp in self.table.ids(record_id, reverse=True, limit=1):
-            last = dt.datetime.strptime(stamp, "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=dt.UTC)
+            last = keys.stamp_moment(stamp)
             if last >= now:
                 return last + dt.timedelta(microseconds=1)
         return now

@@ -154,6 +154,11 @@ def version_stamp(moment: dt.datetime) -> str:
     return f"{moment.year:04d}{moment.month:02d}{moment.day:02d}T{moment:%H%M%S.%f}Z"
 
 
+def stamp_moment(stamp: str) -> dt.datetime:
+    """``version_stamp``'s inverse: the UTC moment a stamp names."""
+    return dt.datetime.strptime(stamp, "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=dt.UTC)
+
+
 # audit peppers: the version is a part of 8 digits, so versions sort numerically -----------------
 def pepper_version(version: int) -> str:
     return f"{version:08d}"
